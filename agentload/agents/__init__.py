@@ -1,0 +1,1 @@
+"""agentload.agents (see DESIGN.md's package table)."""

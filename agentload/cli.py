@@ -1,0 +1,93 @@
+"""The ``agentload`` command. Each area registers its own commands (``register(app)``):
+
+* ``trace validate|stats|inspect``  — agentload.recorder.cli
+* ``serve``                          — agentload.endpoint.cli
+* ``scenarios list|show``            — agentload.scenarios.cli
+* ``sandbox build|cleanup``          — agentload.sandboxes.cli
+* ``generate``, ``eval``             — agentload.agents.cli
+* ``replay``, ``report``, ``compare``  — agentload.replay.cli
+
+Any ``AgentloadError`` becomes one line on stderr and exit code 2; anything else is a bug and
+shows a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+import typer
+
+from agentload import __version__
+from agentload.errors import AgentloadError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="agentload",
+    help="Make agentic LLM traffic real, record it, and replay it against inference servers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_AREAS = (
+    "agentload.recorder.cli",
+    "agentload.endpoint.cli",
+    "agentload.scenarios.cli",
+    "agentload.sandboxes.cli",
+    "agentload.agents.cli",
+    "agentload.replay.cli",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"agentload {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """agentload: generate, record and replay agentic LLM traffic."""
+
+
+for _mod in _AREAS:
+    try:
+        _area = importlib.import_module(_mod)
+    except ModuleNotFoundError as _exc:
+        if _exc.name != _mod:
+            raise
+        continue
+    _area.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI, mapping user errors to one line and exit code 2."""
+    command = typer.main.get_command(app)
+    try:
+        rv = command.main(args=argv, prog_name="agentload", standalone_mode=False)
+    except AgentloadError as exc:
+        print(f"agentload: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        print("agentload: aborted", file=sys.stderr)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        print("agentload: interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

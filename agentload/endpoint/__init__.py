@@ -1,0 +1,1 @@
+"""agentload.endpoint (see DESIGN.md's package table)."""

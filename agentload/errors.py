@@ -1,0 +1,93 @@
+"""The one error tree of agentload.
+
+Every error a user can cause (bad input file, bad config, unreachable endpoint, missing Docker
+daemon ...) is an ``AgentloadError``; the CLI prints its message as one line on stderr and exits
+with code 2. Anything else that escapes is a bug and shows a traceback.
+
+    AgentloadError
+     ├── ConfigError            bad scenario / profile / CLI option values
+     │    └── ScenarioError     a scenario file or preset that does not validate
+     ├── TraceFormatError       a trace file that cannot be read (names file:line and field)
+     │    └── SchemaVersionError  a trace written by an unknown major schema version
+     ├── TokenizerError         a tokenizer that cannot be loaded
+     ├── SandboxError           Docker / local sandbox failures (names the container)
+     │    └── DockerUnavailableError  no Docker daemon answers
+     ├── WorkspaceError         a workspace recipe that cannot be materialised
+     ├── EndpointError          an OpenAI-compatible endpoint misbehaves (names the URL)
+     │    ├── EndpointUnreachableError
+     │    └── ModelNotFoundError
+     └── ReplayError            a replay that cannot run as configured
+
+Context is attached where the error crosses a boundary, so the message alone tells the user
+what to fix: ``run.agentload.jsonl.zst:123: llm_call.usage.prompt_tokens: ...``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentloadError",
+    "ConfigError",
+    "DockerUnavailableError",
+    "EndpointError",
+    "EndpointUnreachableError",
+    "ModelNotFoundError",
+    "ReplayError",
+    "SandboxError",
+    "ScenarioError",
+    "SchemaVersionError",
+    "TokenizerError",
+    "TraceFormatError",
+    "WorkspaceError",
+]
+
+
+class AgentloadError(Exception):
+    """Base of every error a user can cause; the CLI prints it as one line and exits 2."""
+
+
+class ConfigError(AgentloadError):
+    """A configuration value (CLI option, profile, override) is invalid."""
+
+
+class ScenarioError(ConfigError):
+    """A scenario file or preset does not validate."""
+
+
+class TraceFormatError(AgentloadError):
+    """A trace file cannot be read; the message names ``file:line`` and the field path."""
+
+
+class SchemaVersionError(TraceFormatError):
+    """A trace was written with a major schema version this reader does not know."""
+
+
+class TokenizerError(AgentloadError):
+    """A tokenizer cannot be loaded."""
+
+
+class SandboxError(AgentloadError):
+    """A sandbox (Docker container or local subprocess) failed; names the container."""
+
+
+class DockerUnavailableError(SandboxError):
+    """No Docker daemon answers."""
+
+
+class WorkspaceError(AgentloadError):
+    """A workspace recipe cannot be materialised."""
+
+
+class EndpointError(AgentloadError):
+    """An OpenAI-compatible endpoint misbehaved; the message names the URL."""
+
+
+class EndpointUnreachableError(EndpointError):
+    """The endpoint does not answer."""
+
+
+class ModelNotFoundError(EndpointError):
+    """The endpoint does not serve the requested model."""
+
+
+class ReplayError(AgentloadError):
+    """A replay cannot run as configured."""

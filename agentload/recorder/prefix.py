@@ -1,0 +1,108 @@
+"""Chained token-block hashes of prompts, computed incrementally.
+
+Block k's hash covers tokens 0..B(k+1) of the prompt (B = block size, 16 natively): it is
+blake2b-64 over (hash of block k-1 || token ids of block k). Equal hashes mean an equal prefix,
+so prefix reuse is measurable without content. Only full blocks are hashed.
+
+``PrefixHasher`` resumes from the longest prompt prefix it has already hashed (keyed by the
+sequence of piece ids: tools blob, message blobs), so hashing a call whose history was hashed
+before costs O(new tokens).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["PrefixHasher", "PrefixState", "chain_blocks"]
+
+
+def _h(prev: bytes, ids: Sequence[int]) -> bytes:
+    return hashlib.blake2b(prev + array("I", ids).tobytes(), digest_size=8).digest()
+
+
+def chain_blocks(token_ids: Sequence[int], block_size: int = 16) -> list[str]:
+    """Block hashes of a whole token sequence, from scratch (reference implementation)."""
+    out: list[str] = []
+    prev = b""
+    for i in range(0, len(token_ids) - block_size + 1, block_size):
+        prev = _h(prev, token_ids[i : i + block_size])
+        out.append(prev.hex())
+    return out
+
+
+@dataclass(frozen=True)
+class PrefixState:
+    """Hash state after a sequence of pieces: its blocks, the leftover partial block."""
+
+    blocks: tuple[str, ...]
+    last: bytes
+    leftover: tuple[int, ...]
+    tokens: int
+    owner: str | None  # the call id that produced this state, if any
+
+
+class PrefixHasher:
+    """Incremental chained block hashing over a sequence of token-id pieces."""
+
+    def __init__(self, block_size: int = 16, max_states: int = 4096) -> None:
+        self.block_size = block_size
+        self._states: OrderedDict[bytes, PrefixState] = OrderedDict()
+        self._max = max_states
+
+    @staticmethod
+    def _keys(piece_keys: Sequence[str]) -> list[bytes]:
+        keys = []
+        k = b""
+        for pk in piece_keys:
+            k = hashlib.blake2b(k + pk.encode(), digest_size=16).digest()
+            keys.append(k)
+        return keys
+
+    def hash(
+        self,
+        piece_keys: Sequence[str],
+        piece_ids: Sequence[Sequence[int]] | None = None,
+        *,
+        get_ids: object = None,
+        owner: str | None = None,
+    ) -> tuple[PrefixState, PrefixState | None, int]:
+        """Hash a prompt given as pieces (``piece_keys[i]`` names piece i's content).
+
+        Token ids come from ``piece_ids[i]``, or lazily from ``get_ids(i)`` so that pieces
+        already hashed are never tokenized again. Returns ``(state, base, start)``: the new
+        state, the cached state it resumed from (or None) and the piece index it resumed at.
+        """
+        keys = self._keys(piece_keys)
+        base: PrefixState | None = None
+        start = 0
+        for i in range(len(keys) - 1, -1, -1):
+            st = self._states.get(keys[i])
+            if st is not None:
+                base, start = st, i + 1
+                self._states.move_to_end(keys[i])
+                break
+        blocks = list(base.blocks) if base else []
+        last = base.last if base else b""
+        buf = list(base.leftover) if base else []
+        tokens = base.tokens if base else 0
+        bs = self.block_size
+        for i in range(start, len(keys)):
+            ids = piece_ids[i] if piece_ids is not None else get_ids(i)  # type: ignore[operator]
+            tokens += len(ids)
+            buf.extend(ids)
+            n_full = len(buf) // bs * bs
+            for j in range(0, n_full, bs):
+                last = _h(last, buf[j : j + bs])
+                blocks.append(last.hex())
+            del buf[:n_full]
+        state = PrefixState(tuple(blocks), last, tuple(buf), tokens, owner)
+        if keys:
+            self._states[keys[-1]] = state
+            self._states.move_to_end(keys[-1])
+            while len(self._states) > self._max:
+                self._states.popitem(last=False)
+        return state, base, start

@@ -1,0 +1,265 @@
+"""Trace format v1: the versioned pydantic models of every record in an agentload trace.
+
+A trace is JSON lines (zstd-compressed as ``*.agentload.jsonl.zst``, or plain ``*.jsonl``).
+The first record is a ``header``; then ``session``, ``agent``, ``blob``, ``llm_call``,
+``tool_call`` and ``event`` records in any order, with one rule: a blob is written before the
+first record that names it. All times are integer nanoseconds on the recording process's
+monotonic clock (``time.perf_counter_ns``); ``header.clock`` pairs one monotonic reading with
+the wall clock, so ``unix_ns = clock.unix_ns + (t - clock.mono_ns)``.
+
+Messages are stored once: an ``llm_call`` lists the blob ids of its request messages, and each
+``blob`` holds one chat message (or one tool-schema list) under its content hash.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_MAJOR",
+    "AgentRecord",
+    "BlobRecord",
+    "ClockAnchor",
+    "EventRecord",
+    "Header",
+    "HostFacts",
+    "LLMCallRecord",
+    "PrefixInfo",
+    "Record",
+    "RequestParams",
+    "ResponseRecord",
+    "SessionRecord",
+    "Timings",
+    "ToolCallRecord",
+    "ToolCallRef",
+    "Usage",
+    "record_adapter",
+]
+
+SCHEMA_MAJOR = 1
+SCHEMA = f"agentload.trace/{SCHEMA_MAJOR}"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=False)
+
+
+class ClockAnchor(_Model):
+    """One instant read on both clocks, to turn monotonic ns into wall-clock time."""
+
+    unix_ns: int = Field(description="time.time_ns() at the anchor instant")
+    mono_ns: int = Field(description="time.perf_counter_ns() at the same instant")
+
+
+class HostFacts(_Model):
+    """The machine that recorded the trace."""
+
+    python: str = Field(description="Python version")
+    os: str = Field(description="platform string")
+    cpu_count: int = Field(description="logical CPUs")
+    hostname: str | None = Field(default=None, description="host name, when not redacted")
+
+
+class Header(_Model):
+    """First record of every trace."""
+
+    type: Literal["header"] = "header"
+    schema_: str = Field(default=SCHEMA, alias="schema", description="'agentload.trace/MAJOR'")
+    tool_version: str = Field(description="agentload version that wrote the file")
+    created_at: str = Field(description="UTC ISO-8601 creation time")
+    clock: ClockAnchor = Field(description="wall-clock anchor of the monotonic ns timestamps")
+    tokenizer: str = Field(description="tokenizer of our own token counts, e.g. o200k_base")
+    block_size: int = Field(default=16, description="tokens per prefix block in llm_call.prefix")
+    endpoint: str | None = Field(
+        default=None, description="endpoint base URL, credentials stripped"
+    )
+    model: str | None = Field(default=None, description="model name sent to the endpoint")
+    scenario: str | None = Field(default=None, description="scenario name")
+    scenario_hash: str | None = Field(
+        default=None, description="content hash of the full scenario config"
+    )
+    scenario_config: dict[str, Any] | None = Field(
+        default=None, description="the resolved scenario"
+    )
+    seed: int | None = Field(default=None, description="seed of the generating run")
+    host: HostFacts | None = Field(default=None, description="host facts")
+    redacted: bool = Field(default=False, description="content replaced by hash blocks")
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class SessionRecord(_Model):
+    """Start (or end, when ``end_ns`` is set) of one session; a session may be written twice."""
+
+    type: Literal["session"] = "session"
+    id: str = Field(description="session id, unique in the file")
+    start_ns: int = Field(description="monotonic ns when the session started")
+    end_ns: int | None = Field(default=None, description="monotonic ns when it ended")
+    end_reason: str | None = Field(
+        default=None,
+        description="why it ended: context_target, done, max_rounds, wall_budget, "
+        "endpoint_error, context_limit, interrupted, error",
+    )
+    workspace: str | None = Field(default=None, description="workspace recipe")
+    sandbox: str | None = Field(default=None, description="sandbox kind: docker or local")
+    eval_passed: bool | None = Field(default=None, description="success check result (eval runs)")
+    meta: dict[str, Any] = Field(default_factory=dict, description="free-form facts")
+
+
+class AgentRecord(_Model):
+    """One agent of a session's agent tree (written at start; again with ``end_ns`` at end)."""
+
+    type: Literal["agent"] = "agent"
+    id: str = Field(description="agent id, unique in the file")
+    session_id: str = Field(description="session the agent belongs to")
+    parent_agent_id: str | None = Field(default=None, description="agent that delegated to it")
+    parent_tool_call_id: str | None = Field(default=None, description="the delegate tool call")
+    role: str = Field(description="orchestrator, code_search, test_runner, file_reader, ...")
+    context_policy: str = Field(default="fresh", description="how its context starts: fresh")
+    start_ns: int = Field(description="monotonic ns when it started")
+    end_ns: int | None = Field(default=None, description="monotonic ns when it returned")
+
+
+class BlobRecord(_Model):
+    """Content-addressed content: one chat message, or one tool-schema list."""
+
+    type: Literal["blob"] = "blob"
+    id: str = Field(description="blake2b-128 hex of the canonical JSON of `content`")
+    kind: Literal["message", "tools", "text"] = Field(description="what the content is")
+    content: Any = Field(description="the message dict / tools list / text")
+    tokens: int | None = Field(default=None, description="our token count of its framing piece")
+
+
+class RequestParams(_Model):
+    """The request parameters as sent (besides messages)."""
+
+    model: str = Field(description="model name sent")
+    max_tokens: int | None = Field(default=None, description="max (completion) tokens")
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    tools: str | None = Field(default=None, description="blob id of the tools list")
+    tool_choice: Any = Field(default=None, description="tool_choice as sent")
+    stream: bool = True
+    extra: dict[str, Any] = Field(default_factory=dict, description="other body fields sent")
+
+
+class ToolCallRef(_Model):
+    """A tool call the model emitted."""
+
+    id: str
+    name: str
+    arguments: str = Field(description="JSON string as the model produced it")
+
+
+class ResponseRecord(_Model):
+    """What the endpoint answered."""
+
+    content: str | None = Field(default=None, description="blob id of the assistant message")
+    text_len: int = Field(default=0, description="characters of assistant text")
+    tool_calls: list[ToolCallRef] = Field(default_factory=list)
+    finish_reason: str | None = None
+
+
+class Usage(_Model):
+    """Token counts: the server's when reported, and ours always."""
+
+    prompt_tokens: int | None = Field(default=None, description="server-reported prompt tokens")
+    completion_tokens: int | None = Field(default=None, description="server-reported completion")
+    cached_tokens: int | None = Field(
+        default=None, description="server-reported cached prompt tokens"
+    )
+    prompt_tokens_ours: int = Field(description="our count under the framing convention")
+    completion_tokens_ours: int | None = Field(default=None, description="our count of the output")
+
+
+class Timings(_Model):
+    """Monotonic ns; ``chunk_offsets_ns`` are per-chunk arrival times relative to ``submit_ns``."""
+
+    submit_ns: int
+    first_token_ns: int | None = None
+    last_token_ns: int | None = None
+    chunk_offsets_ns: list[int] = Field(default_factory=list)
+
+
+class PrefixInfo(_Model):
+    """Chained block hashes of the prompt's token sequence, stored incrementally.
+
+    The full list of a call's block hashes is the first ``base_blocks`` hashes of call ``base``
+    followed by ``blocks``. Block k's hash covers tokens 0..16(k+1): equal hashes mean an equal
+    prefix. Only full blocks are hashed.
+    """
+
+    base: str | None = Field(default=None, description="llm_call id whose blocks this extends")
+    base_blocks: int = Field(default=0, description="blocks taken from the base call")
+    blocks: list[str] = Field(default_factory=list, description="new block hashes (16 hex chars)")
+
+
+class LLMCallRecord(_Model):
+    """One chat-completion call."""
+
+    type: Literal["llm_call"] = "llm_call"
+    id: str
+    session_id: str
+    agent_id: str
+    seq: int = Field(description="0-based index of the call within its agent")
+    request: RequestParams
+    messages: list[str] = Field(description="blob ids of the request messages, in order")
+    response: ResponseRecord = Field(default_factory=ResponseRecord)
+    usage: Usage
+    timings: Timings
+    depends_on: list[str] = Field(
+        default_factory=list,
+        description="tool_call / agent ids whose results this prompt appends",
+    )
+    prefix: PrefixInfo | None = None
+    error: str | None = None
+
+
+class ToolCallRecord(_Model):
+    """One tool execution."""
+
+    type: Literal["tool_call"] = "tool_call"
+    id: str = Field(description="the model's tool_call id")
+    session_id: str
+    agent_id: str
+    llm_call_id: str = Field(description="the llm_call that emitted it")
+    name: str
+    arguments: Any = Field(description="parsed arguments (or the raw string when unparseable)")
+    start_ns: int
+    end_ns: int
+    exit_code: int | None = None
+    timed_out: bool = False
+    output_bytes: int = 0
+    output_tokens: int | None = None
+    truncated: bool = False
+    sandbox_id: str | None = None
+    error: str | None = None
+    child_agent_id: str | None = Field(default=None, description="for delegate: the sub-agent")
+
+
+class EventRecord(_Model):
+    """Something that happened: compaction, retry, error, note."""
+
+    type: Literal["event"] = "event"
+    kind: str = Field(description="compaction | retry | error | note | ...")
+    ns: int
+    session_id: str | None = None
+    agent_id: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+Record = Annotated[
+    Header
+    | SessionRecord
+    | AgentRecord
+    | BlobRecord
+    | LLMCallRecord
+    | ToolCallRecord
+    | EventRecord,
+    Field(discriminator="type"),
+]
+record_adapter: TypeAdapter[Record] = TypeAdapter(Record)

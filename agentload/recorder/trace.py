@@ -1,0 +1,123 @@
+"""A whole trace loaded into memory with indexes, for stats, inspect, export and replay."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentload.errors import TraceFormatError
+from agentload.recorder.reader import Truncation, read_trace
+from agentload.recorder.schema import (
+    AgentRecord,
+    BlobRecord,
+    EventRecord,
+    Header,
+    LLMCallRecord,
+    SessionRecord,
+    ToolCallRecord,
+)
+
+__all__ = ["Trace", "load_trace"]
+
+
+@dataclass
+class Trace:
+    """Records of one file, indexed. Later ``session``/``agent`` records (ends) update earlier ones."""
+
+    path: str
+    header: Header
+    sessions: dict[str, SessionRecord] = field(default_factory=dict)
+    agents: dict[str, AgentRecord] = field(default_factory=dict)
+    blobs: dict[str, BlobRecord] = field(default_factory=dict)
+    calls: dict[str, LLMCallRecord] = field(default_factory=dict)
+    tool_calls: dict[str, ToolCallRecord] = field(default_factory=dict)
+    events: list[EventRecord] = field(default_factory=list)
+    truncated: Truncation | None = None
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    _blocks_cache: dict[str, list[str]] = field(default_factory=dict, repr=False)
+
+    def calls_of(self, agent_id: str) -> list[LLMCallRecord]:
+        """An agent's calls in seq order."""
+        return sorted(
+            (c for c in self.calls.values() if c.agent_id == agent_id), key=lambda c: c.seq
+        )
+
+    def agents_of(self, session_id: str) -> list[AgentRecord]:
+        return sorted(
+            (a for a in self.agents.values() if a.session_id == session_id),
+            key=lambda a: a.start_ns,
+        )
+
+    def messages(self, call: LLMCallRecord) -> list[dict[str, Any]]:
+        """The call's request messages, blob references resolved."""
+        try:
+            return [self.blobs[b].content for b in call.messages]
+        except KeyError as exc:
+            raise TraceFormatError(
+                f"{self.path}: llm_call {call.id}: unknown blob {exc.args[0]}"
+            ) from None
+
+    def tools(self, call: LLMCallRecord) -> list[dict[str, Any]] | None:
+        if call.request.tools is None:
+            return None
+        blob = self.blobs.get(call.request.tools)
+        if blob is None:
+            raise TraceFormatError(f"{self.path}: llm_call {call.id}: unknown tools blob")
+        tools: list[dict[str, Any]] = blob.content
+        return tools
+
+    def blocks(self, call: LLMCallRecord) -> list[str]:
+        """The call's full list of prompt block hashes (resolving ``prefix.base`` chains)."""
+        cached = self._blocks_cache.get(call.id)
+        if cached is not None:
+            return cached
+        if call.prefix is None:
+            out: list[str] = []
+        elif call.prefix.base is None:
+            out = list(call.prefix.blocks)
+        else:
+            base = self.calls.get(call.prefix.base)
+            if base is None:
+                raise TraceFormatError(f"{self.path}: llm_call {call.id}: unknown prefix base")
+            out = self.blocks(base)[: call.prefix.base_blocks] + call.prefix.blocks
+        self._blocks_cache[call.id] = out
+        return out
+
+    def prompt_tokens(self, call: LLMCallRecord) -> int:
+        """Server-reported prompt tokens when present, else ours."""
+        u = call.usage
+        return u.prompt_tokens if u.prompt_tokens is not None else u.prompt_tokens_ours
+
+
+def load_trace(path: str | os.PathLike[str]) -> Trace:
+    """Read a whole trace; raises ``TraceFormatError`` for a bad record, tolerates truncation."""
+    reader = read_trace(path)
+    it = iter(reader)
+    trace: Trace | None = None
+    for rec in it:
+        if isinstance(rec, Header):
+            trace = Trace(path=str(path), header=rec)
+            continue
+        assert trace is not None  # the reader guarantees the header comes first
+        trace.counts[rec.type] += 1
+        if isinstance(rec, LLMCallRecord):
+            trace.calls[rec.id] = rec
+        elif isinstance(rec, ToolCallRecord):
+            trace.tool_calls[rec.id] = rec
+        elif isinstance(rec, BlobRecord):
+            trace.blobs[rec.id] = rec
+        elif isinstance(rec, AgentRecord):
+            trace.agents[rec.id] = rec
+        elif isinstance(rec, SessionRecord):
+            old = trace.sessions.get(rec.id)
+            if old is not None and rec.end_ns is None:
+                continue
+            trace.sessions[rec.id] = rec
+        elif isinstance(rec, EventRecord):
+            trace.events.append(rec)
+    if trace is None:
+        raise TraceFormatError(f"{path}: no header record (file cut before its first record?)")
+    trace.truncated = reader.truncated
+    return trace

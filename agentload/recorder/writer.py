@@ -1,0 +1,167 @@
+"""The trace writer: one writer task fed by a queue, complete zstd frames at least every second.
+
+    async with TraceWriter(path, header) as w:
+        await w.write(record)          # any number of concurrent agents may call this
+        blob_id = await w.blob("message", message)   # written once per file
+        await w.flush()                # e.g. at every session end
+
+Every flush appends one complete zstd frame (for ``*.zst`` paths; plain JSON lines otherwise)
+and fsyncs on close, so a process killed at any moment leaves a file whose complete records
+are all readable. Serialized records pass through the secret scrubber before they are written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import aiofiles
+import orjson
+import zstandard
+from pydantic import BaseModel
+
+from agentload.hashing import content_id
+from agentload.recorder.schema import BlobRecord, Header
+from agentload.recorder.secrets import scrub_bytes
+
+__all__ = ["TraceWriter", "encode_record"]
+
+_STOP = object()
+
+
+def encode_record(record: BaseModel | dict[str, Any]) -> bytes:
+    """One JSON line (with newline), secrets scrubbed."""
+    if isinstance(record, BaseModel):
+        data = record.model_dump(mode="json", by_alias=True, exclude_none=True)
+    else:
+        data = record
+    return scrub_bytes(orjson.dumps(data)) + b"\n"
+
+
+class TraceWriter:
+    """Async, concurrency-safe writer of one trace file (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        header: Header,
+        *,
+        flush_interval_s: float = 1.0,
+        level: int = 3,
+    ) -> None:
+        self.path = Path(path)
+        self.header = header
+        self.compressed = self.path.name.endswith(".zst")
+        self._interval = flush_interval_s
+        self._cctx = zstandard.ZstdCompressor(level=level, write_checksum=True)
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._buf: list[bytes] = []
+        self._task: asyncio.Task[None] | None = None
+        self._file: Any = None
+        self._blobs: set[str] = set()
+        self.records_written = 0
+        self.bytes_written = 0
+
+    async def __aenter__(self) -> TraceWriter:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = await aiofiles.open(self.path, "wb")
+        self._buf.append(encode_record(self.header))
+        self.records_written += 1
+        await self._write_frame()
+        self._task = asyncio.create_task(self._run(), name=f"trace-writer:{self.path.name}")
+
+    async def write(self, record: BaseModel | dict[str, Any]) -> None:
+        """Queue a record; it reaches the file within ``flush_interval_s``."""
+        self._check_open()
+        self._queue.put_nowait(record)
+
+    def write_nowait(self, record: BaseModel | dict[str, Any]) -> None:
+        """Same as ``write`` for synchronous callers on the writer's event loop."""
+        self._check_open()
+        self._queue.put_nowait(record)
+
+    async def blob(self, kind: str, content: Any, tokens: int | None = None) -> str:
+        """Intern content; the blob record is written once per file, before first use."""
+        bid = content_id(content)
+        if bid not in self._blobs:
+            self._blobs.add(bid)
+            await self.write(BlobRecord(id=bid, kind=kind, content=content, tokens=tokens))  # type: ignore[arg-type]
+        return bid
+
+    def has_blob(self, blob_id: str) -> bool:
+        return blob_id in self._blobs
+
+    async def flush(self) -> None:
+        """Write everything queued so far as one complete frame, now."""
+        self._check_open()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(done)
+        await done
+
+    async def close(self) -> None:
+        """Drain the queue, write the last frame, fsync, close. Safe to call twice."""
+        if self._task is None:
+            return
+        self._queue.put_nowait(_STOP)
+        task, self._task = self._task, None
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await self._write_frame()
+        await self._file.flush()
+        await asyncio.to_thread(os.fsync, self._file.fileno())
+        await self._file.close()
+
+    def _check_open(self) -> None:
+        if self._task is None:
+            raise RuntimeError("TraceWriter is not open")
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._interval
+        while True:
+            timeout = max(0.0, deadline - loop.time())
+            try:
+                item = await asyncio.wait_for(self._queue.get(), timeout)
+            except TimeoutError:
+                item = None
+            if item is _STOP:
+                return
+            if isinstance(item, asyncio.Future):
+                await self._write_frame()
+                if not item.done():
+                    item.set_result(None)
+                deadline = loop.time() + self._interval
+                continue
+            if item is not None:
+                self._buf.append(encode_record(item))
+                self.records_written += 1
+            if loop.time() >= deadline:
+                await self._write_frame()
+                deadline = loop.time() + self._interval
+
+    async def _write_frame(self) -> None:
+        if not self._buf:
+            return
+        data = b"".join(self._buf)
+        self._buf.clear()
+        if self.compressed:
+            if len(data) > 1 << 16:
+                data = await asyncio.to_thread(self._cctx.compress, data)
+            else:
+                data = self._cctx.compress(data)
+        await self._file.write(data)
+        await self._file.flush()
+        self.bytes_written += len(data)

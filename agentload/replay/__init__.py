@@ -1,0 +1,1 @@
+"""agentload.replay (see DESIGN.md's package table)."""

@@ -1,0 +1,1 @@
+"""agentload.sandboxes (see DESIGN.md's package table)."""

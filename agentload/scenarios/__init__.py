@@ -1,0 +1,1 @@
+"""agentload.scenarios (see DESIGN.md's package table)."""

@@ -1,0 +1,1 @@
+"""agentload.tools (see DESIGN.md's package table)."""
