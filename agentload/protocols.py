@@ -1,0 +1,70 @@
+"""The protocols of agentload, in one place. Implementations satisfy them without inheriting.
+
+* ``Tokenizer``  — text → token ids (agentload.tokenizer)
+* ``Sandbox``    — where tools execute: docker, local (agentload.sandboxes)
+* ``Tool``       — one tool an agent calls (agentload.tools)
+* ``TraceSink``  — where records go (agentload.recorder.TraceWriter)
+* ``Exporter``   — writes a trace or results in another format and says what it wrote
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from agentload.tokenizer import Tokenizer
+
+__all__ = ["ExecResult", "Exporter", "Sandbox", "Tokenizer", "Tool", "TraceSink"]
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The outcome of one command run in a sandbox."""
+
+    exit_code: int | None
+    output: bytes
+    timed_out: bool
+    start_ns: int
+    end_ns: int
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """An isolated place to run commands over a session's workspace."""
+
+    id: str
+    kind: str
+    workdir: str
+
+    def exec(
+        self, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None
+    ) -> ExecResult: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """One tool: its OpenAI schema and how to run it."""
+
+    name: str
+
+    def schema(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class TraceSink(Protocol):
+    """Accepts trace records."""
+
+    async def write(self, record: Any) -> None: ...
+
+    async def flush(self) -> None: ...
+
+
+@runtime_checkable
+class Exporter(Protocol):
+    """Writes something to ``out`` and returns a one-line description of what it wrote."""
+
+    def export(self, out: Path) -> str: ...
