@@ -1,0 +1,5 @@
+"""``python -m agentload`` runs the CLI."""
+
+from agentload.cli import main
+
+main()
