@@ -1,0 +1,358 @@
+"""The LangGraph graphs: the orchestrator and one sub-agent graph per kind, assembled in the open.
+
+Orchestrator::
+
+    START → agent ─route_orchestrator─┬→ tools ─────────┐
+                 │                    ├→ code_search ───┤   (Send: one task per delegate call,
+                 │                    ├→ test_runner ───┼→ collect → agent   run concurrently)
+                 │                    ├→ file_reader ───┘
+                 └────────────────────┴→ END  (done or a limit)
+
+* ``agent``: one model call with the whole history; decides whether the session ends.
+* ``tools``: the reply's direct tool calls, in order, through the toolbox.
+* ``code_search`` / ``test_runner`` / ``file_reader``: one ``delegate`` call each: a sub-agent
+  with a fresh context runs to its summary (at most ``max_parallel_delegations`` at a time).
+* ``collect``: appends the tool messages **in tool-call order** (never completion order, so
+  parallel sub-agents cannot make the content order-dependent) and notes ``depends_on``.
+
+Sub-agent (one graph per kind)::
+
+    START → agent ─route_subagent─┬→ tools → agent
+                                  └→ finish → END
+
+The session-scoped pieces (endpoint client, toolbox, recorder) come in as the run-time context
+(``AgentRuntime``), so the graphs compile once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated, Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from agentload.agents import contract
+from agentload.agents.recording import ToolFacts
+from agentload.agents.runtime import AgentRuntime, orchestrator_id, subagent_id
+from agentload.agents.steps import (
+    Outcome,
+    call_model,
+    run_tool,
+    tool_message,
+    valid_delegation,
+)
+
+__all__ = [
+    "OrchestratorState",
+    "SubagentState",
+    "build_orchestrator_graph",
+    "build_subagent_graph",
+    "orchestrator_graph",
+    "route_orchestrator",
+    "route_subagent",
+    "subagent_graph",
+]
+
+
+def _append(old: list[Any], new: list[Any]) -> list[Any]:
+    return [*old, *new] if new else old
+
+
+def _merge_results(old: dict[int, Outcome], new: dict[int, Outcome] | None) -> dict[int, Outcome]:
+    """Parallel branches add their outcomes; ``None`` clears them (after ``collect``)."""
+    if new is None:
+        return {}
+    return {**old, **new}
+
+
+class OrchestratorState(TypedDict, total=False):
+    """The orchestrator's graph state."""
+
+    messages: Annotated[list[dict[str, Any]], _append]
+    tool_calls: list[dict[str, Any]]
+    call_id: str
+    seq: int
+    depends_on: list[str]
+    results: Annotated[dict[int, Outcome], _merge_results]
+    end_reason: str | None
+
+
+class SubagentState(TypedDict, total=False):
+    """A sub-agent's graph state (also the payload its delegation node builds)."""
+
+    agent_id: str
+    role: str
+    messages: Annotated[list[dict[str, Any]], _append]
+    tool_calls: list[dict[str, Any]]
+    call_id: str
+    seq: int
+    depends_on: list[str]
+    summary: str
+
+
+class ToolsTask(TypedDict):
+    """Payload of the orchestrator's ``tools`` node: the direct calls with their indexes."""
+
+    call_id: str
+    calls: list[tuple[int, dict[str, Any]]]
+
+
+class DelegateTask(TypedDict):
+    """Payload of a delegation node: one ``delegate`` call."""
+
+    call_id: str
+    index: int
+    tool_call: dict[str, Any]
+    kind: str
+    task: str
+
+
+# -- orchestrator ------------------------------------------------------------------------------
+async def orchestrator_agent(
+    state: OrchestratorState, runtime: Runtime[AgentRuntime]
+) -> dict[str, Any]:
+    rt = runtime.context
+    s = rt.settings
+    seq = state.get("seq", 0)
+    now = rt.clock()
+    if rt.last_orch_end_ns is not None:
+        rt.recorder.stats.orch_wait_ns += now - rt.last_orch_end_ns
+    turn = await call_model(
+        rt,
+        agent_id=orchestrator_id(rt.session_id),
+        role=contract.ORCHESTRATOR,
+        seq=seq,
+        messages=state["messages"],
+        tools=contract.tool_schemas(s.orchestrator_tools),
+        depends_on=state.get("depends_on", []),
+    )
+    rt.last_orch_end_ns = rt.clock()
+    if turn.prompt_tokens >= s.context_target:
+        reason: str | None = "context_target"
+    elif not turn.tool_calls:
+        reason = "done"
+    elif seq + 1 >= s.max_rounds:
+        reason = "max_rounds"
+    else:
+        reason = None
+    return {
+        "messages": [turn.message],
+        "tool_calls": turn.tool_calls,
+        "call_id": turn.call_id,
+        "seq": seq + 1,
+        "end_reason": reason,
+    }
+
+
+def route_orchestrator(state: OrchestratorState) -> list[Send] | str:
+    """END when the session ended; else one ``Send`` per delegation and one for direct tools."""
+    if state.get("end_reason"):
+        return END
+    call_id = state["call_id"]
+    sends: list[Send] = []
+    direct: list[tuple[int, dict[str, Any]]] = []
+    for i, tc in enumerate(state.get("tool_calls", [])):
+        d = valid_delegation(tc, contract.SUBAGENT_ROLES)
+        if d is None:
+            direct.append((i, tc))
+        else:
+            kind, task = d
+            sends.append(
+                Send(
+                    kind,
+                    DelegateTask(call_id=call_id, index=i, tool_call=tc, kind=kind, task=task),
+                )
+            )
+    if direct:
+        sends.insert(0, Send("tools", ToolsTask(call_id=call_id, calls=direct)))
+    return sends
+
+
+async def orchestrator_tools(state: ToolsTask, *, runtime: Runtime[AgentRuntime]) -> dict[str, Any]:
+    rt = runtime.context
+    agent_id = orchestrator_id(rt.session_id)
+    allowed = tuple(t for t in rt.settings.orchestrator_tools if t != contract.DELEGATE)
+    out: dict[int, Outcome] = {}
+    for index, tc in state["calls"]:
+        out[index] = await run_tool(
+            rt, agent_id=agent_id, call_id=state["call_id"], index=index, tool_call=tc,
+            allowed=allowed,
+        )  # fmt: skip
+    return {"results": out}
+
+
+async def delegate(state: DelegateTask, *, runtime: Runtime[AgentRuntime]) -> dict[str, Any]:
+    """Run one sub-agent to its summary; the summary is the ``delegate`` tool result."""
+    rt = runtime.context
+    kind = state["kind"]
+    sub = rt.settings.subagents.get(kind)
+    parent = orchestrator_id(rt.session_id)
+    model_id = str(state["tool_call"].get("id", ""))
+    rid = rt.ids.tool_record_id(model_id, state["call_id"], state["index"])
+    child = subagent_id(state["call_id"], kind, state["index"])
+    async with rt.delegations:
+        start = rt.clock()
+        if sub is None:
+            summary, error = f"error: sub-agent kind {kind!r} is not configured", "not configured"
+        else:
+            await rt.recorder.agent_start(
+                child, kind, parent_agent_id=parent, parent_tool_call_id=rid
+            )
+            try:
+                final = await subagent_graph(kind).ainvoke(
+                    SubagentState(
+                        agent_id=child,
+                        role=kind,
+                        messages=[
+                            {"role": "system", "content": sub.system_prompt},
+                            {"role": "user", "content": state["task"]},
+                        ],
+                        seq=0,
+                        depends_on=[],
+                    ),
+                    context=rt,
+                    config={"recursion_limit": 4 * sub.max_turns + 10},
+                )
+            finally:
+                await rt.recorder.agent_end(child)
+            summary, error = str(final.get("summary", "")), None
+        end = rt.clock()
+    args = {"kind": kind, "task": state["task"]}
+    await rt.recorder.tool_call(
+        record_id=rid,
+        agent_id=parent,
+        llm_call_id=state["call_id"],
+        name=contract.DELEGATE,
+        arguments=args,
+        facts=ToolFacts(
+            start_ns=start,
+            end_ns=end,
+            output_bytes=len(summary.encode()),
+            error=error,
+        ),
+        child_agent_id=child if sub is not None else None,
+        model_call_id=model_id or None,
+    )
+    depends = child if sub is not None else rid
+    return {
+        "results": {
+            state["index"]: Outcome(
+                index=state["index"], tool_call_id=model_id, text=summary, depends_id=depends
+            )
+        }
+    }
+
+
+def collect(state: OrchestratorState) -> dict[str, Any]:
+    """Append the tool results in tool-call order; the next call depends on them."""
+    results = state.get("results", {})
+    msgs, deps = [], []
+    for i, tc in enumerate(state.get("tool_calls", [])):
+        o = results.get(i)
+        if o is None:  # cannot happen unless a branch vanished; keep the history well-formed
+            o = Outcome(i, str(tc.get("id", "")), "error: no result", "")
+        msgs.append(tool_message(o.tool_call_id, o.text))
+        if o.depends_id:
+            deps.append(o.depends_id)
+    return {"messages": msgs, "depends_on": deps, "results": None}
+
+
+def build_orchestrator_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The orchestrator graph (see the module docstring)."""
+    g = StateGraph(OrchestratorState, context_schema=AgentRuntime)
+    g.add_node("agent", orchestrator_agent)
+    g.add_node("tools", orchestrator_tools, input_schema=ToolsTask)
+    for kind in contract.SUBAGENT_ROLES:
+        g.add_node(kind, delegate, input_schema=DelegateTask)
+    g.add_node("collect", collect)
+    g.add_edge(START, "agent")
+    g.add_conditional_edges(
+        "agent", route_orchestrator, path_map=["tools", *contract.SUBAGENT_ROLES, END]
+    )
+    for name in ("tools", *contract.SUBAGENT_ROLES):
+        g.add_edge(name, "collect")
+    g.add_edge("collect", "agent")
+    return g.compile(name="orchestrator")
+
+
+# -- sub-agents --------------------------------------------------------------------------------
+async def subagent_agent(state: SubagentState, *, runtime: Runtime[AgentRuntime]) -> dict[str, Any]:
+    rt = runtime.context
+    sub = rt.settings.subagents[state["role"]]
+    seq = state.get("seq", 0)
+    turn = await call_model(
+        rt,
+        agent_id=state["agent_id"],
+        role=state["role"],
+        seq=seq,
+        messages=state["messages"],
+        tools=contract.tool_schemas(sub.tools),
+        depends_on=state.get("depends_on", []),
+    )
+    return {
+        "messages": [turn.message],
+        "tool_calls": turn.tool_calls,
+        "call_id": turn.call_id,
+        "seq": seq + 1,
+    }
+
+
+def route_subagent(state: SubagentState, *, runtime: Runtime[AgentRuntime]) -> str:
+    """``tools`` while the reply calls tools and turns remain; else ``finish``."""
+    max_turns = runtime.context.settings.subagents[state["role"]].max_turns
+    if state.get("tool_calls") and state.get("seq", 0) < max_turns:
+        return "tools"
+    return "finish"
+
+
+async def subagent_tools(state: SubagentState, *, runtime: Runtime[AgentRuntime]) -> dict[str, Any]:
+    rt = runtime.context
+    allowed = rt.settings.subagents[state["role"]].tools
+    msgs, deps = [], []
+    for i, tc in enumerate(state.get("tool_calls", [])):
+        o = await run_tool(
+            rt, agent_id=state["agent_id"], call_id=state["call_id"], index=i, tool_call=tc,
+            allowed=allowed,
+        )  # fmt: skip
+        msgs.append(tool_message(o.tool_call_id, o.text))
+        deps.append(o.depends_id)
+    return {"messages": msgs, "depends_on": deps}
+
+
+def subagent_finish(state: SubagentState) -> dict[str, Any]:
+    """The summary: the last reply's text (or a note when it stopped without one)."""
+    last = state["messages"][-1] if state.get("messages") else {}
+    text = str(last.get("content") or "").strip() if last.get("role") == "assistant" else ""
+    if not text:
+        text = f"({state['role']} stopped after {state.get('seq', 0)} calls without a summary)"
+    return {"summary": text}
+
+
+def build_subagent_graph(kind: str) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The graph of one sub-agent kind (see the module docstring)."""
+    if kind not in contract.SUBAGENT_ROLES:
+        raise ValueError(f"unknown sub-agent kind {kind!r}; valid: {contract.SUBAGENT_ROLES}")
+    g = StateGraph(SubagentState, context_schema=AgentRuntime)
+    g.add_node("agent", subagent_agent)
+    g.add_node("tools", subagent_tools)
+    g.add_node("finish", subagent_finish)
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", route_subagent, path_map=["tools", "finish"])
+    g.add_edge("tools", "agent")
+    g.add_edge("finish", END)
+    return g.compile(name=kind)
+
+
+@functools.cache
+def orchestrator_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The compiled orchestrator graph, built once per process."""
+    return build_orchestrator_graph()
+
+
+@functools.cache
+def subagent_graph(kind: str) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The compiled graph of one sub-agent kind, built once per process."""
+    return build_subagent_graph(kind)

@@ -1,0 +1,61 @@
+"""How a session ends: ``SessionEnd(reason)`` steers the agent loop out, mini-swe-agent style.
+
+Reasons (recorded as ``session.end_reason``):
+
+* ``done``           the orchestrator answered without tool calls
+* ``context_target`` the orchestrator's server-reported prompt tokens reached the target
+* ``max_rounds``     the orchestrator made its maximum number of calls
+* ``wall_budget``    the session's wall-clock budget ran out
+* ``endpoint_error`` the endpoint kept failing after the retries
+* ``context_limit``  the endpoint refused a prompt longer than its context
+* ``interrupted``    Ctrl-C / SIGTERM
+* ``error``          a bug or an unexpected failure (the message says which)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Final
+
+__all__ = ["END_REASONS", "Deadline", "SessionEnd"]
+
+END_REASONS: Final = (
+    "done",
+    "context_target",
+    "max_rounds",
+    "wall_budget",
+    "endpoint_error",
+    "context_limit",
+    "interrupted",
+    "error",
+)
+
+
+class SessionEnd(Exception):
+    """Ends a session cleanly with a recorded reason."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class Deadline:
+    """A wall-clock budget on the monotonic ns clock; ``check()`` raises when it is spent."""
+
+    def __init__(
+        self, budget_s: float | None, clock: Callable[[], int] = time.perf_counter_ns
+    ) -> None:
+        self.clock = clock
+        self.start_ns = clock()
+        self.end_ns = None if budget_s is None else self.start_ns + int(budget_s * 1e9)
+
+    def remaining_s(self) -> float | None:
+        if self.end_ns is None:
+            return None
+        return max(0.0, (self.end_ns - self.clock()) / 1e9)
+
+    def check(self) -> None:
+        if self.end_ns is not None and self.clock() >= self.end_ns:
+            raise SessionEnd("wall_budget", "the session's wall-clock budget is spent")

@@ -1,0 +1,239 @@
+"""Recording glue: what one session's agents write to the trace, and its live counters.
+
+One ``SessionRecorder`` per session, sharing the run's ``TraceWriter`` and ``CallCapture``
+(so blobs common to several sessions, like the orchestrator's system prompt, are written
+once). Records:
+
+* ``session`` at start, and again at the end with ``end_ns``, ``end_reason``, ``eval_passed``
+* ``agent`` at start and again at the end (``end_ns``)
+* ``llm_call`` through ``CallCapture.llm_call`` (blobs once, our token counts, prefix blocks)
+* ``tool_call`` per tool execution (``child_agent_id`` for ``delegate``)
+* ``event`` for retries, errors and notes
+
+``SessionStats`` holds the counters the progress display and the summary table read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentload.agents.llm import LLMResult
+from agentload.recorder.capture import CallCapture
+from agentload.recorder.schema import (
+    AgentRecord,
+    EventRecord,
+    LLMCallRecord,
+    SessionRecord,
+    ToolCallRecord,
+)
+from agentload.recorder.writer import TraceWriter
+
+__all__ = ["SessionRecorder", "SessionStats", "ToolFacts"]
+
+
+@dataclass
+class ToolFacts:
+    """What the recorder keeps of one tool execution (from a ``ToolResult`` or a delegation)."""
+
+    start_ns: int
+    end_ns: int
+    exit_code: int | None = None
+    timed_out: bool = False
+    output_bytes: int = 0
+    output_tokens: int | None = None
+    truncated: bool = False
+    sandbox_id: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class SessionStats:
+    """Live counters of one session (read by the progress display and the summary)."""
+
+    session_id: str
+    start_ns: int
+    end_ns: int | None = None
+    status: str = "starting"
+    end_reason: str | None = None
+    agents: int = 0
+    agents_by_role: dict[str, int] = field(default_factory=dict)
+    calls: int = 0
+    orchestrator_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    orch_first_prompt: int | None = None
+    orch_last_prompt: int | None = None
+    tool_calls: int = 0
+    tool_ns: int = 0
+    orch_wait_ns: int = 0
+    eval_passed: bool | None = None
+    detail: str = ""
+
+    @property
+    def wall_ns(self) -> int:
+        return (self.end_ns or time.perf_counter_ns()) - self.start_ns
+
+
+class SessionRecorder:
+    """Writes one session's records (see the module docstring)."""
+
+    def __init__(
+        self,
+        writer: TraceWriter,
+        capture: CallCapture,
+        session_id: str,
+        *,
+        clock: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
+        self.writer = writer
+        self.capture = capture
+        self.session_id = session_id
+        self.clock = clock
+        self.stats = SessionStats(session_id=session_id, start_ns=clock())
+        self._session: SessionRecord | None = None
+        self._agents: dict[str, AgentRecord] = {}
+
+    async def session_start(
+        self, *, workspace: str | None, sandbox: str | None, meta: dict[str, Any]
+    ) -> None:
+        self._session = SessionRecord(
+            id=self.session_id,
+            start_ns=self.stats.start_ns,
+            workspace=workspace,
+            sandbox=sandbox,
+            meta=meta,
+        )
+        await self.writer.write(self._session)
+
+    async def session_end(self, reason: str, *, eval_passed: bool | None = None) -> None:
+        assert self._session is not None, "session_start was not called"
+        end = self.clock()
+        self.stats.end_ns = end
+        self.stats.end_reason = reason
+        self.stats.eval_passed = eval_passed
+        rec = self._session.model_copy(
+            update={"end_ns": end, "end_reason": reason, "eval_passed": eval_passed}
+        )
+        await self.writer.write(rec)
+
+    async def agent_start(
+        self,
+        agent_id: str,
+        role: str,
+        *,
+        parent_agent_id: str | None = None,
+        parent_tool_call_id: str | None = None,
+    ) -> None:
+        rec = AgentRecord(
+            id=agent_id,
+            session_id=self.session_id,
+            parent_agent_id=parent_agent_id,
+            parent_tool_call_id=parent_tool_call_id,
+            role=role,
+            context_policy="fresh",
+            start_ns=self.clock(),
+        )
+        self._agents[agent_id] = rec
+        self.stats.agents += 1
+        self.stats.agents_by_role[role] = self.stats.agents_by_role.get(role, 0) + 1
+        await self.writer.write(rec)
+
+    async def agent_end(self, agent_id: str) -> None:
+        rec = self._agents.get(agent_id)
+        if rec is None or rec.end_ns is not None:
+            return
+        rec.end_ns = self.clock()
+        await self.writer.write(rec)
+
+    async def llm_call(
+        self,
+        *,
+        call_id: str,
+        agent_id: str,
+        role: str,
+        seq: int,
+        body: dict[str, Any],
+        result: LLMResult,
+        depends_on: list[str],
+    ) -> LLMCallRecord:
+        rec = await self.capture.llm_call(
+            call_id=call_id,
+            session_id=self.session_id,
+            agent_id=agent_id,
+            seq=seq,
+            body={**body, "stream": True},
+            content=result.content,
+            tool_calls=result.tool_calls,
+            finish_reason=result.finish_reason,
+            usage=result.usage,
+            timings=result.timings,
+            depends_on=depends_on,
+        )
+        s = self.stats
+        s.calls += 1
+        prompt = rec.usage.prompt_tokens
+        if prompt is None:
+            prompt = rec.usage.prompt_tokens_ours
+        s.prompt_tokens += prompt
+        s.completion_tokens += (
+            rec.usage.completion_tokens
+            if rec.usage.completion_tokens is not None
+            else rec.usage.completion_tokens_ours or 0
+        )
+        if role == "orchestrator":
+            s.orchestrator_calls += 1
+            if s.orch_first_prompt is None:
+                s.orch_first_prompt = prompt
+            s.orch_last_prompt = prompt
+        return rec
+
+    async def tool_call(
+        self,
+        *,
+        record_id: str,
+        agent_id: str,
+        llm_call_id: str,
+        name: str,
+        arguments: Any,
+        facts: ToolFacts,
+        child_agent_id: str | None = None,
+        model_call_id: str | None = None,
+    ) -> None:
+        rec = ToolCallRecord(
+            id=record_id,
+            session_id=self.session_id,
+            agent_id=agent_id,
+            llm_call_id=llm_call_id,
+            name=name,
+            arguments=arguments,
+            start_ns=facts.start_ns,
+            end_ns=facts.end_ns,
+            exit_code=facts.exit_code,
+            timed_out=facts.timed_out,
+            output_bytes=facts.output_bytes,
+            output_tokens=facts.output_tokens,
+            truncated=facts.truncated,
+            sandbox_id=facts.sandbox_id,
+            error=facts.error,
+            child_agent_id=child_agent_id,
+        )
+        if model_call_id is not None and model_call_id != record_id:
+            rec.model_call_id = model_call_id  # type: ignore[attr-defined]  # extra field
+        if child_agent_id is None:
+            self.stats.tool_calls += 1
+            self.stats.tool_ns += facts.end_ns - facts.start_ns
+        await self.writer.write(rec)
+
+    async def event(self, kind: str, *, agent_id: str | None = None, **details: Any) -> None:
+        await self.writer.write(
+            EventRecord(
+                kind=kind,
+                ns=self.clock(),
+                session_id=self.session_id,
+                agent_id=agent_id,
+                details=details,
+            )
+        )

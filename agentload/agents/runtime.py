@@ -1,0 +1,124 @@
+"""What the graphs' nodes need at run time: settings, the endpoint client, tools, the recorder.
+
+The graphs are compiled once per process; each session invokes them with its own
+``AgentRuntime`` as LangGraph's run-time ``context``. Ids are derived from positions only (the
+session id, an agent's call sequence number, a tool call's index in its message), so the same
+seed gives the same ids in every run:
+
+* orchestrator ``{session}.orch``; its calls ``{agent}.{seq}``
+* a sub-agent ``{delegating call}.{kind}{index}``, e.g. ``s0-0.orch.12.code_search1``
+* a tool call record: the model's tool-call id, or ``{call}.t{index}`` when the model gave
+  none or reused one (see ``IdRegistry``)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agentload.agents.limits import Deadline
+from agentload.agents.llm import ChatClient
+from agentload.agents.recording import SessionRecorder
+
+__all__ = [
+    "AgentRuntime",
+    "AgentSettings",
+    "IdRegistry",
+    "SubagentSettings",
+    "ToolOutput",
+    "ToolRunner",
+    "agent_call_id",
+    "orchestrator_id",
+    "subagent_id",
+]
+
+
+class ToolOutput(Protocol):
+    """What ``Toolbox.call`` returns (``agentload.tools.ToolResult`` satisfies it)."""
+
+    text: str
+    start_ns: int
+    end_ns: int
+    exit_code: int | None
+    output_bytes: int
+    truncated: bool
+    timed_out: bool
+    error: str | None
+    sandbox_id: str | None
+
+
+class ToolRunner(Protocol):
+    """Runs one tool by name (``agentload.tools.Toolbox`` satisfies it); never raises for tool
+    errors: they come back as text for the model."""
+
+    async def call(self, name: str, arguments: str | dict[str, Any]) -> Any: ...
+
+
+@dataclass(frozen=True)
+class SubagentSettings:
+    """One sub-agent kind: its full system prompt (marker first), tools and turn limit."""
+
+    system_prompt: str
+    tools: tuple[str, ...]
+    max_turns: int
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """Scenario-derived settings of one session's agents."""
+
+    model: str
+    orchestrator_tools: tuple[str, ...]
+    max_rounds: int
+    context_target: int
+    max_parallel_delegations: int
+    subagents: dict[str, SubagentSettings]
+    max_tokens: int | None = None
+    temperature: float | None = None
+    seed: int | None = None
+
+
+class IdRegistry:
+    """Tool-call record ids unique within one trace file, shared by its sessions."""
+
+    def __init__(self) -> None:
+        self._used: set[str] = set()
+
+    def tool_record_id(self, model_id: str, call_id: str, index: int) -> str:
+        rid = model_id if model_id and model_id not in self._used else f"{call_id}.t{index}"
+        self._used.add(rid)
+        return rid
+
+
+@dataclass
+class AgentRuntime:
+    """Run-time context of one session's graphs."""
+
+    session_id: str
+    settings: AgentSettings
+    client: ChatClient
+    recorder: SessionRecorder
+    toolbox: ToolRunner
+    deadline: Deadline
+    ids: IdRegistry
+    clock: Callable[[], int] = time.perf_counter_ns
+    delegations: asyncio.Semaphore = field(init=False)
+    last_orch_end_ns: int | None = None
+
+    def __post_init__(self) -> None:
+        self.delegations = asyncio.Semaphore(max(1, self.settings.max_parallel_delegations))
+
+
+def orchestrator_id(session_id: str) -> str:
+    return f"{session_id}.orch"
+
+
+def agent_call_id(agent_id: str, seq: int) -> str:
+    return f"{agent_id}.{seq}"
+
+
+def subagent_id(parent_call_id: str, kind: str, index: int) -> str:
+    return f"{parent_call_id}.{kind}{index}"

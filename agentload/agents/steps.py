@@ -1,0 +1,181 @@
+"""The work inside the graphs' nodes: one recorded model call, one recorded tool call.
+
+Both are plain async functions of the ``AgentRuntime`` so the graphs stay short and every
+agent (orchestrator or sub-agent) records the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from agentload.agents import contract
+from agentload.agents.limits import SessionEnd
+from agentload.agents.llm import LLMResult
+from agentload.agents.recording import ToolFacts
+from agentload.agents.runtime import AgentRuntime, agent_call_id
+from agentload.recorder.capture import assistant_message
+
+__all__ = ["ModelTurn", "Outcome", "call_model", "parse_arguments", "run_tool", "tool_message"]
+
+
+@dataclass(frozen=True)
+class ModelTurn:
+    """One recorded model call: its id, the reply as the next request carries it, usage."""
+
+    call_id: str
+    message: dict[str, Any]
+    tool_calls: list[dict[str, Any]]
+    prompt_tokens: int
+    result: LLMResult
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A tool call's result as the next prompt appends it."""
+
+    index: int
+    tool_call_id: str
+    text: str
+    depends_id: str
+
+
+def parse_arguments(raw: str) -> Any:
+    """The model's JSON arguments, or the raw string when they do not parse."""
+    try:
+        return json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return raw
+
+
+def tool_message(tool_call_id: str, text: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": tool_call_id, "content": text}
+
+
+async def call_model(
+    rt: AgentRuntime,
+    *,
+    agent_id: str,
+    role: str,
+    seq: int,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    depends_on: list[str],
+) -> ModelTurn:
+    """Send the agent's whole history; record the call; raise ``SessionEnd`` on limits."""
+    rt.deadline.check()
+    s = rt.settings
+    body: dict[str, Any] = {"model": s.model, "messages": messages}
+    if tools:
+        body["tools"] = tools
+    if s.max_tokens is not None:
+        body["max_tokens"] = s.max_tokens
+    if s.temperature is not None:
+        body["temperature"] = s.temperature
+    if s.seed is not None:
+        body["seed"] = s.seed
+    call_id = agent_call_id(agent_id, seq)
+
+    async def on_retry(attempt: int, error: str) -> None:
+        await rt.recorder.event(
+            "retry", agent_id=agent_id, call_id=call_id, attempt=attempt, error=error
+        )
+
+    try:
+        result = await rt.client.complete(body, on_retry=on_retry)
+    except SessionEnd as end:
+        await rt.recorder.event(
+            "error", agent_id=agent_id, call_id=call_id, reason=end.reason, error=end.detail
+        )
+        raise
+    rec = await rt.recorder.llm_call(
+        call_id=call_id,
+        agent_id=agent_id,
+        role=role,
+        seq=seq,
+        body=body,
+        result=result,
+        depends_on=depends_on,
+    )
+    prompt = result.prompt_tokens
+    return ModelTurn(
+        call_id=call_id,
+        message=assistant_message(result.content, result.tool_calls),
+        tool_calls=result.tool_calls,
+        prompt_tokens=prompt if prompt is not None else rec.usage.prompt_tokens_ours,
+        result=result,
+    )
+
+
+async def run_tool(
+    rt: AgentRuntime,
+    *,
+    agent_id: str,
+    call_id: str,
+    index: int,
+    tool_call: dict[str, Any],
+    allowed: tuple[str, ...],
+) -> Outcome:
+    """Run one (non-delegate) tool call through the toolbox and record it."""
+    fn = tool_call.get("function") or {}
+    name = str(fn.get("name", ""))
+    raw = str(fn.get("arguments", ""))
+    model_id = str(tool_call.get("id", ""))
+    rid = rt.ids.tool_record_id(model_id, call_id, index)
+    args = parse_arguments(raw)
+    if name not in allowed or name == contract.DELEGATE:
+        now = rt.clock()
+        error = f"unknown tool {name!r}; available: {', '.join(allowed)}"
+        if name == contract.DELEGATE:
+            error = _delegate_error(args)
+        facts = ToolFacts(start_ns=now, end_ns=now, error=error)
+        text = f"error: {error}"
+    else:
+        res = await rt.toolbox.call(name, raw)
+        text = str(res.text)
+        facts = ToolFacts(
+            start_ns=res.start_ns,
+            end_ns=res.end_ns,
+            exit_code=res.exit_code,
+            timed_out=bool(res.timed_out),
+            output_bytes=int(res.output_bytes),
+            output_tokens=getattr(res, "output_tokens", None),
+            truncated=bool(res.truncated),
+            sandbox_id=res.sandbox_id,
+            error=res.error,
+        )
+    await rt.recorder.tool_call(
+        record_id=rid,
+        agent_id=agent_id,
+        llm_call_id=call_id,
+        name=name,
+        arguments=args,
+        facts=facts,
+        model_call_id=model_id or None,
+    )
+    return Outcome(index=index, tool_call_id=model_id, text=text, depends_id=rid)
+
+
+def _delegate_error(args: Any) -> str:
+    kinds = ", ".join(contract.SUBAGENT_ROLES)
+    if not isinstance(args, dict):
+        return f"delegate: arguments must be a JSON object with 'kind' ({kinds}) and 'task'"
+    kind = args.get("kind")
+    if kind not in contract.SUBAGENT_ROLES:
+        return f"delegate: unknown kind {kind!r}; valid: {kinds}"
+    return "delegate: 'task' must be a non-empty string"
+
+
+def valid_delegation(tool_call: dict[str, Any], kinds: tuple[str, ...]) -> tuple[str, str] | None:
+    """``(kind, task)`` of a well-formed ``delegate`` call to a configured kind, else None."""
+    fn = tool_call.get("function") or {}
+    if fn.get("name") != contract.DELEGATE:
+        return None
+    args = parse_arguments(str(fn.get("arguments", "")))
+    if not isinstance(args, dict):
+        return None
+    kind, task = args.get("kind"), args.get("task")
+    if kind in kinds and isinstance(task, str) and task.strip():
+        return str(kind), task
+    return None
