@@ -98,7 +98,10 @@ class CallCapture:
         # Priming piece closes the prompt: identical for every call, keyed by a constant.
         keys.append("priming")
         getters.append(lambda: self.counter.priming_ids)
-        state, base, _ = self.hasher.hash(keys, get_ids=lambda i: getters[i](), owner=call_id)
+        # Keep the state before the priming too: the next call of this agent resumes there.
+        state, base, _ = self.hasher.hash(
+            keys, get_ids=lambda i: getters[i](), owner=call_id, checkpoints=(-2, -1)
+        )
         prefix = PrefixInfo(
             base=base.owner if base else None,
             base_blocks=len(base.blocks) if base else 0,
@@ -106,7 +109,13 @@ class CallCapture:
         )
 
         reply = assistant_message(content, tool_calls)
-        reply_id = await self.writer.blob("message", reply) if (content or tool_calls) else None
+        reply_id = None
+        if content or tool_calls:
+            # Token ids of the reply are cached now: the next call carries it in its history.
+            reply_id = content_id(reply)
+            if not self.writer.has_blob(reply_id):
+                tokens = len(self.counter.ids_for_message(reply, reply_id))
+                await self.writer.blob("message", reply, tokens)
         extra = {
             k: v
             for k, v in body.items()

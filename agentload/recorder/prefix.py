@@ -6,7 +6,10 @@ so prefix reuse is measurable without content. Only full blocks are hashed.
 
 ``PrefixHasher`` resumes from the longest prompt prefix it has already hashed (keyed by the
 sequence of piece ids: tools blob, message blobs), so hashing a call whose history was hashed
-before costs O(new tokens).
+before costs O(new tokens). A prompt ends with a piece that the next call does not repeat (the
+reply priming), so besides the state after the whole prompt the hasher keeps checkpoints at
+earlier piece boundaries (``checkpoints``): the next call resumes from the state before the
+priming. Memory is bounded by the number of block references the kept states hold.
 """
 
 from __future__ import annotations
@@ -48,10 +51,14 @@ class PrefixState:
 class PrefixHasher:
     """Incremental chained block hashing over a sequence of token-id pieces."""
 
-    def __init__(self, block_size: int = 16, max_states: int = 4096) -> None:
+    def __init__(
+        self, block_size: int = 16, max_states: int = 4096, max_blocks: int = 4_000_000
+    ) -> None:
         self.block_size = block_size
         self._states: OrderedDict[bytes, PrefixState] = OrderedDict()
         self._max = max_states
+        self._max_blocks = max_blocks
+        self._held = 0  # block references held by the kept states
 
     @staticmethod
     def _keys(piece_keys: Sequence[str]) -> list[bytes]:
@@ -69,12 +76,15 @@ class PrefixHasher:
         *,
         get_ids: object = None,
         owner: str | None = None,
+        checkpoints: Sequence[int] = (-1,),
     ) -> tuple[PrefixState, PrefixState | None, int]:
         """Hash a prompt given as pieces (``piece_keys[i]`` names piece i's content).
 
         Token ids come from ``piece_ids[i]``, or lazily from ``get_ids(i)`` so that pieces
-        already hashed are never tokenized again. Returns ``(state, base, start)``: the new
-        state, the cached state it resumed from (or None) and the piece index it resumed at.
+        already hashed are never tokenized again. The states after the pieces named by
+        ``checkpoints`` (indexes, negative from the end; default: the whole prompt) are kept
+        for later calls to resume from. Returns ``(state, base, start)``: the new state, the
+        kept state it resumed from (or None) and the piece index it resumed at.
         """
         keys = self._keys(piece_keys)
         base: PrefixState | None = None
@@ -90,7 +100,10 @@ class PrefixHasher:
         buf = list(base.leftover) if base else []
         tokens = base.tokens if base else 0
         bs = self.block_size
-        for i in range(start, len(keys)):
+        n = len(keys)
+        keep = {c % n for c in checkpoints if -n <= c < n} if n else set()
+        state = PrefixState(tuple(blocks), last, tuple(buf), tokens, owner)
+        for i in range(start, n):
             ids = piece_ids[i] if piece_ids is not None else get_ids(i)  # type: ignore[operator]
             tokens += len(ids)
             buf.extend(ids)
@@ -99,10 +112,20 @@ class PrefixHasher:
                 last = _h(last, buf[j : j + bs])
                 blocks.append(last.hex())
             del buf[:n_full]
-        state = PrefixState(tuple(blocks), last, tuple(buf), tokens, owner)
-        if keys:
-            self._states[keys[-1]] = state
-            self._states.move_to_end(keys[-1])
-            while len(self._states) > self._max:
-                self._states.popitem(last=False)
+            if i in keep or i == n - 1:
+                state = PrefixState(tuple(blocks), last, tuple(buf), tokens, owner)
+                if i in keep:
+                    self._keep(keys[i], state)
         return state, base, start
+
+    def _keep(self, key: bytes, state: PrefixState) -> None:
+        old = self._states.pop(key, None)
+        if old is not None:
+            self._held -= len(old.blocks)
+        self._states[key] = state
+        self._held += len(state.blocks)
+        while len(self._states) > 1 and (
+            len(self._states) > self._max or self._held > self._max_blocks
+        ):
+            _, dropped = self._states.popitem(last=False)
+            self._held -= len(dropped.blocks)

@@ -6,8 +6,9 @@
     reader.truncated           # None, or where and why the file ends early
 
 A truncated tail (a cut zstd frame, half a line) never raises: every complete record before it
-is yielded and ``truncated`` says where the file was cut. Line numbers count records in the
-decompressed stream, 1-based.
+is yielded and ``truncated`` says where the file was cut. A file that ends cleanly but without
+the writer's closing ``trace_end`` event (a run killed between two frames) is reported as
+truncated too. Line numbers count lines of the decompressed stream, 1-based.
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ import zstandard
 from pydantic import ValidationError
 
 from agentload.errors import SchemaVersionError, TraceFormatError
-from agentload.recorder.schema import SCHEMA_MAJOR, Header, Record, record_adapter
+from agentload.recorder.schema import (
+    SCHEMA_MAJOR,
+    TRACE_END,
+    EventRecord,
+    Header,
+    Record,
+    record_adapter,
+)
 
 __all__ = ["TraceReader", "Truncation", "format_validation_error", "read_trace"]
 
@@ -61,10 +69,14 @@ class TraceReader:
         self.truncated: Truncation | None = None
         self.header: Header | None = None
         self.count = 0
+        self.ended = False  # the last record read is the writer's trace_end event
+        self.lineno = 0  # line of the last record yielded
 
     def __iter__(self) -> Iterator[Record]:
         self.truncated = None
+        self.header = None
         self.count = 0
+        self.ended = False
         try:
             f = self.path.open("rb")
         except OSError as exc:
@@ -72,10 +84,13 @@ class TraceReader:
         with f:
             head = f.read(4)
             f.seek(0)
-            lines = self._zstd_lines(f) if head == _ZSTD_MAGIC else self._plain_lines(f)
+            zstd = head == _ZSTD_MAGIC
+            lines = self._zstd_lines(f) if zstd else self._plain_lines(f)
+            lineno = 0  # physical line in the (decompressed) stream, 1-based
             for line, offset, complete in lines:
+                lineno += 1
                 if not complete:
-                    rec = self._try_last(line)
+                    rec = self._try_last(line, lineno)
                     if rec is None:
                         self.truncated = Truncation(self.count, offset, "incomplete last line")
                         return
@@ -83,9 +98,16 @@ class TraceReader:
                     continue
                 if not line.strip():
                     continue
-                yield self._parse(line, self.count + 1)
+                yield self._parse(line, lineno)
+            size = f.tell()
         if self.header is None and self.truncated is None:
             raise TraceFormatError(f"{self.path}: empty file: no header record")
+        if self.truncated is None and not self.ended:
+            self.truncated = Truncation(
+                self.count,
+                size,
+                f"no {TRACE_END} record: the writer did not close the file (killed run?)",
+            )
 
     # -- line sources: yield (line bytes, byte offset, complete?) ----------------------------
     def _plain_lines(self, f: Any) -> Iterator[tuple[bytes, int, bool]]:
@@ -144,9 +166,9 @@ class TraceReader:
         raise TraceFormatError(f"{self.path}: byte {offset}: bad zstd data: {exc}")
 
     # -- parsing ------------------------------------------------------------------------------
-    def _try_last(self, line: bytes) -> Record | None:
+    def _try_last(self, line: bytes, lineno: int) -> Record | None:
         try:
-            return self._parse(line, self.count + 1)
+            return self._parse(line, lineno)
         except TraceFormatError:
             return None
 
@@ -175,7 +197,9 @@ class TraceReader:
             raise TraceFormatError(f"{where}: {format_validation_error(exc, rtype)}") from None
         if isinstance(rec, Header):
             self.header = rec
+        self.ended = isinstance(rec, EventRecord) and rec.kind == TRACE_END
         self.count += 1
+        self.lineno = lineno
         return rec
 
     def _check_schema(self, schema: object, where: str) -> None:

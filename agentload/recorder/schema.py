@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 __all__ = [
     "SCHEMA",
     "SCHEMA_MAJOR",
+    "TRACE_END",
     "AgentRecord",
     "BlobRecord",
     "ClockAnchor",
@@ -41,6 +42,8 @@ __all__ = [
 
 SCHEMA_MAJOR = 1
 SCHEMA = f"agentload.trace/{SCHEMA_MAJOR}"
+TRACE_END = "trace_end"
+"""``event.kind`` of the last record a writer writes when it closes the file."""
 
 
 class _Model(BaseModel):
@@ -245,11 +248,13 @@ class EventRecord(_Model):
     """Something that happened: compaction, retry, error, note."""
 
     type: Literal["event"] = "event"
-    kind: str = Field(description="compaction | retry | error | note | ...")
-    ns: int
-    session_id: str | None = None
-    agent_id: str | None = None
-    details: dict[str, Any] = Field(default_factory=dict)
+    kind: str = Field(
+        description="compaction | retry | error | note | trace_end (the writer closed the file)"
+    )
+    ns: int = Field(description="monotonic ns when it happened")
+    session_id: str | None = Field(default=None, description="session it concerns, if any")
+    agent_id: str | None = Field(default=None, description="agent it concerns, if any")
+    details: dict[str, Any] = Field(default_factory=dict, description="free-form facts")
 
 
 Record = Annotated[

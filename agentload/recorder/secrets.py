@@ -11,9 +11,10 @@ REDACTED = "[REDACTED]"
 
 # Things that look like credentials: OpenAI-style keys, bearer tokens, common key headers.
 _PATTERNS = [
-    rb"sk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}",
+    rb"(?<![A-Za-z0-9])sk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}",
     rb"(?i)bearer\s+[A-Za-z0-9._~+/=\-]{8,}",
-    rb"(?i)\"(?:authorization|proxy-authorization|api[-_]key|x-api-key|openai[-_]api[-_]key)\"\s*:\s*\"(?:[^\"\\]|\\.)*\"",
+    rb"(?i)\"(?:authorization|proxy-authorization|api[-_]?key|x-api-key|openai[-_]api[-_]key"
+    rb"|access[-_]token|auth[-_]token|password|secret[-_]?key)\"\s*:\s*\"(?:[^\"\\]|\\.)*\"",
     rb"(?i)(?:api[-_]?key|token|secret|password)=[A-Za-z0-9._~+/\-]{8,}",
 ]
 _RE = re.compile(

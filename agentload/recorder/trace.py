@@ -70,19 +70,42 @@ class Trace:
 
     def blocks(self, call: LLMCallRecord) -> list[str]:
         """The call's full list of prompt block hashes (resolving ``prefix.base`` chains)."""
-        cached = self._blocks_cache.get(call.id)
-        if cached is not None:
-            return cached
-        if call.prefix is None:
-            out: list[str] = []
-        elif call.prefix.base is None:
-            out = list(call.prefix.blocks)
-        else:
-            base = self.calls.get(call.prefix.base)
+        # Iterative: a base chain is as long as an agent's (or a whole run's) call sequence.
+        chain: list[LLMCallRecord] = []
+        cur: LLMCallRecord | None = call
+        seen: set[str] = set()
+        out: list[str] | None = None
+        while cur is not None:
+            cached = self._blocks_cache.get(cur.id)
+            if cached is not None:
+                out = cached
+                break
+            if cur.id in seen:
+                raise TraceFormatError(f"{self.path}: llm_call {call.id}: prefix base cycle")
+            seen.add(cur.id)
+            chain.append(cur)
+            if cur.prefix is None or cur.prefix.base is None:
+                break
+            base = self.calls.get(cur.prefix.base)
             if base is None:
-                raise TraceFormatError(f"{self.path}: llm_call {call.id}: unknown prefix base")
-            out = self.blocks(base)[: call.prefix.base_blocks] + call.prefix.blocks
-        self._blocks_cache[call.id] = out
+                raise TraceFormatError(
+                    f"{self.path}: llm_call {cur.id}: unknown prefix base {cur.prefix.base}"
+                )
+            cur = base
+        for c in reversed(chain):
+            if c.prefix is None:
+                out = []
+            elif c.prefix.base is None:
+                out = list(c.prefix.blocks)
+            else:
+                assert out is not None
+                if c.prefix.base_blocks > len(out):
+                    raise TraceFormatError(
+                        f"{self.path}: llm_call {c.id}: prefix.base_blocks exceeds its base"
+                    )
+                out = out[: c.prefix.base_blocks] + c.prefix.blocks
+            self._blocks_cache[c.id] = out
+        assert out is not None
         return out
 
     def prompt_tokens(self, call: LLMCallRecord) -> int:

@@ -7,7 +7,10 @@
 
 Every flush appends one complete zstd frame (for ``*.zst`` paths; plain JSON lines otherwise)
 and fsyncs on close, so a process killed at any moment leaves a file whose complete records
-are all readable. Serialized records pass through the secret scrubber before they are written.
+are all readable. ``close`` ends the file with an ``event`` of kind ``trace_end``: a file
+without it was not closed by its writer (a killed run), which the reader reports as truncated
+even when the cut fell exactly between two frames. Serialized records pass through the secret
+scrubber before they are written.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -25,7 +29,7 @@ import zstandard
 from pydantic import BaseModel
 
 from agentload.hashing import content_id
-from agentload.recorder.schema import BlobRecord, Header
+from agentload.recorder.schema import TRACE_END, BlobRecord, EventRecord, Header
 from agentload.recorder.secrets import scrub_bytes
 
 __all__ = ["TraceWriter", "encode_record"]
@@ -119,6 +123,11 @@ class TraceWriter:
         task, self._task = self._task, None
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        self.records_written += 1
+        end = EventRecord(
+            kind=TRACE_END, ns=time.perf_counter_ns(), details={"records": self.records_written}
+        )
+        self._buf.append(encode_record(end))
         await self._write_frame()
         await self._file.flush()
         await asyncio.to_thread(os.fsync, self._file.fileno())

@@ -1,0 +1,137 @@
+"""``agentload trace validate|stats|inspect``.
+
+* ``validate FILE``: record counts per type; exit 0 when the file is whole, 1 when it is
+  readable but truncated (a killed run), 2 when it is damaged (one line on stderr naming
+  ``file:line``, the field and the reason).
+* ``stats FILE [--json] [--plot PNG]``: the numbers of ``agentload.recorder.stats``.
+* ``inspect FILE [--agent ID] [--call N]``: the agent tree and one agent's calls, or one call
+  in full, blob references resolved.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from agentload.errors import ConfigError
+
+__all__ = ["register", "trace_app"]
+
+trace_app = typer.Typer(
+    name="trace",
+    help="Validate, summarise and inspect trace files (*.agentload.jsonl.zst, *.jsonl).",
+    no_args_is_help=True,
+)
+
+FileArg = Annotated[Path, typer.Argument(help="Trace file (*.agentload.jsonl.zst or *.jsonl).")]
+
+
+def _console() -> Console:
+    console = Console(highlight=False)
+    if not console.is_terminal:  # pipes and CI logs: wide enough for the tables
+        console = Console(highlight=False, width=max(console.width, 160))
+    return console
+
+
+@trace_app.command()
+def validate(file: FileArg) -> None:
+    """Read the whole file and report record counts.
+
+    Exit code 0: whole. 1: readable but truncated (every complete record is usable).
+    2: damaged (one line on stderr: file:line, field, reason).
+    """
+    from agentload.recorder.validate import validate_trace
+
+    report = validate_trace(file)
+    console = _console()
+    console.print(f"[bold]{file}[/]")
+    table = Table()
+    table.add_column("record type")
+    table.add_column("count", justify="right")
+    for rtype, n in sorted(report.counts.items()):
+        table.add_row(rtype, str(n))
+    table.add_row("[bold]total[/]", f"[bold]{report.records}[/]")
+    console.print(table)
+    if report.header is not None:
+        console.print(
+            f"schema {report.header.schema_}, written by agentload {report.header.tool_version}"
+        )
+    if report.truncated is not None:
+        console.print(f"TRUNCATED: {report.truncated}")
+        raise typer.Exit(1)
+    console.print("OK: whole file")
+
+
+@trace_app.command()
+def stats(
+    file: FileArg,
+    json_: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object instead of tables.")
+    ] = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Write a PNG of prompt tokens vs call index per agent."),
+    ] = None,
+) -> None:
+    """Summary numbers: agents, calls, tool times, gaps, token growth, prefix reuse, wall time."""
+    from agentload.recorder.stats import compute_stats
+    from agentload.recorder.trace import load_trace
+
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise ConfigError(f"--plot {plot}: the plot is written as PNG; name it *.png")
+    trace = load_trace(file)
+    result = compute_stats(trace)
+    if json_:
+        sys.stdout.write(orjson.dumps(result).decode() + "\n")
+    else:
+        from agentload.recorder.view import render_stats
+
+        render_stats(result, _console())
+    if plot is not None:
+        from agentload.recorder.plot import plot_context_growth
+
+        out = plot_context_growth(trace, plot)
+        print(f"plot written to {out}", file=sys.stderr)
+
+
+@trace_app.command()
+def inspect(
+    file: FileArg,
+    agent: Annotated[
+        str | None,
+        typer.Option(help="Agent id (or unique prefix); default: the first orchestrator."),
+    ] = None,
+    call: Annotated[
+        int | None, typer.Option(help="Show call N (its seq within the agent) in full.", min=0)
+    ] = None,
+) -> None:
+    """Human view: the agent tree and one agent's calls (roles, tokens, tool calls, gaps)."""
+    from agentload.recorder.trace import load_trace
+    from agentload.recorder.view import render_agent, render_call, render_overview, resolve_agent
+
+    trace = load_trace(file)
+    console = _console()
+    agent_id = resolve_agent(trace, agent)
+    if call is None:
+        render_overview(trace, console)
+        render_agent(trace, agent_id, console)
+        return
+    calls = trace.calls_of(agent_id)
+    match = [c for c in calls if c.seq == call]
+    if not match:
+        raise ConfigError(
+            f"agent {agent_id} has no call {call} (calls: "
+            + (f"0..{calls[-1].seq})" if calls else "none)")
+        )
+    render_call(trace, match[0], console)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``trace`` command group to the root CLI."""
+    app.add_typer(trace_app, name="trace")

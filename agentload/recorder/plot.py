@@ -1,0 +1,81 @@
+"""Context-growth plot of a trace: prompt tokens vs call index, one line per agent.
+
+Orchestrators (agents without a parent) are drawn thick and dark; sub-agents thin, coloured
+by role with one legend entry per role, so a run with hundreds of sub-agents stays readable.
+Rendered with matplotlib's Agg backend (no display needed).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from agentload.recorder.trace import Trace
+
+__all__ = ["plot_context_growth"]
+
+_ROLE_COLOURS = ("#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+def plot_context_growth(trace: Trace, out: str | os.PathLike[str]) -> Path:
+    """Write the PNG to ``out`` and return its path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    agent_ids = list(
+        dict.fromkeys(
+            [a.id for a in sorted(trace.agents.values(), key=lambda a: a.start_ns)]
+            + sorted({c.agent_id for c in trace.calls.values()})
+        )
+    )
+    fig, ax = plt.subplots(figsize=(9, 5), dpi=150)
+    colours: dict[str, str] = {}
+    labelled: set[str] = set()
+    orchestrators = 0
+    for aid in agent_ids:
+        calls = trace.calls_of(aid)
+        if not calls:
+            continue
+        agent = trace.agents.get(aid)
+        role = agent.role if agent else "unknown"
+        is_root = role == "orchestrator" or (agent is not None and agent.parent_agent_id is None)
+        xs = [c.seq for c in calls]
+        ys = [trace.prompt_tokens(c) / 1000 for c in calls]
+        if is_root:
+            label = role if role not in labelled else None
+            labelled.add(role)
+            orchestrators += 1
+            ax.plot(
+                xs,
+                ys,
+                color="#111111",
+                linewidth=2.6,
+                marker="o",
+                markersize=2.5,
+                label=label,
+                zorder=3,
+            )
+        else:
+            colour = colours.setdefault(role, _ROLE_COLOURS[len(colours) % len(_ROLE_COLOURS)])
+            label = role if role not in labelled else None
+            labelled.add(role)
+            ax.plot(xs, ys, color=colour, linewidth=1.0, alpha=0.55, label=label, zorder=2)
+    ax.set_xlabel("call index within the agent")
+    ax.set_ylabel("prompt tokens (thousands)")
+    title = f"Context growth per agent — {Path(trace.path).name}"
+    if trace.header.model:
+        title += f" ({trace.header.model})"
+    ax.set_title(title, fontsize=11)
+    ax.grid(True, alpha=0.3)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    if labelled:
+        ax.legend(loc="upper left", frameon=False, fontsize=9)
+    fig.tight_layout()
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,269 @@
+"""Trace statistics: the numbers ``agentload trace stats`` prints (and other checks read).
+
+``compute_stats(trace)`` returns one JSON-ready dict. Its keys and formulas:
+
+``sessions``
+    Number of distinct session ids (session, agent and llm_call records together).
+``agents``
+    One entry per agent, ordered by start time: ``{id, role, parent, session, calls,
+    prompt_tokens_first, prompt_tokens_last, completion_tokens_total, tool_calls}``. Prompt
+    tokens are the server-reported ``usage.prompt_tokens`` when present, else our own count;
+    completion tokens likewise (0 when neither is known). ``tool_calls`` counts the tool_call
+    records the agent emitted.
+``llm_calls``
+    Number of llm_call records.
+``tool_calls_by_name``
+    ``{name: {count, p50_s, p90_s}}``: tool durations ``(end_ns - start_ns) / 1e9``.
+``gaps_s``
+    ``{p50, p90, max}`` over every pair of consecutive calls (by ``seq``) of the same agent:
+    ``next.submit_ns - prev.last_token_ns`` (``first_token_ns``, then ``submit_ns`` stand in
+    when the later timestamps are missing), clamped at 0. This is the time the agent spent
+    between calls: running tools, waiting for sub-agents, its own overhead.
+``output_tokens_per_call``
+    ``{p50, p90}`` of each call's completion tokens (server-reported, else ours).
+``appended_tokens_per_call``
+    ``{p50, p90}`` over every call that has a previous call in the same agent of
+    ``max(0, prompt_tokens(call) - prompt_tokens(previous call))``: the prompt tokens the call
+    adds to its agent's context (the previous reply plus tool results). A compaction that
+    shrinks the context counts as 0.
+``prefix_reuse_ceiling``
+    Token-weighted fraction of prompt blocks already seen earlier in the same session: calls
+    are taken in submit order; a call's block is *seen* when an earlier call of the session had
+    the same chained block hash (which, the hashes being chained, means the same whole prefix).
+    ``sum(seen blocks) * block_size / sum(prompt_tokens_ours)``: the share of prompt tokens an
+    ideal prefix cache that keeps everything for the session could serve.
+``tool_time_share``
+    ``sum over sessions(time when at least one tool runs) / sum over sessions(wall time)``.
+    Overlapping tool calls are counted once (interval union); ``delegate`` calls (a sub-agent's
+    whole run, i.e. LLM time) are not tool time.
+``wall_s``
+    Seconds from the earliest start (session start, else first record) to the latest end
+    (session end, else the latest timestamp recorded) over the whole file.
+
+Extra keys: ``tokenizer``, ``model``, ``truncated`` (why the file ends early, or null),
+``records`` (count per record type), ``prompt_tokens_total``, ``completion_tokens_total``,
+``cached_tokens_total`` (server-reported; null when the server never reported it),
+``roles`` (``{role: {agents, calls, prompt_tokens_max, completion_tokens_total}}``).
+Percentiles use linear interpolation between closest ranks; they are null when there is no
+sample.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from agentload.recorder.schema import LLMCallRecord, ToolCallRecord
+from agentload.recorder.trace import Trace
+
+__all__ = ["STATS_KEYS", "completion_tokens", "compute_stats", "percentile"]
+
+STATS_KEYS = (
+    "sessions",
+    "agents",
+    "llm_calls",
+    "tool_calls_by_name",
+    "gaps_s",
+    "output_tokens_per_call",
+    "appended_tokens_per_call",
+    "prefix_reuse_ceiling",
+    "tool_time_share",
+    "wall_s",
+)
+"""Keys ``compute_stats`` always returns (other checks read them)."""
+
+_NS = 1e9
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0..100) with linear interpolation; None for no values."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = math.ceil(pos)
+    return float(xs[lo] + (xs[hi] - xs[lo]) * (pos - lo))
+
+
+def completion_tokens(call: LLMCallRecord) -> int:
+    """Server-reported completion tokens when present, else ours, else 0."""
+    u = call.usage
+    if u.completion_tokens is not None:
+        return u.completion_tokens
+    return u.completion_tokens_ours or 0
+
+
+def _end_ns(call: LLMCallRecord) -> int:
+    t = call.timings
+    return t.last_token_ns or t.first_token_ns or t.submit_ns
+
+
+def _union_ns(intervals: list[tuple[int, int]]) -> int:
+    total = 0
+    cur_s = cur_e = None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None and cur_s is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None and cur_s is not None:
+        total += cur_e - cur_s
+    return total
+
+
+def _is_tool_time(tc: ToolCallRecord) -> bool:
+    return tc.child_agent_id is None and tc.name != "delegate"
+
+
+def _session_spans(trace: Trace) -> dict[str, tuple[int, int]]:
+    """(start_ns, end_ns) per session, filled from its records where the session lacks them."""
+    lo: dict[str, int] = {}
+    hi: dict[str, int] = {}
+
+    def see(sid: str, *ts: int | None) -> None:
+        for t in ts:
+            if t is None:
+                continue
+            lo[sid] = min(lo.get(sid, t), t)
+            hi[sid] = max(hi.get(sid, t), t)
+
+    for a in trace.agents.values():
+        see(a.session_id, a.start_ns, a.end_ns)
+    for c in trace.calls.values():
+        see(c.session_id, c.timings.submit_ns, _end_ns(c))
+    for tc in trace.tool_calls.values():
+        see(tc.session_id, tc.start_ns, tc.end_ns)
+    for rec in trace.sessions.values():
+        see(rec.id, rec.start_ns, rec.end_ns)
+    spans = {}
+    for sid in lo:
+        sess = trace.sessions.get(sid)
+        start = sess.start_ns if sess is not None else lo[sid]
+        end = sess.end_ns if sess is not None and sess.end_ns is not None else hi[sid]
+        spans[sid] = (start, max(start, end))
+    return spans
+
+
+def _prefix_reuse(trace: Trace) -> float | None:
+    bs = trace.header.block_size
+    by_session: dict[str, list[LLMCallRecord]] = defaultdict(list)
+    for c in trace.calls.values():
+        by_session[c.session_id].append(c)
+    seen_tokens = 0
+    total_tokens = 0
+    for calls in by_session.values():
+        seen: set[str] = set()
+        for c in sorted(calls, key=lambda c: (c.timings.submit_ns, c.seq)):
+            blocks = trace.blocks(c)
+            seen_tokens += bs * sum(1 for b in blocks if b in seen)
+            seen.update(blocks)
+            total_tokens += c.usage.prompt_tokens_ours
+    return seen_tokens / total_tokens if total_tokens else None
+
+
+def _agent_rows(trace: Trace) -> list[dict[str, Any]]:
+    ids = dict.fromkeys(
+        [a.id for a in sorted(trace.agents.values(), key=lambda a: a.start_ns)]
+        + sorted({c.agent_id for c in trace.calls.values()})
+    )
+    tools_per_agent: dict[str, int] = defaultdict(int)
+    for tc in trace.tool_calls.values():
+        tools_per_agent[tc.agent_id] += 1
+    rows = []
+    for aid in ids:
+        a = trace.agents.get(aid)
+        calls = trace.calls_of(aid)
+        rows.append(
+            {
+                "id": aid,
+                "role": a.role if a else "unknown",
+                "parent": a.parent_agent_id if a else None,
+                "session": a.session_id if a else (calls[0].session_id if calls else None),
+                "calls": len(calls),
+                "prompt_tokens_first": trace.prompt_tokens(calls[0]) if calls else None,
+                "prompt_tokens_last": trace.prompt_tokens(calls[-1]) if calls else None,
+                "completion_tokens_total": sum(completion_tokens(c) for c in calls),
+                "tool_calls": tools_per_agent.get(aid, 0),
+            }
+        )
+    return rows
+
+
+def _roles(trace: Trace, rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    roles: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        d = roles.setdefault(
+            r["role"],
+            {"agents": 0, "calls": 0, "prompt_tokens_max": 0, "completion_tokens_total": 0},
+        )
+        d["agents"] += 1
+        d["calls"] += r["calls"]
+        d["completion_tokens_total"] += r["completion_tokens_total"]
+        for c in trace.calls_of(r["id"]):
+            d["prompt_tokens_max"] = max(d["prompt_tokens_max"], trace.prompt_tokens(c))
+    return roles
+
+
+def compute_stats(trace: Trace) -> dict[str, Any]:
+    """The stats object of a loaded trace (formulas in the module docstring)."""
+    rows = _agent_rows(trace)
+    gaps: list[float] = []
+    appended: list[float] = []
+    for r in rows:
+        calls = trace.calls_of(r["id"])
+        for prev, cur in itertools.pairwise(calls):
+            gaps.append(max(0, cur.timings.submit_ns - _end_ns(prev)) / _NS)
+            appended.append(max(0, trace.prompt_tokens(cur) - trace.prompt_tokens(prev)))
+    outputs = [float(completion_tokens(c)) for c in trace.calls.values()]
+
+    durations: dict[str, list[float]] = defaultdict(list)
+    busy: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for tc in trace.tool_calls.values():
+        durations[tc.name].append(max(0, tc.end_ns - tc.start_ns) / _NS)
+        if _is_tool_time(tc):
+            busy[tc.session_id].append((tc.start_ns, max(tc.start_ns, tc.end_ns)))
+    by_name = {
+        name: {"count": len(d), "p50_s": percentile(d, 50), "p90_s": percentile(d, 90)}
+        for name, d in sorted(durations.items())
+    }
+
+    spans = _session_spans(trace)
+    session_wall = sum(e - s for s, e in spans.values())
+    tool_busy = sum(_union_ns(iv) for iv in busy.values())
+    wall_ns = max(e for _, e in spans.values()) - min(s for s, _ in spans.values()) if spans else 0
+    cached = [c.usage.cached_tokens for c in trace.calls.values()]
+    return {
+        "sessions": len(spans),
+        "agents": rows,
+        "llm_calls": len(trace.calls),
+        "tool_calls_by_name": by_name,
+        "gaps_s": {
+            "p50": percentile(gaps, 50),
+            "p90": percentile(gaps, 90),
+            "max": max(gaps) if gaps else None,
+        },
+        "output_tokens_per_call": {"p50": percentile(outputs, 50), "p90": percentile(outputs, 90)},
+        "appended_tokens_per_call": {
+            "p50": percentile(appended, 50),
+            "p90": percentile(appended, 90),
+        },
+        "prefix_reuse_ceiling": _prefix_reuse(trace),
+        "tool_time_share": tool_busy / session_wall if session_wall else None,
+        "wall_s": wall_ns / _NS,
+        "tokenizer": trace.header.tokenizer,
+        "model": trace.header.model,
+        "truncated": str(trace.truncated) if trace.truncated else None,
+        "records": dict(sorted(trace.counts.items())),
+        "prompt_tokens_total": sum(trace.prompt_tokens(c) for c in trace.calls.values()),
+        "completion_tokens_total": int(sum(outputs)),
+        "cached_tokens_total": (
+            sum(x for x in cached if x is not None) if any(x is not None for x in cached) else None
+        ),
+        "roles": _roles(trace, rows),
+    }

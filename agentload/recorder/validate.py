@@ -1,0 +1,74 @@
+"""Whole-file validation for ``agentload trace validate``.
+
+Reads every record (each validated against the schema by the reader) and checks the
+references between records: an ``llm_call`` names only blobs written before it (messages, tools
+list, response) and only earlier calls as its prefix base; a ``tool_call`` names an
+``llm_call`` of the file. A broken reference is a damaged file: ``TraceFormatError`` naming ``file:line``
+and the field, like a record that does not validate.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+from agentload.errors import TraceFormatError
+from agentload.recorder.reader import Truncation, read_trace
+from agentload.recorder.schema import BlobRecord, Header, LLMCallRecord, ToolCallRecord
+
+__all__ = ["ValidationReport", "validate_trace"]
+
+
+@dataclass
+class ValidationReport:
+    """What ``validate_trace`` found in a file that is not damaged."""
+
+    path: str
+    header: Header | None
+    counts: Counter[str] = field(default_factory=Counter)
+    truncated: Truncation | None = None
+
+    @property
+    def records(self) -> int:
+        """Number of complete records, the header included."""
+        return sum(self.counts.values())
+
+
+def validate_trace(path: str | os.PathLike[str]) -> ValidationReport:
+    """Read and check the whole file; raises ``TraceFormatError`` if it is damaged."""
+    reader = read_trace(path)
+    report = ValidationReport(path=str(path), header=None)
+    blobs: set[str] = set()
+    calls: set[str] = set()
+    orphans: dict[str, int] = {}  # tool calls naming a call not (yet) seen: llm_call id -> line
+    name = os.path.basename(str(path))
+
+    def fail(what: str) -> None:
+        raise TraceFormatError(f"{name}:{reader.lineno}: {what}")
+
+    for rec in reader:
+        report.counts[rec.type] += 1
+        if isinstance(rec, Header):
+            report.header = rec
+        elif isinstance(rec, BlobRecord):
+            blobs.add(rec.id)
+        elif isinstance(rec, LLMCallRecord):
+            for i, bid in enumerate(rec.messages):
+                if bid not in blobs:
+                    fail(f"llm_call.messages.{i}: blob {bid} is not written before its first use")
+            if rec.request.tools is not None and rec.request.tools not in blobs:
+                fail(f"llm_call.request.tools: blob {rec.request.tools} is not written before use")
+            if rec.response.content is not None and rec.response.content not in blobs:
+                fail(f"llm_call.response.content: blob {rec.response.content} is not written")
+            base = rec.prefix.base if rec.prefix is not None else None
+            if base is not None and base not in calls:
+                fail(f"llm_call.prefix.base: no earlier llm_call {base}")
+            calls.add(rec.id)
+        elif isinstance(rec, ToolCallRecord) and rec.llm_call_id not in calls:
+            orphans.setdefault(rec.llm_call_id, reader.lineno)
+    report.truncated = reader.truncated
+    for call_id, lineno in orphans.items():
+        if call_id not in calls:
+            raise TraceFormatError(f"{name}:{lineno}: tool_call.llm_call_id: no llm_call {call_id}")
+    return report
