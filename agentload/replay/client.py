@@ -1,0 +1,215 @@
+"""The streaming chat-completions client: one httpx.AsyncClient, precise stream timing.
+
+Times are ``clock()`` readings (``time.perf_counter_ns`` unless injected): ``send_ns`` just
+before the request is handed to the connection pool, one reading per network read that
+carries content (every SSE event in that read gets it), ``end_ns`` when the stream closed.
+A *content event* is a chunk whose delta has non-empty ``content``, ``reasoning_content`` or
+``tool_calls``; TTFT is the first one. No retries: every failure becomes an ``Outcome`` with
+an error kind (``http_<status>``, ``context_overflow``, ``timeout``, ``connect``, ``reset``,
+``truncated``, ``stream_error``) and never an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+
+from agentload.errors import EndpointUnreachableError, ModelNotFoundError
+from agentload.recorder.secrets import strip_credentials
+
+__all__ = ["Outcome", "StreamClient", "is_context_overflow"]
+
+_OVERFLOW_HINTS = (
+    b"context length",
+    b"context_length",
+    b"maximum context",
+    b"too long",
+    b"exceeds the max",
+    b"max_model_len",
+    b"input length",
+)
+
+
+def is_context_overflow(text: bytes) -> bool:
+    """Does an error body say the prompt exceeds the model's context window?"""
+    low = text.lower()
+    return any(h in low for h in _OVERFLOW_HINTS)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What happened to one request (all times are clock readings in ns)."""
+
+    send_ns: int
+    end_ns: int = 0
+    first_ns: int | None = None
+    chunk_ns: list[int] = field(default_factory=list)
+    """Arrival time of every content event (the first is ``first_ns``)."""
+    status: int | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    finish_reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+
+class StreamClient:
+    """Sends chat completions and times their streams (see the module docstring)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        max_connections: int = 100,
+        headers: Mapping[str, str] | None = None,
+        clock: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.clock = clock
+        hdrs = {"content-type": "application/json", "accept": "text/event-stream"}
+        if api_key:
+            hdrs["authorization"] = f"Bearer {api_key}"
+        hdrs.update(headers or {})
+        self._url = self.base_url + "/chat/completions"
+        self._client = httpx.AsyncClient(
+            headers=hdrs,
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0)),
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def probe(self, model: str) -> list[str]:
+        """GET ``/models``: raises ``EndpointUnreachableError`` / ``ModelNotFoundError``."""
+        url = self.base_url + "/models"
+        shown = strip_credentials(url)
+        try:
+            r = await self._client.get(url, timeout=10.0)
+        except httpx.HTTPError as exc:
+            raise EndpointUnreachableError(
+                f"{shown}: endpoint unreachable ({type(exc).__name__}: {exc})"
+            ) from None
+        if r.status_code != 200:
+            raise EndpointUnreachableError(f"{shown}: HTTP {r.status_code} from the models list")
+        try:
+            ids = [str(m["id"]) for m in r.json().get("data", [])]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise EndpointUnreachableError(f"{shown}: not an OpenAI models list") from None
+        if model not in ids:
+            raise ModelNotFoundError(
+                f"{shown}: model {model!r} not served; available: {', '.join(ids) or 'none'}"
+            )
+        return ids
+
+    async def chat(self, body: bytes, headers: Mapping[str, str] | None = None) -> Outcome:
+        """Send one streaming request; never raises for endpoint failures."""
+        clock = self.clock
+        out = Outcome(send_ns=clock())
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                req = self._client.build_request("POST", self._url, content=body, headers=headers)
+                resp = await self._client.send(req, stream=True)
+                try:
+                    out.status = resp.status_code
+                    if resp.status_code != 200:
+                        text = (await resp.aread())[:2000]
+                        out.error_kind = (
+                            "context_overflow"
+                            if resp.status_code in (400, 413, 422) and is_context_overflow(text)
+                            else f"http_{resp.status_code}"
+                        )
+                        out.error = text.decode("utf-8", "replace")[:300]
+                    else:
+                        await self._read_stream(resp, out)
+                finally:
+                    await resp.aclose()
+        except TimeoutError:
+            out.error_kind, out.error = "timeout", f"no complete answer in {self.timeout_s:g}s"
+        except httpx.TimeoutException as exc:
+            out.error_kind, out.error = "timeout", f"{type(exc).__name__}"
+        except httpx.ConnectError as exc:
+            out.error_kind, out.error = "connect", f"{type(exc).__name__}: {exc}"
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            out.error_kind, out.error = "reset", f"{type(exc).__name__}: {exc}"
+        except httpx.HTTPError as exc:
+            out.error_kind, out.error = "client_error", f"{type(exc).__name__}: {exc}"
+        out.end_ns = clock()
+        return out
+
+    async def _read_stream(self, resp: httpx.Response, out: Outcome) -> None:
+        clock = self.clock
+        chunks = out.chunk_ns
+        buf = b""
+        done = False
+        loads = orjson.loads
+        async for raw in resp.aiter_raw():
+            now = clock()
+            buf += raw
+            if b"\n" not in raw:
+                continue
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if not line.startswith(b"data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    done = True
+                    continue
+                try:
+                    ev: Any = loads(payload)
+                except orjson.JSONDecodeError:
+                    out.error_kind, out.error = "stream_error", "unparseable SSE event"
+                    continue
+                if _event(ev, out):
+                    chunks.append(now)
+        if chunks:
+            out.first_ns = chunks[0]
+        if out.error_kind is None and not done and out.finish_reason is None:
+            out.error_kind, out.error = "truncated", "stream ended without [DONE]"
+
+
+def _event(ev: Any, out: Outcome) -> bool:
+    """Fold one SSE event into ``out``; True when it carries content."""
+    if not isinstance(ev, dict):
+        return False
+    err = ev.get("error")
+    if err:
+        text = orjson.dumps(err)
+        out.error_kind = "context_overflow" if is_context_overflow(text) else "stream_error"
+        out.error = text.decode()[:300]
+        return False
+    usage = ev.get("usage")
+    if usage:
+        out.prompt_tokens = usage.get("prompt_tokens")
+        out.completion_tokens = usage.get("completion_tokens")
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and details.get("cached_tokens") is not None:
+            out.cached_tokens = details["cached_tokens"]
+    choices = ev.get("choices")
+    if not choices:
+        return False
+    ch = choices[0]
+    fr = ch.get("finish_reason")
+    if fr:
+        out.finish_reason = fr
+    delta = ch.get("delta")
+    if not delta:
+        return False
+    return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"))

@@ -1,0 +1,132 @@
+"""Replay metrics: one small class per metric, formula in its docstring, graphlib-ordered.
+
+``aggregate(ctx)`` computes every metric for one point, plus the request-level ones by turn
+depth and by context band.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agentload.replay.metrics.base import (
+    SLO,
+    Metric,
+    MetricContext,
+    compute_all,
+    distribution,
+    percentile,
+)
+from agentload.replay.metrics.latency import E2E, ITL, TPOT, TTFT, ClientLag
+from agentload.replay.metrics.quality import (
+    GAP_BUCKETS,
+    ContextOverflow,
+    ErrorCounts,
+    Goodput,
+    KVSurvival,
+    LengthMismatch,
+    PhaseCounts,
+    SLOAttainment,
+    meets_slo,
+)
+from agentload.replay.metrics.session import (
+    JobsPerHour,
+    SessionLatency,
+    TokensPerSecondPerUser,
+    serving_ns,
+)
+from agentload.replay.metrics.throughput import (
+    OutputThroughput,
+    OutputThroughputPerGPU,
+    OutputThroughputPerMW,
+    RequestThroughput,
+    TotalThroughput,
+)
+from agentload.replay.records import RequestRecord
+
+__all__ = [
+    "BANDS",
+    "GAP_BUCKETS",
+    "GROUP_METRICS",
+    "METRICS",
+    "SLO",
+    "Metric",
+    "MetricContext",
+    "aggregate",
+    "band_of",
+    "compute_all",
+    "depth_bucket",
+    "distribution",
+    "meets_slo",
+    "percentile",
+    "serving_ns",
+]
+
+METRICS: tuple[type[Metric], ...] = (
+    TTFT,
+    TPOT,
+    ITL,
+    E2E,
+    ClientLag,
+    TokensPerSecondPerUser,
+    SessionLatency,
+    JobsPerHour,
+    OutputThroughput,
+    TotalThroughput,
+    RequestThroughput,
+    OutputThroughputPerGPU,
+    OutputThroughputPerMW,
+    Goodput,
+    SLOAttainment,
+    KVSurvival,
+    ErrorCounts,
+    ContextOverflow,
+    LengthMismatch,
+    PhaseCounts,
+)
+GROUP_METRICS: tuple[type[Metric], ...] = (TTFT, TPOT, E2E, KVSurvival, SLOAttainment)
+
+BANDS: tuple[tuple[str, int], ...] = (
+    ("0-64K", 64 * 1024),
+    ("64-128K", 128 * 1024),
+    ("128-256K", 256 * 1024),
+    ("256K+", 1 << 62),
+)
+_DEPTHS: tuple[tuple[str, int], ...] = (("0", 1), ("1-3", 4), ("4-15", 16), ("16-63", 64))
+
+
+def band_of(r: RequestRecord) -> str:
+    """Context band of a request by its input tokens (server-reported, else recorded)."""
+    n = r.input_tokens
+    return next(name for name, hi in BANDS if n < hi)
+
+
+def depth_bucket(r: RequestRecord) -> str:
+    """Turn-depth bucket: 0, 1-3, 4-15, 16-63, 64+."""
+    return next((name for name, hi in _DEPTHS if r.turn_depth < hi), "64+")
+
+
+def _grouped(ctx: MetricContext, key: Callable[[RequestRecord], str]) -> dict[str, Any]:
+    groups: dict[str, list[RequestRecord]] = {}
+    for r in ctx.requests:
+        if r.phase == "measured":
+            groups.setdefault(key(r), []).append(r)
+    out = {}
+    for name, reqs in groups.items():
+        sub = MetricContext(reqs, ctx.sessions, ctx.window, ctx.gpus, ctx.power_watts, ctx.slo)
+        vals = compute_all(sub, GROUP_METRICS)
+        vals["requests"] = len(reqs)
+        vals["failed"] = sum(1 for r in reqs if not r.ok)
+        out[name] = vals
+    return out
+
+
+def aggregate(ctx: MetricContext) -> dict[str, Any]:
+    """Every metric of a point, and ``by_depth`` / ``by_band`` groups."""
+    vals = compute_all(ctx, METRICS)
+    order = [name for name, _ in BANDS]
+    by_band = _grouped(ctx, band_of)
+    vals["by_band"] = {k: by_band[k] for k in order if k in by_band}
+    by_depth = _grouped(ctx, depth_bucket)
+    vals["by_depth"] = {k: by_depth[k] for k in [*(n for n, _ in _DEPTHS), "64+"] if k in by_depth}
+    return vals

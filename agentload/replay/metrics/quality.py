@@ -1,0 +1,159 @@
+"""Goodput/SLO attainment, KV survival, errors, output-length mismatches, phase counts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from agentload.replay.metrics.base import SLO, Metric, MetricContext, tpot_ns
+from agentload.replay.records import RequestRecord
+
+__all__ = [
+    "GAP_BUCKETS",
+    "ContextOverflow",
+    "ErrorCounts",
+    "Goodput",
+    "KVSurvival",
+    "LengthMismatch",
+    "PhaseCounts",
+    "SLOAttainment",
+    "meets_slo",
+]
+
+GAP_BUCKETS: tuple[tuple[str, float, float], ...] = (
+    ("0-1s", 0.0, 1.0),
+    ("1-5s", 1.0, 5.0),
+    ("5-15s", 5.0, 15.0),
+    ("15-60s", 15.0, 60.0),
+    ("60-300s", 60.0, 300.0),
+    ("300s+", 300.0, float("inf")),
+)
+
+
+def meets_slo(r: RequestRecord, slo: SLO) -> bool:
+    """Succeeded, and TTFT ≤ ttft, TPOT ≤ tpot, E2E ≤ e2e for every objective set."""
+    if not r.ok:
+        return False
+    if slo.ttft_ns is not None and (r.ttft_ns is None or r.ttft_ns > slo.ttft_ns):
+        return False
+    if slo.tpot_ns is not None:
+        t = tpot_ns(r)
+        if t is not None and t > slo.tpot_ns:
+            return False
+    return slo.e2e_ns is None or r.e2e_ns <= slo.e2e_ns
+
+
+class Goodput(Metric):
+    """Goodput: successful requests ending inside the window that meet every SLO
+    / window seconds (None without --slo)."""
+
+    tag = "goodput"
+    header = "goodput"
+    unit = "req/s"
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        slo, s = ctx.slo, ctx.window.seconds
+        if slo is None or s <= 0:
+            return None
+        return sum(1 for r in ctx.in_window if meets_slo(r, slo)) / s
+
+
+class SLOAttainment(Metric):
+    """SLO attainment: measured requests meeting every SLO / all measured requests (failed
+    requests count as misses); None without --slo."""
+
+    tag = "slo_attainment"
+    header = "SLO attainment"
+    unit = "fraction"
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        slo = ctx.slo
+        if slo is None or not ctx.measured:
+            return None
+        return sum(1 for r in ctx.measured if meets_slo(r, slo)) / len(ctx.measured)
+
+
+class KVSurvival(Metric):
+    """KV survival by preceding gap: for successful measured requests with a reported cached
+    count, a preceding gap (actual idle time since the agent's previous call completed) and a
+    ceiling > 0, per gap bucket: Σ server cached tokens / Σ ceiling reusable prefix tokens
+    (token-weighted), plus the mean of the per-request ratios cached / ceiling."""
+
+    tag = "kv_survival"
+    header = "KV survival"
+    unit = "fraction"
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        rows = []
+        for name, lo, hi in GAP_BUCKETS:
+            sel = [
+                r
+                for r in ctx.measured_ok
+                if r.cached_tokens is not None
+                and r.gap_ns is not None
+                and r.ceiling_tokens > 0
+                and lo <= r.gap_ns / 1e9 < hi
+            ]
+            if not sel:
+                continue
+            cached = sum(r.cached_tokens or 0 for r in sel)
+            ceiling = sum(r.ceiling_tokens for r in sel)
+            rows.append(
+                {
+                    "bucket": name,
+                    "lo_s": lo,
+                    "hi_s": hi if hi != float("inf") else None,
+                    "n": len(sel),
+                    "cached_tokens": cached,
+                    "ceiling_tokens": ceiling,
+                    "ratio": cached / ceiling,
+                    "mean_ratio": sum((r.cached_tokens or 0) / r.ceiling_tokens for r in sel)
+                    / len(sel),
+                }
+            )
+        return rows
+
+
+class ErrorCounts(Metric):
+    """Failed requests by kind (http_<status>, timeout, connect, reset, truncated,
+    stream_error, context_overflow), over every request including warm-up."""
+
+    tag = "errors"
+    header = "errors"
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        return dict(Counter(r.error_kind for r in ctx.requests if r.error_kind is not None))
+
+
+class ContextOverflow(Metric):
+    """Requests the target rejected for context length (counted apart from other errors)."""
+
+    tag = "context_overflow"
+    header = "context overflow"
+    requires = ("errors",)
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        return int(deps["errors"].get("context_overflow", 0))
+
+
+class LengthMismatch(Metric):
+    """Successful measured requests whose server-reported completion tokens differ from the
+    pinned (recorded) length."""
+
+    tag = "length_mismatch"
+    header = "length mismatches"
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        return sum(1 for r in ctx.measured_ok if r.mismatch)
+
+
+class PhaseCounts(Metric):
+    """Requests per phase: warmup, ramp, measured, drain."""
+
+    tag = "phases"
+    header = "requests per phase"
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        c = Counter(r.phase for r in ctx.requests)
+        return {p: c.get(p, 0) for p in ("warmup", "ramp", "measured", "drain")}

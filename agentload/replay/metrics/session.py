@@ -1,0 +1,82 @@
+"""Per-session (per-user, per-job) metrics."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from agentload.replay.metrics.base import Metric, MetricContext, distribution
+from agentload.replay.records import RequestRecord
+
+__all__ = ["JobsPerHour", "SessionLatency", "TokensPerSecondPerUser", "serving_ns"]
+
+
+def serving_ns(requests: list[RequestRecord]) -> int:
+    """Length of the union of the requests' ``[send, end]`` intervals: the time the session
+    had at least one request being served (tool waits, during which none is, excluded)."""
+    total = 0
+    cur_s = cur_e = None
+    for r in sorted(requests, key=lambda r: r.send_ns):
+        if cur_e is None or r.send_ns > cur_e:
+            if cur_e is not None and cur_s is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = r.send_ns, r.end_ns
+        else:
+            cur_e = max(cur_e, r.end_ns)
+    if cur_e is not None and cur_s is not None:
+        total += cur_e - cur_s
+    return total
+
+
+class TokensPerSecondPerUser(Metric):
+    """Output tokens/s per user: for each session, Σ output tokens of its successful measured
+    requests / the time it had a request being served (union of their [send, end]; tool waits
+    excluded); distribution over sessions."""
+
+    tag = "tps_user"
+    header = "tokens/s/user"
+    unit = "tok/s"
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        by: dict[int, list[RequestRecord]] = defaultdict(list)
+        for r in ctx.measured_ok:
+            by[r.session].append(r)
+        vals = []
+        for reqs in by.values():
+            t = serving_ns(reqs)
+            if t > 0:
+                vals.append(sum(r.output_tokens for r in reqs) / (t / 1e9))
+        return distribution(vals)
+
+
+class SessionLatency(Metric):
+    """Session (job) latency: end − start of every session replayed completely from its first
+    call (mid-flight joiners and sessions cut by the run's end are left out), in s."""
+
+    tag = "session_latency_s"
+    header = "session latency"
+    unit = "s"
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        return distribution(
+            (s.end_ns - s.start_ns) / 1e9
+            for s in ctx.sessions
+            if s.complete and s.joined_at_ns is None
+        )
+
+
+class JobsPerHour(Metric):
+    """Jobs per hour: complete sessions whose end lies in the steady-state window
+    / window seconds × 3600."""
+
+    tag = "jobs_per_hour"
+    header = "jobs/hour"
+    unit = "1/h"
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        w = ctx.window
+        if w.seconds <= 0:
+            return None
+        n = sum(1 for s in ctx.sessions if s.complete and w.start_ns <= s.end_ns <= w.end_ns)
+        return n / w.seconds * 3600

@@ -1,0 +1,83 @@
+"""Throughput over the steady-state window, per GPU and per MW."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agentload.replay.metrics.base import Metric, MetricContext
+
+__all__ = [
+    "OutputThroughput",
+    "OutputThroughputPerGPU",
+    "OutputThroughputPerMW",
+    "RequestThroughput",
+    "TotalThroughput",
+]
+
+
+class OutputThroughput(Metric):
+    """Output tokens/s: Σ output tokens of successful requests whose stream ended inside the
+    steady-state window [W, D] / (D − W)."""
+
+    tag = "output_tps"
+    header = "output tok/s"
+    unit = "tok/s"
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        s = ctx.window.seconds
+        return sum(r.output_tokens for r in ctx.in_window) / s if s > 0 else None
+
+
+class TotalThroughput(Metric):
+    """Total tokens/s: Σ (input + output tokens) of successful requests ending inside the
+    window / window seconds; input = server-reported prompt tokens (else recorded)."""
+
+    tag = "total_tps"
+    header = "total tok/s"
+    unit = "tok/s"
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        s = ctx.window.seconds
+        if s <= 0:
+            return None
+        return sum(r.output_tokens + r.input_tokens for r in ctx.in_window) / s
+
+
+class RequestThroughput(Metric):
+    """Requests/s: successful requests ending inside the window / window seconds."""
+
+    tag = "request_rate"
+    header = "req/s"
+    unit = "1/s"
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        s = ctx.window.seconds
+        return len(ctx.in_window) / s if s > 0 else None
+
+
+class OutputThroughputPerGPU(Metric):
+    """Output tokens/s per GPU: output_tps / --gpus (None when --gpus is not given)."""
+
+    tag = "output_tps_per_gpu"
+    header = "output tok/s/GPU"
+    unit = "tok/s"
+    requires = ("output_tps",)
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        v = deps["output_tps"]
+        return v / ctx.gpus if v is not None and ctx.gpus else None
+
+
+class OutputThroughputPerMW(Metric):
+    """Output tokens/s per MW: output_tps / (average power over the window in W / 10⁶);
+    power from --power-watts, or NVML energy over the window with --power nvml."""
+
+    tag = "output_tps_per_mw"
+    header = "output tok/s/MW"
+    unit = "tok/s/MW"
+    requires = ("output_tps",)
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        v = deps["output_tps"]
+        return v / (ctx.power_watts / 1e6) if v is not None and ctx.power_watts else None

@@ -1,0 +1,291 @@
+"""From traces to a replay plan: every recorded call as a node of its session's call graph.
+
+Each call's request body is rebuilt from the trace (recorded messages, tools, parameters) with
+the output length pinned to the recorded completion tokens. A call waits for its predecessors:
+
+* the previous call of its agent, with the recorded gap ``submit(k+1) - last_token(k)``
+  (when the call also waits for child agents: only the recorded tool time before it,
+  ``max(end of its non-delegate tool deps) - last_token(k)``);
+* for an agent's first call, its parent's delegating call, with the recorded spawn delay;
+* the last call of every child agent it depends on (``depends_on``), with the recorded delay
+  between the last child's end and this call's submit.
+
+Replay sends a call at ``max(actual completion of pred + gap_scale * gap)`` over its preds, so
+the recorded waits are measured from the actual completions on the target.
+
+The payload digest is sha256 of the canonical JSON of the *traffic body*: messages, tools,
+tool_choice, sampling parameters, ``max_tokens`` and the recorded extra fields — unsalted, and
+without ``model``, ``stream``/``stream_options`` and the engine preset's extras, so two runs
+against two systems (different model names, different engines) prove identical traffic.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentload.errors import ReplayError
+from agentload.hashing import canonical_json, sha256_hex
+from agentload.recorder.schema import LLMCallRecord
+from agentload.recorder.trace import Trace
+
+__all__ = ["CallPlan", "Edge", "SessionPlan", "build_plans", "traffic_body"]
+
+# Body fields replay controls itself; a recorded value of these is not replayed as an extra.
+_CONTROLLED = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "stream",
+        "stream_options",
+        "max_tokens",
+        "max_completion_tokens",
+        "ignore_eos",
+        "min_tokens",
+        "n",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """``call`` may be sent ``gap_ns * gap_scale`` after predecessor ``pred`` completed."""
+
+    pred: str
+    gap_ns: int
+
+
+@dataclass
+class CallPlan:
+    """One recorded call, ready to send."""
+
+    id: str
+    key: str
+    """Unique key across all given traces (``call id``, prefixed by the trace index when
+    several traces are given)."""
+    session_id: str
+    agent_id: str
+    seq: int
+    traffic: dict[str, Any]
+    """The unsalted traffic body (see the module docstring)."""
+    expected_tokens: int
+    """Recorded completion tokens (the server's when reported, else ours): the pinned length."""
+    prompt_tokens: int
+    """Recorded prompt tokens (server's when reported, else ours)."""
+    ceiling_tokens: int
+    """Prompt tokens reusable from earlier calls of the session: leading blocks of this call
+    already present in earlier calls' block lists, times the trace's block size."""
+    rel_submit_ns: int
+    """Recorded submit time, relative to the session's first submit."""
+    rel_end_ns: int
+    preds: list[Edge] = field(default_factory=list)
+    succs: list[str] = field(default_factory=list)
+    recorded_gap_ns: int | None = None
+    """Recorded wait after the previous call of the same agent (None for an agent's first)."""
+    _digest: str | None = None
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the canonical unsalted traffic body."""
+        if self._digest is None:
+            self._digest = sha256_hex(canonical_json(self.traffic))
+        return self._digest
+
+
+@dataclass
+class SessionPlan:
+    """One recorded session: its calls as a graph, in recorded submit order."""
+
+    key: str
+    session_id: str
+    trace_path: str
+    calls: dict[str, CallPlan]
+    order: list[str]
+    """Call ids by recorded submit time."""
+    duration_ns: int
+    n_agents: int
+    max_width: int
+    """Most calls of this session the recording had in flight at once."""
+
+    @property
+    def last_submit_ns(self) -> int:
+        return self.calls[self.order[-1]].rel_submit_ns if self.order else 0
+
+
+def _last_ns(c: LLMCallRecord) -> int:
+    t = c.timings
+    return t.last_token_ns or t.first_token_ns or t.submit_ns
+
+
+def traffic_body(trace: Trace, call: LLMCallRecord, expected_tokens: int) -> dict[str, Any]:
+    """The unsalted traffic body of a recorded call (see the module docstring)."""
+    body: dict[str, Any] = {"messages": trace.messages(call)}
+    tools = trace.tools(call)
+    if tools:
+        body["tools"] = tools
+    req = call.request
+    for k in ("temperature", "top_p", "seed", "tool_choice"):
+        v = getattr(req, k)
+        if v is not None:
+            body[k] = v
+    for k, v in req.extra.items():
+        if k not in _CONTROLLED:
+            body[k] = v
+    body["max_tokens"] = expected_tokens
+    return body
+
+
+def _expected(call: LLMCallRecord) -> int:
+    u = call.usage
+    n = u.completion_tokens if u.completion_tokens is not None else u.completion_tokens_ours
+    if not n:
+        n = 1
+    return max(1, int(n))
+
+
+def build_plans(traces: Sequence[Trace]) -> list[SessionPlan]:
+    """Every session of every trace as a ``SessionPlan``; raises ``ReplayError`` when none has
+    a call."""
+    plans: list[SessionPlan] = []
+    for ti, trace in enumerate(traces):
+        prefix = f"{ti}:" if len(traces) > 1 else ""
+        by_session: dict[str, list[LLMCallRecord]] = {}
+        for c in trace.calls.values():
+            by_session.setdefault(c.session_id, []).append(c)
+        for sid in sorted(
+            by_session, key=lambda s: min(c.timings.submit_ns for c in by_session[s])
+        ):
+            plans.append(_session_plan(trace, sid, by_session[sid], prefix))
+    if not plans:
+        names = ", ".join(t.path for t in traces)
+        raise ReplayError(f"{names}: no llm_call records to replay")
+    return plans
+
+
+def _session_plan(trace: Trace, sid: str, calls: list[LLMCallRecord], prefix: str) -> SessionPlan:
+    calls.sort(key=lambda c: (c.timings.submit_ns, c.seq))
+    t0 = calls[0].timings.submit_ns
+    by_agent: dict[str, list[LLMCallRecord]] = {}
+    for c in calls:
+        by_agent.setdefault(c.agent_id, []).append(c)
+    for lst in by_agent.values():
+        lst.sort(key=lambda c: c.seq)
+    block = trace.header.block_size
+    seen: set[str] = set()
+    plans: dict[str, CallPlan] = {}
+    for c in calls:
+        blocks = trace.blocks(c)
+        n = 0
+        for h in blocks:
+            if h not in seen:
+                break
+            n += 1
+        seen.update(blocks)
+        exp = _expected(c)
+        plans[c.id] = CallPlan(
+            id=c.id,
+            key=prefix + c.id,
+            session_id=sid,
+            agent_id=c.agent_id,
+            seq=c.seq,
+            traffic=traffic_body(trace, c, exp),
+            expected_tokens=exp,
+            prompt_tokens=trace.prompt_tokens(c),
+            ceiling_tokens=n * block,
+            rel_submit_ns=c.timings.submit_ns - t0,
+            rel_end_ns=_last_ns(c) - t0,
+        )
+    _link(trace, by_agent, plans)
+    order = [c.id for c in calls]
+    duration = max(p.rel_end_ns for p in plans.values())
+    return SessionPlan(
+        key=prefix + sid,
+        session_id=sid,
+        trace_path=trace.path,
+        calls=plans,
+        order=order,
+        duration_ns=duration,
+        n_agents=len(by_agent),
+        max_width=_max_width(list(plans.values())),
+    )
+
+
+def _delegating_call(
+    trace: Trace, agent_id: str, by_agent: dict[str, list[LLMCallRecord]]
+) -> LLMCallRecord | None:
+    """The parent's call that started ``agent_id`` (its delegate tool call's emitting call)."""
+    agent = trace.agents.get(agent_id)
+    tc = None
+    if agent is not None and agent.parent_tool_call_id:
+        tc = trace.tool_calls.get(agent.parent_tool_call_id)
+    if tc is None:
+        tc = next((t for t in trace.tool_calls.values() if t.child_agent_id == agent_id), None)
+    if tc is not None and tc.llm_call_id in trace.calls:
+        return trace.calls[tc.llm_call_id]
+    if agent is None or agent.parent_agent_id is None:
+        return None
+    first = by_agent[agent_id][0].timings.submit_ns
+    before = [c for c in by_agent.get(agent.parent_agent_id, []) if _last_ns(c) <= first]
+    return before[-1] if before else None
+
+
+def _child_agents(trace: Trace, deps: list[str]) -> tuple[set[str], list[int]]:
+    """(child agent ids, end ns of the non-delegate tool deps) named by ``depends_on``."""
+    children: set[str] = set()
+    tool_ends: list[int] = []
+    for d in deps:
+        if d in trace.agents:
+            children.add(d)
+            continue
+        tc = trace.tool_calls.get(d)
+        if tc is None:
+            continue
+        if tc.child_agent_id:
+            children.add(tc.child_agent_id)
+        else:
+            tool_ends.append(tc.end_ns)
+    return children, tool_ends
+
+
+def _link(
+    trace: Trace, by_agent: dict[str, list[LLMCallRecord]], plans: dict[str, CallPlan]
+) -> None:
+    for agent_id, lst in by_agent.items():
+        first = lst[0]
+        parent = _delegating_call(trace, agent_id, by_agent)
+        if parent is not None and parent.id in plans:
+            gap = first.timings.submit_ns - _last_ns(parent)
+            plans[first.id].preds.append(Edge(parent.id, max(0, gap)))
+        for prev, cur in itertools.pairwise(lst):
+            children, tool_ends = _child_agents(trace, cur.depends_on)
+            children = {a for a in children if a in by_agent and a != agent_id}
+            p = plans[cur.id]
+            full_gap = max(0, cur.timings.submit_ns - _last_ns(prev))
+            p.recorded_gap_ns = full_gap
+            if not children:
+                p.preds.append(Edge(prev.id, full_gap))
+                continue
+            tool_gap = max(tool_ends) - _last_ns(prev) if tool_ends else 0
+            p.preds.append(Edge(prev.id, max(0, tool_gap)))
+            lasts = [by_agent[a][-1] for a in children]
+            post = max(0, cur.timings.submit_ns - max(_last_ns(c) for c in lasts))
+            for c in lasts:
+                p.preds.append(Edge(c.id, post))
+    for p in plans.values():
+        for e in p.preds:
+            plans[e.pred].succs.append(p.id)
+
+
+def _max_width(calls: list[CallPlan]) -> int:
+    events = sorted(
+        [(c.rel_submit_ns, 1) for c in calls] + [(c.rel_end_ns, -1) for c in calls],
+        key=lambda e: (e[0], e[1]),
+    )
+    width = best = 0
+    for _, d in events:
+        width += d
+        best = max(best, width)
+    return max(best, 1)

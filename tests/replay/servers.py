@@ -1,0 +1,164 @@
+"""Small real HTTP servers for replay tests: an OpenAI-style streaming chat endpoint that
+records every body it receives and misbehaves on request (500s, resets, stalls)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+@dataclass
+class Seen:
+    """One request as the server received it."""
+
+    t_ns: int
+    end_ns: int
+    body: bytes
+    headers: dict[str, str]
+
+
+@dataclass
+class Behaviour:
+    """What the server does; ``fail`` maps the n-th request (0-based) to a failure kind."""
+
+    chunk_delay_s: float = 0.0
+    ttft_s: float = 0.0
+    fail: dict[int, str] = field(default_factory=dict)
+    stall_s: float = 30.0
+    report_cached: bool = True
+
+
+class ChatServer:
+    """A streaming chat endpoint on 127.0.0.1 in a background thread (start/stop)."""
+
+    def __init__(self, model: str = "test-model", behaviour: Behaviour | None = None) -> None:
+        self.model = model
+        self.behaviour = behaviour or Behaviour()
+        self.seen: list[Seen] = []
+        self.active = 0
+        self.max_active = 0
+        self._n = 0
+        self._lock = threading.Lock()
+        self._prefixes: list[bytes] = []
+        app = Starlette(
+            routes=[
+                Route("/v1/models", self._models, methods=["GET"]),
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+            ]
+        )
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        sock.close()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error", lifespan="off")
+        )
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    def start(self) -> ChatServer:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("test server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> ChatServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def _models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": self.model, "object": "model"}]})
+
+    def _cached(self, body: dict[str, Any]) -> int:
+        """Characters/4 of the longest message-list prefix seen before (a toy prefix cache)."""
+        msgs = [orjson.dumps(m) for m in body.get("messages", [])]
+        best = 0
+        for prev in self._prefixes:
+            acc = 0
+            pos = 0
+            for m in msgs:
+                if prev[pos : pos + len(m)] != m:
+                    break
+                pos += len(m)
+                acc += len(m)
+            best = max(best, acc)
+        self._prefixes.append(b"".join(msgs))
+        return best // 4
+
+    async def _chat(self, request: Request) -> Response:
+        t = time.perf_counter_ns()
+        raw = await request.body()
+        body = orjson.loads(raw)
+        with self._lock:
+            n_req = self._n
+            self._n += 1
+            cached = self._cached(body)
+        seen = Seen(t, 0, raw, dict(request.headers))
+        self.seen.append(seen)
+        b = self.behaviour
+        kind = b.fail.get(n_req)
+        if kind == "500":
+            seen.end_ns = time.perf_counter_ns()
+            return JSONResponse({"error": {"message": "boom"}}, status_code=500)
+        if kind == "overflow":
+            seen.end_ns = time.perf_counter_ns()
+            return JSONResponse(
+                {"error": {"message": "This model's maximum context length is 8 tokens"}},
+                status_code=400,
+            )
+        n = int(body.get("max_tokens") or 16)
+        prompt = len(raw) // 4
+
+        async def gen() -> AsyncIterator[bytes]:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+            try:
+                if kind == "stall":
+                    await asyncio.sleep(b.stall_s)
+                if b.ttft_s:
+                    await asyncio.sleep(b.ttft_s)
+                for i in range(n):
+                    if kind == "reset" and i == n // 2:
+                        raise RuntimeError("connection reset by test server")
+                    delta = {"content": "tok "} if i else {"role": "assistant", "content": "tok "}
+                    ev = {
+                        "id": "x",
+                        "object": "chat.completion.chunk",
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+                    }
+                    yield b"data: " + orjson.dumps(ev) + b"\n\n"
+                    if b.chunk_delay_s:
+                        await asyncio.sleep(b.chunk_delay_s)
+                ev = {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+                yield b"data: " + orjson.dumps(ev) + b"\n\n"
+                usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": n}
+                if b.report_cached:
+                    usage["prompt_tokens_details"] = {"cached_tokens": cached}
+                yield b"data: " + orjson.dumps({"id": "x", "choices": [], "usage": usage}) + b"\n\n"
+                yield b"data: [DONE]\n\n"
+            finally:
+                self.active -= 1
+                seen.end_ns = time.perf_counter_ns()
+
+        return StreamingResponse(gen(), media_type="text/event-stream")
