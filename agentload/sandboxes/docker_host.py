@@ -1,0 +1,62 @@
+"""Finding a Docker daemon that answers.
+
+Order: ``DOCKER_HOST`` (with the usual ``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH``), then the
+daemon ``scripts/docker-up.sh`` starts (``unix:///var/tmp/agentload-docker/docker.sock``), then
+the default socket. The first that answers a ping wins; none → ``DockerUnavailableError``
+naming what was tried.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import docker
+from docker.errors import DockerException
+
+from agentload.errors import DockerUnavailableError
+
+__all__ = ["AGENTLOAD_SOCKET", "DEFAULT_SOCKET", "connect_docker", "docker_hosts"]
+
+AGENTLOAD_SOCKET = "unix:///var/tmp/agentload-docker/docker.sock"
+DEFAULT_SOCKET = "unix:///var/run/docker.sock"
+
+
+def docker_hosts() -> list[str]:
+    """The daemon addresses tried, in order, without duplicates."""
+    out: list[str] = []
+    for host in (os.environ.get("DOCKER_HOST", ""), AGENTLOAD_SOCKET, DEFAULT_SOCKET):
+        if host and host not in out:
+            out.append(host)
+    return out
+
+
+def _client(host: str, timeout: float) -> Any:
+    if host == os.environ.get("DOCKER_HOST"):
+        return docker.from_env(timeout=int(timeout))
+    if host.startswith("unix://") and not os.path.exists(host.removeprefix("unix://")):
+        raise DockerUnavailableError(f"{host}: no such socket")
+    return docker.DockerClient(base_url=host, timeout=int(timeout))
+
+
+def connect_docker(timeout: float = 60.0) -> Any:
+    """A ``docker.DockerClient`` for the first daemon that answers a ping.
+
+    ``timeout`` bounds each API request (long exec output streams are not bound by it).
+    """
+    tried: list[str] = []
+    for host in docker_hosts():
+        client = None
+        try:
+            client = _client(host, timeout)
+            client.ping()
+        except (DockerException, DockerUnavailableError, OSError) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            tried.append(f"{host} ({reason[:120]})")
+            if client is not None:
+                client.close()
+            continue
+        return client
+    raise DockerUnavailableError(
+        "no Docker daemon answers; tried " + "; ".join(tried) + " (start one: scripts/docker-up.sh)"
+    )

@@ -1,0 +1,239 @@
+"""The scenario models: what a generated agent session does, on what code, under which limits.
+
+A scenario is YAML validated by :class:`Scenario`; presets ship in ``presets/``. Every model
+forbids unknown keys, so a typo in a file or a ``-c`` override is an error naming the field.
+Tool and role names come from ``agentload.agents.contract``, imported lazily so that
+``agentload.agents`` may import this package without a cycle.
+"""
+
+from __future__ import annotations
+
+import re
+from types import ModuleType
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+__all__ = [
+    "EndpointSpec",
+    "OrchestratorSpec",
+    "SandboxSpec",
+    "Scenario",
+    "SubagentSpec",
+    "ToolTimeouts",
+    "WorkspaceSpec",
+    "parse_size",
+]
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes in a size like ``512m``, ``2g``, ``1.5GiB`` or a plain integer."""
+    if isinstance(text, int):
+        return text
+    m = _SIZE_RE.match(text)
+    if m is None:
+        raise ValueError(f"not a size: {text!r} (use e.g. 512m, 2g)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class WorkspaceSpec(_Model):
+    """Where the code the agents work on comes from."""
+
+    recipe: str = Field(
+        default="stdlib:email",
+        description="`stdlib:PACKAGE` (a stdlib package + its tests), `path:DIR` or "
+        "`git:URL_OR_PATH`; always a copy, never the original",
+    )
+    fault: str | None = Field(
+        default="qp-header-decode",
+        description="name of a documented mutation that makes real tests fail (null: none)",
+    )
+
+    @field_validator("recipe")
+    @classmethod
+    def _recipe_kind(cls, v: str) -> str:
+        kind, sep, arg = v.partition(":")
+        if not sep or kind not in ("stdlib", "path", "git") or not arg:
+            raise ValueError("must be stdlib:PACKAGE, path:DIR or git:URL_OR_PATH")
+        return v
+
+
+class OrchestratorSpec(_Model):
+    """The agent that holds the task, the plan and the whole history."""
+
+    system_prompt: str = Field(description="instructions (the marker line is added by agents/)")
+    initial_context_tokens: int = Field(
+        default=60_000,
+        gt=0,
+        description="budget of the first prompt: instructions, repository map and key files",
+    )
+    tools: list[str] = Field(
+        default_factory=lambda: [*_contract().DIRECT_TOOLS, _contract().DELEGATE],
+        description="tools the orchestrator calls directly (`delegate` hands work to sub-agents)",
+    )
+    max_parallel_delegations: int = Field(
+        default=3, ge=1, description="most sub-agents running at once for one orchestrator"
+    )
+    max_rounds: int = Field(default=300, ge=1, description="most orchestrator LLM calls")
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, v: list[str]) -> list[str]:
+        return _check_tools(v, allow_delegate=True)
+
+
+class SubagentSpec(_Model):
+    """One kind of sub-agent: fresh context, its own tools, one summary back."""
+
+    system_prompt: str = Field(description="instructions (the marker line is added by agents/)")
+    tools: list[str] = Field(description="tools this kind may call")
+    max_turns: int = Field(default=8, ge=1, description="most LLM calls before it must summarise")
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, v: list[str]) -> list[str]:
+        return _check_tools(v, allow_delegate=False)
+
+
+class ToolTimeouts(_Model):
+    """Seconds each tool may run before it is killed (the model then sees a timeout message)."""
+
+    search_code: float = Field(default=30.0, gt=0, description="regex search over the workspace")
+    read_file: float = Field(default=10.0, gt=0, description="reading one file")
+    list_files: float = Field(default=10.0, gt=0, description="listing a directory")
+    run_tests: float = Field(default=120.0, gt=0, description="the test command in the sandbox")
+    edit_file: float = Field(default=10.0, gt=0, description="one exact-string replacement")
+
+    def for_tool(self, name: str) -> float:
+        """The timeout of tool ``name``."""
+        return float(getattr(self, name))
+
+
+class SandboxSpec(_Model):
+    """Where tools execute and under which limits."""
+
+    kind: Literal["auto", "docker", "local"] = Field(
+        default="auto",
+        description="auto: Docker when a daemon answers, else local (announced with a warning)",
+    )
+    image: str | None = Field(
+        default=None,
+        description="Docker image; null: the offline image built from the host's Python",
+    )
+    memory: str = Field(default="2g", description="memory cap of the sandbox (e.g. 512m, 2g)")
+    cpus: float = Field(default=2.0, gt=0, description="CPU cap (Docker nano-CPUs)")
+    pids: int = Field(default=512, ge=16, description="most processes in the sandbox")
+
+    @field_validator("memory")
+    @classmethod
+    def _size(cls, v: str) -> str:
+        if parse_size(v) < 32 * 1024**2:
+            raise ValueError("must be at least 32m")
+        return v
+
+    def memory_bytes(self) -> int:
+        """The memory cap in bytes."""
+        return parse_size(self.memory)
+
+
+class EndpointSpec(_Model):
+    """The endpoint used when ``generate`` gets no ``--endpoint``."""
+
+    profile: str = Field(default="instant", description="built-in simulator profile name")
+
+
+class Scenario(_Model):
+    """One generated agent session: task, workspace, agents, limits and seed."""
+
+    name: str = Field(description="short name, shown in traces and reports")
+    description: str = Field(default="", description="one paragraph for `scenarios list`")
+    task: str = Field(description="the user's request, the orchestrator's first user message")
+    workspace: WorkspaceSpec = Field(default_factory=WorkspaceSpec, description="the code")
+    test_command: list[str] = Field(
+        min_length=1, description="argv of the full test run, executed in /workspace"
+    )
+    test_target_command: list[str] | None = Field(
+        default=None,
+        description="argv for a narrowed run; `{target}` is replaced by run_tests' target "
+        "(null: run_tests ignores targets and runs test_command)",
+    )
+    orchestrator: OrchestratorSpec = Field(description="the top-level agent")
+    subagents: dict[str, SubagentSpec] = Field(
+        description="sub-agent kinds by role: code_search, test_runner, file_reader"
+    )
+    context_target: int = Field(
+        default=400_000,
+        gt=0,
+        description="stop when the orchestrator's server-reported prompt tokens reach this",
+    )
+    tool_output_max_chars: int = Field(
+        default=30_000, ge=200, description="tool output beyond this is cut (head + tail kept)"
+    )
+    tool_timeouts_s: ToolTimeouts = Field(
+        default_factory=ToolTimeouts, description="per-tool timeouts in seconds"
+    )
+    sandbox: SandboxSpec = Field(default_factory=SandboxSpec, description="sandbox settings")
+    seed: int = Field(default=0, description="seed of every random choice in the session")
+    wall_budget_s: float = Field(
+        default=900.0, gt=0, description="a session ends cleanly after this much wall time"
+    )
+    endpoint: EndpointSpec = Field(
+        default_factory=EndpointSpec, description="default endpoint settings"
+    )
+
+    @field_validator("subagents")
+    @classmethod
+    def _known_kinds(
+        cls, v: dict[str, SubagentSpec], info: ValidationInfo
+    ) -> dict[str, SubagentSpec]:
+        contract = _contract()
+        unknown = sorted(set(v) - set(contract.SUBAGENT_ROLES))
+        if unknown:
+            raise ValueError(
+                f"unknown sub-agent kind {unknown[0]!r}; valid: {', '.join(contract.SUBAGENT_ROLES)}"
+            )
+        orch = info.data.get("orchestrator")
+        if isinstance(orch, OrchestratorSpec) and contract.DELEGATE in orch.tools and not v:
+            raise ValueError("orchestrator.tools has `delegate`: define at least one kind")
+        return v
+
+    @field_validator("test_target_command")
+    @classmethod
+    def _has_placeholder(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not any("{target}" in a for a in v):
+            raise ValueError("must contain a `{target}` placeholder")
+        return v
+
+    @field_validator("context_target")
+    @classmethod
+    def _above_initial(cls, v: int, info: ValidationInfo) -> int:
+        orch = info.data.get("orchestrator")
+        if isinstance(orch, OrchestratorSpec) and v <= orch.initial_context_tokens:
+            raise ValueError(
+                f"must exceed orchestrator.initial_context_tokens ({orch.initial_context_tokens})"
+            )
+        return v
+
+
+def _contract() -> ModuleType:
+    from agentload.agents import contract
+
+    return contract
+
+
+def _check_tools(names: list[str], *, allow_delegate: bool) -> list[str]:
+    contract = _contract()
+    valid = [*contract.DIRECT_TOOLS, *([contract.DELEGATE] if allow_delegate else [])]
+    for n in names:
+        if n not in valid:
+            raise ValueError(f"unknown tool {n!r}; valid: {', '.join(valid)}")
+    if len(set(names)) != len(names):
+        raise ValueError("a tool is listed twice")
+    return names
