@@ -68,6 +68,7 @@ class SessionStats:
     orch_last_prompt: int | None = None
     tool_calls: int = 0
     tool_ns: int = 0
+    tool_intervals: list[tuple[int, int]] = field(default_factory=list)
     orch_wait_ns: int = 0
     eval_passed: bool | None = None
     detail: str = ""
@@ -75,6 +76,27 @@ class SessionStats:
     @property
     def wall_ns(self) -> int:
         return (self.end_ns or time.perf_counter_ns()) - self.start_ns
+
+    @property
+    def tool_busy_ns(self) -> int:
+        """Time when at least one tool ran (interval union; sub-agent runs excluded)."""
+        total, cur_s, cur_e = 0, None, None
+        for s, e in sorted(self.tool_intervals):
+            if cur_e is None or s > cur_e:
+                if cur_s is not None and cur_e is not None:
+                    total += cur_e - cur_s
+                cur_s, cur_e = s, e
+            else:
+                cur_e = max(cur_e, e)
+        if cur_s is not None and cur_e is not None:
+            total += cur_e - cur_s
+        return total
+
+    @property
+    def tool_time_share(self) -> float | None:
+        """``tool_busy_ns / wall_ns`` (the same formula as ``trace stats``)."""
+        wall = self.wall_ns
+        return self.tool_busy_ns / wall if wall > 0 else None
 
 
 class SessionRecorder:
@@ -225,6 +247,7 @@ class SessionRecorder:
         if child_agent_id is None:
             self.stats.tool_calls += 1
             self.stats.tool_ns += facts.end_ns - facts.start_ns
+            self.stats.tool_intervals.append((facts.start_ns, max(facts.start_ns, facts.end_ns)))
         await self.writer.write(rec)
 
     async def event(self, kind: str, *, agent_id: str | None = None, **details: Any) -> None:

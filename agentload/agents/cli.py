@@ -1,0 +1,174 @@
+"""``agentload generate`` and ``agentload eval``: run agent sessions, record them to a trace.
+
+Progress goes to stderr (a live table on a terminal, plain lines otherwise); the trace path
+and the summary table go to stdout (``--json``: one JSON object instead). Ctrl-C / SIGTERM end
+the run cleanly: every session records ``interrupted``, every sandbox is removed, the trace is
+closed and readable; the exit code is 130 (143 for SIGTERM).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from enum import StrEnum
+from pathlib import Path
+
+import orjson
+import typer
+from rich.console import Console
+
+from agentload.agents.progress import make_progress, summary_table
+from agentload.agents.run import GenerateOptions, RunResult, generate, summary_rows
+
+__all__ = ["register", "run_generate"]
+
+
+class SandboxChoice(StrEnum):
+    auto = "auto"
+    docker = "docker"
+    local = "local"
+
+
+def run_generate(opts: GenerateOptions, *, json_out: bool = False) -> RunResult:
+    """Run ``generate`` with progress, signals and the summary (what the commands call)."""
+    err = Console(stderr=True)
+    progress = make_progress(err, opts.scenario.context_target)
+
+    async def main() -> RunResult:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        if task is not None:
+            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+        try:
+            async with progress:
+                return await generate(opts, progress)
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+    try:
+        result = asyncio.run(main())
+    except asyncio.CancelledError:
+        print("agentload: terminated", file=sys.stderr)
+        raise typer.Exit(143) from None
+    rows = summary_rows(result)
+    if json_out:
+        payload = {
+            "trace": str(result.trace_path),
+            "endpoint": result.endpoint,
+            "model": result.model,
+            "wall_s": result.wall_ns / 1e9,
+            "sessions": rows,
+        }
+        if opts.evaluate:
+            passed = sum(1 for r in rows if r["eval_passed"])
+            payload["pass_rate"] = passed / len(rows) if rows else None
+        sys.stdout.write(orjson.dumps(payload).decode() + "\n")
+    else:
+        out = Console()
+        out.print(summary_table(rows, evaluate=opts.evaluate))
+        if opts.evaluate and rows:
+            passed = sum(1 for r in rows if r["eval_passed"])
+            out.print(f"eval: {passed}/{len(rows)} sessions pass ({100 * passed / len(rows):.0f}%)")
+        out.print(f"trace: {result.trace_path}", markup=False, highlight=False, soft_wrap=True)
+    return result
+
+
+def _options(
+    scenario: str,
+    config: list[str],
+    endpoint: str | None,
+    model: str | None,
+    sessions: int,
+    parallel: int,
+    seed: int | None,
+    out: Path,
+    sandbox: SandboxChoice | None,
+    evaluate: bool,
+    keep_workspaces: bool,
+) -> GenerateOptions:
+    from agentload.scenarios import load_scenario
+
+    return GenerateOptions(
+        scenario=load_scenario(scenario, config),
+        endpoint=endpoint,
+        model=model,
+        sessions=sessions,
+        parallel=parallel,
+        seed=seed,
+        out=out,
+        sandbox=sandbox.value if sandbox is not None else None,
+        evaluate=evaluate,
+        keep_workspaces=keep_workspaces,
+    )
+
+
+_SCENARIO = typer.Option(
+    "coding-session", "--scenario", "-s", help="Preset name or YAML file.", show_default=True
+)
+_CONFIG = typer.Option([], "--config", "-c", help="Scenario override key.path=value (repeatable).")
+_ENDPOINT = typer.Option(
+    None,
+    "--endpoint",
+    help="OpenAI-compatible base URL (e.g. http://host:8000/v1); default: the built-in "
+    "simulator. The API key comes from AGENTLOAD_API_KEY or OPENAI_API_KEY.",
+)
+_MODEL = typer.Option(None, "--model", help="Model name (default: the endpoint's first model).")
+_SESSIONS = typer.Option(1, "--sessions", "-n", min=1, help="Sessions to run.")
+_PARALLEL = typer.Option(1, "--parallel", "-p", min=1, help="Sessions running at once.")
+_SEED = typer.Option(None, "--seed", help="Run seed (default: the scenario's).")
+_OUT = typer.Option(Path("traces"), "--out", "-o", help="Directory of the trace file.")
+_SANDBOX = typer.Option(
+    None, "--sandbox", help="Where tools run (default: the scenario's, normally auto)."
+)
+_KEEP = typer.Option(False, "--keep-workspaces", help="Keep the sessions' workspace copies.")
+_JSON = typer.Option(False, "--json", help="Print one JSON object instead of the table.")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``generate`` and ``eval`` to the ``agentload`` command."""
+
+    @app.command("generate")
+    def generate_cmd(
+        scenario: str = _SCENARIO,
+        config: list[str] = _CONFIG,
+        endpoint: str | None = _ENDPOINT,
+        model: str | None = _MODEL,
+        sessions: int = _SESSIONS,
+        parallel: int = _PARALLEL,
+        seed: int | None = _SEED,
+        out: Path = _OUT,
+        sandbox: SandboxChoice | None = _SANDBOX,
+        evaluate: bool = typer.Option(
+            False, "--eval", help="Run the scenario's success check after each session."
+        ),
+        keep_workspaces: bool = _KEEP,
+        json_out: bool = _JSON,
+    ) -> None:
+        """Run agent sessions (orchestrator + sub-agents, real tools) and record one trace."""
+        opts = _options(
+            scenario, config, endpoint, model, sessions, parallel, seed, out, sandbox,
+            evaluate, keep_workspaces,
+        )  # fmt: skip
+        run_generate(opts, json_out=json_out)
+
+    @app.command("eval")
+    def eval_cmd(
+        scenario: str = _SCENARIO,
+        config: list[str] = _CONFIG,
+        endpoint: str | None = _ENDPOINT,
+        model: str | None = _MODEL,
+        sessions: int = _SESSIONS,
+        parallel: int = _PARALLEL,
+        seed: int | None = _SEED,
+        out: Path = _OUT,
+        sandbox: SandboxChoice | None = _SANDBOX,
+        keep_workspaces: bool = _KEEP,
+        json_out: bool = _JSON,
+    ) -> None:
+        """``generate --eval``: run sessions, then check each edited workspace passes its tests."""
+        opts = _options(
+            scenario, config, endpoint, model, sessions, parallel, seed, out, sandbox,
+            True, keep_workspaces,
+        )  # fmt: skip
+        run_generate(opts, json_out=json_out)

@@ -1,0 +1,115 @@
+"""The LLM node's client against a real (scripted) HTTP endpoint: streaming, timing, retries."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fake_endpoint import Fail, Reply, ScriptedEndpoint  # type: ignore[import-not-found]
+
+from agentload.agents.limits import SessionEnd
+from agentload.agents.llm import ChatClient, api_key_from_env, is_context_limit_error
+
+BODY = {"model": "fake", "messages": [{"role": "user", "content": "hi"}]}
+
+
+async def test_stream_reassembles_tool_calls_and_times_every_chunk() -> None:
+    calls = [
+        {"id": "call_a", "name": "read_file", "arguments": json.dumps({"path": "a.py"})},
+        {"id": "call_b", "name": "search_code", "arguments": json.dumps({"pattern": "x+"})},
+    ]
+    with ScriptedEndpoint(lambda b: Reply("thinking about it", calls, 1234)) as ep:
+        client = ChatClient(ep.base_url, model="fake")
+        try:
+            r = await client.complete(dict(BODY))
+        finally:
+            await client.aclose()
+        sent = ep.requests[0]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert r.content == "thinking about it"
+    assert [tc["id"] for tc in r.tool_calls] == ["call_a", "call_b"]
+    assert json.loads(r.tool_calls[0]["function"]["arguments"]) == {"path": "a.py"}
+    assert r.tool_calls[1]["function"]["name"] == "search_code"
+    assert r.finish_reason == "tool_calls"
+    assert r.prompt_tokens == 1234 and r.completion_tokens == 5
+    t = r.timings
+    assert t.first_token_ns is not None and t.last_token_ns is not None
+    assert t.submit_ns < t.first_token_ns <= t.last_token_ns
+    assert len(t.chunk_offsets_ns) == r.chunks >= 8
+    assert t.chunk_offsets_ns == sorted(t.chunk_offsets_ns)
+
+
+async def test_transient_errors_are_retried_and_reported() -> None:
+    state = {"n": 0}
+
+    def handler(body: dict[str, Any]) -> Reply | Fail:
+        state["n"] += 1
+        return Fail(503, "overloaded") if state["n"] <= 2 else Reply("fine")
+
+    retries: list[tuple[int, str]] = []
+
+    async def on_retry(attempt: int, error: str) -> None:
+        retries.append((attempt, error))
+
+    with ScriptedEndpoint(handler) as ep:
+        client = ChatClient(ep.base_url, model="fake", retries=3, backoff_s=0.01)
+        try:
+            r = await client.complete(dict(BODY), on_retry=on_retry)
+        finally:
+            await client.aclose()
+    assert r.content == "fine" and r.attempts == 3
+    assert [a for a, _ in retries] == [1, 2]
+    assert "503" in retries[0][1] and "overloaded" in retries[0][1]
+
+
+async def test_errors_after_retries_end_the_session() -> None:
+    with ScriptedEndpoint(lambda b: Fail(500, "boom")) as ep:
+        client = ChatClient(ep.base_url, model="fake", retries=2, backoff_s=0.01)
+        try:
+            with pytest.raises(SessionEnd) as info:
+                await client.complete(dict(BODY))
+        finally:
+            await client.aclose()
+        assert len(ep.requests) == 3
+    assert info.value.reason == "endpoint_error"
+    assert "boom" in info.value.detail and "3 attempts" in info.value.detail
+
+
+async def test_context_limit_error_is_not_retried() -> None:
+    msg = "This model's maximum context length is 8192 tokens. However, you requested 9000"
+    with ScriptedEndpoint(lambda b: Fail(400, msg)) as ep:
+        client = ChatClient(ep.base_url, model="fake", retries=3, backoff_s=0.01)
+        try:
+            with pytest.raises(SessionEnd) as info:
+                await client.complete(dict(BODY))
+        finally:
+            await client.aclose()
+        assert len(ep.requests) == 1
+    assert info.value.reason == "context_limit"
+
+
+async def test_unreachable_endpoint_ends_with_endpoint_error() -> None:
+    client = ChatClient("http://127.0.0.1:9/v1", model="x", retries=1, backoff_s=0.01)
+    try:
+        with pytest.raises(SessionEnd) as info:
+            await client.complete(dict(BODY))
+    finally:
+        await client.aclose()
+    assert info.value.reason == "endpoint_error"
+
+
+def test_api_key_only_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTLOAD_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert api_key_from_env(default=None) is None
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-b")
+    assert api_key_from_env() == "sk-b"
+    monkeypatch.setenv("AGENTLOAD_API_KEY", "sk-a")
+    assert api_key_from_env() == "sk-a"
+
+
+def test_context_limit_messages() -> None:
+    assert is_context_limit_error("prompt is too long: 210000 tokens > 200000 maximum")
+    assert is_context_limit_error("context_length_exceeded")
+    assert not is_context_limit_error("rate limit reached")
