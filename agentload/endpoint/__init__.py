@@ -1,1 +1,21 @@
-"""agentload.endpoint (see DESIGN.md's package table)."""
+"""agentload.endpoint: the built-in simulated OpenAI-compatible server.
+
+``SimulatorServer`` runs it in-process (tests, ``generate``); ``agentload serve`` runs it in
+the foreground. See docs/simulator.md.
+"""
+
+from agentload.endpoint.app import Simulator, build_app
+from agentload.endpoint.policy import LengthDist, PolicyConfig
+from agentload.endpoint.profiles import Profile, list_profiles, load_profile
+from agentload.endpoint.server import SimulatorServer
+
+__all__ = [
+    "LengthDist",
+    "PolicyConfig",
+    "Profile",
+    "Simulator",
+    "SimulatorServer",
+    "build_app",
+    "list_profiles",
+    "load_profile",
+]

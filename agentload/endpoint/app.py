@@ -1,0 +1,264 @@
+"""The simulated server's HTTP surface (Starlette): chat completions, models, health, metrics.
+
+``Simulator`` holds one server's state (profile, engine, policy, token and prefix caches);
+``build_app`` wraps it in a Starlette application. Prompt tokens are counted with
+``agentload.tokenizer.ChatTokenCounter`` (ids cached per message content) and block hashes
+with ``agentload.recorder.prefix.PrefixHasher`` (resumes from the longest known prefix), so a
+400K-token request whose history was seen before costs O(new messages).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from agentload.endpoint.clock import Clock
+from agentload.endpoint.engine import Engine, Sequence
+from agentload.endpoint.metrics import metrics_text
+from agentload.endpoint.policy import Decision, Policy, PolicyConfig
+from agentload.endpoint.profiles import Profile, load_profile
+from agentload.endpoint.request import APIError, ChatRequest, error_body, parse_chat_request
+from agentload.endpoint.sse import Reply, render_json, render_stream, usage_event
+from agentload.endpoint.textgen import text_tokens
+from agentload.hashing import content_id
+from agentload.recorder.prefix import PrefixHasher
+from agentload.tokenizer import DEFAULT_TOKENIZER, ChatTokenCounter
+
+__all__ = ["Simulator", "build_app"]
+
+_WRITE_BYTES = 65536
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+def _error(exc: APIError) -> Response:
+    return Response(exc.body(), status_code=exc.status, media_type="application/json")
+
+
+class Simulator:
+    """One simulated server: profile, engine, policy and caches."""
+
+    def __init__(
+        self,
+        profile: str | os.PathLike[str] | Profile = "instant",
+        model: str = "agentload-sim",
+        seed: int = 0,
+        *,
+        clock: Clock | None = None,
+        tokenizer: str = DEFAULT_TOKENIZER,
+        policy: PolicyConfig | None = None,
+    ) -> None:
+        self.profile = load_profile(profile if isinstance(profile, Profile) else str(profile))
+        self.model = model
+        self.seed = seed
+        self.engine = Engine(self.profile, clock)
+        self.counter = ChatTokenCounter(tokenizer)
+        self.hasher = PrefixHasher(self.profile.block_size)
+        self.tokens = text_tokens(tokenizer)
+        self.policy = Policy(seed, self.tokens, policy)
+        self.created = int(time.time())
+        self._ids = itertools.count(1)
+        self._tag = os.urandom(3).hex()
+
+    # -- prompt accounting -------------------------------------------------------------------
+    def prompt(self, req: ChatRequest) -> tuple[list[str], int, list[str]]:
+        """Message content ids, prompt tokens and prompt block hashes of a request."""
+        mids = [content_id(m) for m in req.messages]
+        keys: list[str] = []
+        getters: list[Callable[[], tuple[int, ...]]] = []
+        if req.tools:
+            tid = content_id(req.tools)
+            keys.append(tid)
+            getters.append(lambda: self.counter.ids_for_tools(req.tools, tid))
+        for m, k in zip(req.messages, mids, strict=True):
+            keys.append(k)
+            getters.append(lambda m=m, k=k: self.counter.ids_for_message(m, k))  # type: ignore[misc]
+        keys.append("priming")
+        getters.append(lambda: self.counter.priming_ids)
+        state, _, _ = self.hasher.hash(keys, get_ids=lambda i: getters[i]())
+        return mids, state.tokens, list(state.blocks)
+
+    # -- the reply ---------------------------------------------------------------------------
+    def reply(self, req: ChatRequest, mids: list[str], prompt_tokens: int) -> Reply:
+        conv = self.policy.conversation(
+            req.messages, mids, req.tools, req.tool_choice, prompt_tokens, req.seed
+        )
+        d = self.policy.decide(conv)
+        return self._limit(req, d, prompt_tokens)
+
+    def _extend(self, d: Decision, n: int) -> list[str]:
+        segs = list(d.segments)
+        have = self.tokens.count("".join(segs))
+        while have < n:
+            extra = d.more(max(32, n - have))
+            if not extra:
+                break
+            if segs and not extra[0].startswith((" ", "\n")):
+                extra[0] = " " + extra[0]
+            segs.extend(extra)
+            have += self.tokens.count("".join(extra))
+        return segs
+
+    def _limit(self, req: ChatRequest, d: Decision, prompt_tokens: int) -> Reply:
+        tok = self.tokens
+        calls = [(n, orjson.dumps(a).decode()) for n, a in d.tool_calls]
+        finish = "tool_calls" if calls else "stop"
+        if req.ignore_eos and req.max_tokens is not None:
+            text = tok.fit(self._extend(d, req.max_tokens + 16), req.max_tokens)
+            calls, finish = [], "length"
+        else:
+            text = "".join(d.segments)
+            for s in req.stop:
+                cut = text.find(s) if s else -1
+                if cut >= 0:
+                    text, calls, finish = text[:cut], [], "stop"
+            arg_tokens = sum(tok.count(a) for _, a in calls)
+            total = tok.count(text) + arg_tokens
+            if req.max_tokens is not None and total > req.max_tokens:
+                text = tok.fit(self._extend(d, req.max_tokens + 16), req.max_tokens)
+                calls, finish = [], "length"
+            elif req.min_tokens and total < req.min_tokens:
+                want = req.min_tokens - arg_tokens
+                text = tok.fit(self._extend(d, want + 16), want)
+            elif total == 0:
+                text = tok.fit(self._extend(d, 16), 1)
+        pieces = tok.pieces(text)
+        tc = []
+        n_args = 0
+        for i, (name, args) in enumerate(calls):
+            ap = tok.pieces(args)
+            n_args += tok.count(args)
+            tc.append((self._call_id(i), name, ap))
+        return Reply(pieces, tc, finish, prompt_tokens, tok.count(text) + n_args)
+
+    def _call_id(self, i: int) -> str:
+        return f"call_{self._tag}{next(self._ids):08x}{i:02x}"
+
+    # -- HTTP handlers -----------------------------------------------------------------------
+    async def chat(self, request: Request) -> Response:
+        try:
+            req = parse_chat_request(await request.body())
+            if req.model != self.model:
+                raise APIError(
+                    404,
+                    f"The model `{req.model}` does not exist; this server serves `{self.model}`.",
+                    "model",
+                    "model_not_found",
+                )
+            mids, prompt_tokens, hashes = self.prompt(req)
+            limit = self.profile.max_context
+            want = prompt_tokens + (req.max_tokens or 0)
+            if prompt_tokens >= limit or want > limit:
+                raise APIError(
+                    400,
+                    f"This model's maximum context length is {limit} tokens. However, you "
+                    f"requested {want} tokens ({prompt_tokens} in the messages, "
+                    f"{req.max_tokens or 0} in the completion).",
+                    "messages",
+                    "context_length_exceeded",
+                )
+            reply = self.reply(req, mids, prompt_tokens)
+        except APIError as exc:
+            return _error(exc)
+        rid = f"chatcmpl-{self._tag}{next(self._ids):010x}"
+        seq = Sequence(prompt_tokens, hashes, max(1, reply.completion_tokens))
+        if req.stream:
+            return StreamingResponse(
+                self._stream(req, reply, rid, seq),
+                media_type="text/event-stream",
+                headers={"cache-control": "no-cache"},
+            )
+        async for _ in self.engine.run(seq):
+            pass
+        reply.cached_tokens = seq.cached_tokens
+        return Response(
+            render_json(reply, rid, self.created, self.model), media_type="application/json"
+        )
+
+    async def _stream(
+        self, req: ChatRequest, reply: Reply, rid: str, seq: Sequence
+    ) -> AsyncIterator[bytes]:
+        r = render_stream(reply, rid, self.created, self.model, req.include_usage)
+        events, pos = r.events, r.token_pos
+        sent = 0
+        ready = 0
+        first = True
+        async for n in self.engine.run(seq):
+            if first:
+                first = False
+                reply.cached_tokens = seq.cached_tokens
+                if req.include_usage:
+                    events[-2] = usage_event(reply, rid, self.created, self.model)
+            ready += n
+            upto = pos[min(ready, len(pos)) - 1] if pos else 1
+            while sent < upto:
+                stop, size = sent, 0
+                while stop < upto and size < _WRITE_BYTES:
+                    size += len(events[stop])
+                    stop += 1
+                yield b"".join(events[sent:stop])
+                sent = stop
+        if sent < len(events):
+            yield b"".join(events[sent:])
+
+    async def models(self, request: Request) -> Response:
+        return _json(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.model,
+                        "object": "model",
+                        "created": self.created,
+                        "owned_by": "agentload",
+                        "max_model_len": self.profile.max_context,
+                    }
+                ],
+            }
+        )
+
+    async def health(self, request: Request) -> Response:
+        return _json({"status": "ok", "model": self.model, "profile": self.profile.name})
+
+    async def metrics(self, request: Request) -> Response:
+        body, ctype = metrics_text(self)
+        return Response(body, media_type=ctype)
+
+
+def build_app(sim: Simulator) -> Starlette:
+    """The Starlette application serving ``sim``."""
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return Response(
+            error_body(404, f"no route {request.method} {request.url.path}", None, "not_found"),
+            status_code=404,
+            media_type="application/json",
+        )
+
+    async def bad_method(request: Request, exc: Exception) -> Response:
+        return Response(
+            error_body(405, f"method {request.method} not allowed", None, "method_not_allowed"),
+            status_code=405,
+            media_type="application/json",
+        )
+
+    routes = [
+        Route("/v1/chat/completions", sim.chat, methods=["POST"]),
+        Route("/v1/models", sim.models, methods=["GET"]),
+        Route("/health", sim.health, methods=["GET"]),
+        Route("/metrics", sim.metrics, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: bad_method})
+    app.state.simulator = sim
+    return app

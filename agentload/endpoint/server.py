@@ -1,0 +1,144 @@
+"""``SimulatorServer``: the simulated endpoint on uvicorn, in a background thread or in front.
+
+    with SimulatorServer(profile="instant", model="agentload-sim", seed=0) as srv:
+        client = openai.OpenAI(base_url=srv.base_url, api_key="x")
+
+The socket is bound before the thread starts (port 0 picks a free port), so ``.port`` and
+``.base_url`` are valid as soon as ``start()`` returns, and ``start()`` returns only once the
+server accepts requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import threading
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+
+from agentload.endpoint.app import Simulator, build_app
+from agentload.endpoint.policy import PolicyConfig
+from agentload.endpoint.profiles import Profile
+from agentload.errors import ConfigError, EndpointError
+
+__all__ = ["SimulatorServer", "bind_socket"]
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket; ``ConfigError`` when the address is taken or invalid."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family = infos[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return sock
+
+
+class SimulatorServer:
+    """The built-in simulated OpenAI-compatible endpoint, embeddable (see module docstring)."""
+
+    def __init__(
+        self,
+        profile: str | os.PathLike[str] | Profile = "instant",
+        model: str = "agentload-sim",
+        seed: int = 0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        policy: PolicyConfig | None = None,
+        tokenizer: str = "o200k_base",
+    ) -> None:
+        self.simulator = Simulator(profile, model, seed, policy=policy, tokenizer=tokenizer)
+        self.model = model
+        self.host = host
+        self._want_port = port
+        self.port = port
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://HOST:PORT/v1``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    def config(self) -> uvicorn.Config:
+        return uvicorn.Config(
+            build_app(self.simulator),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_keep_alive=60,
+            timeout_graceful_shutdown=2,
+            backlog=2048,
+        )
+
+    def start(self, timeout_s: float = 30.0) -> SimulatorServer:
+        """Start uvicorn in a daemon thread; returns when the server accepts requests."""
+        if self._thread is not None:
+            return self
+        self._sock = bind_socket(self.host, self._want_port)
+        self.port = self._sock.getsockname()[1]
+        self._server = uvicorn.Server(self.config())
+        server, sock = self._server, self._sock
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                asyncio.run(server.serve(sockets=[sock]))
+            except BaseException as exc:  # reported to start() below
+                errors.append(exc)
+
+        self._thread = threading.Thread(target=run, name="agentload-simulator", daemon=True)
+        self._thread.start()
+        waited = 0.0
+        while not server.started:
+            if errors or not self._thread.is_alive():
+                self.stop()
+                raise EndpointError(f"simulator failed to start on {self.base_url}: {errors}")
+            if waited > timeout_s:
+                self.stop()
+                raise EndpointError(f"simulator did not start within {timeout_s}s")
+            threading.Event().wait(0.01)
+            waited += 0.01
+        return self
+
+    def stop(self) -> None:
+        """Stop serving (open streams get ``timeout_graceful_shutdown``) and join the thread."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+        self._thread = None
+        self._server = None
+        self._sock = None
+
+    def __enter__(self) -> SimulatorServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"SimulatorServer({self.base_url!r}, model={self.model!r})"
+
+    def __getstate__(self) -> dict[str, Any]:  # pragma: no cover - not picklable by design
+        raise TypeError("SimulatorServer cannot be pickled")
