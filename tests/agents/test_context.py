@@ -1,0 +1,80 @@
+"""The context builder on a real workspace: sized to the budget, in the layout the policy parses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentload.agents import contract
+from agentload.agents.context import build_orchestrator_prompt, build_subagent_prompt
+from agentload.scenarios.workspace import Workspace, materialise
+from agentload.tokenizer import ChatTokenCounter
+
+TOOLS = contract.tool_schemas([*contract.DIRECT_TOOLS, contract.DELEGATE])
+MARK = contract.marker("orchestrator", context_target=400000, max_rounds=300)
+
+
+@pytest.fixture(scope="module")
+def email_ws(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    return materialise("stdlib:email", tmp_path_factory.mktemp("ws") / "w", "qp-header-decode")
+
+
+@pytest.mark.parametrize("budget", [8_000, 60_000])
+def test_prompt_lands_on_the_budget(email_ws: Workspace, budget: int) -> None:
+    counter = ChatTokenCounter()
+    task = "Fix the failing tests."
+    p = build_orchestrator_prompt(
+        root=email_ws.root, files=email_ws.files(), marker_line=MARK, instructions="Be good.",
+        task=task, tools=TOOLS, budget_tokens=budget, counter=counter,
+    )  # fmt: skip
+    measured = counter.count_prompt(
+        [{"role": "system", "content": p.system}, {"role": "user", "content": task}], TOOLS
+    )
+    assert measured == p.tokens
+    assert budget * 0.97 <= p.tokens <= budget * 1.01
+    lines = p.system.splitlines()
+    assert contract.parse_marker(lines[0]) == (
+        "orchestrator",
+        {"context_target": "400000", "max_rounds": "300"},
+    )
+    assert "## Repository map" in lines
+    start = lines.index("## Repository map") + 1
+    assert lines[start : start + len(email_ws.files())] == email_ws.files()
+    shown = [ln.removeprefix("## File: ") for ln in lines if ln.startswith("## File: ")]
+    assert tuple(shown) == p.files and shown and all(f in email_ws.files() for f in shown)
+    assert shown[0] == "email/__init__.py"  # package entry point first
+    assert (email_ws.root / shown[1]).read_text().rstrip() in p.system or p.cut_file == shown[1]
+
+
+def test_files_named_in_the_task_come_first(email_ws: Workspace) -> None:
+    p = build_orchestrator_prompt(
+        root=email_ws.root, files=email_ws.files(), marker_line=MARK, instructions="x",
+        task="Look at email/quoprimime.py first.", tools=TOOLS, budget_tokens=8_000,
+        counter=ChatTokenCounter(),
+    )  # fmt: skip
+    assert p.files[0] == "email/quoprimime.py"
+
+
+def test_same_inputs_same_prompt(email_ws: Workspace, tmp_path: Path) -> None:
+    other = materialise("stdlib:email", tmp_path / "again", "qp-header-decode")
+    kw = dict(marker_line=MARK, instructions="x", task="t", tools=TOOLS, budget_tokens=20_000)
+    a = build_orchestrator_prompt(
+        root=email_ws.root,
+        files=email_ws.files(),
+        counter=ChatTokenCounter(),
+        **kw,  # type: ignore[arg-type]
+    )
+    b = build_orchestrator_prompt(
+        root=other.root,
+        files=other.files(),
+        counter=ChatTokenCounter(),
+        **kw,  # type: ignore[arg-type]
+    )
+    assert a == b
+
+
+def test_subagent_prompt_starts_with_its_marker() -> None:
+    text = build_subagent_prompt(contract.marker("code_search", max_turns=8), "  Find things. ")
+    assert contract.parse_marker(text.splitlines()[0]) == ("code_search", {"max_turns": "8"})
+    assert text.endswith("Find things.\n")
