@@ -21,7 +21,10 @@ from rich.console import Console
 from agentload.agents.progress import make_progress, summary_table
 from agentload.agents.run import GenerateOptions, RunResult, generate, summary_rows
 
-__all__ = ["register", "run_generate"]
+__all__ = ["FAILED_REASONS", "register", "run_generate"]
+
+FAILED_REASONS = ("endpoint_error", "error")
+"""End reasons of a session that did not work; when every session ends so, the exit code is 1."""
 
 
 class SandboxChoice(StrEnum):
@@ -66,11 +69,22 @@ def run_generate(opts: GenerateOptions, *, json_out: bool = False) -> RunResult:
         sys.stdout.write(orjson.dumps(payload).decode() + "\n")
     else:
         out = Console()
+        if not out.is_terminal:
+            out = Console(width=140)
         out.print(summary_table(rows, evaluate=opts.evaluate))
+        for st in result.sessions:
+            if st.detail:
+                out.print(
+                    f"{st.session_id}: {st.end_reason}: {st.detail}",
+                    markup=False, highlight=False, soft_wrap=True,
+                )  # fmt: skip
         if opts.evaluate and rows:
             passed = sum(1 for r in rows if r["eval_passed"])
             out.print(f"eval: {passed}/{len(rows)} sessions pass ({100 * passed / len(rows):.0f}%)")
         out.print(f"trace: {result.trace_path}", markup=False, highlight=False, soft_wrap=True)
+    failed = [st for st in result.sessions if st.end_reason in FAILED_REASONS]
+    if failed and len(failed) == len(result.sessions):
+        raise typer.Exit(1)
     return result
 
 

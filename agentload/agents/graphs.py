@@ -190,8 +190,8 @@ async def delegate(state: DelegateTask, *, runtime: Runtime[AgentRuntime]) -> di
     kind = state["kind"]
     sub = rt.settings.subagents.get(kind)
     parent = orchestrator_id(rt.session_id)
-    model_id = str(state["tool_call"].get("id", ""))
-    rid = rt.ids.tool_record_id(model_id, state["call_id"], state["index"])
+    rid = str(state["tool_call"]["id"])
+    model_id = str(state["tool_call"].get("model_id", ""))
     child = subagent_id(state["call_id"], kind, state["index"])
     async with rt.delegations:
         start = rt.clock()
@@ -240,7 +240,7 @@ async def delegate(state: DelegateTask, *, runtime: Runtime[AgentRuntime]) -> di
     return {
         "results": {
             state["index"]: Outcome(
-                index=state["index"], tool_call_id=model_id, text=summary, depends_id=depends
+                index=state["index"], tool_call_id=rid, text=summary, depends_id=depends
             )
         }
     }

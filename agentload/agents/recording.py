@@ -179,8 +179,10 @@ class SessionRecorder:
         seq: int,
         body: dict[str, Any],
         result: LLMResult,
+        tool_calls: list[dict[str, Any]],
         depends_on: list[str],
     ) -> LLMCallRecord:
+        """Record a model call; ``tool_calls`` as the history carries them (agents' ids)."""
         rec = await self.capture.llm_call(
             call_id=call_id,
             session_id=self.session_id,
@@ -188,7 +190,7 @@ class SessionRecorder:
             seq=seq,
             body={**body, "stream": True},
             content=result.content,
-            tool_calls=result.tool_calls,
+            tool_calls=tool_calls,
             finish_reason=result.finish_reason,
             usage=result.usage,
             timings=result.timings,

@@ -26,7 +26,6 @@ import httpx
 
 from agentload.agents.llm import ChatClient, api_key_from_env
 from agentload.agents.recording import SessionStats
-from agentload.agents.runtime import IdRegistry
 from agentload.agents.session import SessionPlan, run_session
 from agentload.errors import ConfigError, EndpointUnreachableError, ModelNotFoundError
 from agentload.recorder import make_header
@@ -162,7 +161,6 @@ async def generate(opts: GenerateOptions, progress: ProgressSink | None = None) 
         try:
             async with TraceWriter(path, header) as writer:
                 capture = CallCapture(writer, ChatTokenCounter(header.tokenizer))
-                ids = IdRegistry()
                 gate = asyncio.Semaphore(opts.parallel)
 
                 async def one(i: int) -> SessionStats:
@@ -182,7 +180,6 @@ async def generate(opts: GenerateOptions, progress: ProgressSink | None = None) 
                             client=client,
                             writer=writer,
                             capture=capture,
-                            ids=ids,
                             on_start=progress.session_started if progress else None,
                         )
                     if progress is not None:

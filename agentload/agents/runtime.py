@@ -7,13 +7,16 @@ seed gives the same ids in every run:
 
 * orchestrator ``{session}.orch``; its calls ``{agent}.{seq}``
 * a sub-agent ``{delegating call}.{kind}{index}``, e.g. ``s0-0.orch.12.code_search1``
-* a tool call record: the model's tool-call id, or ``{call}.t{index}`` when the model gave
-  none or reused one (see ``IdRegistry``)
+* a tool call: ``call_`` + 24 hex digits hashed from its model call's id and its index
+  (``tool_call_id``). The agents give every tool call this id in the history they send on, so a
+  seed reproduces the traffic byte for byte whatever ids the server invents; the server's own
+  id is kept on the ``tool_call`` record as ``model_call_id``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,13 +29,13 @@ from agentload.agents.recording import SessionRecorder
 __all__ = [
     "AgentRuntime",
     "AgentSettings",
-    "IdRegistry",
     "SubagentSettings",
     "ToolOutput",
     "ToolRunner",
     "agent_call_id",
     "orchestrator_id",
     "subagent_id",
+    "tool_call_id",
 ]
 
 
@@ -81,18 +84,6 @@ class AgentSettings:
     seed: int | None = None
 
 
-class IdRegistry:
-    """Tool-call record ids unique within one trace file, shared by its sessions."""
-
-    def __init__(self) -> None:
-        self._used: set[str] = set()
-
-    def tool_record_id(self, model_id: str, call_id: str, index: int) -> str:
-        rid = model_id if model_id and model_id not in self._used else f"{call_id}.t{index}"
-        self._used.add(rid)
-        return rid
-
-
 @dataclass
 class AgentRuntime:
     """Run-time context of one session's graphs."""
@@ -103,7 +94,6 @@ class AgentRuntime:
     recorder: SessionRecorder
     toolbox: ToolRunner
     deadline: Deadline
-    ids: IdRegistry
     clock: Callable[[], int] = time.perf_counter_ns
     delegations: asyncio.Semaphore = field(init=False)
     last_orch_end_ns: int | None = None
@@ -118,6 +108,11 @@ def orchestrator_id(session_id: str) -> str:
 
 def agent_call_id(agent_id: str, seq: int) -> str:
     return f"{agent_id}.{seq}"
+
+
+def tool_call_id(call_id: str, index: int) -> str:
+    """The id the agents give tool call ``index`` of model call ``call_id`` (see above)."""
+    return "call_" + hashlib.blake2b(f"{call_id}#{index}".encode(), digest_size=12).hexdigest()
 
 
 def subagent_id(parent_call_id: str, kind: str, index: int) -> str:

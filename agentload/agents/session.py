@@ -27,7 +27,6 @@ from agentload.agents.recording import SessionRecorder, SessionStats
 from agentload.agents.runtime import (
     AgentRuntime,
     AgentSettings,
-    IdRegistry,
     SubagentSettings,
     orchestrator_id,
 )
@@ -126,7 +125,6 @@ async def run_session(
     client: ChatClient,
     writer: TraceWriter,
     capture: CallCapture,
-    ids: IdRegistry,
     on_start: Callable[[SessionStats], None] | None = None,
     clock: Callable[[], int] = time.perf_counter_ns,
 ) -> SessionStats:
@@ -193,7 +191,6 @@ async def run_session(
             recorder=recorder,
             toolbox=toolbox,
             deadline=Deadline(scenario.wall_budget_s, clock),
-            ids=ids,
             clock=clock,
         )
         await recorder.agent_start(orch, contract.ORCHESTRATOR)

@@ -14,7 +14,7 @@ from agentload.agents import contract
 from agentload.agents.limits import SessionEnd
 from agentload.agents.llm import LLMResult
 from agentload.agents.recording import ToolFacts
-from agentload.agents.runtime import AgentRuntime, agent_call_id
+from agentload.agents.runtime import AgentRuntime, agent_call_id, tool_call_id
 from agentload.recorder.capture import assistant_message
 
 __all__ = ["ModelTurn", "Outcome", "call_model", "parse_arguments", "run_tool", "tool_message"]
@@ -22,7 +22,11 @@ __all__ = ["ModelTurn", "Outcome", "call_model", "parse_arguments", "run_tool", 
 
 @dataclass(frozen=True)
 class ModelTurn:
-    """One recorded model call: its id, the reply as the next request carries it, usage."""
+    """One recorded model call: its id, the reply as the next request carries it, usage.
+
+    ``tool_calls`` carry the agents' own ids (``tool_call_id``) plus the server's id under
+    ``model_id`` (not sent: ``message`` holds the clean calls).
+    """
 
     call_id: str
     message: dict[str, Any]
@@ -89,6 +93,7 @@ async def call_model(
             "error", agent_id=agent_id, call_id=call_id, reason=end.reason, error=end.detail
         )
         raise
+    calls = [{**tc, "id": tool_call_id(call_id, i)} for i, tc in enumerate(result.tool_calls)]
     rec = await rt.recorder.llm_call(
         call_id=call_id,
         agent_id=agent_id,
@@ -96,13 +101,17 @@ async def call_model(
         seq=seq,
         body=body,
         result=result,
+        tool_calls=calls,
         depends_on=depends_on,
     )
     prompt = result.prompt_tokens
     return ModelTurn(
         call_id=call_id,
-        message=assistant_message(result.content, result.tool_calls),
-        tool_calls=result.tool_calls,
+        message=assistant_message(result.content, calls),
+        tool_calls=[
+            {**tc, "model_id": str(orig.get("id", ""))}
+            for tc, orig in zip(calls, result.tool_calls, strict=True)
+        ],
         prompt_tokens=prompt if prompt is not None else rec.usage.prompt_tokens_ours,
         result=result,
     )
@@ -121,8 +130,8 @@ async def run_tool(
     fn = tool_call.get("function") or {}
     name = str(fn.get("name", ""))
     raw = str(fn.get("arguments", ""))
-    model_id = str(tool_call.get("id", ""))
-    rid = rt.ids.tool_record_id(model_id, call_id, index)
+    rid = str(tool_call["id"])
+    model_id = str(tool_call.get("model_id", ""))
     args = parse_arguments(raw)
     if name not in allowed or name == contract.DELEGATE:
         now = rt.clock()
@@ -154,7 +163,7 @@ async def run_tool(
         facts=facts,
         model_call_id=model_id or None,
     )
-    return Outcome(index=index, tool_call_id=model_id, text=text, depends_id=rid)
+    return Outcome(index=index, tool_call_id=rid, text=text, depends_id=rid)
 
 
 def _delegate_error(args: Any) -> str:
