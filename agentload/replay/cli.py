@@ -1,0 +1,164 @@
+"""``agentload replay``, ``agentload report`` and ``agentload compare``."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from agentload.errors import ReplayError
+from agentload.recorder.secrets import strip_credentials
+from agentload.replay.config import ReplayConfig
+from agentload.replay.options import parse_levels, parse_slo
+
+__all__ = ["register"]
+
+
+def replay(
+    traces: Annotated[list[Path], typer.Argument(help="Trace files (.agentload.jsonl[.zst]).")],
+    endpoint: Annotated[str, typer.Option(help="OpenAI-compatible base URL (…/v1).")],
+    model: Annotated[str, typer.Option(help="Model name the target serves.")],
+    concurrency: Annotated[int, typer.Option(help="Sessions kept in flight.")] = 1,
+    sweep: Annotated[str | None, typer.Option(help="Concurrency levels, e.g. 1,2,4,8.")] = None,
+    arrival_rate: Annotated[
+        float | None, typer.Option(help="Start sessions as a Poisson process (sessions/s).")
+    ] = None,
+    duration: Annotated[
+        float | None, typer.Option(help="Seconds of measured load per point.")
+    ] = None,
+    sessions: Annotated[
+        int | None,
+        typer.Option(help="Session instances per point (default: max(trace sessions, N))."),
+    ] = None,
+    gap_scale: Annotated[float, typer.Option(help="Scale recorded waits (0 = none).")] = 1.0,
+    no_salt: Annotated[
+        bool, typer.Option("--no-salt", help="Do not salt replicated sessions.")
+    ] = False,
+    start_at: Annotated[
+        str, typer.Option(help="random: join mid-flight after a warm-up; zero: from the start.")
+    ] = "random",
+    slo: Annotated[str | None, typer.Option(help="e.g. ttft=2s,tpot=50ms,e2e=60s.")] = None,
+    gpus: Annotated[int | None, typer.Option(help="GPUs behind the endpoint.")] = None,
+    power_watts: Annotated[float | None, typer.Option(help="Power draw in W.")] = None,
+    power: Annotated[str | None, typer.Option(help="'nvml': measure GPU energy.")] = None,
+    scrape_metrics: Annotated[
+        str | None, typer.Option(help="Prometheus /metrics URL scraped at 1 Hz.")
+    ] = None,
+    target_tps_user: Annotated[
+        list[float] | None,
+        typer.Option(help="Headline target tokens/s per user (repeatable; default 160)."),
+    ] = None,
+    engine: Annotated[str, typer.Option(help="vllm|sglang|trtllm|dynamo|openai.")] = "vllm",
+    no_extras: Annotated[
+        bool, typer.Option("--no-extras", help="Do not send ignore_eos/min_tokens.")
+    ] = False,
+    session_header: Annotated[
+        str | None, typer.Option(help="Header carrying a session id (KV-aware routing).")
+    ] = None,
+    session_field: Annotated[
+        str | None, typer.Option(help="Body field carrying a session id.")
+    ] = None,
+    max_context: Annotated[
+        int | None, typer.Option(help="Leave out sessions with a call above N tokens.")
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Per-request timeout in seconds.")] = 600.0,
+    seed: Annotated[int, typer.Option(help="Seed of join points and arrivals.")] = 0,
+    out: Annotated[Path | None, typer.Option(help="Write results, CSV and report here.")] = None,
+) -> None:
+    """Replay traces against an endpoint: identical, closed-loop agentic traffic."""
+    from agentload.replay.progress import Progress
+    from agentload.replay.report import write_report
+    from agentload.replay.results import write_results, write_summary
+    from agentload.replay.run import run_replay
+
+    if power is not None and power != "nvml":
+        raise ReplayError(f"--power {power!r}: only 'nvml' is supported (or use --power-watts)")
+    if power is not None and power_watts is not None:
+        raise ReplayError("give --power-watts or --power nvml, not both")
+    if concurrency < 1:
+        raise ReplayError("--concurrency must be >= 1")
+    if arrival_rate is not None and arrival_rate <= 0:
+        raise ReplayError("--arrival-rate must be > 0")
+    levels = parse_levels(sweep) if sweep else [concurrency]
+    s = parse_slo(slo)
+    cfg = ReplayConfig(
+        traces=[str(t) for t in traces],
+        endpoint=endpoint,
+        model=model,
+        engine=engine,
+        extras=not no_extras,
+        levels=levels,
+        arrival_rate=arrival_rate,
+        duration_s=duration,
+        sessions=sessions,
+        gap_scale=gap_scale,
+        salt=not no_salt,
+        start_at=start_at,
+        slo=s.to_dict() if s else None,
+        gpus=gpus,
+        power_watts=power_watts,
+        power=power,
+        scrape_metrics=scrape_metrics,
+        target_tps_user=target_tps_user or [160.0],
+        timeout_s=timeout,
+        seed=seed,
+        session_header=session_header,
+        session_field=session_field,
+        max_context=max_context,
+    )
+    results = asyncio.run(run_replay(cfg, Progress()))
+    results["config"]["endpoint"] = strip_credentials(endpoint)
+    console = Console()
+    _print_summary(console, results)
+    if out is not None:
+        paths = [write_results(results, out), write_summary(results, out)]
+        paths += write_report([results], out)
+        console.print(f"wrote {', '.join(str(p) for p in paths[:3])} and {len(paths) - 3} PNGs")
+
+
+def _print_summary(console: Console, results: dict[str, object]) -> None:
+    from agentload.replay.report import headlines, text_summary
+
+    for line in text_summary(results):
+        console.print(line, highlight=False, soft_wrap=True)
+    for h in headlines(results):
+        console.print(h.text, highlight=False, soft_wrap=True)
+
+
+def report(
+    results: Annotated[
+        list[Path], typer.Argument(help="results.json files (or their directories).")
+    ],
+    out: Annotated[Path, typer.Option(help="Directory for report.html + PNGs.")] = Path("report"),
+) -> None:
+    """Rebuild the HTML report from results; several runs overlay on one Pareto plot."""
+    from agentload.replay.report import write_report
+    from agentload.replay.results import load_results
+
+    runs = [load_results(p) for p in results]
+    paths = write_report(runs, out)
+    Console().print(f"wrote {paths[0]} ({len(paths) - 1} PNGs)")
+
+
+def compare(
+    a: Annotated[Path, typer.Argument(help="First results.json (or directory).")],
+    b: Annotated[Path, typer.Argument(help="Second results.json (or directory).")],
+) -> None:
+    """Say whether two runs received identical traffic, and show metric deltas."""
+    from agentload.replay.compare import compare_results
+    from agentload.replay.results import load_results
+
+    lines, _ = compare_results(load_results(a), load_results(b))
+    console = Console()
+    for line in lines:
+        console.print(line, highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``replay``, ``report`` and ``compare`` to the ``agentload`` command."""
+    app.command("replay")(replay)
+    app.command("report")(report)
+    app.command("compare")(compare)

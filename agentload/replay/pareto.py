@@ -1,0 +1,85 @@
+"""The Pareto frontier of a sweep and the headline: throughput at X tokens/s per user.
+
+Each point is ``(x, y)`` = (median output tokens/s per user, output tokens/s per GPU — or per
+MW when power is known, or plain output tokens/s without --gpus). The frontier keeps the
+points no other point beats on both axes, sorted by x. The throughput sustained at a target
+X is the frontier's y linearly interpolated at X between the two frontier points around it;
+when X is below every frontier x, the best y among points with x ≥ X (no extrapolation);
+when no point reaches X, there is no answer and the report says so.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Headline", "axis_of", "frontier", "headline", "points_xy"]
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The answer for one target X."""
+
+    target: float
+    value: float | None
+    unit: str
+    text: str
+
+
+def axis_of(results: dict[str, Any]) -> tuple[str, str]:
+    """(aggregate tag, label) of the y axis: per MW when known, else per GPU, else total."""
+    points = results.get("points", [])
+
+    def has(tag: str) -> bool:
+        return any(p["aggregates"].get(tag) is not None for p in points)
+
+    if has("output_tps_per_mw"):
+        return "output_tps_per_mw", "output tok/s per MW"
+    if has("output_tps_per_gpu"):
+        return "output_tps_per_gpu", "output tok/s per GPU"
+    return "output_tps", "output tok/s (give --gpus for per GPU)"
+
+
+def points_xy(results: dict[str, Any], ytag: str) -> list[tuple[float, float, Any]]:
+    """``(x, y, label)`` of every point having both values."""
+    out = []
+    for p in results.get("points", []):
+        agg = p["aggregates"]
+        tps = agg.get("tps_user") or {}
+        x, y = tps.get("p50"), agg.get(ytag)
+        if x is not None and y is not None:
+            out.append((float(x), float(y), p.get("concurrency") or p.get("arrival_rate")))
+    return out
+
+
+def frontier(points: Sequence[tuple[float, float, Any]]) -> list[tuple[float, float, Any]]:
+    """The non-dominated points, by increasing x (so decreasing y)."""
+    best: list[tuple[float, float, Any]] = []
+    for p in sorted(points, key=lambda p: (-p[0], -p[1])):
+        if not best or p[1] > best[-1][1]:
+            best.append(p)
+    return sorted(best, key=lambda p: p[0])
+
+
+def headline(points: Sequence[tuple[float, float, Any]], target: float, unit: str) -> Headline:
+    """Throughput sustained while each user still sees ``target`` tok/s (module docstring)."""
+    f = frontier(points)
+    if not f or f[-1][0] < target:
+        best = max((p[0] for p in points), default=None)
+        reached = "no point" if best is None else f"the best point gave {best:.1f} tok/s/user"
+        return Headline(
+            target, None, unit, f"No point reached {target:g} tok/s per user ({reached})."
+        )
+    if f[0][0] >= target:
+        v = f[0][1]
+    else:
+        v = f[-1][1]
+        for (x0, y0, _), (x1, y1, _) in itertools.pairwise(f):
+            if x0 <= target <= x1:
+                v = y0 + (y1 - y0) * (target - x0) / (x1 - x0) if x1 > x0 else max(y0, y1)
+                break
+    return Headline(
+        target, v, unit, f"At {target:g} tok/s per user the endpoint sustains {v:,.1f} {unit}."
+    )

@@ -1,0 +1,211 @@
+"""The report's figures (matplotlib, Agg backend), each written as a PNG; returns the paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from agentload.replay.pareto import axis_of, frontier, points_xy
+
+__all__ = ["all_plots"]
+
+
+def _name(run: dict[str, Any], i: int) -> str:
+    return str(run.get("_name") or f"run {i + 1}")
+
+
+def _label(p: dict[str, Any]) -> str:
+    if p.get("concurrency") is not None:
+        return f"c={p['concurrency']}"
+    return f"rate={p.get('arrival_rate')}/s"
+
+
+def pareto_plot(runs: list[dict[str, Any]], out: Path) -> Path | None:
+    ytag, ylabel = axis_of(runs[0])
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    drawn = False
+    for i, run in enumerate(runs):
+        pts = points_xy(run, ytag)
+        if not pts:
+            continue
+        drawn = True
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=_name(run, i))
+        f = frontier(pts)
+        ax.plot([p[0] for p in f], [p[1] for p in f], linestyle="--")
+        for x, y, lab in pts:
+            ax.annotate(str(lab), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    if not drawn:
+        plt.close(fig)
+        return None
+    for t in runs[0].get("config", {}).get("target_tps_user", []):
+        ax.axvline(t, color="grey", linewidth=0.8, linestyle=":")
+    ax.set_xlabel("output tokens/s per user (median over sessions)")
+    ax.set_ylabel(ylabel)
+    ax.set_title("Throughput vs interactivity across the sweep")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, out / "pareto.png")
+
+
+def ttft_band_plot(run: dict[str, Any], out: Path) -> Path | None:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    drawn = False
+    for p in run["points"]:
+        bands = p["aggregates"].get("by_band", {})
+        xs, ys = [], []
+        for name, vals in bands.items():
+            d = vals.get("ttft_ms")
+            if d:
+                xs.append(name)
+                ys.append(d["p50"])
+        if xs:
+            drawn = True
+            ax.plot(xs, ys, marker="o", label=_label(p))
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xlabel("context band (input tokens)")
+    ax.set_ylabel("TTFT p50 (ms)")
+    ax.set_title("TTFT by context band")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, out / "ttft_by_band.png")
+
+
+def cdf_plot(run: dict[str, Any], out: Path) -> Path | None:
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    drawn = False
+    for p in run["points"]:
+        ok = [r for r in p["requests"] if r["phase"] == "measured" and r["error_kind"] is None]
+        for ax, key in zip(axes, ("ttft_ns", "e2e_ns"), strict=True):
+            vals = sorted(r[key] / 1e6 for r in ok if r.get(key) is not None)
+            if vals:
+                drawn = True
+                n = len(vals)
+                ax.plot(vals, [(i + 1) / n for i in range(n)], label=_label(p))
+    if not drawn:
+        plt.close(fig)
+        return None
+    for ax, title in zip(axes, ("TTFT", "E2E"), strict=True):
+        ax.set_xlabel(f"{title} (ms)")
+        ax.set_ylabel("fraction of requests")
+        ax.set_title(f"{title} CDF")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return _save(fig, out / "latency_cdf.png")
+
+
+def kv_plot(run: dict[str, Any], out: Path) -> Path | None:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    drawn = False
+    for p in run["points"]:
+        rows = p["aggregates"].get("kv_survival") or []
+        if rows:
+            drawn = True
+            ax.plot(
+                [r["bucket"] for r in rows], [r["ratio"] for r in rows], marker="o", label=_label(p)
+            )
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_ylim(0, 1.1)
+    ax.set_xlabel("preceding gap (idle time since the agent's previous call)")
+    ax.set_ylabel("cached / reusable prefix tokens")
+    ax.set_title("KV survival vs gap")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, out / "kv_survival.png")
+
+
+def pick_session(point: dict[str, Any]) -> int | None:
+    """The complete from-zero session with the most requests (else the busiest)."""
+    sessions = point.get("sessions", [])
+    full = [s for s in sessions if s["complete"] and s["joined_at_ns"] is None] or sessions
+    if not full:
+        return None
+    return int(max(full, key=lambda s: (s["requests"], -s["session"]))["session"])
+
+
+def timeline_plot(run: dict[str, Any], out: Path) -> Path | None:
+    point = run["points"][0]
+    sid = pick_session(point)
+    if sid is None:
+        return None
+    reqs = [r for r in point["requests"] if r["session"] == sid]
+    if not reqs:
+        return None
+    agents: list[str] = []
+    for r in sorted(reqs, key=lambda r: r["send_ns"]):
+        if r["agent"] not in agents:
+            agents.append(r["agent"])
+    t0 = min(r["send_ns"] for r in reqs)
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.45 * len(agents)))
+    for r in reqs:
+        y = agents.index(r["agent"])
+        s = (r["send_ns"] - t0) / 1e9
+        e = (r["end_ns"] - t0) / 1e9
+        color = (
+            "lightgrey"
+            if r["phase"] == "warmup"
+            else ("tab:red" if r["error_kind"] else "tab:blue")
+        )
+        ax.barh(y, e - s, left=s, height=0.6, color=color)
+        if r.get("first_ns") is not None:
+            ax.barh(y, (r["first_ns"] - r["send_ns"]) / 1e9, left=s, height=0.6, color="tab:orange")
+    ax.set_yticks(range(len(agents)))
+    ax.set_yticklabels([a[-24:] for a in agents], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the session's first request (orange: time to first token)")
+    ax.set_title(f"Session {sid} at {_label(point)}: requests per agent")
+    ax.grid(axis="x", alpha=0.3)
+    return _save(fig, out / "session_timeline.png")
+
+
+def scrape_plot(run: dict[str, Any], out: Path) -> Path | None:
+    fig, ax = plt.subplots(figsize=(9, 4))
+    drawn = False
+    for p in run["points"]:
+        sc = p.get("scrape") or {}
+        samples = sc.get("samples") or []
+        keys = sorted({k for s in samples for k in s["values"]})
+        pick = [k for k in keys if "usage" in k.lower() or "waiting" in k.lower()][:4]
+        for k in pick:
+            xs = [s["t_ns"] / 1e9 for s in samples if k in s["values"]]
+            ys = [s["values"][k] for s in samples if k in s["values"]]
+            ax.plot(xs, ys, label=f"{_label(p)} {k[:50]}")
+            drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xlabel("seconds since the point started")
+    ax.set_title("Server metrics (scraped at 1 Hz)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, out / "server_metrics.png")
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def all_plots(runs: list[dict[str, Any]], out: Path) -> list[Path]:
+    """Every figure that has data; the Pareto overlays all runs, the others use the first."""
+    out.mkdir(parents=True, exist_ok=True)
+    first = runs[0]
+    made = [
+        pareto_plot(runs, out),
+        ttft_band_plot(first, out),
+        cdf_plot(first, out),
+        kv_plot(first, out),
+        timeline_plot(first, out),
+        scrape_plot(first, out),
+    ]
+    return [p for p in made if p is not None]

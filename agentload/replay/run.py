@@ -1,0 +1,204 @@
+"""One replay run: check inputs, probe the endpoint, run every point, aggregate.
+
+Order matters for the user: traces are read and planned, the engine/options validated and the
+endpoint probed (``/models`` must list the model) before a single request is sent; any of
+these failing is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import secrets
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agentload import __version__
+from agentload.errors import ReplayError
+from agentload.recorder.trace import load_trace
+from agentload.replay.bodies import BodyBuilder
+from agentload.replay.client import StreamClient
+from agentload.replay.config import ReplayConfig
+from agentload.replay.engines import get_engine
+from agentload.replay.metrics import SLO, MetricContext, aggregate
+from agentload.replay.plan import SessionPlan, build_plans
+from agentload.replay.power import NvmlPower, average_watts
+from agentload.replay.schedule import LoadShape, PointRun, PointRunner
+from agentload.replay.scrape import MetricsScraper
+
+__all__ = ["API_KEY_ENV", "api_key_from_env", "load_plans", "run_replay"]
+
+API_KEY_ENV = ("AGENTLOAD_API_KEY", "OPENAI_API_KEY")
+SCHEMA = "agentload.replay-results/1"
+
+ProgressHook = Callable[[PointRunner, int, int], Any]
+
+
+def api_key_from_env() -> str | None:
+    """The API key from ``AGENTLOAD_API_KEY`` (else ``OPENAI_API_KEY``); never written."""
+    for name in API_KEY_ENV:
+        v = os.environ.get(name)
+        if v:
+            return v
+    return None
+
+
+def load_plans(
+    paths: Sequence[str], max_context: int | None
+) -> tuple[list[SessionPlan], dict[str, Any]]:
+    """Plans of every session of the traces, and what ``--max-context`` left out."""
+    if not paths:
+        raise ReplayError("give at least one trace file")
+    for p in paths:
+        if not os.path.isfile(p):
+            raise ReplayError(f"{p}: no such trace file")
+    plans = build_plans([load_trace(p) for p in paths])
+    excluded: list[str] = []
+    if max_context is not None:
+        keep: list[SessionPlan] = []
+        for pl in plans:
+            worst = max(c.prompt_tokens + c.expected_tokens for c in pl.calls.values())
+            if worst <= max_context:
+                keep.append(pl)
+            else:
+                excluded.append(pl.key)
+        plans = keep
+        if not plans:
+            raise ReplayError(
+                f"--max-context {max_context}: every session has a call above it "
+                f"({len(excluded)} left out)"
+            )
+    return plans, {"max_context": max_context, "excluded_sessions": excluded}
+
+
+def _environment() -> dict[str, Any]:
+    return {
+        "agentload": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "started_unix_ns": time.time_ns(),
+    }
+
+
+def _manifest(plans: Sequence[SessionPlan]) -> dict[str, str]:
+    return {c.key: c.digest for pl in plans for c in pl.calls.values()}
+
+
+async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) -> dict[str, Any]:
+    """Run every point of ``cfg``; returns the results document (see ``results``)."""
+    engine = get_engine(cfg.engine)
+    if not cfg.extras:
+        engine = engine.without_extras()
+    if cfg.start_at not in ("random", "zero"):
+        raise ReplayError(f"--start-at {cfg.start_at!r}: choose random or zero")
+    if cfg.gap_scale < 0:
+        raise ReplayError("--gap-scale must be >= 0")
+    plans, exclusion = load_plans(cfg.traces, cfg.max_context)
+    manifest = _manifest(plans)
+    slo = SLO(**cfg.slo) if cfg.slo else None
+    power = NvmlPower(cfg.gpus) if cfg.power == "nvml" else None
+    width = max(pl.max_width for pl in plans)
+    top = max(cfg.levels) if not cfg.arrival_rate else 256
+    client = StreamClient(
+        cfg.endpoint,
+        api_key=api_key_from_env(),
+        timeout_s=cfg.timeout_s,
+        max_connections=max(8, top * width + 8),
+    )
+    builder = BodyBuilder(cfg.model, engine, cfg.session_field or engine.session_field)
+    points: list[dict[str, Any]] = []
+    run_nonce = secrets.token_hex(3)
+    try:
+        await client.probe(cfg.model)
+        for i, level in enumerate(cfg.levels):
+            shape = LoadShape(
+                concurrency=level,
+                arrival_rate=cfg.arrival_rate,
+                duration_s=cfg.duration_s,
+                sessions=cfg.sessions
+                if cfg.sessions is not None
+                else (None if cfg.duration_s else max(len(plans), level)),
+                gap_scale=cfg.gap_scale,
+                start_at=cfg.start_at,
+                salt=cfg.salt,
+                seed=cfg.seed,
+                session_header=cfg.session_header or engine.session_header,
+            )
+            runner = PointRunner(client, plans, builder, shape, nonce=f"{run_nonce}{i:x}")
+            points.append(await _run_point(runner, cfg, slo, power, progress, i))
+    finally:
+        await client.aclose()
+        if power is not None:
+            power.close()
+    return {
+        "schema": SCHEMA,
+        "config": cfg.model_dump(),
+        "environment": _environment(),
+        "engine": {
+            "name": engine.name,
+            "ignore_eos": engine.ignore_eos,
+            "min_tokens": engine.min_tokens,
+            "include_usage": engine.include_usage,
+        },
+        "plan": {
+            "sessions": len(plans),
+            "calls": sum(len(p.calls) for p in plans),
+            **exclusion,
+        },
+        "digest_manifest": manifest,
+        "points": points,
+    }
+
+
+async def _run_point(
+    runner: PointRunner,
+    cfg: ReplayConfig,
+    slo: SLO | None,
+    power: NvmlPower | None,
+    progress: ProgressHook | None,
+    index: int,
+) -> dict[str, Any]:
+    side: list[asyncio.Task[Any]] = []
+    scraper = None
+    runner_task = asyncio.ensure_future(runner.run())
+    await asyncio.sleep(0)
+    if cfg.scrape_metrics:
+        scraper = MetricsScraper(cfg.scrape_metrics, runner.t0)
+        side.append(asyncio.create_task(scraper.run()))
+    if power is not None:
+        power.samples.clear()
+        side.append(asyncio.create_task(power.run()))
+    if progress is not None:
+        side.append(asyncio.create_task(progress(runner, index, len(cfg.levels))))
+    try:
+        run: PointRun = await runner_task
+    finally:
+        for t in side:
+            t.cancel()
+        await asyncio.gather(*side, return_exceptions=True)
+    watts = cfg.power_watts
+    if power is not None:
+        power.sample()
+        watts = average_watts(
+            power.samples, run.t0_ns + run.window.start_ns, run.t0_ns + run.window.end_ns
+        )
+    ctx = MetricContext(run.requests, run.sessions, run.window, cfg.gpus, watts, slo)
+    return {
+        "concurrency": None if cfg.arrival_rate else runner.shape.concurrency,
+        "arrival_rate": cfg.arrival_rate,
+        "wall_s": run.wall_s,
+        "warmup_window": {"start_ns": 0, "end_ns": run.warmup_end_ns},
+        "window": run.window.to_dict(),
+        "power_watts": watts,
+        "max_active_sessions": run.stats.max_active_sessions,
+        "max_inflight_requests": run.stats.max_inflight,
+        "aggregates": aggregate(ctx),
+        "timeline": run.timeline,
+        "scrape": scraper.summary() if scraper else None,
+        "sessions": [s.to_dict() for s in run.sessions],
+        "requests": [r.to_dict() for r in run.requests],
+    }
