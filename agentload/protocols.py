@@ -28,6 +28,8 @@ class ExecResult:
     timed_out: bool
     start_ns: int
     end_ns: int
+    dropped_bytes: int = 0
+    """Output bytes the sandbox did not keep (beyond its capture cap; the middle is dropped)."""
 
 
 @runtime_checkable

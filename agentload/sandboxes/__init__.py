@@ -1,1 +1,96 @@
-"""agentload.sandboxes (see DESIGN.md's package table)."""
+"""Sandboxes: where tools execute. ``docker`` (one container per session) or ``local``.
+
+``open_sandbox(kind, workspace, settings, session_id)`` is the one way in:
+
+* ``docker`` — a container of the scenario's image, or of the offline image built from the host's
+  Python on first use (``agentload sandbox build``);
+* ``local`` — a subprocess in the workspace (weaker isolation);
+* ``auto`` — ``docker`` when a daemon answers, else ``local`` announced by one warning line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentload.errors import ConfigError, DockerUnavailableError
+from agentload.protocols import ExecResult, Sandbox
+from agentload.sandboxes.lifecycle import close_all, install_signal_handlers
+from agentload.scenarios.models import SandboxSpec
+
+__all__ = [
+    "SANDBOX_KINDS",
+    "ExecResult",
+    "Sandbox",
+    "close_all",
+    "get_sandbox_class",
+    "install_signal_handlers",
+    "open_sandbox",
+]
+
+_SANDBOX_MAPPING = {
+    "docker": "agentload.sandboxes.docker.DockerSandbox",
+    "local": "agentload.sandboxes.local.LocalSandbox",
+}
+SANDBOX_KINDS = ("auto", *_SANDBOX_MAPPING)
+_warned = False
+
+
+def get_sandbox_class(kind: str) -> Any:
+    """The class behind a sandbox kind; ``ConfigError`` listing the valid kinds if unknown."""
+    if kind not in _SANDBOX_MAPPING:
+        raise ConfigError(f"unknown sandbox kind {kind!r}; valid: {', '.join(SANDBOX_KINDS)}")
+    module, _, name = _SANDBOX_MAPPING[kind].rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _warn_local() -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        print(
+            "agentload: warning: no Docker daemon answers; tools run as local subprocesses "
+            "WITHOUT network isolation or a pids cap (start Docker: scripts/docker-up.sh)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def open_sandbox(
+    kind: str,
+    workspace: Path,
+    settings: SandboxSpec | None = None,
+    session_id: str = "default",
+    *,
+    progress: Callable[[str], None] | None = None,
+    docker_client: Any = None,
+) -> Sandbox:
+    """Open a sandbox over ``workspace``; close it with ``.close()`` or a ``with`` block."""
+    settings = settings or SandboxSpec()
+    if kind not in SANDBOX_KINDS:
+        raise ConfigError(f"unknown sandbox kind {kind!r}; valid: {', '.join(SANDBOX_KINDS)}")
+    if kind in ("auto", "docker"):
+        from agentload.sandboxes.docker_host import connect_docker
+
+        client = docker_client
+        if client is None:
+            try:
+                client = connect_docker()
+            except DockerUnavailableError:
+                if kind == "docker":
+                    raise
+                _warn_local()
+                kind = "local"
+        if client is not None:
+            from agentload.sandboxes.image import ensure_image
+
+            image = ensure_image(client, settings.image, progress)
+            cls = get_sandbox_class("docker")
+            sandbox: Sandbox = cls(client, image, Path(workspace), settings, session_id)
+            return sandbox
+    cls = get_sandbox_class("local")
+    local: Sandbox = cls(Path(workspace), settings, session_id)
+    return local

@@ -1,0 +1,55 @@
+"""Bounded output capture shared by the sandboxes: keeps the head and the tail, counts the rest."""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_CAPTURE_BYTES", "Capture", "base_env"]
+
+DEFAULT_CAPTURE_BYTES = 8 * 1024 * 1024
+
+
+def base_env(home: str, pycache: str) -> dict[str, str]:
+    """The environment every sandboxed command starts from (nothing of the user's leaks in)."""
+    return {
+        "HOME": home,
+        "TMPDIR": home,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TZ": "UTC",
+        "PYTHONHASHSEED": "0",
+        "PYTHONPYCACHEPREFIX": pycache,
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+class Capture:
+    """Collects a command's output up to ``limit`` bytes: the first and last halves are kept."""
+
+    def __init__(self, limit: int = DEFAULT_CAPTURE_BYTES) -> None:
+        self.half = max(1, limit // 2)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        """Append ``data``."""
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    @property
+    def dropped(self) -> int:
+        """Bytes produced but not kept."""
+        return self.total - len(self.head) - len(self.tail)
+
+    def output(self) -> bytes:
+        """What was kept, with a marker where bytes were dropped."""
+        if not self.dropped:
+            return bytes(self.head + self.tail)
+        marker = f"\n[... {self.dropped} bytes of output dropped by the sandbox ...]\n".encode()
+        return bytes(self.head) + marker + bytes(self.tail)

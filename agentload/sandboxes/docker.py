@@ -1,0 +1,249 @@
+"""The Docker sandbox: one long-lived container per session, commands run with ``exec``.
+
+* ``sleep infinity`` keeps the container up; every tool command is an ``exec`` in ``/workspace``
+  (the session's workspace, bind-mounted read-write).
+* No network (``network_mode="none"``), memory (no swap), CPU and pids caps, a read-only root
+  filesystem with a tmpfs ``/tmp``, all capabilities dropped, ``no-new-privileges``, and a
+  non-root user (the workspace owner, or ``nobody`` when root owns it).
+* Every exec is bounded twice: inside, ``timeout -k 2 T`` (SIGTERM at T, SIGKILL 2 s later); on the
+  host, the output stream is read with a deadline of T + 4 s, after which the command's process
+  group is killed from a second exec and the result says ``timed_out``. A hung command can never
+  block the caller longer than that.
+* Labelled ``agentload.session=ID`` (plus the creating pid and host), removed by ``close()``, on
+  SIGTERM/SIGHUP and at exit (``lifecycle``); ``agentload sandbox cleanup`` removes leftovers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from docker.errors import APIError, DockerException, NotFound
+
+from agentload.errors import SandboxError
+from agentload.protocols import ExecResult
+from agentload.sandboxes import lifecycle
+from agentload.sandboxes.capture import DEFAULT_CAPTURE_BYTES, Capture, base_env
+from agentload.sandboxes.image import ImageInfo
+from agentload.scenarios.models import SandboxSpec
+
+__all__ = [
+    "HOST_LABEL",
+    "PID_LABEL",
+    "SESSION_LABEL",
+    "DockerSandbox",
+]
+
+SESSION_LABEL = "agentload.session"
+PID_LABEL = "agentload.pid"
+HOST_LABEL = "agentload.host"
+_KILL_GRACE_S = 2.0
+_HOST_GRACE_S = 4.0
+_WRAP = 'echo $$ > "$1"; t=$2; shift 2; exec timeout -k {grace} "$t" "$@"'
+_WRAP_NO_TIMEOUT = 'echo $$ > "$1"; shift 2; exec "$@"'
+
+
+def _user_for(workspace: Path) -> str:
+    st = workspace.stat()
+    return "65534:65534" if st.st_uid == 0 else f"{st.st_uid}:{st.st_gid}"
+
+
+class DockerSandbox:
+    """A session's container. Satisfies ``agentload.protocols.Sandbox``."""
+
+    kind = "docker"
+    workdir = "/workspace"
+
+    def __init__(
+        self,
+        client: Any,
+        image: ImageInfo,
+        workspace: Path,
+        settings: SandboxSpec,
+        session_id: str,
+        *,
+        capture_bytes: int = DEFAULT_CAPTURE_BYTES,
+    ) -> None:
+        self._client = client
+        self._capture_bytes = capture_bytes
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self.session_id = session_id
+        self.workspace = Path(workspace).resolve()
+        if not self.workspace.is_dir():
+            raise SandboxError(f"workspace {self.workspace} is not a directory")
+        volumes = {m: {"bind": m, "mode": "ro"} for m in image.mounts}
+        volumes[str(self.workspace)] = {"bind": self.workdir, "mode": "rw"}
+        memory = settings.memory_bytes()
+        labels = {
+            SESSION_LABEL: session_id,
+            PID_LABEL: str(os.getpid()),
+            HOST_LABEL: socket.gethostname(),
+        }
+        try:
+            self._container = client.containers.run(
+                image.tag,
+                ["sleep", "infinity"],
+                detach=True,
+                labels=labels,
+                network_mode="none",
+                mem_limit=memory,
+                memswap_limit=memory,
+                nano_cpus=int(settings.cpus * 1e9),
+                pids_limit=settings.pids,
+                tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={min(memory // 2, 1 << 30)},mode=1777"},
+                volumes=volumes,
+                working_dir=self.workdir,
+                user=_user_for(self.workspace),
+                environment=base_env("/tmp", "/tmp/pycache"),
+                read_only=True,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                stop_signal="SIGKILL",
+            )
+        except DockerException as exc:
+            raise SandboxError(f"cannot start a container from {image.tag}: {exc}") from None
+        self.id: str = self._container.id[:12]
+        lifecycle.register(self._container.id, self.close)
+        try:
+            probe = self._container.exec_run(["sh", "-c", "command -v timeout"])
+        except DockerException as exc:
+            self.close()
+            raise SandboxError(f"container {self.id} ({image.tag}) cannot exec: {exc}") from None
+        if probe.exit_code not in (0, 1):
+            self.close()
+            out = probe.output.decode(errors="replace").strip()[:200]
+            raise SandboxError(f"container {self.id} ({image.tag}) has no usable sh: {out}")
+        self.has_timeout = probe.exit_code == 0
+
+    def __enter__(self) -> DockerSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def exec(
+        self, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None
+    ) -> ExecResult:
+        """Run ``argv`` in ``/workspace``; returns when it ends or ``timeout_s`` (+ grace) passes."""
+        if self._closed:
+            raise SandboxError(f"sandbox {self.id} is closed")
+        if not argv:
+            raise SandboxError("empty command")
+        pidfile = f"/tmp/.agentload-exec-{uuid.uuid4().hex[:12]}"
+        script = _WRAP.format(grace=int(_KILL_GRACE_S)) if self.has_timeout else _WRAP_NO_TIMEOUT
+        cmd = ["sh", "-c", script, "sh", pidfile, f"{timeout_s:g}", *argv]
+        api = self._client.api
+        start = time.perf_counter_ns()
+        try:
+            exec_id = api.exec_create(
+                self._container.id,
+                cmd,
+                stdout=True,
+                stderr=True,
+                environment=dict(env or {}),
+                workdir=self.workdir,
+            )["Id"]
+            sock = api.exec_start(exec_id, socket=True)
+        except NotFound:
+            raise SandboxError(f"sandbox {self.id} is gone (closed or removed)") from None
+        except DockerException as exc:
+            raise SandboxError(f"sandbox {self.id}: exec failed: {exc}") from None
+        cap = Capture(self._capture_bytes)
+        host_deadline = start + int((timeout_s + _KILL_GRACE_S + _HOST_GRACE_S) * 1e9)
+        try:
+            finished = _pump(sock, cap, host_deadline)
+            if not finished:
+                self._kill_group(pidfile)
+                _pump(sock, cap, time.perf_counter_ns() + 2_000_000_000)
+        finally:
+            with contextlib.suppress(OSError):
+                sock.close()
+        end = time.perf_counter_ns()
+        exit_code = self._exit_code(exec_id)
+        elapsed_s = (end - start) / 1e9
+        timed_out = not finished or (
+            self.has_timeout and exit_code in (124, 137) and elapsed_s >= timeout_s * 0.98
+        )
+        return ExecResult(
+            exit_code=exit_code,
+            output=cap.output(),
+            timed_out=timed_out,
+            start_ns=start,
+            end_ns=end,
+            dropped_bytes=cap.dropped,
+        )
+
+    def _exit_code(self, exec_id: str) -> int | None:
+        for _ in range(50):  # the exit code lands a moment after the stream closes
+            try:
+                info = self._client.api.exec_inspect(exec_id)
+            except DockerException:
+                return None
+            if not info.get("Running"):
+                code = info.get("ExitCode")
+                return int(code) if code is not None else None
+            time.sleep(0.01)
+        return None
+
+    def _kill_group(self, pidfile: str) -> None:
+        script = (
+            f'p=$(cat {pidfile} 2>/dev/null) && {{ kill -9 -- -"$p" 2>/dev/null; kill -9 "$p"; }}'
+        )
+        with contextlib.suppress(DockerException):
+            self._container.exec_run(["sh", "-c", script])
+
+    def close(self) -> None:
+        """Remove the container (idempotent; safe from another thread or a signal handler)."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        lifecycle.unregister(self._container.id)
+        try:
+            self._container.remove(force=True)
+        except NotFound:
+            pass
+        except (APIError, DockerException, OSError) as exc:
+            print(
+                f"agentload: warning: could not remove container {self.id}: {exc} "
+                "(`agentload sandbox cleanup` removes it)",
+                file=sys.stderr,
+            )
+
+
+def _pump(sock: Any, cap: Capture, deadline_ns: int) -> bool:
+    """Read Docker's multiplexed exec stream into ``cap`` until EOF (True) or the deadline."""
+    buf = bytearray()
+    while True:
+        remaining = (deadline_ns - time.perf_counter_ns()) / 1e9
+        if remaining <= 0:
+            return False
+        try:
+            ready, _, _ = select.select([sock], [], [], min(remaining, 1.0))
+        except (OSError, ValueError):
+            return True  # the socket was closed under us (the sandbox is closing)
+        if not ready:
+            continue
+        try:
+            data = sock.read(65536) if hasattr(sock, "read") else sock.recv(65536)
+        except (OSError, ValueError):
+            return True
+        if not data:
+            return True
+        buf += data
+        while len(buf) >= 8:
+            size = int.from_bytes(buf[4:8], "big")
+            if len(buf) < 8 + size:
+                break
+            cap.feed(bytes(buf[8 : 8 + size]))
+            del buf[: 8 + size]

@@ -1,0 +1,87 @@
+"""Sandboxes never outlive the process that made them.
+
+Every open sandbox registers its ``close``. They run, in this order of likelihood:
+
+* normally, from ``Sandbox.close()`` / the ``with`` block / a ``finally:``;
+* on Ctrl-C: Python raises ``KeyboardInterrupt`` (asyncio cancels the main task), the unwinding
+  closes them, and ``atexit`` closes any left;
+* on SIGTERM or SIGHUP: the handler installed here closes them all, then lets the signal do what
+  it did before (the default: the process ends with that signal).
+
+What a ``kill -9`` leaves behind is labelled, and ``agentload sandbox cleanup`` removes it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+__all__ = ["close_all", "install_signal_handlers", "register", "unregister"]
+
+_lock = threading.Lock()
+_open: dict[str, Callable[[], None]] = {}
+_installed = False
+_atexit_done = False
+_previous: dict[int, Any] = {}
+
+
+def register(key: str, close: Callable[[], None]) -> None:
+    """Remember an open sandbox; installs the atexit hook and signal handlers on first use."""
+    global _atexit_done
+    with _lock:
+        _open[key] = close
+        if not _atexit_done:
+            atexit.register(close_all)
+            _atexit_done = True
+    install_signal_handlers()
+
+
+def unregister(key: str) -> None:
+    """Forget a sandbox that closed."""
+    with _lock:
+        _open.pop(key, None)
+
+
+def close_all() -> None:
+    """Close every sandbox still open (each close is attempted; errors are swallowed)."""
+    with _lock:
+        pending = list(_open.items())
+        _open.clear()
+    for _key, close in pending:
+        with contextlib.suppress(Exception):
+            close()
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    close_all()
+    previous = _previous.get(signum, signal.SIG_DFL)
+    if callable(previous):
+        previous(signum, frame)
+        return
+    if previous == signal.SIG_IGN:
+        return
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def install_signal_handlers() -> bool:
+    """Close sandboxes on SIGTERM/SIGHUP (main thread only; idempotent). True when installed."""
+    global _installed
+    if _installed:
+        return True
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    with _lock:
+        if _installed:
+            return True
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            _previous[sig] = signal.getsignal(sig)
+            signal.signal(sig, _on_signal)
+        _installed = True
+    return True
