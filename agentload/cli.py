@@ -16,13 +16,19 @@ from __future__ import annotations
 import importlib
 import sys
 
-import click
 import typer
 
 from agentload import __version__
 from agentload.errors import AgentloadError
 
 __all__ = ["app", "main"]
+
+# typer >= 0.2x carries its own fork of click (``typer._click``) and no longer depends on click:
+# its usage errors derive from ``typer.TyperException``. Older typer re-exports click's.
+try:
+    from typer import TyperException as _UsageError
+except ImportError:  # pragma: no cover - typer built on click
+    from click import ClickException as _UsageError  # type: ignore[assignment]
 
 app = typer.Typer(
     name="agentload",
@@ -75,13 +81,17 @@ def main(argv: list[str] | None = None) -> None:
     except AgentloadError as exc:
         print(f"agentload: error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except click.exceptions.Abort:
+    except typer.Abort:
         print("agentload: aborted", file=sys.stderr)
         sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
+    except _UsageError as exc:  # bad options or arguments: click-style usage message
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:  # pragma: no cover
+            print(f"agentload: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         print("agentload: interrupted", file=sys.stderr)
