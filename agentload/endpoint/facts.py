@@ -35,7 +35,35 @@ _ERR_RE = re.compile(
 _FAILED_TEST_RE = re.compile(r"^(?:FAIL|ERROR): (test\w*) \(([\w.]+)\)", re.M)
 _PYTEST_FAILED_RE = re.compile(r"^FAILED ([\w/.\-]+\.py)::(\w+)", re.M)
 _STOP = frozenset(
-    ["self", "cls", "None", "True", "False", "return", "import", "from", "class", "def", "elif", "else", "while", "with", "async", "await", "yield", "lambda", "pass", "break", "continue", "raise", "except", "finally", "assert", "global", "nonlocal"]
+    [
+        "self",
+        "cls",
+        "None",
+        "True",
+        "False",
+        "return",
+        "import",
+        "from",
+        "class",
+        "def",
+        "elif",
+        "else",
+        "while",
+        "with",
+        "async",
+        "await",
+        "yield",
+        "lambda",
+        "pass",
+        "break",
+        "continue",
+        "raise",
+        "except",
+        "finally",
+        "assert",
+        "global",
+        "nonlocal",
+    ]
 )
 
 

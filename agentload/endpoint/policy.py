@@ -39,8 +39,8 @@ class LengthDist(BaseModel):
 
     median: int = Field(description="Median length in tokens.")
     p90: int = Field(description="90th percentile in tokens (>= median).")
-    min: int = Field(1, description="Lower clip.")
-    max: int = Field(8192, description="Upper clip.")
+    min: int = Field(default=1, description="Lower clip.")
+    max: int = Field(default=8192, description="Upper clip.")
 
     def sample(self, rng: random.Random) -> int:
         sigma = math.log(max(self.p90, self.median) / self.median) / 1.2816
@@ -54,23 +54,23 @@ class PolicyConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reasoning_tokens: LengthDist = Field(
-        LengthDist(median=150, p90=900, min=12, max=4000),
+        default=LengthDist(median=150, p90=900, min=12, max=4000),
         description="Text an agent writes alongside its tool calls.",
     )
     answer_tokens: LengthDist = Field(
-        LengthDist(median=250, p90=1500, min=8, max=6000),
+        default=LengthDist(median=250, p90=1500, min=8, max=6000),
         description="Plain answers to conversations that are not agentload agents.",
     )
     summary_tokens: LengthDist = Field(
-        LengthDist(median=900, p90=1700, min=500, max=2000),
+        default=LengthDist(median=900, p90=1700, min=500, max=2000),
         description="A sub-agent's final summary (the delegate tool result).",
     )
     final_answer_tokens: LengthDist = Field(
-        LengthDist(median=900, p90=2000, min=200, max=4000),
+        default=LengthDist(median=900, p90=2000, min=200, max=4000),
         description="The orchestrator's final answer.",
     )
     orchestrator_weights: dict[str, float] = Field(
-        {
+        default={
             "delegate": 0.30,
             "read_file": 0.36,
             "search_code": 0.22,
@@ -80,27 +80,34 @@ class PolicyConfig(BaseModel):
         description="Relative odds of the orchestrator's next action (after its first round).",
     )
     first_round_delegations: int = Field(
-        2, ge=1, description="Parallel delegations in the orchestrator's first round."
+        default=2, ge=1, description="Parallel delegations in the orchestrator's first round."
     )
     parallel_delegations: list[float] = Field(
-        [0.55, 0.3, 0.15],
+        default=[0.55, 0.3, 0.15],
         description="Odds of 1, 2, 3 ... parallel delegate calls when delegating.",
     )
     parallel_direct_prob: float = Field(
-        0.25, ge=0, le=1, description="Odds that a direct-tool round issues two calls at once."
+        default=0.25,
+        ge=0,
+        le=1,
+        description="Odds that a direct-tool round issues two calls at once.",
     )
     whole_file_prob: float = Field(
-        0.12, ge=0, le=1, description="Odds that a direct read_file reads the whole file."
+        default=0.12, ge=0, le=1, description="Odds that a direct read_file reads the whole file."
     )
     read_window: tuple[int, int] = Field(
-        (25, 75), description="Lines before/after a location that a ranged read_file covers."
+        default=(25, 75),
+        description="Lines before/after a location that a ranged read_file covers.",
     )
-    search_max_results: int = Field(20, ge=1, description="max_results asked of search_code.")
+    search_max_results: int = Field(
+        default=20, ge=1, description="max_results asked of search_code."
+    )
     subagent_turns: tuple[int, int] = Field(
-        (2, 5), description="Range of tool-calling turns a sub-agent takes before summarising."
+        default=(2, 5),
+        description="Range of tool-calling turns a sub-agent takes before summarising.",
     )
     subagent_whole_file_prob: float = Field(
-        0.25, ge=0, le=1, description="Odds that a file_reader reads a whole file."
+        default=0.25, ge=0, le=1, description="Odds that a file_reader reads a whole file."
     )
 
 
@@ -291,8 +298,7 @@ class Policy:
             return []
         if t == "object":
             return {}
-        if "path" in key or "file" in key:
-            if vocab.paths:
-                return rng.choice(vocab.paths)
+        if ("path" in key or "file" in key) and vocab.paths:
+            return rng.choice(vocab.paths)
         pool = vocab.idents or vocab.words
         return rng.choice(pool) if pool else "example"

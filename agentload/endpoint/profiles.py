@@ -26,34 +26,39 @@ class Profile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Profile name shown in the banner and /health.")
-    description: str = Field("", description="One line saying what the numbers represent.")
+    description: str = Field(default="", description="One line saying what the numbers represent.")
     instant: bool = Field(
-        False, description="No sleeps at all: every response is produced as fast as possible."
+        default=False,
+        description="No sleeps at all: every response is produced as fast as possible.",
     )
     prefill_tokens_per_s: float = Field(
-        20_000.0, gt=0, description="Prefill throughput for uncached prompt tokens (tokens/s)."
+        default=20_000.0,
+        gt=0,
+        description="Prefill throughput for uncached prompt tokens (tokens/s).",
     )
     decode_tokens_per_s: float = Field(
-        60.0, gt=0, description="Decode rate of one sequence running alone (tokens/s)."
+        default=60.0, gt=0, description="Decode rate of one sequence running alone (tokens/s)."
     )
     decode_degradation: float = Field(
-        0.01,
+        default=0.01,
         ge=0,
         description="Per-sequence decode rate = decode_tokens_per_s / (1 + d * (running - 1)).",
     )
     overhead_ms: float = Field(
-        5.0, ge=0, description="Fixed scheduling/network overhead added to every TTFT (ms)."
+        default=5.0, ge=0, description="Fixed scheduling/network overhead added to every TTFT (ms)."
     )
-    max_batch: int = Field(256, ge=1, description="Most sequences running at once.")
+    max_batch: int = Field(default=256, ge=1, description="Most sequences running at once.")
     kv_capacity_tokens: int = Field(
-        1_048_576, ge=16, description="KV cache capacity in tokens (blocks × block_size)."
+        default=1_048_576, ge=16, description="KV cache capacity in tokens (blocks × block_size)."
     )
-    block_size: int = Field(16, ge=1, description="KV block size in tokens (prefix-cache unit).")
+    block_size: int = Field(
+        default=16, ge=1, description="KV block size in tokens (prefix-cache unit)."
+    )
     max_context: int = Field(
-        1_048_576, ge=16, description="Longest prompt + completion accepted (tokens)."
+        default=1_048_576, ge=16, description="Longest prompt + completion accepted (tokens)."
     )
     scheduling: Literal["fcfs"] = Field(
-        "fcfs", description="Queue discipline: first come first served."
+        default="fcfs", description="Queue discipline: first come first served."
     )
 
     @model_validator(mode="after")

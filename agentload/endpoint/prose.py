@@ -85,7 +85,12 @@ class Prose:
         self.tok = tokens
 
     def _pick(self, xs: list[str], fallback: str) -> str:
-        return self.rng.choice(xs) if xs else fallback
+        """Mostly from the front of ``xs`` (the freshest facts come first), sometimes any."""
+        if not xs:
+            return fallback
+        if len(xs) > 25 and self.rng.random() < 0.6:
+            return self.rng.choice(xs[:25])
+        return self.rng.choice(xs)
 
     def _fill(self, template: str) -> str:
         v = self.v
@@ -131,9 +136,13 @@ class Prose:
         pars: list[str] = []
         cur: list[str] = []
         total = 0
+        last = ""
         while total < n_tokens:
             t = self.rng.choice(usable) if self.rng.random() < 0.75 else self.rng.choice(_NEUTRAL)
             s = self._fill(t)
+            if s == last:
+                continue
+            last = s
             cur.append(s)
             total += self.tok.count(s) + 1
             if len(cur) >= per_par:

@@ -123,7 +123,8 @@ def _messages(value: Any) -> list[dict[str, Any]]:
                 args = fn.get("arguments")
                 if args is not None:
                     _type(args, str, f"{q}.function.arguments", "a JSON string")
-    return value
+    out: list[dict[str, Any]] = value
+    return out
 
 
 def _tools(value: Any) -> list[dict[str, Any]]:
@@ -140,7 +141,8 @@ def _tools(value: Any) -> list[dict[str, Any]]:
             raise APIError(400, f"{p}.function: field required", f"{p}.function", "missing_field")
         _type(fn, dict, f"{p}.function", "an object")
         _type(fn.get("name"), str, f"{p}.function.name", "a string")
-    return value
+    tools: list[dict[str, Any]] = value
+    return tools
 
 
 def _tool_choice(value: Any, tools: list[dict[str, Any]]) -> str | dict[str, Any]:
@@ -160,7 +162,8 @@ def _tool_choice(value: Any, tools: list[dict[str, Any]]) -> str | dict[str, Any
         raise _bad("tool_choice.function.name", "field required")
     if name not in names:
         raise _bad("tool_choice.function.name", f"{name!r} is not one of the offered tools")
-    return value
+    choice: dict[str, Any] = value
+    return choice
 
 
 def parse_chat_request(raw: bytes) -> ChatRequest:

@@ -1,0 +1,47 @@
+"""``agentload serve``: the simulated endpoint in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import typer
+import uvicorn
+
+from agentload.endpoint.profiles import list_profiles
+
+__all__ = ["register", "serve"]
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    port: int = typer.Option(8000, help="TCP port (0 picks a free one)."),
+    profile: str = typer.Option(
+        "instant", help=f"Profile name ({', '.join(list_profiles())}) or a YAML file."
+    ),
+    model: str = typer.Option("agentload-sim", help="Model name the server answers to."),
+    seed: int = typer.Option(0, help="Seed of the simulated model's choices."),
+) -> None:
+    """Run the built-in simulated OpenAI-compatible endpoint until Ctrl-C."""
+    from agentload.endpoint.server import SimulatorServer, bind_socket
+
+    srv = SimulatorServer(profile if not Path(profile).is_file() else Path(profile), model, seed)
+    sock = bind_socket(host, port)
+    srv.host, srv.port = host, sock.getsockname()[1]
+    p = srv.simulator.profile
+    typer.echo(
+        f"agentload simulator on {srv.base_url}  model={model}  profile={p.name}  seed={seed}"
+        "  (Ctrl-C stops)"
+    )
+    server = uvicorn.Server(srv.config())
+    try:
+        asyncio.run(server.serve(sockets=[sock]))
+    except KeyboardInterrupt:  # a second Ctrl-C during shutdown
+        pass
+    finally:
+        sock.close()
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` to the ``agentload`` command."""
+    app.command("serve")(serve)
