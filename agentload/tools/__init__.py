@@ -1,1 +1,20 @@
-"""agentload.tools (see DESIGN.md's package table)."""
+"""Tools agents call: ``search_code``, ``read_file``, ``list_files``, ``run_tests``, ``edit_file``.
+
+``Toolbox(sandbox, workspace_root, scenario)``; ``await toolbox.call(name, arguments)`` returns a
+``ToolResult`` (text for the model + facts for the recorder) and never raises for tool errors.
+Schemas and names live in ``agentload.agents.contract``.
+"""
+
+from agentload.tools.result import ToolError, ToolResult
+from agentload.tools.text import normalise_test_output, resolve_path, truncate_head_tail
+from agentload.tools.toolbox import TOOL_NAMES, Toolbox
+
+__all__ = [
+    "TOOL_NAMES",
+    "ToolError",
+    "ToolResult",
+    "Toolbox",
+    "normalise_test_output",
+    "resolve_path",
+    "truncate_head_tail",
+]

@@ -1,0 +1,103 @@
+"""Tools served from the workspace on the host (it is the sandbox's bind mount, so both see the
+same files): ``read_file``, ``list_files``, ``edit_file``."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from agentload.tools.result import ToolError
+from agentload.tools.text import resolve_path
+
+__all__ = ["LIST_CAP", "READ_MAX_BYTES", "edit_file", "list_files", "read_file"]
+
+LIST_CAP = 2000
+READ_MAX_BYTES = 4 * 1024 * 1024
+_SKIP_DIRS = (".git", "__pycache__")
+
+
+def _text_of(real: Path, shown: str) -> str:
+    if not real.exists():
+        raise ToolError(f"{shown}: no such file")
+    if real.is_dir():
+        raise ToolError(f"{shown}: is a directory (use list_files)")
+    if real.stat().st_size > READ_MAX_BYTES:
+        raise ToolError(f"{shown}: larger than {READ_MAX_BYTES // 1024 // 1024} MiB")
+    data = real.read_bytes()
+    if b"\0" in data[:8192]:
+        raise ToolError(f"{shown}: binary file")
+    return data.decode("utf-8", errors="replace")
+
+
+def read_file(root: Path, path: str, start_line: int | None, end_line: int | None) -> str:
+    """``# path (lines a-b of N)`` then the text of those lines (1-based, inclusive)."""
+    real, shown = resolve_path(root, path)
+    lines = _text_of(real, shown).splitlines(keepends=True)
+    n = len(lines)
+    a = 1 if start_line is None else start_line
+    b = n if end_line is None else min(end_line, n)
+    if a < 1 or (end_line is not None and end_line < a):
+        raise ToolError(f"bad line range {a}-{end_line}: lines are 1-based and start <= end")
+    if n and a > n:
+        raise ToolError(f"{shown} has {n} lines; start_line {a} is past the end")
+    body = "".join(lines[a - 1 : b])
+    if body and not body.endswith("\n"):
+        body += "\n"
+    return f"# {shown} (lines {a if n else 0}-{b} of {n})\n{body}"
+
+
+def list_files(root: Path, path: str | None) -> str:
+    """Every file under ``path`` (relative to the workspace root), one per line, sorted."""
+    real, shown = resolve_path(root, path)
+    real_root = Path(os.path.realpath(root))
+    if not real.exists():
+        raise ToolError(f"{shown}: no such directory")
+    if real.is_file():
+        return f"{shown}\n"
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(real):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        rel = Path(dirpath).relative_to(real_root)
+        out.extend((rel / f).as_posix() for f in filenames if not f.endswith(".pyc"))
+    out.sort()
+    if not out:
+        return f"(no files under {shown})\n"
+    more = len(out) - LIST_CAP
+    text = "\n".join(out[:LIST_CAP]) + "\n"
+    if more > 0:
+        text += f"[... {more} more files; list a subdirectory]\n"
+    return text
+
+
+def edit_file(root: Path, path: str, old: str, new: str) -> str:
+    """Replace the one exact occurrence of ``old`` by ``new``; refuses none or several."""
+    real, shown = resolve_path(root, path)
+    if ".git" in Path(shown).parts:
+        raise ToolError(f"{shown}: the repository's .git directory is not editable")
+    if not old:
+        raise ToolError("`old` is empty: give the exact text to replace")
+    text = _text_of(real, shown)
+    count = text.count(old)
+    if count == 0:
+        raise ToolError(f"{shown}: `old` text not found (it must match exactly, whitespace too)")
+    if count > 1:
+        raise ToolError(f"{shown}: `old` text occurs {count} times; include more context")
+    at = text.index(old)
+    first = text.count("\n", 0, at) + 1
+    updated = text.replace(old, new, 1)
+    mode = real.stat().st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(updated)
+        os.chmod(tmp, mode)
+        os.replace(tmp, real)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    old_n, new_n = old.count("\n") + 1, new.count("\n") + 1
+    return (
+        f"edited {shown}: replaced lines {first}-{first + old_n - 1} "
+        f"({old_n} line{'s' if old_n != 1 else ''} -> {new_n} line{'s' if new_n != 1 else ''})\n"
+    )

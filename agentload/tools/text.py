@@ -1,0 +1,69 @@
+"""Text helpers: head+tail truncation, workspace paths, deterministic test output."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from agentload.tools.result import ToolError
+
+__all__ = ["WORKSPACE", "normalise_test_output", "resolve_path", "truncate_head_tail"]
+
+WORKSPACE = "/workspace"
+
+_RAN = re.compile(r"^(Ran \d+ tests?) in \d+(?:\.\d+)?s$", re.MULTILINE)
+_PYTEST_SUMMARY = re.compile(r"^(=+ .*?) in \d+(?:\.\d+)?s(?: \([0-9:]+\))? (=+)$", re.MULTILINE)
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
+
+
+def truncate_head_tail(text: str, max_chars: int) -> tuple[str, bool]:
+    """``text`` cut to at most ``max_chars``: the head and the tail, on line boundaries, with a
+    marker saying how much of the middle was left out. Returns (text, truncated)."""
+    if len(text) <= max_chars:
+        return text, False
+    budget = max(0, max_chars - 64)  # room for the marker
+    head = text[: budget // 2]
+    tail = text[len(text) - (budget - len(head)) :]
+    if "\n" in head:
+        head = head[: head.rfind("\n") + 1]
+    if "\n" in tail:
+        tail = tail[tail.find("\n") + 1 :]
+    omitted = len(text) - len(head) - len(tail)
+    marker = f"[... {omitted} characters omitted ...]\n"
+    if not head.endswith("\n"):
+        marker = "\n" + marker
+    return head + marker + tail, True
+
+
+def normalise_test_output(text: str, workdir: str) -> str:
+    """Test output made comparable across runs and sandboxes: the sandbox's workspace path shown as
+    ``/workspace``, run times dropped (``Ran 12 tests``), object addresses as ``0x0``."""
+    if workdir != WORKSPACE:
+        text = text.replace(workdir.rstrip("/") + "/", WORKSPACE + "/")
+    text = _RAN.sub(r"\1", text)
+    text = _PYTEST_SUMMARY.sub(r"\1 \2", text)
+    return _ADDRESS.sub("0x0", text)
+
+
+def resolve_path(root: Path, path: str | None) -> tuple[Path, str]:
+    """(real path, display path relative to the workspace) for ``path``; ``ToolError`` when it
+    leaves the workspace, through ``..``, an absolute path or a symlink."""
+    real_root = Path(os.path.realpath(root))
+    p = (path or "").strip()
+    if p in ("", ".", WORKSPACE, WORKSPACE + "/"):
+        return real_root, "."
+    if p.startswith(WORKSPACE + "/"):
+        p = p[len(WORKSPACE) + 1 :]
+    elif os.path.isabs(p):
+        for prefix in (str(root).rstrip("/"), str(real_root).rstrip("/")):
+            if p == prefix or p.startswith(prefix + "/"):
+                p = p[len(prefix) :].lstrip("/") or "."
+                break
+        else:
+            raise ToolError(f"{path}: outside the workspace (paths are relative to its root)")
+    real = Path(os.path.realpath(real_root / p))
+    if real != real_root and real_root not in real.parents:
+        raise ToolError(f"{path}: outside the workspace (symlinks and .. included)")
+    shown = os.path.normpath(p)
+    return real, "." if shown == "." else shown

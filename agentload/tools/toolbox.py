@@ -1,0 +1,255 @@
+"""The Toolbox: the five tools of a session, bound to its sandbox, workspace and scenario.
+
+``await toolbox.call(name, arguments)`` never raises for a tool's own failure (bad arguments,
+missing file, bad regex, timeout, a sandbox that died): the failure becomes ``error: ...`` text the
+model reads, and ``ToolResult.error`` says the same for the recorder.
+
+Where each tool runs: ``run_tests`` and ``search_code`` execute in the sandbox (bounded by the
+scenario's per-tool timeouts); ``read_file``, ``list_files`` and ``edit_file`` are served on the
+host from the workspace directory, which is the sandbox's ``/workspace`` bind mount.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentload.agents import contract
+from agentload.errors import SandboxError
+from agentload.protocols import Sandbox
+from agentload.scenarios.models import Scenario
+from agentload.tools import files
+from agentload.tools.result import ToolError, ToolResult
+from agentload.tools.search import check_pattern, search_argv
+from agentload.tools.text import normalise_test_output, resolve_path, truncate_head_tail
+
+__all__ = ["TOOL_NAMES", "Toolbox"]
+
+TOOL_NAMES = contract.DIRECT_TOOLS
+_TARGET_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./:\-\[\]]*$")
+_SAFETY_S = 15.0  # on top of a sandboxed tool's own timeout: the exec bounds itself before this
+
+
+@dataclass
+class _Out:
+    text: str
+    exit_code: int | None = None
+    raw_bytes: int | None = None
+    cut: bool = False
+    timed_out: bool = False
+    sandbox_id: str | None = None
+
+
+class Toolbox:
+    """The tools of one session."""
+
+    def __init__(self, sandbox: Sandbox, workspace_root: Path, scenario: Scenario) -> None:
+        self.sandbox = sandbox
+        self.workspace_root = Path(workspace_root)
+        self.scenario = scenario
+        self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[_Out]]] = {
+            contract.SEARCH_CODE: self._search_code,
+            contract.READ_FILE: self._read_file,
+            contract.LIST_FILES: self._list_files,
+            contract.RUN_TESTS: self._run_tests,
+            contract.EDIT_FILE: self._edit_file,
+        }
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The tools this toolbox runs."""
+        return tuple(self._handlers)
+
+    def schemas(self, names: tuple[str, ...] | list[str] | None = None) -> list[dict[str, Any]]:
+        """OpenAI tool schemas (from ``agents.contract``) for ``names`` (default: all five)."""
+        return contract.tool_schemas(list(names) if names is not None else list(self.names))
+
+    async def call(self, name: str, arguments: str | Mapping[str, Any] | None) -> ToolResult:
+        """Run tool ``name``; its failures come back as text, never as exceptions."""
+        start = time.perf_counter_ns()
+        try:
+            handler = self._handlers.get(name)
+            if handler is None:
+                raise ToolError(f"unknown tool {name!r}; available: {', '.join(self.names)}")
+            out = await handler(_parse_args(name, arguments))
+        except ToolError as exc:
+            return _failure(str(exc), start, timed_out=exc.timed_out)
+        except SandboxError as exc:
+            return _failure(f"sandbox: {exc}", start, sandbox_id=self.sandbox.id)
+        except OSError as exc:
+            return _failure(f"{exc.strerror or exc}", start)
+        text, cut = truncate_head_tail(out.text, self.scenario.tool_output_max_chars)
+        raw = out.raw_bytes if out.raw_bytes is not None else len(out.text.encode())
+        return ToolResult(
+            text=text,
+            start_ns=start,
+            end_ns=time.perf_counter_ns(),
+            exit_code=out.exit_code,
+            output_bytes=raw,
+            truncated=cut or out.cut,
+            timed_out=out.timed_out,
+            error=None,
+            sandbox_id=out.sandbox_id,
+        )
+
+    # host-side tools ---------------------------------------------------------------------------
+
+    async def _on_host(self, name: str, fn: Callable[..., str], *args: Any) -> _Out:
+        limit = self.scenario.tool_timeouts_s.for_tool(name)
+        try:
+            text = await asyncio.wait_for(asyncio.to_thread(fn, self.workspace_root, *args), limit)
+        except TimeoutError:
+            raise ToolError(f"{name} timed out after {limit:g}s", timed_out=True) from None
+        return _Out(text)
+
+    async def _read_file(self, a: dict[str, Any]) -> _Out:
+        return await self._on_host(
+            contract.READ_FILE, files.read_file, a["path"], a.get("start_line"), a.get("end_line")
+        )
+
+    async def _list_files(self, a: dict[str, Any]) -> _Out:
+        return await self._on_host(contract.LIST_FILES, files.list_files, a.get("path"))
+
+    async def _edit_file(self, a: dict[str, Any]) -> _Out:
+        return await self._on_host(
+            contract.EDIT_FILE, files.edit_file, a["path"], a["old"], a["new"]
+        )
+
+    # sandboxed tools ---------------------------------------------------------------------------
+
+    async def _exec(self, name: str, argv: list[str]) -> tuple[Any, float]:
+        limit = self.scenario.tool_timeouts_s.for_tool(name)
+        call = asyncio.to_thread(self.sandbox.exec, argv, timeout_s=limit)
+        try:
+            return await asyncio.wait_for(call, limit + _SAFETY_S), limit
+        except TimeoutError:
+            raise ToolError(
+                f"{name}: the sandbox did not answer within {limit:g}s", timed_out=True
+            ) from None
+
+    async def _search_code(self, a: dict[str, Any]) -> _Out:
+        pattern: str = a["pattern"]
+        check_pattern(pattern)
+        real, shown = resolve_path(self.workspace_root, a.get("path"))
+        if not real.exists():
+            raise ToolError(f"{shown}: no such file or directory")
+        cap = max(1, min(int(a.get("max_results") or 50), 500))
+        res, limit = await self._exec(contract.SEARCH_CODE, search_argv(pattern, shown, cap))
+        raw = res.output.decode("utf-8", errors="replace")
+        if res.timed_out:
+            raise ToolError(
+                f"search timed out after {limit:g}s (simplify the pattern or narrow the path)",
+                timed_out=True,
+            )
+        body, _, last = raw.rstrip("\n").rpartition("\n")
+        if not last.startswith("#total ") or res.exit_code not in (0, 1):
+            tail = raw.strip().splitlines()[-1:] or ["no output"]
+            raise ToolError(f"search failed (exit code {res.exit_code}): {tail[0][:300]}")
+        total = int(last.split()[1])
+        if total == 0:
+            text = f"no matches for /{pattern}/ in {shown}\n"
+        else:
+            text = body + "\n"
+            if total > cap:
+                text += f"[showing {cap} of {total} matches; narrow the pattern or the path]\n"
+        return _Out(text, res.exit_code, len(res.output), sandbox_id=self.sandbox.id)
+
+    def _test_argv(self, target: str | None) -> tuple[list[str], str]:
+        s = self.scenario
+        if not target:
+            return list(s.test_command), ""
+        if not _TARGET_RE.match(target):
+            raise ToolError(f"bad test target {target!r}: use a test id, module or file path")
+        if s.test_target_command is None:
+            return list(s.test_command), "[this scenario cannot narrow its tests: ran them all]\n"
+        return [a.replace("{target}", target) for a in s.test_target_command], ""
+
+    async def _run_tests(self, a: dict[str, Any]) -> _Out:
+        argv, note = self._test_argv(a.get("target"))
+        res, limit = await self._exec(contract.RUN_TESTS, argv)
+        out = normalise_test_output(
+            res.output.decode("utf-8", errors="replace"), self.sandbox.workdir
+        )
+        if out and not out.endswith("\n"):
+            out += "\n"
+        code = res.exit_code
+        if res.timed_out:
+            status = f"exit code: {code} (timed out after {limit:g}s: the command was killed)"
+        elif code == 137:
+            status = (
+                "exit code: 137 (killed by SIGKILL: likely the sandbox's memory cap of "
+                f"{self.scenario.sandbox.memory})"
+            )
+        else:
+            status = f"exit code: {code if code is not None else 'unknown'}"
+        # the status line survives truncation: cut the output first, then append it
+        budget = max(100, self.scenario.tool_output_max_chars - len(note) - len(status) - 1)
+        body, cut = truncate_head_tail(out, budget)
+        return _Out(
+            f"{note}{body}{status}\n",
+            code,
+            len(res.output) + res.dropped_bytes,
+            cut=cut or res.dropped_bytes > 0,
+            timed_out=res.timed_out,
+            sandbox_id=self.sandbox.id,
+        )
+
+
+def _failure(
+    message: str, start: int, sandbox_id: str | None = None, *, timed_out: bool = False
+) -> ToolResult:
+    text = f"error: {message}\n"
+    return ToolResult(
+        text=text,
+        start_ns=start,
+        end_ns=time.perf_counter_ns(),
+        output_bytes=len(text.encode()),
+        timed_out=timed_out,
+        error=message,
+        sandbox_id=sandbox_id,
+    )
+
+
+def _parse_args(name: str, arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    """Arguments checked against the tool's schema in ``agents.contract``."""
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        raw: Any = {}
+    elif isinstance(arguments, str):
+        try:
+            raw = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise ToolError(f"arguments are not valid JSON: {exc.msg} at char {exc.pos}") from None
+    else:
+        raw = dict(arguments)
+    if not isinstance(raw, dict):
+        raise ToolError("arguments must be a JSON object")
+    params = contract.TOOL_SCHEMAS[name]["function"]["parameters"]
+    props: dict[str, Any] = params["properties"]
+    for key in raw:
+        if key not in props:
+            raise ToolError(f"unknown argument {key!r} for {name} (valid: {', '.join(props)})")
+    for key in params.get("required", []):
+        if raw.get(key) is None:
+            raise ToolError(f"{name} needs the argument {key!r}")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if value is None:
+            continue
+        kind = props[key].get("type")
+        if kind == "integer":
+            if isinstance(value, bool) or not isinstance(value, int | str):
+                raise ToolError(f"{key} must be an integer")
+            try:
+                value = int(value)
+            except ValueError:
+                raise ToolError(f"{key} must be an integer, not {value!r}") from None
+        elif kind == "string" and not isinstance(value, str):
+            raise ToolError(f"{key} must be a string")
+        out[key] = value
+    return out
