@@ -1,0 +1,168 @@
+"""``agentload trace validate|stats|inspect`` on real files."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from agentload.cli import main
+from agentload.recorder.stats import STATS_KEYS
+
+from .conftest import write_session
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out, err = capsys.readouterr()
+    code = exc.value.code
+    return (code if isinstance(code, int) else 1), out, err
+
+
+@pytest.fixture(scope="module")
+def session_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import asyncio
+
+    path = tmp_path_factory.mktemp("cli") / "run.agentload.jsonl.zst"
+    asyncio.run(write_session(path, orchestrator_calls=4, sub_calls=3, flush_each_call=True))
+    return path
+
+
+def test_validate_whole_file(session_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["trace", "validate", str(session_file)], capsys)
+    assert code == 0
+    for rtype, n in [("llm_call", 7), ("tool_call", 3), ("session", 2), ("agent", 4)]:
+        assert re.search(rf"│ {rtype}\s+│\s+{n} │", out), (rtype, out)
+    assert "OK: whole file" in out
+
+
+def test_validate_truncated_file_exits_1(
+    session_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cut = tmp_path / "cut.agentload.jsonl.zst"
+    data = session_file.read_bytes()
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    code, out, _ = run(["trace", "validate", str(cut)], capsys)
+    assert code == 1
+    assert "TRUNCATED: truncated after record" in out
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentload", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_validate_bad_file_prints_one_line_and_exits_2(
+    session_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import zstandard
+
+    # A damaged record deep inside: the llm_call's seq is not an integer.
+    plain = b""
+    data = session_file.read_bytes()
+    while data:
+        d = zstandard.ZstdDecompressor().decompressobj()
+        plain += d.decompress(data)
+        data = d.unused_data
+    records = plain.split(b"\n")
+    idx = next(i for i, r in enumerate(records) if b'"type":"llm_call"' in r)
+    rec = orjson.loads(records[idx])
+    rec["seq"] = "first"
+    records[idx] = orjson.dumps(rec)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"\n".join(records))
+    proc = cli("trace", "validate", str(bad))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith(f"agentload: error: bad.jsonl:{idx + 1}: llm_call.seq: ")
+    assert "Traceback" not in proc.stderr
+
+    truncated = tmp_path / "trunc.jsonl"
+    truncated.write_bytes(plain[: len(plain) // 2])
+    code, out, _ = run(["trace", "validate", str(truncated)], capsys)
+    assert code == 1 and "TRUNCATED" in out
+
+
+def test_validate_dangling_blob_reference_is_invalid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from .test_stats import call, header
+
+    path = tmp_path / "dangling.jsonl"
+    h = header().model_dump(mode="json", by_alias=True, exclude_none=True)
+    c = call("c0", "a", 0, 0.0, 1.0, 16, ["A"]).model_dump(mode="json", exclude_none=True)
+    path.write_bytes(orjson.dumps(h) + b"\n" + orjson.dumps(c) + b"\n")
+    code, _, err = run(["trace", "validate", str(path)], capsys)
+    assert code == 2
+    assert err.strip().startswith("agentload: error: dangling.jsonl:2: llm_call.messages.0: blob")
+    assert err.count("\n") == 1
+
+
+def test_validate_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["trace", "validate", str(tmp_path / "nope.jsonl")], capsys)
+    assert code == 2 and "cannot open" in err and err.count("\n") == 1
+
+
+def test_stats_json_and_plot(
+    session_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    png = tmp_path / "growth.png"
+    code, out, err = run(
+        ["trace", "stats", str(session_file), "--json", "--plot", str(png)], capsys
+    )
+    assert code == 0
+    assert len(out.strip().splitlines()) == 1
+    st = orjson.loads(out)
+    assert set(STATS_KEYS) <= set(st)
+    assert st["llm_calls"] == 7 and st["sessions"] == 1
+    assert [a["role"] for a in st["agents"]] == ["orchestrator", "code_search"]
+    orch = st["agents"][0]
+    # Server-reported prompt tokens are used when present (1000 + 100 * seq).
+    assert (orch["prompt_tokens_first"], orch["prompt_tokens_last"]) == (1000, 1300)
+    assert st["tool_calls_by_name"]["delegate"]["count"] == 1
+    assert 0 < st["prefix_reuse_ceiling"] < 1
+    assert png.read_bytes()[:4] == b"\x89PNG" and "plot written" in err
+
+
+def test_stats_table(session_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["trace", "stats", str(session_file)], capsys)
+    assert code == 0
+    for word in ("prefix_reuse_ceiling", "orchestrator", "code_search", "search_code", "delegate"):
+        assert word in out
+
+
+def test_stats_plot_must_be_png(session_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["trace", "stats", str(session_file), "--plot", "x.jpg"], capsys)
+    assert code == 2 and "PNG" in err
+
+
+def test_inspect_default_agent_and_one_call(
+    session_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(["trace", "inspect", str(session_file)], capsys)
+    assert code == 0
+    assert "session s1" in out and "orchestrator orch" in out and "code_search sub1" in out
+    assert "delegate" in out and "search_code" in out  # tool calls of the orchestrator
+    code, out, _ = run(
+        ["trace", "inspect", str(session_file), "--agent", "sub", "--call", "2"], capsys
+    )
+    assert code == 0
+    # The resolved messages of sub-agent call 2: roles and contents from the blobs.
+    assert "You search code." in out and "continue 1" in out and "found 1" in out
+    assert "system" in out and "assistant" in out
+    code, out, _ = run(["trace", "inspect", str(session_file), "--call", "1"], capsys)
+    assert code == 0
+    assert "request messages" in out and "tool calls" in out and "child=sub1" in out
+
+
+def test_inspect_bad_agent_or_call(session_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["trace", "inspect", str(session_file), "--agent", "zzz"], capsys)
+    assert code == 2 and "no agent 'zzz'" in err and "orch" in err
+    code, _, err = run(["trace", "inspect", str(session_file), "--call", "99"], capsys)
+    assert code == 2 and "has no call 99" in err
