@@ -94,7 +94,7 @@ async def _write(path: Path, sessions: int, shape: Shape, variant: str) -> None:
                     content=content,
                     tool_calls=tool_calls,
                     finish_reason="stop",
-                    usage={"prompt_tokens": 100 + seq, "completion_tokens": shape.out_tokens},
+                    usage={"completion_tokens": shape.out_tokens},
                     timings=Timings(
                         submit_ns=submit, first_token_ns=submit + MS, last_token_ns=last
                     ),

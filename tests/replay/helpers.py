@@ -1,0 +1,36 @@
+"""Running one replay point in-process against a test server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentload.recorder import load_trace
+from agentload.replay.bodies import BodyBuilder
+from agentload.replay.client import StreamClient
+from agentload.replay.engines import get_engine
+from agentload.replay.plan import SessionPlan, build_plans
+from agentload.replay.schedule import LoadShape, PointRun, PointRunner
+
+
+def plans_of(*paths: Path) -> list[SessionPlan]:
+    return build_plans([load_trace(p) for p in paths])
+
+
+async def run_point(
+    base_url: str,
+    paths: list[Path],
+    *,
+    model: str = "test-model",
+    engine: str = "vllm",
+    timeout_s: float = 30.0,
+    **shape: Any,
+) -> tuple[PointRun, PointRunner]:
+    client = StreamClient(base_url, timeout_s=timeout_s, max_connections=64)
+    try:
+        runner = PointRunner(
+            client, plans_of(*paths), BodyBuilder(model, get_engine(engine)), LoadShape(**shape)
+        )
+        return await runner.run(), runner
+    finally:
+        await client.aclose()

@@ -1,0 +1,164 @@
+"""``agentload replay|report|compare`` end to end: outputs, digests, bad inputs."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import orjson
+import pytest
+from servers import ChatServer
+from tracebuild import Shape, agentic_trace
+
+from agentload.cli import main
+
+
+def _run(argv: list[str]) -> int:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    return int(exc.value.code or 0)
+
+
+def _replay(srv: ChatServer, trace: Path, out: Path, *extra: str) -> int:
+    return _run(
+        [
+            "replay",
+            str(trace),
+            "--endpoint",
+            srv.base_url,
+            "--model",
+            "test-model",
+            "--out",
+            str(out),
+            *extra,
+        ]
+    )
+
+
+def test_sweep_writes_one_point_per_level_and_every_output(
+    chat_server: ChatServer,
+    fast_trace: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AGENTLOAD_API_KEY", "sk-test-secret-123456789")
+    out = tmp_path / "run"
+    rc = _replay(
+        chat_server,
+        fast_trace,
+        out,
+        "--sweep",
+        "1,2,3",
+        "--sessions",
+        "4",
+        "--gpus",
+        "1",
+        "--slo",
+        "ttft=1s,e2e=10s",
+        "--target-tps-user",
+        "10",
+        "--target-tps-user",
+        "1e9",
+    )
+    assert rc == 0
+    res = orjson.loads((out / "results.json").read_bytes())
+    assert [p["concurrency"] for p in res["points"]] == [1, 2, 3]
+    for p in res["points"]:
+        phases = p["aggregates"]["phases"]
+        assert sum(phases.values()) == len(p["requests"]) <= 4 * 7
+        assert phases["measured"] > 0 and phases["warmup"] > 0  # default --start-at random
+        assert len(p["sessions"]) == 4
+    assert len(res["digest_manifest"]) == 14
+    with (out / "summary.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [r["concurrency"] for r in rows] == ["1", "2", "3"]
+    assert float(rows[0]["output_tps_per_gpu"]) > 0
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 4
+    for png in ("pareto.png", "latency_cdf.png", "ttft_by_band.png", "session_timeline.png"):
+        assert (out / png).stat().st_size > 1000
+    text = capsys.readouterr().out
+    assert "At 10 tok/s per user the endpoint sustains" in text
+    assert "No point reached 1e+09 tok/s per user" in text
+    # the key went to the server, and nowhere into the results
+    assert chat_server.seen[0].headers["authorization"] == "Bearer sk-test-secret-123456789"
+    assert b"sk-test-secret" not in (out / "results.json").read_bytes()
+    assert "sk-test-secret" not in html
+    # the report rebuilds from results, overlaying runs
+    rep = tmp_path / "rep"
+    assert _run(["report", str(out), str(out / "results.json"), "--out", str(rep)]) == 0
+    assert (rep / "report.html").read_text().count("<h2>") == 2
+
+
+def test_compare_detects_a_changed_trace(
+    chat_server: ChatServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shape = Shape(tool_gap_s=0.01, child_gap_s=0.01, post_gap_s=0.01)
+    a = agentic_trace(tmp_path / "a.jsonl", shape=shape)
+    b = agentic_trace(tmp_path / "b.jsonl", shape=shape, variant=" changed")
+    flags = ["--start-at", "zero", "--sessions", "1"]
+    assert _replay(chat_server, a, tmp_path / "ra", *flags) == 0
+    assert _replay(chat_server, a, tmp_path / "ra2", *flags) == 0
+    assert _replay(chat_server, b, tmp_path / "rb", *flags) == 0
+    capsys.readouterr()
+    assert _run(["compare", str(tmp_path / "ra"), str(tmp_path / "ra2")]) == 0
+    same = capsys.readouterr().out
+    assert "traffic: IDENTICAL (7 recorded calls" in same and "ttft_p50_ms" in same
+    assert _run(["compare", str(tmp_path / "ra"), str(tmp_path / "rb")]) == 0
+    diff = capsys.readouterr().out
+    assert "traffic: DIFFERENT" in diff
+    assert "3 call(s) with different payload: s0-c0, s0-c1, s0-c2" in diff
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "nope"], "model 'nope' not served"),
+        (["--slo", "ttft=fast"], "bad duration 'fast'"),
+        (["--slo", "latency=2s"], "bad --slo item"),
+        (["--engine", "tgi"], "unknown engine 'tgi'"),
+        (["--sweep", "1,x"], "bad --sweep"),
+        (["--power", "rapl"], "only 'nvml'"),
+        (["--start-at", "middle"], "--start-at 'middle'"),
+    ],
+)
+def test_bad_options_fail_before_any_load(
+    chat_server: ChatServer,
+    trace_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+) -> None:
+    argv = [
+        "replay",
+        str(trace_path),
+        "--endpoint",
+        chat_server.base_url,
+        "--model",
+        "test-model",
+        *args,
+    ]
+    assert _run(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+    assert chat_server.seen == []
+
+
+def test_bad_trace_or_endpoint_fails_before_any_load(
+    chat_server: ChatServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    garbage = tmp_path / "bad.jsonl"
+    garbage.write_text('{"type": "nonsense"}\n')
+    cases = [
+        ([str(tmp_path / "missing.jsonl")], chat_server.base_url, "no such trace file"),
+        ([str(garbage)], chat_server.base_url, "bad.jsonl"),
+        ([str(agentic_trace(tmp_path / "ok.jsonl"))], "http://127.0.0.1:9/v1", "unreachable"),
+    ]
+    for traces, url, message in cases:
+        assert _run(["replay", *traces, "--endpoint", url, "--model", "test-model"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and err.count("\n") == 0, err
+    assert chat_server.seen == []
+    assert _run(["compare", str(garbage), str(garbage)]) == 2
+    assert "not an agentload replay results file" in capsys.readouterr().err

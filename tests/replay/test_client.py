@@ -1,0 +1,91 @@
+"""The streaming client over real HTTP: timing with an injected clock, failures by kind."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import orjson
+import pytest
+from helpers import run_point
+from servers import Behaviour, ChatServer
+
+from agentload.errors import EndpointUnreachableError, ModelNotFoundError
+from agentload.replay.client import StreamClient, is_context_overflow
+from agentload.replay.metrics import MetricContext, aggregate
+
+
+def _body(n: int = 4) -> bytes:
+    return orjson.dumps(
+        {
+            "model": "test-model",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": n,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+    )
+
+
+async def test_times_come_from_the_injected_clock(chat_server: ChatServer) -> None:
+    ticks = itertools.count(1_000, 1_000)  # every reading advances 1 µs
+    client = StreamClient(chat_server.base_url, clock=lambda: next(ticks))
+    try:
+        out = await client.chat(_body(4))
+    finally:
+        await client.aclose()
+    assert out.ok and out.status == 200
+    assert out.send_ns == 1_000
+    # one reading per network read that carried events, then one at the end
+    assert out.first_ns == out.chunk_ns[0] and out.first_ns > out.send_ns
+    assert len(out.chunk_ns) == 4
+    assert all(b >= a for a, b in itertools.pairwise(out.chunk_ns))
+    assert out.end_ns > out.chunk_ns[-1]
+    assert (out.end_ns - 1_000) % 1_000 == 0
+    assert out.completion_tokens == 4 and out.prompt_tokens and out.cached_tokens == 0
+    assert out.finish_reason == "length"
+
+
+async def test_probe_rejects_wrong_model_and_dead_endpoint(chat_server: ChatServer) -> None:
+    client = StreamClient(chat_server.base_url)
+    try:
+        assert await client.probe("test-model") == ["test-model"]
+        with pytest.raises(ModelNotFoundError, match="'nope' not served; available: test-model"):
+            await client.probe("nope")
+    finally:
+        await client.aclose()
+    dead = StreamClient("http://127.0.0.1:9/v1")
+    try:
+        with pytest.raises(EndpointUnreachableError, match="unreachable"):
+            await dead.probe("x")
+    finally:
+        await dead.aclose()
+
+
+async def test_server_errors_are_recorded_and_the_run_completes(
+    make_server: object, fast_trace: Path
+) -> None:
+    srv: ChatServer = make_server(  # type: ignore[operator]
+        Behaviour(fail={1: "500", 3: "reset", 5: "stall", 7: "overflow"}, stall_s=5.0)
+    )
+    run, _ = await run_point(
+        srv.base_url, [fast_trace], start_at="zero", sessions=2, concurrency=1, timeout_s=0.5
+    )
+    kinds = [r.error_kind for r in sorted(run.requests, key=lambda r: r.send_ns)]
+    assert len(run.requests) == 14  # every planned call was still sent
+    failed = {k for k in kinds if k is not None}
+    assert failed == {"http_500", "reset", "timeout", "context_overflow"}
+    assert sum(k is not None for k in kinds) == 4
+    http500 = next(r for r in run.requests if r.error_kind == "http_500")
+    assert http500.status == 500 and "boom" in (http500.error or "")
+    agg = aggregate(MetricContext(run.requests, run.sessions, run.window))
+    assert agg["errors"] == {"http_500": 1, "reset": 1, "timeout": 1, "context_overflow": 1}
+    assert agg["context_overflow"] == 1
+    assert agg["e2e_ms"]["n"] == 10  # failed requests never enter the percentiles
+    assert agg["ttft_ms"]["n"] == 10
+
+
+def test_context_overflow_detection() -> None:
+    assert is_context_overflow(b"This model's maximum context length is 8192 tokens")
+    assert is_context_overflow(b'{"message": "Input length 9000 exceeds max_model_len"}')
+    assert not is_context_overflow(b"internal server error")

@@ -1,0 +1,164 @@
+"""Closed-loop replay over real HTTP: gaps, parallel sub-agents, bodies, lengths, concurrency."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from helpers import plans_of, run_point
+from servers import ChatServer
+
+from agentload.hashing import canonical_json, sha256_hex
+from agentload.recorder import load_trace
+from agentload.replay.bodies import unsalt_messages
+from agentload.replay.plan import traffic_body
+
+MS = 1_000_000
+TOL_LATE = 40 * MS  # scheduling tolerance on a loaded 2-core CI box
+
+
+async def test_recorded_gaps_are_kept_from_actual_completions(
+    chat_server: ChatServer, trace_path: Path
+) -> None:
+    run, _ = await run_point(chat_server.base_url, [trace_path], start_at="zero", sessions=1)
+    (plan,) = plans_of(trace_path)
+    by_call = {r.call: r for r in run.requests}
+    assert len(by_call) == len(plan.calls) and all(r.ok for r in run.requests)
+    for cid, call in plan.calls.items():
+        r = by_call[cid]
+        if not call.preds:
+            continue
+        due = max(by_call[e.pred].end_ns + e.gap_ns for e in call.preds)
+        assert due - MS <= r.send_ns <= due + TOL_LATE, (cid, (r.send_ns - due) / MS)
+        assert r.scheduled_ns == due or abs(r.scheduled_ns - due) <= MS
+    # the orchestrator's tool gap, measured on the target's timeline
+    assert 150 * MS <= by_call["s0-c1"].send_ns - by_call["s0-c0"].end_ns <= 150 * MS + TOL_LATE
+    assert by_call["s0-c1"].gap_ns is not None
+    assert by_call["s0-c1"].recorded_gap_ns == 150 * MS
+
+
+async def test_subagents_run_in_parallel_and_the_parent_waits(
+    chat_server: ChatServer, trace_path: Path
+) -> None:
+    run, _ = await run_point(chat_server.base_url, [trace_path], start_at="zero", sessions=1)
+    r = {x.call: x for x in run.requests}
+    s1 = (r["s0-sub1-c0"].send_ns, r["s0-sub1-c1"].end_ns)
+    s2 = (r["s0-sub2-c0"].send_ns, r["s0-sub2-c1"].end_ns)
+    assert max(s1[0], s2[0]) < min(s1[1], s2[1]), "sub-agents did not overlap"
+    assert abs(s1[0] - s2[0]) < 20 * MS
+    assert r["s0-c2"].send_ns >= max(s1[1], s2[1]) + 80 * MS - MS
+
+
+async def test_gap_scale_zero_removes_waits(chat_server: ChatServer, trace_path: Path) -> None:
+    run, _ = await run_point(
+        chat_server.base_url, [trace_path], start_at="zero", sessions=1, gap_scale=0.0
+    )
+    (s,) = run.sessions
+    assert s.complete and (s.end_ns - s.start_ns) < 150 * MS  # recorded: 650 ms
+
+
+async def test_bodies_are_the_recorded_requests(chat_server: ChatServer, trace_path: Path) -> None:
+    run, _ = await run_point(chat_server.base_url, [trace_path], start_at="zero", sessions=2)
+    trace = load_trace(trace_path)
+    expected = {
+        sha256_hex(canonical_json(traffic_body(trace, c, 8))): c for c in trace.calls.values()
+    }
+    salts = {}
+    for seen in chat_server.seen:
+        body = orjson.loads(seen.body)
+        assert body["model"] == "test-model" and body["stream"] is True
+        assert body["stream_options"] == {"include_usage": True}
+        assert body["ignore_eos"] is True and body["min_tokens"] == body["max_tokens"] == 8
+        first_system = next(m for m in body["messages"] if m["role"] == "system")
+        salt = first_system["content"].split("\n", 1)[0]
+        assert salt.startswith("[agentload-salt ")
+        body["messages"] = unsalt_messages(body["messages"])
+        traffic = {
+            k: v
+            for k, v in body.items()
+            if k not in ("model", "stream", "stream_options", "ignore_eos", "min_tokens")
+        }
+        digest = sha256_hex(canonical_json(traffic))
+        call = expected[digest]  # KeyError = a body that is not a recorded request
+        assert traffic["messages"] == trace.messages(call)
+        salts.setdefault(salt, set()).add(call.session_id)
+    assert len(salts) == 2, "each session instance has its own salt"
+    digests = sorted(r.digest for r in run.requests)
+    assert digests == sorted(list(expected) * 2)
+
+
+async def test_no_salt_and_no_extras(chat_server: ChatServer, trace_path: Path) -> None:
+    await run_point(
+        chat_server.base_url,
+        [trace_path],
+        start_at="zero",
+        sessions=2,
+        salt=False,
+        engine="openai",
+    )
+    bodies = [orjson.loads(s.body) for s in chat_server.seen]
+    assert all("ignore_eos" not in b and "min_tokens" not in b for b in bodies)
+    assert all("agentload-salt" not in orjson.dumps(b["messages"]).decode() for b in bodies)
+    firsts = [s.body for s in chat_server.seen if b'"task 0"' in s.body and b'"tool"' not in s.body]
+    assert len(firsts) == 2 and firsts[0] == firsts[1]
+
+
+async def test_output_length_is_pinned(chat_server: ChatServer, trace_path: Path) -> None:
+    run, _ = await run_point(chat_server.base_url, [trace_path], start_at="zero", sessions=1)
+    assert all(r.completion_tokens == r.expected_tokens == 8 for r in run.requests)
+    assert not any(r.mismatch for r in run.requests)
+    assert all(len(r.itl_ns) == 7 for r in run.requests)
+
+
+async def test_concurrency_is_reached_and_never_exceeded(
+    chat_server: ChatServer, fast_trace: Path
+) -> None:
+    run, runner = await run_point(
+        chat_server.base_url, [fast_trace], start_at="zero", sessions=9, concurrency=3
+    )
+    assert len(run.sessions) == 9 and all(s.complete for s in run.sessions)
+    events = sorted(
+        [(s.start_ns, 1) for s in run.sessions] + [(s.end_ns, -1) for s in run.sessions]
+    )
+    cur = peak = 0
+    for _, d in events:
+        cur += d
+        peak = max(peak, cur)
+    assert peak == 3 and runner.stats.max_active_sessions == 3
+    assert {s.lane for s in run.sessions} == {0, 1, 2}
+    assert {s.source for s in run.sessions} == {"s0", "s1"}  # round-robin over the pool
+
+
+async def test_random_start_warms_up_then_measures(
+    chat_server: ChatServer, trace_path: Path
+) -> None:
+    run, _ = await run_point(
+        chat_server.base_url, [trace_path], start_at="random", sessions=3, concurrency=1, seed=3
+    )
+    first = run.sessions[0]
+    assert first.joined_at_ns is not None and first.joined_at_ns > 0
+    warm = [r for r in run.requests if r.phase == "warmup"]
+    assert warm and all(r.session == 0 for r in warm)
+    assert all(r.send_ns >= run.window.start_ns for r in run.requests if r.phase == "measured")
+    assert run.window.start_ns >= max(r.end_ns for r in warm)
+    assert all(s.joined_at_ns is None for s in run.sessions[1:])  # recycled: from zero
+
+
+async def test_duration_bounds_the_run(chat_server: ChatServer, fast_trace: Path) -> None:
+    run, _ = await run_point(
+        chat_server.base_url, [fast_trace], start_at="zero", duration_s=0.6, concurrency=2
+    )
+    assert 0.5 <= run.window.seconds <= 0.8
+    assert len(run.sessions) >= 4
+    assert max(r.send_ns for r in run.requests) <= run.window.end_ns + 5 * MS
+
+
+async def test_arrival_rate_starts_sessions_as_poisson(
+    chat_server: ChatServer, fast_trace: Path
+) -> None:
+    run, _ = await run_point(
+        chat_server.base_url, [fast_trace], start_at="zero", arrival_rate=20.0, sessions=6
+    )
+    assert len(run.sessions) == 6 and all(s.complete for s in run.sessions)
+    starts = sorted(s.start_ns for s in run.sessions)
+    assert starts[-1] > starts[0]
