@@ -1,0 +1,164 @@
+"""Scenario presets, files, extends, -c overrides and one-line validation errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentload.agents import contract
+from agentload.cli import main
+from agentload.errors import ScenarioError
+from agentload.scenarios import (
+    dump_scenario,
+    list_scenarios,
+    load_scenario,
+    scenario_hash,
+)
+
+
+def test_presets_ship_with_the_documented_budgets() -> None:
+    assert {"coding-session", "quick"} <= set(list_scenarios())
+    cs = load_scenario("coding-session")
+    assert cs.orchestrator.initial_context_tokens == 60_000
+    assert cs.context_target == 400_000
+    assert cs.tool_output_max_chars == 30_000
+    assert cs.workspace.recipe == "stdlib:email" and cs.workspace.fault == "qp-header-decode"
+    assert set(cs.subagents) == set(contract.SUBAGENT_ROLES)
+    assert contract.DELEGATE in cs.orchestrator.tools
+    quick = load_scenario("quick")
+    assert (quick.orchestrator.initial_context_tokens, quick.context_target) == (8_000, 40_000)
+    # `extends: coding-session` keeps what quick does not override
+    assert quick.task == cs.task and quick.test_command == cs.test_command
+    assert quick.subagents["code_search"].max_turns == 4
+    assert quick.subagents["code_search"].tools == cs.subagents["code_search"].tools
+
+
+def test_overrides_parse_values_as_yaml() -> None:
+    s = load_scenario(
+        "quick",
+        [
+            "orchestrator.max_rounds=5",
+            "sandbox.image=python:3.12-slim",
+            "sandbox.cpus=0.5",
+            "workspace.fault=null",
+            "test_command=[python3, -m, unittest]",
+            "tool_timeouts_s.run_tests=7.5",
+        ],
+    )
+    assert s.orchestrator.max_rounds == 5
+    assert s.sandbox.image == "python:3.12-slim" and s.sandbox.cpus == 0.5
+    assert s.workspace.fault is None
+    assert s.test_command == ["python3", "-m", "unittest"]
+    assert s.tool_timeouts_s.for_tool("run_tests") == 7.5
+
+
+def test_user_file_extends_a_preset_relative_to_itself(tmp_path: Path) -> None:
+    (tmp_path / "base.yaml").write_text("extends: quick\nname: base\nseed: 11\n")
+    (tmp_path / "mine.yaml").write_text("extends: base.yaml\nname: mine\ncontext_target: 20000\n")
+    s = load_scenario(str(tmp_path / "mine.yaml"))
+    assert (s.name, s.seed, s.context_target) == ("mine", 11, 20_000)
+    assert s.orchestrator.initial_context_tokens == 8_000
+
+
+def test_hash_is_stable_and_sensitive() -> None:
+    a, b = load_scenario("quick"), load_scenario("quick")
+    assert scenario_hash(a) == scenario_hash(b)
+    assert len(scenario_hash(a)) == 32
+    assert scenario_hash(load_scenario("quick", ["seed=1"])) != scenario_hash(a)
+
+
+def test_dump_round_trips(tmp_path: Path) -> None:
+    s = load_scenario("coding-session", ["seed=9"])
+    p = tmp_path / "resolved.yaml"
+    p.write_text(dump_scenario(s))
+    assert load_scenario(str(p)) == s
+
+
+BAD_TYPE = """\
+name: bad
+extends: quick
+orchestrator:
+  max_parallel_delegations: 2
+  max_rounds: lots
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (BAD_TYPE, ":5: orchestrator.max_rounds: Input should be a valid integer"),
+        ("extends: quick\nsandbox:\n  kind: podman\n", ":3: sandbox.kind: Input should be"),
+        ("extends: quick\n\nseeed: 3\n", ":3: seeed: unknown field"),
+        ("name: x\ntask: t\n", ":1: test_command: Field required"),
+        (
+            "extends: quick\nsubagents:\n  reviewer:\n    system_prompt: x\n    tools: []\n",
+            ":2: subagents: unknown sub-agent kind 'reviewer'",
+        ),
+        (
+            "extends: quick\norchestrator:\n  tools: [read_file, shell]\n",
+            ":3: orchestrator.tools: unknown tool 'shell'",
+        ),
+        ("extends: quick\ncontext_target: 100\n", ":2: context_target: must exceed"),
+        ("extends: quick\nname: [unclosed\n", ":3: invalid YAML"),
+        ("- a\n- b\n", ":1: a scenario must be a YAML mapping"),
+    ],
+)
+def test_validation_errors_name_file_line_and_field(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(str(p))
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert msg.startswith(str(p)), msg
+    assert expected in msg, msg
+
+
+def test_override_errors_name_the_override() -> None:
+    with pytest.raises(ScenarioError, match=r"^-c sandbox\.cpus=lots: sandbox\.cpus: "):
+        load_scenario("quick", ["sandbox.cpus=lots"])
+    with pytest.raises(ScenarioError, match=r"^-c subagents\.x\.max_turns=2: subagents"):
+        load_scenario("quick", ["subagents.x.max_turns=2"])
+    with pytest.raises(ScenarioError, match=r"expected key\.path=value"):
+        load_scenario("quick", ["seed"])
+    with pytest.raises(ScenarioError, match="seed is not a mapping"):
+        load_scenario("quick", ["seed.x=1"])
+
+
+def test_unknown_names_and_loops(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match=r"unknown scenario 'nope'.*coding-session.*quick"):
+        load_scenario("nope")
+    with pytest.raises(ScenarioError, match="scenario file not found"):
+        load_scenario(str(tmp_path / "missing.yaml"))
+    (tmp_path / "a.yaml").write_text("extends: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("extends: a.yaml\n")
+    with pytest.raises(ScenarioError, match="loops back"):
+        load_scenario(str(tmp_path / "a.yaml"))
+
+
+def test_cli_list_and_show(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as ex:
+        main(["scenarios", "list"])
+    assert ex.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("coding-session ") and "\nquick " in out and "qp-header-decode" in out
+
+    with pytest.raises(SystemExit) as ex:
+        main(["scenarios", "show", "quick", "-c", "seed=42"])
+    assert ex.value.code == 0
+    shown = capsys.readouterr().out
+    p = tmp_path / "shown.yaml"
+    p.write_text(shown)
+    assert load_scenario(str(p)) == load_scenario("quick", ["seed=42"])
+
+    with pytest.raises(SystemExit) as ex:
+        main(["scenarios", "show", "quick", "-c", "seed=x"])
+    assert ex.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "agentload: error: -c seed=x: seed: Input should be a valid integer, "
+        "unable to parse string as an integer"
+    ]
