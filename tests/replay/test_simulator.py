@@ -1,0 +1,60 @@
+"""Replay against the built-in simulator: pinned lengths, cached tokens, KV survival, scraping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from helpers import run_point
+
+from agentload.replay.config import ReplayConfig
+from agentload.replay.metrics import MetricContext, aggregate
+from agentload.replay.run import run_replay
+from agentload.replay.scrape import parse_prometheus
+
+
+async def test_replay_against_the_simulator(simulator: Any, trace_path: Path) -> None:
+    run, _ = await run_point(
+        simulator.base_url,
+        [trace_path],
+        model=simulator.model,
+        start_at="zero",
+        sessions=2,
+        concurrency=2,
+    )
+    assert len(run.requests) == 14 and all(r.ok for r in run.requests)
+    # output length pinned: the server produced exactly the recorded completion tokens
+    assert all(r.completion_tokens == r.expected_tokens == 8 for r in run.requests)
+    # the simulator reports cached prompt tokens; later calls of a session hit the cache
+    later = [r for r in run.requests if r.ceiling_tokens > 0]
+    assert later and all(r.cached_tokens is not None for r in run.requests)
+    assert sum(r.cached_tokens or 0 for r in later) > 0.5 * sum(r.ceiling_tokens for r in later)
+    agg = aggregate(MetricContext(run.requests, run.sessions, run.window))
+    assert agg["kv_survival"] and agg["kv_survival"][0]["bucket"] == "0-1s"
+    assert agg["length_mismatch"] == 0
+
+
+async def test_run_replay_scrapes_server_metrics(simulator: Any, trace_path: Path) -> None:
+    cfg = ReplayConfig(
+        traces=[str(trace_path)],
+        endpoint=simulator.base_url,
+        model=simulator.model,
+        start_at="zero",
+        sessions=1,
+        scrape_metrics=simulator.base_url.removesuffix("/v1") + "/metrics",
+    )
+    res = await run_replay(cfg)
+    scrape = res["points"][0]["scrape"]
+    assert scrape["failures"] == 0 and len(scrape["samples"]) >= 1
+    keys = set(scrape["samples"][0]["values"])
+    assert any("waiting" in k for k in keys) and any("usage" in k for k in keys)
+
+
+def test_parse_prometheus_keeps_the_useful_series() -> None:
+    text = (
+        "# HELP vllm:num_requests_waiting waiting\n# TYPE vllm:num_requests_waiting gauge\n"
+        'vllm:num_requests_waiting{model_name="m"} 3.0\n'
+        "# HELP http_requests_total all\n# TYPE http_requests_total counter\n"
+        "http_requests_total 10\n"
+    )
+    assert parse_prometheus(text) == {"vllm:num_requests_waiting{model_name=m}": 3.0}
