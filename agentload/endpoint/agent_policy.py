@@ -496,7 +496,7 @@ def _subagent(ctx: _Ctx) -> Decision:
     conv, cfg = ctx.conv, ctx.policy.config
     max_turns = int(conv.attrs.get("max_turns", "6") or 6)
     lo, hi = cfg.subagent_turns
-    planned = max(1, min(max_turns - 1, conv.stable_rng.randint(lo, hi)))
+    planned = max(0, min(max_turns - 1, conv.stable_rng.randint(lo, hi)))
     if conv.turns >= planned:
         return _summary(ctx)
     calls = _SUB[conv.role or CODE_SEARCH](ctx)

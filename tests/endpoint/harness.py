@@ -117,6 +117,7 @@ class Session:
     requests: list[dict[str, Any]] = field(default_factory=list)
     tool_calls: list[tuple[str, str, dict[str, Any], str]] = field(default_factory=list)
     final: str = ""
+    invented: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _complete(client: openai.OpenAI, model: str, messages: list[Any], tools: list[Any]) -> Any:
@@ -155,8 +156,12 @@ def run_agent(
         )
         if not calls:
             return msg.content or ""
+        seen = "\n".join(str(m.get("content") or "") for m in messages[:-1])
         for c in calls:
             args = json.loads(c.function.arguments)
+            path = args.get("path")
+            if path and path not in seen:
+                sess.invented.append((role, path))
             if c.function.name == contract.DELEGATE:
                 sub_sys = contract.marker(args["kind"], max_turns=6) + "\nYou are a sub-agent."
                 out = run_agent(client, model, tools, args["kind"], sub_sys, args["task"], sess)
