@@ -2,6 +2,7 @@
 
 Orchestrators (agents without a parent) are drawn thick and dark; sub-agents thin, coloured
 by role with one legend entry per role, so a run with hundreds of sub-agents stays readable.
+When there are sub-agents, a second panel shows them alone on their own (smaller) scale.
 Rendered with matplotlib's Agg backend (no display needed).
 """
 
@@ -30,10 +31,7 @@ def plot_context_growth(trace: Trace, out: str | os.PathLike[str]) -> Path:
             + sorted({c.agent_id for c in trace.calls.values()})
         )
     )
-    fig, ax = plt.subplots(figsize=(9, 5), dpi=150)
-    colours: dict[str, str] = {}
-    labelled: set[str] = set()
-    orchestrators = 0
+    series = []
     for aid in agent_ids:
         calls = trace.calls_of(aid)
         if not calls:
@@ -43,36 +41,51 @@ def plot_context_growth(trace: Trace, out: str | os.PathLike[str]) -> Path:
         is_root = role == "orchestrator" or (agent is not None and agent.parent_agent_id is None)
         xs = [c.seq for c in calls]
         ys = [trace.prompt_tokens(c) / 1000 for c in calls]
-        if is_root:
+        series.append((role, is_root, xs, ys))
+    has_subs = any(not root for _, root, _, _ in series)
+    if has_subs:
+        fig, axes = plt.subplots(
+            1, 2, figsize=(12, 5), dpi=150, gridspec_kw={"width_ratios": [3, 2]}
+        )
+        main_ax, sub_ax = axes[0], axes[1]
+    else:
+        fig, main_ax = plt.subplots(figsize=(9, 5), dpi=150)
+        sub_ax = None
+    colours: dict[str, str] = {}
+    for ax, zoom in ((main_ax, False), (sub_ax, True)):
+        if ax is None:
+            continue
+        labelled: set[str] = set()
+        for role, is_root, xs, ys in series:
             label = role if role not in labelled else None
-            labelled.add(role)
-            orchestrators += 1
-            ax.plot(
-                xs,
-                ys,
-                color="#111111",
-                linewidth=2.6,
-                marker="o",
-                markersize=2.5,
-                label=label,
-                zorder=3,
-            )
-        else:
-            colour = colours.setdefault(role, _ROLE_COLOURS[len(colours) % len(_ROLE_COLOURS)])
-            label = role if role not in labelled else None
-            labelled.add(role)
-            ax.plot(xs, ys, color=colour, linewidth=1.0, alpha=0.55, label=label, zorder=2)
-    ax.set_xlabel("call index within the agent")
-    ax.set_ylabel("prompt tokens (thousands)")
+            if is_root and not zoom:
+                labelled.add(role)
+                ax.plot(
+                    xs,
+                    ys,
+                    color="#111111",
+                    linewidth=2.6,
+                    marker="o",
+                    markersize=2.5,
+                    label=label,
+                    zorder=3,
+                )
+            elif not is_root:
+                labelled.add(role)
+                colour = colours.setdefault(role, _ROLE_COLOURS[len(colours) % len(_ROLE_COLOURS)])
+                ax.plot(xs, ys, color=colour, linewidth=1.0, alpha=0.6, label=label, zorder=2)
+        ax.set_xlabel("call index within the agent")
+        ax.set_ylabel("prompt tokens (thousands)")
+        ax.grid(True, alpha=0.3)
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        if labelled:
+            ax.legend(loc="upper left", frameon=False, fontsize=9)
+        ax.set_title("sub-agents (zoomed)" if zoom else "all agents", fontsize=10)
     title = f"Context growth per agent — {Path(trace.path).name}"
     if trace.header.model:
         title += f" ({trace.header.model})"
-    ax.set_title(title, fontsize=11)
-    ax.grid(True, alpha=0.3)
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
-    if labelled:
-        ax.legend(loc="upper left", frameon=False, fontsize=9)
+    fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ from agentload.recorder.trace import Trace
 __all__ = ["render_agent", "render_call", "render_overview", "render_stats", "resolve_agent"]
 
 _NS = 1e9
+_MAX_AGENT_ROWS = 40
 
 
 def _one_line(text: Any, width: int = 110) -> str:
@@ -283,6 +284,19 @@ def render_stats(stats: dict[str, Any], console: Console) -> None:
     if stats.get("truncated"):
         summary.add_row("truncated", str(stats["truncated"]))
     console.print(summary)
+    roles = Table(title="roles", title_justify="left")
+    for col in ("role", "agents", "calls", "max prompt tokens", "completion tokens"):
+        roles.add_column(col, justify="left" if col == "role" else "right")
+    for role, d in stats.get("roles", {}).items():
+        roles.add_row(
+            role,
+            str(d["agents"]),
+            str(d["calls"]),
+            str(d["prompt_tokens_max"]),
+            str(d["completion_tokens_total"]),
+        )
+    console.print(roles)
+    shown = stats["agents"][:_MAX_AGENT_ROWS]
     agents = Table(title="agents", title_justify="left")
     for col in (
         "id",
@@ -295,7 +309,7 @@ def render_stats(stats: dict[str, Any], console: Console) -> None:
         "tools",
     ):
         agents.add_column(col, justify="left" if col in ("id", "role", "parent") else "right")
-    for a in stats["agents"]:
+    for a in shown:
         agents.add_row(
             a["id"],
             a["role"],
@@ -307,6 +321,8 @@ def render_stats(stats: dict[str, Any], console: Console) -> None:
             str(a["tool_calls"]),
         )
     console.print(agents)
+    if len(stats["agents"]) > len(shown):
+        console.print(f"... {len(stats['agents']) - len(shown)} more agents (all of them: --json)")
     if stats["tool_calls_by_name"]:
         tools = Table(title="tool calls by name", title_justify="left")
         for col in ("name", "count", "p50 s", "p90 s"):

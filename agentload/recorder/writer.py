@@ -35,6 +35,7 @@ from agentload.recorder.secrets import scrub_bytes
 __all__ = ["TraceWriter", "encode_record"]
 
 _STOP = object()
+_MAX_FRAME = 8 << 20  # a burst of records is cut into frames of at most ~8 MiB (bounded memory)
 
 
 def encode_record(record: BaseModel | dict[str, Any]) -> bytes:
@@ -64,6 +65,7 @@ class TraceWriter:
         self._cctx = zstandard.ZstdCompressor(level=level, write_checksum=True)
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._buf: list[bytes] = []
+        self._buf_bytes = 0
         self._task: asyncio.Task[None] | None = None
         self._file: Any = None
         self._blobs: set[str] = set()
@@ -155,9 +157,11 @@ class TraceWriter:
                 deadline = loop.time() + self._interval
                 continue
             if item is not None:
-                self._buf.append(encode_record(item))
+                line = encode_record(item)
+                self._buf.append(line)
+                self._buf_bytes += len(line)
                 self.records_written += 1
-            if loop.time() >= deadline:
+            if loop.time() >= deadline or self._buf_bytes >= _MAX_FRAME:
                 await self._write_frame()
                 deadline = loop.time() + self._interval
 
@@ -166,6 +170,7 @@ class TraceWriter:
             return
         data = b"".join(self._buf)
         self._buf.clear()
+        self._buf_bytes = 0
         if self.compressed:
             if len(data) > 1 << 16:
                 data = await asyncio.to_thread(self._cctx.compress, data)

@@ -41,8 +41,10 @@ async def test_cut_at_random_offsets_yields_complete_records_and_reports_truncat
     if suffix == ".jsonl":
         pos = 0
         for line in data.split(b"\n")[:-1]:
+            ends.append(pos + len(line))  # a record is complete once its JSON is, newline or not
             pos += len(line) + 1
-            ends.append(pos)
+    # Cuts right at a record's end, and right after its newline, are the edge cases.
+    offsets += [e + d for e in ends[3:8] for d in (0, 1)]
     cut = tmp_path / f"cut{suffix}"
     truncated_reports = 0
     for off in offsets:
