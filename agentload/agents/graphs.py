@@ -9,7 +9,7 @@ Orchestrator::
                  └────────────────────┴→ END  (done or a limit)
 
 * ``agent``: one model call with the whole history; decides whether the session ends.
-* ``tools``: the reply's direct tool calls, in order, through the toolbox.
+* ``tools``: the reply's direct tool calls through the toolbox (concurrently unless one edits).
 * ``code_search`` / ``test_runner`` / ``file_reader``: one ``delegate`` call each: a sub-agent
   with a fresh context runs to its summary (at most ``max_parallel_delegations`` at a time).
 * ``collect``: appends the tool messages **in tool-call order** (never completion order, so
@@ -40,7 +40,7 @@ from agentload.agents.runtime import AgentRuntime, orchestrator_id, subagent_id
 from agentload.agents.steps import (
     Outcome,
     call_model,
-    run_tool,
+    run_tools,
     tool_message,
     valid_delegation,
 )
@@ -175,13 +175,10 @@ async def orchestrator_tools(state: ToolsTask, *, runtime: Runtime[AgentRuntime]
     rt = runtime.context
     agent_id = orchestrator_id(rt.session_id)
     allowed = tuple(t for t in rt.settings.orchestrator_tools if t != contract.DELEGATE)
-    out: dict[int, Outcome] = {}
-    for index, tc in state["calls"]:
-        out[index] = await run_tool(
-            rt, agent_id=agent_id, call_id=state["call_id"], index=index, tool_call=tc,
-            allowed=allowed,
-        )  # fmt: skip
-    return {"results": out}
+    outcomes = await run_tools(
+        rt, agent_id=agent_id, call_id=state["call_id"], calls=state["calls"], allowed=allowed
+    )
+    return {"results": {o.index: o for o in outcomes}}
 
 
 async def delegate(state: DelegateTask, *, runtime: Runtime[AgentRuntime]) -> dict[str, Any]:
@@ -311,15 +308,17 @@ def route_subagent(state: SubagentState, *, runtime: Runtime[AgentRuntime]) -> s
 async def subagent_tools(state: SubagentState, *, runtime: Runtime[AgentRuntime]) -> dict[str, Any]:
     rt = runtime.context
     allowed = rt.settings.subagents[state["role"]].tools
-    msgs, deps = [], []
-    for i, tc in enumerate(state.get("tool_calls", [])):
-        o = await run_tool(
-            rt, agent_id=state["agent_id"], call_id=state["call_id"], index=i, tool_call=tc,
-            allowed=allowed,
-        )  # fmt: skip
-        msgs.append(tool_message(o.tool_call_id, o.text))
-        deps.append(o.depends_id)
-    return {"messages": msgs, "depends_on": deps}
+    outcomes = await run_tools(
+        rt,
+        agent_id=state["agent_id"],
+        call_id=state["call_id"],
+        calls=list(enumerate(state.get("tool_calls", []))),
+        allowed=allowed,
+    )
+    return {
+        "messages": [tool_message(o.tool_call_id, o.text) for o in outcomes],
+        "depends_on": [o.depends_id for o in outcomes],
+    }
 
 
 def subagent_finish(state: SubagentState) -> dict[str, Any]:

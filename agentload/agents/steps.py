@@ -6,6 +6,7 @@ agent (orchestrator or sub-agent) records the same way.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,15 @@ from agentload.agents.recording import ToolFacts
 from agentload.agents.runtime import AgentRuntime, agent_call_id, tool_call_id
 from agentload.recorder.capture import assistant_message
 
-__all__ = ["ModelTurn", "Outcome", "call_model", "parse_arguments", "run_tool", "tool_message"]
+__all__ = [
+    "ModelTurn",
+    "Outcome",
+    "call_model",
+    "parse_arguments",
+    "run_tool",
+    "run_tools",
+    "tool_message",
+]
 
 
 @dataclass(frozen=True)
@@ -164,6 +173,29 @@ async def run_tool(
         model_call_id=model_id or None,
     )
     return Outcome(index=index, tool_call_id=rid, text=text, depends_id=rid)
+
+
+async def run_tools(
+    rt: AgentRuntime,
+    *,
+    agent_id: str,
+    call_id: str,
+    calls: list[tuple[int, dict[str, Any]]],
+    allowed: tuple[str, ...],
+) -> list[Outcome]:
+    """Run one reply's tool calls: concurrently when none of them edits the workspace (as a
+    coding agent runs its read-only tools), one after the other in order otherwise. The
+    outcomes come back in tool-call order either way."""
+    names = {str((tc.get("function") or {}).get("name", "")) for _, tc in calls}
+
+    def one(index: int, tc: dict[str, Any]) -> Any:
+        return run_tool(
+            rt, agent_id=agent_id, call_id=call_id, index=index, tool_call=tc, allowed=allowed
+        )
+
+    if len(calls) > 1 and contract.EDIT_FILE not in names:
+        return list(await asyncio.gather(*(one(i, tc) for i, tc in calls)))
+    return [await one(i, tc) for i, tc in calls]
 
 
 def _delegate_error(args: Any) -> str:
