@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 __all__ = ["decide_agent"]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HEADER = re.compile(r"^# ((?:[\w.\-]+/)*[\w.\-]+) \(lines (\d+)-(\d+) of (\d+)\)", re.M)
 _DOTTED_TEST = re.compile(r"^(?:[\w]+\.)*test\w*(?:\.\w+)*$")
 _SYS_CACHE: dict[str, tuple[list[str], list[str], Facts]] = {}
 
@@ -91,13 +90,7 @@ def _context(policy: Policy, conv: Conversation) -> _Ctx:
         (i for i, m in enumerate(conv.messages) if m.get("role") == "assistant"), default=0
     )
     task = conv.text(1) if len(conv.messages) > 1 else ""
-    headers: list[tuple[str, int, int, int]] = []
-    for i in range(1, len(conv.messages)):
-        if conv.messages[i].get("role") == "tool":
-            headers += [
-                (m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)))
-                for m in _HEADER.finditer(conv.text(i))
-            ]
+    facts = conv.facts(1)
     ctx = _Ctx(
         policy=policy,
         conv=conv,
@@ -106,9 +99,9 @@ def _context(policy: Policy, conv: Conversation) -> _Ctx:
         repo=repo,
         sections=sections,
         sys_facts=sys_facts,
-        facts=conv.facts(1),
-        last=conv.facts(last_asst + 1) if last_asst else conv.facts(1),
-        headers=headers,
+        facts=facts,
+        last=conv.facts(last_asst + 1) if last_asst else facts,
+        headers=facts.reads,
     )
     said = []
     for name, args in conv.calls():
@@ -442,13 +435,7 @@ def _file_reader(ctx: _Ctx) -> list[Call]:
 
 def _listed(ctx: _Ctx) -> list[str]:
     """Paths that a tool output gave one per line (``list_files``)."""
-    out: list[str] = []
-    for m in ctx.conv.messages:
-        if m.get("role") == "tool":
-            text = m.get("content")
-            if isinstance(text, str):
-                out += [ln for ln in text.splitlines() if ln and " " not in ln and "." in ln]
-    return out
+    return ctx.facts.listed
 
 
 def _test_target(ctx: _Ctx) -> str | None:

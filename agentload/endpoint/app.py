@@ -95,7 +95,7 @@ class Simulator:
             req.messages, mids, req.tools, req.tool_choice, prompt_tokens, req.seed
         )
         d = self.policy.decide(conv)
-        return self._limit(req, d, prompt_tokens)
+        return self._limit(req, d, prompt_tokens, conv.digest)
 
     def _extend(self, d: Decision, n: int) -> list[str]:
         segs = list(d.segments)
@@ -110,7 +110,7 @@ class Simulator:
             have += self.tokens.count("".join(extra))
         return segs
 
-    def _limit(self, req: ChatRequest, d: Decision, prompt_tokens: int) -> Reply:
+    def _limit(self, req: ChatRequest, d: Decision, prompt_tokens: int, digest: int) -> Reply:
         tok = self.tokens
         calls = [(n, orjson.dumps(a).decode()) for n, a in d.tool_calls]
         finish = "tool_calls" if calls else "stop"
@@ -139,11 +139,8 @@ class Simulator:
         for i, (name, args) in enumerate(calls):
             ap = tok.pieces(args)
             n_args += tok.count(args)
-            tc.append((self._call_id(i), name, ap))
+            tc.append((f"call_{digest:016x}{i:02x}", name, ap))
         return Reply(pieces, tc, finish, prompt_tokens, tok.count(text) + n_args)
-
-    def _call_id(self, i: int) -> str:
-        return f"call_{self._tag}{next(self._ids):08x}{i:02x}"
 
     # -- HTTP handlers -----------------------------------------------------------------------
     async def chat(self, request: Request) -> Response:

@@ -34,6 +34,18 @@ _ERR_RE = re.compile(
 )
 _FAILED_TEST_RE = re.compile(r"^(?:FAIL|ERROR): (test\w*) \(([\w.]+)\)", re.M)
 _PYTEST_FAILED_RE = re.compile(r"^FAILED ([\w/.\-]+\.py)::(\w+)", re.M)
+_LISTED_RE = re.compile(r"^(?:[\w.\-]+/)*[\w\-][\w.\-]*\.\w+$")
+_FIELDS = (
+    "paths",
+    "locations",
+    "idents",
+    "defs",
+    "errors",
+    "failed_tests",
+    "code_lines",
+    "reads",
+    "listed",
+)
 _STOP = frozenset(
     [
         "self",
@@ -87,38 +99,19 @@ class Facts:
     errors: list[str] = field(default_factory=list)
     failed_tests: list[str] = field(default_factory=list)
     code_lines: list[str] = field(default_factory=list)
+    reads: list[tuple[str, int, int, int]] = field(default_factory=list)
+    listed: list[str] = field(default_factory=list)
 
     def merge(self, other: Facts) -> None:
-        for name in (
-            "paths",
-            "locations",
-            "idents",
-            "defs",
-            "errors",
-            "failed_tests",
-            "code_lines",
-        ):
+        for name in _FIELDS:
             mine: list[object] = getattr(self, name)
             mine.extend(getattr(other, name))
 
     def dedupe(self) -> Facts:
-        def d(xs: list[object]) -> list[object]:
-            return list(dict.fromkeys(xs))
-
-        return Facts(
-            *(
-                d(getattr(self, n))
-                for n in (  # type: ignore[arg-type]
-                    "paths",
-                    "locations",
-                    "idents",
-                    "defs",
-                    "errors",
-                    "failed_tests",
-                    "code_lines",
-                )
-            )
-        )
+        out = Facts()
+        for name in _FIELDS:
+            setattr(out, name, list(dict.fromkeys(getattr(self, name))))
+        return out
 
 
 def _norm(path: str) -> str | None:
@@ -141,6 +134,10 @@ def _extract(text: str) -> Facts:
             f.locations.append(Location(p, int(m.group(2)), "hit"))
     for m in _READ_HEADER_RE.finditer(text):
         f.locations.append(Location(m.group(1), int(m.group(2)), "read"))
+        f.reads.append((m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))))
+    lines = text.splitlines()
+    if lines and sum(1 for ln in lines[:50] if _LISTED_RE.match(ln)) >= min(len(lines), 50) * 0.8:
+        f.listed = [ln for ln in lines if _LISTED_RE.match(ln)]
     for m in _PATH_RE.finditer(text):
         p = _norm(m.group(1))
         if p:

@@ -54,7 +54,7 @@ class PolicyConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reasoning_tokens: LengthDist = Field(
-        default=LengthDist(median=150, p90=900, min=12, max=4000),
+        default=LengthDist(median=180, p90=1200, min=12, max=4000),
         description="Text an agent writes alongside its tool calls.",
     )
     answer_tokens: LengthDist = Field(
@@ -93,7 +93,7 @@ class PolicyConfig(BaseModel):
         description="Odds that a direct-tool round issues two calls at once.",
     )
     whole_file_prob: float = Field(
-        default=0.12, ge=0, le=1, description="Odds that a direct read_file reads the whole file."
+        default=0.16, ge=0, le=1, description="Odds that a direct read_file reads the whole file."
     )
     read_window: tuple[int, int] = Field(
         default=(25, 75),
@@ -133,6 +133,7 @@ class Conversation:
     prompt_tokens: int
     rng: random.Random
     stable_rng: random.Random
+    digest: int = 0
     role: str | None = None
     attrs: dict[str, str] = field(default_factory=dict)
 
@@ -211,7 +212,8 @@ class Policy:
             tool_schemas=schemas,
             tool_choice=tool_choice,
             prompt_tokens=prompt_tokens,
-            rng=random.Random(_digest(seed, mids, str(len(tools)))),
+            rng=random.Random(digest := _digest(seed, mids, str(len(tools)))),
+            digest=digest,
             stable_rng=random.Random(_digest(seed, mids[:2], "stable")),
         )
         first = messages[0] if messages else {}

@@ -16,7 +16,6 @@ import os
 import socket
 import threading
 from types import TracebackType
-from typing import Any
 
 import uvicorn
 
@@ -139,6 +138,3 @@ class SimulatorServer:
 
     def __repr__(self) -> str:
         return f"SimulatorServer({self.base_url!r}, model={self.model!r})"
-
-    def __getstate__(self) -> dict[str, Any]:  # pragma: no cover - not picklable by design
-        raise TypeError("SimulatorServer cannot be pickled")

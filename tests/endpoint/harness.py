@@ -14,6 +14,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,8 +142,12 @@ def run_agent(
         {"role": "user", "content": task},
     ]
     for _ in range(max_calls):
+        t0 = time.perf_counter()
         r = _complete(client, model, messages, schemas)
-        sess.requests.append({"role": role, "messages": len(messages), "usage": r.usage})
+        took = time.perf_counter() - t0
+        sess.requests.append(
+            {"role": role, "messages": len(messages), "usage": r.usage, "seconds": took}
+        )
         if role == contract.ORCHESTRATOR:
             sess.orchestrator_prompts.append(r.usage.prompt_tokens)
         msg = r.choices[0].message
@@ -234,5 +239,15 @@ if __name__ == "__main__":  # calibration: python tests/endpoint/harness.py [ini
             statistics.quantiles(outs, n=10)[-1],
         )
         from collections import Counter
+
+        lat = [r["seconds"] for r in s.requests if r["role"] == "orchestrator"]
+        print(
+            "orchestrator request latency median",
+            round(statistics.median(lat), 4),
+            "last 10 mean",
+            round(sum(lat[-10:]) / 10, 4),
+            "max",
+            round(max(lat), 4),
+        )
 
         print(Counter((r, n) for r, n, _, _ in s.tool_calls))

@@ -173,9 +173,10 @@ def test_orchestrator_targets_real_paths_and_is_deterministic(
         srv = make_server(seed=seed)
         msg = _ask(srv, msgs, names)
         again = _ask(srv, msgs, names)
-        assert [c["function"] for c in msg["tool_calls"]] == [
-            c["function"] for c in again["tool_calls"]
-        ] and msg["content"] == again["content"]  # same seed, same request -> same reply
+        # Same seed, same request -> same reply, tool call ids included (they go into the
+        # next request, so a run stays reproducible).
+        assert msg["tool_calls"] == again["tool_calls"] and msg["content"] == again["content"]
+        assert len({c["id"] for c in msg["tool_calls"]}) == len(msg["tool_calls"])
         first_by_seed[seed] = json.dumps(_calls(msg))
         for name, args in _calls(msg):
             if name == "list_files" and args.get("path"):
