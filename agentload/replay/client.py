@@ -12,6 +12,7 @@ an error kind (``http_<status>``, ``context_overflow``, ``timeout``, ``connect``
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -85,16 +86,32 @@ class StreamClient:
             hdrs["authorization"] = f"Bearer {api_key}"
         hdrs.update(headers or {})
         self._url = self.base_url + "/chat/completions"
-        self._client = httpx.AsyncClient(
-            headers=hdrs,
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0)),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
+        self._headers = hdrs
+        self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0))
+        # One TLS context for every connection (building one costs ~30 ms); none for http.
+        self._verify: ssl.SSLContext | bool = (
+            ssl.create_default_context() if self.base_url.startswith("https") else False
+        )
+        self._client = self._new_client(4)
+        # One single-connection client per concurrent stream, reused LIFO: httpx's shared pool
+        # scans every connection on every request (quadratic at 1,000 streams); this doesn't.
+        self._idle: list[httpx.AsyncClient] = []
+        self._all: list[httpx.AsyncClient] = []
+        self._slots = asyncio.Semaphore(max_connections)
+
+    def _new_client(self, connections: int) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            headers=self._headers,
+            timeout=self._timeout,
+            verify=self._verify,
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
         )
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        for c in [self._client, *self._all]:
+            await c.aclose()
+        self._all.clear()
+        self._idle.clear()
 
     async def probe(self, model: str) -> list[str]:
         """GET ``/models``: raises ``EndpointUnreachableError`` / ``ModelNotFoundError``."""
@@ -121,11 +138,30 @@ class StreamClient:
     async def chat(self, body: bytes, headers: Mapping[str, str] | None = None) -> Outcome:
         """Send one streaming request; never raises for endpoint failures."""
         clock = self.clock
-        out = Outcome(send_ns=clock())
+        async with self._slots:
+            client = self._idle.pop() if self._idle else None
+            if client is None:
+                client = self._new_client(1)
+                self._all.append(client)
+            out = Outcome(send_ns=clock())
+            try:
+                await self._chat(client, body, headers, out)
+            finally:
+                out.end_ns = clock()
+                self._idle.append(client)
+        return out
+
+    async def _chat(
+        self,
+        client: httpx.AsyncClient,
+        body: bytes,
+        headers: Mapping[str, str] | None,
+        out: Outcome,
+    ) -> None:
         try:
             async with asyncio.timeout(self.timeout_s):
-                req = self._client.build_request("POST", self._url, content=body, headers=headers)
-                resp = await self._client.send(req, stream=True)
+                req = client.build_request("POST", self._url, content=body, headers=headers)
+                resp = await client.send(req, stream=True)
                 try:
                     out.status = resp.status_code
                     if resp.status_code != 200:
@@ -150,12 +186,11 @@ class StreamClient:
             out.error_kind, out.error = "reset", f"{type(exc).__name__}: {exc}"
         except httpx.HTTPError as exc:
             out.error_kind, out.error = "client_error", f"{type(exc).__name__}: {exc}"
-        out.end_ns = clock()
-        return out
 
     async def _read_stream(self, resp: httpx.Response, out: Outcome) -> None:
         clock = self.clock
         chunks = out.chunk_ns
+        append = chunks.append
         buf = b""
         done = False
         loads = orjson.loads
@@ -172,13 +207,27 @@ class StreamClient:
                 if payload == b"[DONE]":
                     done = True
                     continue
+                # Fast path once streaming: a compact mid-stream delta (finish_reason null, no
+                # usage object, no error) is classified by bytes alone; anything else (other
+                # spacing included) is parsed with orjson.
+                if (
+                    chunks
+                    and b'"finish_reason":null' in payload
+                    and b'"usage":{' not in payload
+                    and b'"error"' not in payload
+                ):
+                    if (b'"content":"' in payload and b'"content":""' not in payload) or (
+                        b'"tool_calls":[' in payload or b'"reasoning_content":"' in payload
+                    ):
+                        append(now)
+                    continue
                 try:
                     ev: Any = loads(payload)
                 except orjson.JSONDecodeError:
                     out.error_kind, out.error = "stream_error", "unparseable SSE event"
                     continue
                 if _event(ev, out):
-                    chunks.append(now)
+                    append(now)
         if chunks:
             out.first_ns = chunks[0]
         if out.error_kind is None and not done and out.finish_reason is None:

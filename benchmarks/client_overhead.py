@@ -1,0 +1,419 @@
+"""Client overhead of ``agentload replay`` vs AIPerf, and agentload's client timing error.
+
+    .venv/bin/python benchmarks/client_overhead.py [--levels 10,100,1000] [--no-aiperf]
+
+The built-in simulator (``instant`` profile: no sleeps) runs in its own process, wrapped in an
+ASGI shim that logs, per request, when the server received it and when it handed out the
+first body bytes (``time.perf_counter_ns``: CLOCK_MONOTONIC, the same clock in every process
+of the machine). At each concurrency level both clients drive the same server with the same
+shape of traffic (single-call sessions, ~100 prompt tokens, ``--output-tokens`` pinned with
+``ignore_eos``), and the script prints the sustained chunk rate (SSE content events/s), the
+client's CPU seconds, and chunks per CPU second; the ratio is agentload's chunks/CPU-s over
+AIPerf's. The timing error is agentload's TTFT minus the server's own (first body bytes −
+request received) for the same request, at the highest level.
+
+AIPerf is installed on demand into its own venv (``--aiperf-venv``, default
+/tmp/aiperf-venv; ~1.2 GB), never into agentload's; it runs offline with the tokenizer
+vocabularies written by ``agentload.tokenizer.write_tiktoken_cache`` and ``--tokenizer
+builtin``. When it cannot be installed or run, the script says so and reports agentload's own
+figures. The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------- server (own process) ----
+def serve(port: int, log: str, profile: str) -> None:
+    """Run the simulator with a timing shim; write the log on SIGTERM."""
+    import signal
+
+    import uvicorn
+
+    from agentload.endpoint import Simulator, build_app
+
+    app = build_app(Simulator(profile))
+    times: list[str] = []
+
+    async def shim(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/v1/chat/completions":
+            await app(scope, receive, send)
+            return
+        t_recv = time.perf_counter_ns()
+        rid = dict(scope["headers"]).get(b"x-bench-id", b"").decode()
+        first: list[int] = []
+
+        async def timed_send(msg: Any) -> None:
+            if not first and msg["type"] == "http.response.body" and msg.get("body"):
+                first.append(time.perf_counter_ns())
+            await send(msg)
+
+        await app(scope, receive, timed_send)
+        if rid and first:
+            times.append(f"{rid} {t_recv} {first[0]}")
+
+    server = uvicorn.Server(
+        uvicorn.Config(
+            shim,
+            host="127.0.0.1",
+            port=port,
+            log_level="error",
+            lifespan="off",
+            access_log=False,
+            backlog=4096,
+            timeout_keep_alive=120,
+        )
+    )
+
+    def flush(*_: Any) -> None:
+        Path(log).write_text("\n".join(times) + "\n")
+        server.should_exit = True
+
+    signal.signal(signal.SIGTERM, flush)
+    server.run()
+    Path(log).write_text("\n".join(times) + "\n")
+
+
+def _free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = int(s.getsockname()[1])
+    s.close()
+    return port
+
+
+def start_server(log: Path, profile: str = "instant") -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(port), str(log), profile],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).status_code == 200:
+                return proc, f"http://127.0.0.1:{port}/v1"
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("simulator did not start")
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+# ------------------------------------------------------------------ agentload client ------
+async def _write_trace(path: Path, n: int, out_tokens: int) -> None:
+    from agentload.recorder import CallCapture, TraceWriter, make_header
+    from agentload.recorder.schema import Timings
+    from agentload.tokenizer import ChatTokenCounter
+
+    async with TraceWriter(path, make_header(model="bench")) as w:
+        cap = CallCapture(w, ChatTokenCounter())
+        for i in range(n):
+            words = " ".join(f"w{(i * 7 + k) % 997}" for k in range(60))
+            body = {"model": "bench", "messages": [{"role": "user", "content": f"{i} {words}"}]}
+            await cap.llm_call(
+                call_id=f"c{i}",
+                session_id=f"s{i}",
+                agent_id=f"a{i}",
+                seq=0,
+                body=body,
+                content="x",
+                tool_calls=None,
+                finish_reason="length",
+                usage={"completion_tokens": out_tokens},
+                timings=Timings(submit_ns=i, first_token_ns=i + 1, last_token_ns=i + 2),
+            )
+
+
+async def run_agentload(base: str, trace: Path, level: int, total: int) -> dict[str, Any]:
+    from agentload.recorder import load_trace
+    from agentload.replay.bodies import BodyBuilder
+    from agentload.replay.client import StreamClient
+    from agentload.replay.engines import get_engine
+    from agentload.replay.plan import build_plans
+    from agentload.replay.schedule import LoadShape, PointRunner
+
+    plans = build_plans([load_trace(trace)])
+    client = StreamClient(base, max_connections=level + 8, timeout_s=300)
+    shape = LoadShape(
+        concurrency=level,
+        sessions=total,
+        start_at="zero",
+        gap_scale=0.0,
+        session_header="x-bench-id",
+    )
+    runner = PointRunner(client, plans, BodyBuilder("agentload-sim", get_engine("vllm")), shape)
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    run = await runner.run()
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+    await client.aclose()
+    ok = [r for r in run.requests if r.ok]
+    chunks = sum(len(r.itl_ns) + 1 for r in ok)
+    ids = {r.session: f"{runner.source.nonce}-{r.session}" for r in ok}
+    ttft = {ids[r.session]: (r.ttft_ns or 0) for r in ok}
+    first = {ids[r.session]: (r.first_ns or 0) + run.t0_ns for r in ok}
+    return {
+        "chunks": chunks,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "ok": len(ok),
+        "failed": len(run.requests) - len(ok),
+        "ttft": ttft,
+        "first": first,
+    }
+
+
+# ------------------------------------------------------------------------- AIPerf ---------
+def ensure_aiperf(venv: Path) -> tuple[Path | None, str]:
+    exe = venv / "bin" / "aiperf"
+    if exe.exists():
+        return exe, "found"
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300
+        )
+        subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "-q", "aiperf"],
+            check=True,
+            capture_output=True,
+            timeout=1800,
+        )
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+        err = getattr(exc, "stderr", b"") or b""
+        return None, f"could not install aiperf: {exc} {err.decode(errors='replace')[-300:]}"
+    return (exe, "installed") if exe.exists() else (None, "aiperf installed without a CLI")
+
+
+def run_aiperf(
+    exe: Path, base: str, level: int, total: int, out_tokens: int, cache: Path, art: Path
+) -> dict[str, Any]:
+    env = dict(os.environ, TIKTOKEN_CACHE_DIR=str(cache))
+    cmd = [
+        str(exe),
+        "profile",
+        "--model",
+        "agentload-sim",
+        "--url",
+        base.removesuffix("/v1"),
+        "--endpoint-type",
+        "chat",
+        "--streaming",
+        "--concurrency",
+        str(level),
+        "--request-count",
+        str(total),
+        "--synthetic-input-tokens-mean",
+        "100",
+        "--output-tokens-mean",
+        str(out_tokens),
+        "--output-tokens-stddev",
+        "0",
+        "--extra-inputs",
+        "ignore_eos:true",
+        "--tokenizer",
+        "builtin",
+        "--artifact-dir",
+        str(art),
+        "--ui-type",
+        "none",
+    ]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, env=env, capture_output=True, timeout=1800)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if p.returncode != 0:
+        tail = (p.stdout + p.stderr).decode(errors="replace")[-400:]
+        return {"error": f"aiperf exited {p.returncode}: {tail}"}
+    dur = wall
+    for f in art.rglob("*aiperf*.json"):
+        try:
+            data = json.loads(f.read_text())
+        except (ValueError, OSError):
+            continue
+        d = _find(data, "benchmark_duration")
+        if isinstance(d, int | float) and d > 0:
+            dur = float(d)
+            break
+    return {"chunks": total * out_tokens, "cpu_s": cpu, "wall_s": dur, "ok": total}
+
+
+def _find(obj: Any, key: str) -> Any:
+    if isinstance(obj, dict):
+        if key in obj:
+            v = obj[key]
+            return v.get("avg", v.get("value")) if isinstance(v, dict) else v
+        for v in obj.values():
+            r = _find(v, key)
+            if r is not None:
+                return r
+    return None
+
+
+# --------------------------------------------------------------------------- main ---------
+def _pct(vals: list[float], q: float) -> float:
+    v = sorted(vals)
+    if not v:
+        return float("nan")
+    r = (len(v) - 1) * q / 100
+    lo = int(r)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (r - lo)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--serve", nargs=3, metavar=("PORT", "LOG", "PROFILE"), help=argparse.SUPPRESS)
+    ap.add_argument("--timing-streams", type=int, default=1000)
+    ap.add_argument("--levels", default="10,100,1000")
+    ap.add_argument("--requests-per-stream", type=int, default=3)
+    ap.add_argument("--output-tokens", type=int, default=256)
+    ap.add_argument("--no-aiperf", action="store_true")
+    ap.add_argument("--aiperf-venv", default="/tmp/aiperf-venv")
+    a = ap.parse_args()
+    if a.serve:
+        serve(int(a.serve[0]), a.serve[1], a.serve[2])
+        return
+    sys.path.insert(0, str(ROOT))
+    levels = [int(x) for x in a.levels.split(",")]
+    tmp = Path(tempfile.mkdtemp(prefix="agentload-bench-"))
+    log = tmp / "server.log"
+    trace = tmp / "bench.agentload.jsonl"
+    asyncio.run(_write_trace(trace, max(levels) * a.requests_per_stream, a.output_tokens))
+
+    aiperf, note = (None, "skipped (--no-aiperf)")
+    cache = tmp / "tiktoken"
+    if not a.no_aiperf:
+        aiperf, note = ensure_aiperf(Path(a.aiperf_venv))
+        from agentload.tokenizer import write_tiktoken_cache
+
+        write_tiktoken_cache(str(cache))
+    print(f"aiperf: {note}")
+    proc, base = start_server(log)
+    rows: list[dict[str, Any]] = []
+    try:
+        for level in levels:
+            total = level * a.requests_per_stream
+            ours = asyncio.run(run_agentload(base, trace, level, total))
+            row: dict[str, Any] = {"level": level, "agentload": ours}
+            if aiperf is not None:
+                row["aiperf"] = run_aiperf(
+                    aiperf, base, level, total, a.output_tokens, cache, tmp / f"aiperf-{level}"
+                )
+            rows.append(row)
+    finally:
+        stop_server(proc)
+    # Timing error: a paced server (8 tokens at 5 tokens/s per stream) that keeps up with
+    # --timing-streams concurrent streams, so the difference is the client's, not a queue's.
+    n = a.timing_streams
+    paced = tmp / "paced.yaml"
+    paced.write_text(
+        "name: paced\ninstant: false\nprefill_tokens_per_s: 10000000\n"
+        "decode_tokens_per_s: 5\ndecode_degradation: 0\noverhead_ms: 20\n"
+        f"max_batch: {n * 2}\nkv_capacity_tokens: 100000000\nblock_size: 16\n"
+        "max_context: 1048576\n"
+    )
+    tlog = tmp / "timing.log"
+    ttrace = tmp / "timing.agentload.jsonl"
+    asyncio.run(_write_trace(ttrace, n * 2, 8))
+    proc, base = start_server(tlog, str(paced))
+    try:
+        timing = asyncio.run(run_agentload(base, ttrace, n, n * 2))
+    finally:
+        stop_server(proc)
+    server: dict[str, tuple[int, int]] = {}
+    for line in tlog.read_text().splitlines():
+        rid, t_recv, t_first = line.split()
+        server[rid] = (int(t_recv), int(t_first))
+    errors_ms = [
+        (timing["ttft"][k] - (server[k][1] - server[k][0])) / 1e6
+        for k in timing["ttft"]
+        if k in server
+    ]
+    recv_ms = [(timing["first"][k] - server[k][1]) / 1e6 for k in timing["first"] if k in server]
+
+    print(f"{'level':>6} {'client':>10} {'chunks/s':>12} {'CPU s':>8} {'chunks/CPU-s':>14}")
+    ratios = []
+    for row in rows:
+        for name in ("agentload", "aiperf"):
+            r = row.get(name)
+            if not r:
+                continue
+            if "error" in r:
+                print(f"{row['level']:>6} {name:>10} {r['error']}")
+                continue
+            r["chunk_rate"] = r["chunks"] / r["wall_s"]
+            r["per_cpu_s"] = r["chunks"] / max(r["cpu_s"], 1e-9)
+            print(
+                f"{row['level']:>6} {name:>10} {r['chunk_rate']:>12,.0f} {r['cpu_s']:>8.2f} "
+                f"{r['per_cpu_s']:>14,.0f}"
+            )
+        ap_ = row.get("aiperf") or {}
+        if "per_cpu_s" in ap_:
+            ratio = row["agentload"]["per_cpu_s"] / ap_["per_cpu_s"]
+            ratios.append(ratio)
+            print(f"{row['level']:>6} {'ratio':>10} {ratio:>12.2f}x (chunks per CPU second)")
+    p99 = _pct(errors_ms, 99)
+    print(
+        f"timing error at {n} concurrent streams (agentload TTFT − server TTFT, "
+        f"{len(errors_ms)} requests, {timing['failed']} failed): p50 "
+        f"{_pct(errors_ms, 50):.3f} ms, p99 {p99:.3f} ms, "
+        f"max {max(errors_ms, default=float('nan')):.3f} ms"
+    )
+    print(
+        f"  of which on the response side (client first-chunk time − server first write): "
+        f"p50 {_pct(recv_ms, 50):.3f} ms, p99 {_pct(recv_ms, 99):.3f} ms"
+    )
+    shutil.rmtree(tmp, ignore_errors=True)
+    print(
+        json.dumps(
+            {
+                "ratio_vs_aiperf": min(ratios) if ratios else None,
+                "timing_error_p99_ms": round(p99, 3),
+                "receive_lag_p99_ms": round(_pct(recv_ms, 99), 3),
+                "timing_streams": n,
+                "levels": [
+                    {
+                        "level": r["level"],
+                        "agentload_chunk_rate": round(r["agentload"].get("chunk_rate", 0)),
+                        "agentload_cpu_s": round(r["agentload"]["cpu_s"], 3),
+                        "aiperf_chunk_rate": round((r.get("aiperf") or {}).get("chunk_rate", 0))
+                        or None,
+                        "aiperf_cpu_s": (r.get("aiperf") or {}).get("cpu_s"),
+                    }
+                    for r in rows
+                ],
+                "aiperf": note,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
