@@ -47,7 +47,7 @@ SESSION_LABEL = "agentload.session"
 PID_LABEL = "agentload.pid"
 HOST_LABEL = "agentload.host"
 _KILL_GRACE_S = 2.0
-_HOST_GRACE_S = 4.0
+_HOST_GRACE_S = 2.0
 _WRAP = 'echo $$ > "$1"; t=$2; shift 2; exec timeout -k {grace} "$t" "$@"'
 _WRAP_NO_TIMEOUT = 'echo $$ > "$1"; shift 2; exec "$@"'
 
@@ -76,7 +76,7 @@ class DockerSandbox:
         self._client = client
         self._capture_bytes = capture_bytes
         self._closed = False
-        self._close_lock = threading.Lock()
+        self._close_lock = threading.RLock()
         self.session_id = session_id
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
@@ -164,10 +164,9 @@ class DockerSandbox:
             finished = _pump(sock, cap, host_deadline)
             if not finished:
                 self._kill_group(pidfile)
-                _pump(sock, cap, time.perf_counter_ns() + 2_000_000_000)
+                _pump(sock, cap, time.perf_counter_ns() + 1_000_000_000)
         finally:
-            with contextlib.suppress(OSError):
-                sock.close()
+            _close_stream(sock)
         end = time.perf_counter_ns()
         exit_code = self._exit_code(exec_id)
         elapsed_s = (end - start) / 1e9
@@ -219,6 +218,14 @@ class DockerSandbox:
                 "(`agentload sandbox cleanup` removes it)",
                 file=sys.stderr,
             )
+
+
+def _close_stream(sock: Any) -> None:
+    """Close the exec stream: the socket file, the socket under it, and the HTTP response."""
+    for obj in (sock, getattr(sock, "_sock", None), getattr(sock, "_response", None)):
+        if obj is not None:
+            with contextlib.suppress(Exception):
+                obj.close()
 
 
 def _pump(sock: Any, cap: Capture, deadline_ns: int) -> bool:

@@ -9,6 +9,7 @@ naming what was tried.
 from __future__ import annotations
 
 import os
+import socket
 from typing import Any
 
 import docker
@@ -31,11 +32,23 @@ def docker_hosts() -> list[str]:
     return out
 
 
+def _probe_unix(path: str) -> None:
+    """Fail fast (and without leaking a socket) when nothing listens on a unix socket."""
+    if not os.path.exists(path):
+        raise DockerUnavailableError("no such socket")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        try:
+            s.connect(path)
+        except OSError as exc:
+            raise DockerUnavailableError(exc.strerror or str(exc)) from None
+
+
 def _client(host: str, timeout: float) -> Any:
+    if host.startswith("unix://"):
+        _probe_unix(host.removeprefix("unix://"))
     if host == os.environ.get("DOCKER_HOST"):
         return docker.from_env(timeout=int(timeout))
-    if host.startswith("unix://") and not os.path.exists(host.removeprefix("unix://")):
-        raise DockerUnavailableError(f"{host}: no such socket")
     return docker.DockerClient(base_url=host, timeout=int(timeout))
 
 

@@ -3,10 +3,14 @@
 Every open sandbox registers its ``close``. They run, in this order of likelihood:
 
 * normally, from ``Sandbox.close()`` / the ``with`` block / a ``finally:``;
-* on Ctrl-C: Python raises ``KeyboardInterrupt`` (asyncio cancels the main task), the unwinding
-  closes them, and ``atexit`` closes any left;
-* on SIGTERM or SIGHUP: the handler installed here closes them all, then lets the signal do what
-  it did before (the default: the process ends with that signal).
+* on Ctrl-C, SIGTERM or SIGHUP: the handler installed here closes them all at once (so a tool
+  call blocked in a worker thread ends now, not at its timeout, and ``asyncio.run`` can join its
+  executor), then lets the signal do what it did before: ``KeyboardInterrupt`` or asyncio's
+  cancellation for Ctrl-C, the default (the process ends with that signal) for the others;
+* at exit, before worker threads are joined and again in ``atexit``: whatever is still open.
+
+Handlers are installed by the first sandbox opened in the main thread, or by calling
+``install_signal_handlers()`` there (do that before opening sandboxes from worker threads).
 
 What a ``kill -9`` leaves behind is labelled, and ``agentload sandbox cleanup`` removes it.
 """
@@ -24,7 +28,7 @@ from typing import Any
 
 __all__ = ["close_all", "install_signal_handlers", "register", "unregister"]
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: a signal handler may interrupt a holder
 _open: dict[str, Callable[[], None]] = {}
 _installed = False
 _atexit_done = False
@@ -38,6 +42,13 @@ def register(key: str, close: Callable[[], None]) -> None:
         _open[key] = close
         if not _atexit_done:
             atexit.register(close_all)
+            # Also before worker threads are joined at exit: a thread blocked in an exec (an
+            # ``asyncio.to_thread`` tool call cut short by Ctrl-C) then ends at once, instead of
+            # holding the exit until its command's timeout. The hooks run last-registered first.
+            register_early = getattr(threading, "_register_atexit", None)
+            if register_early is not None:
+                with contextlib.suppress(RuntimeError):
+                    register_early(close_all)
             _atexit_done = True
     install_signal_handlers()
 
@@ -71,7 +82,8 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 
 def install_signal_handlers() -> bool:
-    """Close sandboxes on SIGTERM/SIGHUP (main thread only; idempotent). True when installed."""
+    """Close sandboxes on SIGINT/SIGTERM/SIGHUP, then chain to the previous handler (main thread
+    only; idempotent). True when installed."""
     global _installed
     if _installed:
         return True
@@ -80,7 +92,7 @@ def install_signal_handlers() -> bool:
     with _lock:
         if _installed:
             return True
-        for sig in (signal.SIGTERM, signal.SIGHUP):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             _previous[sig] = signal.getsignal(sig)
             signal.signal(sig, _on_signal)
         _installed = True

@@ -67,7 +67,7 @@ class LocalSandbox:
         self._tmp = tempfile.mkdtemp(prefix="agentload-sandbox-")
         self._env = {**base_env(self._tmp, str(Path(self._tmp) / "pycache")), "PATH": _path_env()}
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._closed = False
         lifecycle.register(self._key, self.close)
 
