@@ -10,7 +10,6 @@ import typer
 from rich.console import Console
 
 from agentload.errors import ReplayError
-from agentload.recorder.secrets import strip_credentials
 from agentload.replay.config import ReplayConfig
 from agentload.replay.options import parse_levels, parse_slo
 
@@ -110,7 +109,6 @@ def replay(
         max_context=max_context,
     )
     results = asyncio.run(run_replay(cfg, Progress()))
-    results["config"]["endpoint"] = strip_credentials(endpoint)
     console = Console()
     _print_summary(console, results)
     if out is not None:

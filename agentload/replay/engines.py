@@ -33,6 +33,8 @@ class EnginePreset:
     """Default header carrying the session id (``--session-header`` overrides)."""
     session_field: str | None = None
     """Default body field carrying the session id (``--session-field`` overrides)."""
+    nvext: bool = False
+    """Put ``ignore_eos`` inside Dynamo's ``nvext`` object instead of at the top level."""
 
     def without_extras(self) -> EnginePreset:
         """The same preset with ``ignore_eos``/``min_tokens`` off."""
@@ -50,7 +52,7 @@ ENGINES: dict[str, EnginePreset] = {
         "sglang", ignore_eos=True, min_tokens=True, cached_tokens_flag="--enable-cache-report"
     ),
     "trtllm": EnginePreset("trtllm", ignore_eos=True, min_tokens=True, cached_tokens_flag=""),
-    "dynamo": EnginePreset("dynamo", ignore_eos=True, min_tokens=True),
+    "dynamo": EnginePreset("dynamo", ignore_eos=True, min_tokens=True, nvext=True),
     "openai": EnginePreset("openai", ignore_eos=False, min_tokens=False),
 }
 

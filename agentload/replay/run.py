@@ -18,6 +18,7 @@ from typing import Any
 
 from agentload import __version__
 from agentload.errors import ReplayError
+from agentload.recorder.secrets import strip_credentials
 from agentload.recorder.trace import load_trace
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.client import StreamClient
@@ -136,7 +137,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
             power.close()
     return {
         "schema": SCHEMA,
-        "config": cfg.model_dump(),
+        "config": {**cfg.model_dump(), "endpoint": strip_credentials(cfg.endpoint)},
         "environment": _environment(),
         "engine": {
             "name": engine.name,

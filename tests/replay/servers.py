@@ -4,6 +4,7 @@ records every body it receives and misbehaves on request (500s, resets, stalls).
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
@@ -38,6 +39,8 @@ class Behaviour:
     fail: dict[int, str] = field(default_factory=dict)
     stall_s: float = 30.0
     report_cached: bool = True
+    spaced: bool = False
+    """Encode events with Python's default ``", "``/``": "`` separators (not compact)."""
 
 
 class ChatServer:
@@ -128,6 +131,7 @@ class ChatServer:
                 status_code=400,
             )
         n = int(body.get("max_tokens") or 16)
+        dumps = (lambda o: json.dumps(o).encode()) if b.spaced else orjson.dumps
         prompt = len(raw) // 4
 
         async def gen() -> AsyncIterator[bytes]:
@@ -147,15 +151,15 @@ class ChatServer:
                         "object": "chat.completion.chunk",
                         "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
                     }
-                    yield b"data: " + orjson.dumps(ev) + b"\n\n"
+                    yield b"data: " + dumps(ev) + b"\n\n"
                     if b.chunk_delay_s:
                         await asyncio.sleep(b.chunk_delay_s)
                 ev = {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
-                yield b"data: " + orjson.dumps(ev) + b"\n\n"
+                yield b"data: " + dumps(ev) + b"\n\n"
                 usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": n}
                 if b.report_cached:
                     usage["prompt_tokens_details"] = {"cached_tokens": cached}
-                yield b"data: " + orjson.dumps({"id": "x", "choices": [], "usage": usage}) + b"\n\n"
+                yield b"data: " + dumps({"id": "x", "choices": [], "usage": usage}) + b"\n\n"
                 yield b"data: [DONE]\n\n"
             finally:
                 self.active -= 1

@@ -89,3 +89,17 @@ def test_context_overflow_detection() -> None:
     assert is_context_overflow(b"This model's maximum context length is 8192 tokens")
     assert is_context_overflow(b'{"message": "Input length 9000 exceeds max_model_len"}')
     assert not is_context_overflow(b"internal server error")
+
+
+@pytest.mark.parametrize("spaced", [False, True])
+async def test_compact_and_spaced_streams_give_the_same_timeline(
+    make_server: object, spaced: bool
+) -> None:
+    srv: ChatServer = make_server(Behaviour(spaced=spaced))  # type: ignore[operator]
+    client = StreamClient(srv.base_url)
+    try:
+        out = await client.chat(_body(12))
+    finally:
+        await client.aclose()
+    assert out.ok and len(out.chunk_ns) == 12 and out.completion_tokens == 12
+    assert out.cached_tokens == 0 and out.finish_reason == "length"

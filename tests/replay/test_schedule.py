@@ -162,3 +162,12 @@ async def test_arrival_rate_starts_sessions_as_poisson(
     assert len(run.sessions) == 6 and all(s.complete for s in run.sessions)
     starts = sorted(s.start_ns for s in run.sessions)
     assert starts[-1] > starts[0]
+
+
+async def test_engine_presets_shape_the_extras(chat_server: ChatServer, trace_path: Path) -> None:
+    await run_point(
+        chat_server.base_url, [trace_path], start_at="zero", sessions=1, engine="dynamo"
+    )
+    body = orjson.loads(chat_server.seen[0].body)
+    assert body["nvext"] == {"ignore_eos": True} and "ignore_eos" not in body
+    assert body["min_tokens"] == body["max_tokens"]
