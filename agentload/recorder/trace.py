@@ -37,12 +37,20 @@ class Trace:
     truncated: Truncation | None = None
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     _blocks_cache: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    _by_agent: dict[str, list[LLMCallRecord]] = field(default_factory=dict, repr=False)
+    _by_agent_n: int = field(default=-1, repr=False)
 
     def calls_of(self, agent_id: str) -> list[LLMCallRecord]:
-        """An agent's calls in seq order."""
-        return sorted(
-            (c for c in self.calls.values() if c.agent_id == agent_id), key=lambda c: c.seq
-        )
+        """An agent's calls in seq order (a new list each time)."""
+        if self._by_agent_n != len(self.calls):  # (re)build the index once per change of size
+            by_agent: dict[str, list[LLMCallRecord]] = defaultdict(list)
+            for c in self.calls.values():
+                by_agent[c.agent_id].append(c)
+            for calls in by_agent.values():
+                calls.sort(key=lambda c: c.seq)
+            self._by_agent = dict(by_agent)
+            self._by_agent_n = len(self.calls)
+        return list(self._by_agent.get(agent_id, ()))
 
     def agents_of(self, session_id: str) -> list[AgentRecord]:
         return sorted(

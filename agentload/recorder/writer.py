@@ -90,14 +90,18 @@ class TraceWriter:
         self._task = asyncio.create_task(self._run(), name=f"trace-writer:{self.path.name}")
 
     async def write(self, record: BaseModel | dict[str, Any]) -> None:
-        """Queue a record; it reaches the file within ``flush_interval_s``."""
-        self._check_open()
-        self._queue.put_nowait(record)
+        """Queue a record; it reaches the file within ``flush_interval_s``.
+
+        The record is serialized now: later changes to it (or to the dicts it holds) do not
+        reach the file, and a record that cannot be serialized fails here, in the caller.
+        """
+        self.write_nowait(record)
 
     def write_nowait(self, record: BaseModel | dict[str, Any]) -> None:
         """Same as ``write`` for synchronous callers on the writer's event loop."""
         self._check_open()
-        self._queue.put_nowait(record)
+        self._queue.put_nowait(encode_record(record))
+        self.records_written += 1
 
     async def blob(self, kind: str, content: Any, tokens: int | None = None) -> str:
         """Intern content; the blob record is written once per file, before first use."""
@@ -113,9 +117,13 @@ class TraceWriter:
     async def flush(self) -> None:
         """Write everything queued so far as one complete frame, now."""
         self._check_open()
+        assert self._task is not None
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.put_nowait(done)
-        await done
+        await asyncio.wait([done, self._task], return_when=asyncio.FIRST_COMPLETED)
+        if not done.done():  # the writer task died (e.g. the disk is full): say why
+            done.cancel()
+            self._task.result()
 
     async def close(self) -> None:
         """Drain the queue, write the last frame, fsync, close. Safe to call twice."""
@@ -125,6 +133,12 @@ class TraceWriter:
         task, self._task = self._task, None
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        while not self._queue.empty():  # left over if the writer task was cancelled
+            item = self._queue.get_nowait()
+            if isinstance(item, bytes):
+                self._buf.append(item)
+            elif isinstance(item, asyncio.Future) and not item.done():
+                item.set_result(None)
         self.records_written += 1
         end = EventRecord(
             kind=TRACE_END, ns=time.perf_counter_ns(), details={"records": self.records_written}
@@ -140,30 +154,36 @@ class TraceWriter:
             raise RuntimeError("TraceWriter is not open")
 
     async def _run(self) -> None:
+        # A frame is due ``_interval`` (less a margin for the write itself) after the first
+        # record that went into an empty buffer: no record waits longer than the interval.
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._interval
+        budget = self._interval * 0.85
+        deadline: float | None = None
         while True:
-            timeout = max(0.0, deadline - loop.time())
             try:
-                item = await asyncio.wait_for(self._queue.get(), timeout)
-            except TimeoutError:
-                item = None
+                item = self._queue.get_nowait()
+            except asyncio.QueueEmpty:
+                timeout = None if deadline is None else max(0.0, deadline - loop.time())
+                try:
+                    item = await asyncio.wait_for(self._queue.get(), timeout)
+                except TimeoutError:
+                    item = None
             if item is _STOP:
                 return
             if isinstance(item, asyncio.Future):
                 await self._write_frame()
+                deadline = None
                 if not item.done():
                     item.set_result(None)
-                deadline = loop.time() + self._interval
                 continue
             if item is not None:
-                line = encode_record(item)
-                self._buf.append(line)
-                self._buf_bytes += len(line)
-                self.records_written += 1
-            if loop.time() >= deadline or self._buf_bytes >= _MAX_FRAME:
+                if deadline is None:
+                    deadline = loop.time() + budget
+                self._buf.append(item)
+                self._buf_bytes += len(item)
+            if deadline is not None and (loop.time() >= deadline or self._buf_bytes >= _MAX_FRAME):
                 await self._write_frame()
-                deadline = loop.time() + self._interval
+                deadline = None
 
     async def _write_frame(self) -> None:
         if not self._buf:
