@@ -81,6 +81,8 @@ def replay(
         raise ReplayError("--concurrency must be >= 1")
     if arrival_rate is not None and arrival_rate <= 0:
         raise ReplayError("--arrival-rate must be > 0")
+    if arrival_rate is not None and sweep:
+        raise ReplayError("--sweep varies --concurrency; it cannot be combined with --arrival-rate")
     levels = parse_levels(sweep) if sweep else [concurrency]
     s = parse_slo(slo)
     cfg = ReplayConfig(

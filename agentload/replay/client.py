@@ -186,6 +186,8 @@ class StreamClient:
             out.error_kind, out.error = "reset", f"{type(exc).__name__}: {exc}"
         except httpx.HTTPError as exc:
             out.error_kind, out.error = "client_error", f"{type(exc).__name__}: {exc}"
+        except OSError as exc:
+            out.error_kind, out.error = "connect", f"{type(exc).__name__}: {exc}"
 
     async def _read_stream(self, resp: httpx.Response, out: Outcome) -> None:
         clock = self.clock

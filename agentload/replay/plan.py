@@ -21,6 +21,7 @@ against two systems (different model names, different engines) prove identical t
 
 from __future__ import annotations
 
+import graphlib
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -199,6 +200,14 @@ def _session_plan(trace: Trace, sid: str, calls: list[LLMCallRecord], prefix: st
             rel_end_ns=_last_ns(c) - t0,
         )
     _link(trace, by_agent, plans)
+    try:
+        graphlib.TopologicalSorter(
+            {p.id: [e.pred for e in p.preds] for p in plans.values()}
+        ).prepare()
+    except graphlib.CycleError as exc:
+        raise ReplayError(
+            f"{trace.path}: session {sid}: calls wait on each other in a cycle ({exc.args[1]})"
+        ) from None
     order = [c.id for c in calls]
     duration = max(p.rel_end_ns for p in plans.values())
     return SessionPlan(
