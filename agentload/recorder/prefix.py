@@ -76,14 +76,15 @@ class PrefixHasher:
         *,
         get_ids: object = None,
         owner: str | None = None,
-        checkpoints: Sequence[int] = (-1,),
+        checkpoints: Sequence[int] = (-2, -1),
     ) -> tuple[PrefixState, PrefixState | None, int]:
         """Hash a prompt given as pieces (``piece_keys[i]`` names piece i's content).
 
         Token ids come from ``piece_ids[i]``, or lazily from ``get_ids(i)`` so that pieces
         already hashed are never tokenized again. The states after the pieces named by
-        ``checkpoints`` (indexes, negative from the end; default: the whole prompt) are kept
-        for later calls to resume from. Returns ``(state, base, start)``: the new state, the
+        ``checkpoints`` (indexes, negative from the end; default: the whole prompt and the
+        prompt without its last piece, the reply priming) are kept for later calls to resume
+        from. Returns ``(state, base, start)``: the new state, the
         kept state it resumed from (or None) and the piece index it resumed at.
         """
         keys = self._keys(piece_keys)

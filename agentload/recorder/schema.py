@@ -141,20 +141,20 @@ class RequestParams(_Model):
 
     model: str = Field(description="model name sent")
     max_tokens: int | None = Field(default=None, description="max (completion) tokens")
-    temperature: float | None = None
-    top_p: float | None = None
-    seed: int | None = None
+    temperature: float | None = Field(default=None, description="sampling temperature")
+    top_p: float | None = Field(default=None, description="nucleus sampling top_p")
+    seed: int | None = Field(default=None, description="sampling seed sent, if any")
     tools: str | None = Field(default=None, description="blob id of the tools list")
     tool_choice: Any = Field(default=None, description="tool_choice as sent")
-    stream: bool = True
+    stream: bool = Field(default=True, description="whether the response was streamed")
     extra: dict[str, Any] = Field(default_factory=dict, description="other body fields sent")
 
 
 class ToolCallRef(_Model):
     """A tool call the model emitted."""
 
-    id: str
-    name: str
+    id: str = Field(description="the model's tool_call id")
+    name: str = Field(description="function name")
     arguments: str = Field(description="JSON string as the model produced it")
 
 
@@ -163,8 +163,10 @@ class ResponseRecord(_Model):
 
     content: str | None = Field(default=None, description="blob id of the assistant message")
     text_len: int = Field(default=0, description="characters of assistant text")
-    tool_calls: list[ToolCallRef] = Field(default_factory=list)
-    finish_reason: str | None = None
+    tool_calls: list[ToolCallRef] = Field(
+        default_factory=list, description="tool calls the model emitted, in order"
+    )
+    finish_reason: str | None = Field(default=None, description="stop, length, tool_calls, ...")
 
 
 class Usage(_Model):
@@ -182,10 +184,12 @@ class Usage(_Model):
 class Timings(_Model):
     """Monotonic ns; ``chunk_offsets_ns`` are per-chunk arrival times relative to ``submit_ns``."""
 
-    submit_ns: int
-    first_token_ns: int | None = None
-    last_token_ns: int | None = None
-    chunk_offsets_ns: list[int] = Field(default_factory=list)
+    submit_ns: int = Field(description="when the request was sent")
+    first_token_ns: int | None = Field(default=None, description="first content/tool chunk")
+    last_token_ns: int | None = Field(default=None, description="last chunk (end of stream)")
+    chunk_offsets_ns: list[int] = Field(
+        default_factory=list, description="arrival of each chunk, ns after submit_ns"
+    )
 
 
 class PrefixInfo(_Model):
@@ -205,21 +209,21 @@ class LLMCallRecord(_Model):
     """One chat-completion call."""
 
     type: Literal["llm_call"] = "llm_call"
-    id: str
-    session_id: str
-    agent_id: str
+    id: str = Field(description="call id, unique in the file")
+    session_id: str = Field(description="session of the calling agent")
+    agent_id: str = Field(description="the calling agent")
     seq: int = Field(description="0-based index of the call within its agent")
-    request: RequestParams
+    request: RequestParams = Field(description="request parameters besides the messages")
     messages: list[str] = Field(description="blob ids of the request messages, in order")
-    response: ResponseRecord = Field(default_factory=ResponseRecord)
-    usage: Usage
-    timings: Timings
+    response: ResponseRecord = Field(default_factory=ResponseRecord, description="the answer")
+    usage: Usage = Field(description="token counts: server-reported and ours")
+    timings: Timings = Field(description="monotonic ns timestamps of the call")
     depends_on: list[str] = Field(
         default_factory=list,
         description="tool_call / agent ids whose results this prompt appends",
     )
-    prefix: PrefixInfo | None = None
-    error: str | None = None
+    prefix: PrefixInfo | None = Field(default=None, description="prompt block hashes")
+    error: str | None = Field(default=None, description="why the call failed, if it did")
 
 
 class ToolCallRecord(_Model):
@@ -227,20 +231,20 @@ class ToolCallRecord(_Model):
 
     type: Literal["tool_call"] = "tool_call"
     id: str = Field(description="the model's tool_call id")
-    session_id: str
-    agent_id: str
+    session_id: str = Field(description="session of the emitting agent")
+    agent_id: str = Field(description="the agent whose model emitted the call")
     llm_call_id: str = Field(description="the llm_call that emitted it")
-    name: str
+    name: str = Field(description="tool name")
     arguments: Any = Field(description="parsed arguments (or the raw string when unparseable)")
-    start_ns: int
-    end_ns: int
-    exit_code: int | None = None
-    timed_out: bool = False
-    output_bytes: int = 0
-    output_tokens: int | None = None
-    truncated: bool = False
-    sandbox_id: str | None = None
-    error: str | None = None
+    start_ns: int = Field(description="monotonic ns when the tool started")
+    end_ns: int = Field(description="monotonic ns when its result was ready")
+    exit_code: int | None = Field(default=None, description="process exit code, if any")
+    timed_out: bool = Field(default=False, description="the tool hit its timeout")
+    output_bytes: int = Field(default=0, description="bytes of the tool's output")
+    output_tokens: int | None = Field(default=None, description="our tokens of the text returned")
+    truncated: bool = Field(default=False, description="output was cut to the size limit")
+    sandbox_id: str | None = Field(default=None, description="container / sandbox it ran in")
+    error: str | None = Field(default=None, description="tool error text, if any")
     child_agent_id: str | None = Field(default=None, description="for delegate: the sub-agent")
 
 
