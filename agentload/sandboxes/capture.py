@@ -7,8 +7,11 @@ __all__ = ["DEFAULT_CAPTURE_BYTES", "Capture", "base_env"]
 DEFAULT_CAPTURE_BYTES = 8 * 1024 * 1024
 
 
-def base_env(home: str, pycache: str) -> dict[str, str]:
-    """The environment every sandboxed command starts from (nothing of the user's leaks in)."""
+def base_env(home: str) -> dict[str, str]:
+    """The environment every sandboxed command starts from (nothing of the user's leaks in).
+
+    No bytecode is written: the workspace stays clean for ``git diff``, and reading the
+    interpreter's own cached stdlib bytecode is faster than a fresh per-sandbox cache."""
     return {
         "HOME": home,
         "TMPDIR": home,
@@ -16,7 +19,7 @@ def base_env(home: str, pycache: str) -> dict[str, str]:
         "LC_ALL": "C.UTF-8",
         "TZ": "UTC",
         "PYTHONHASHSEED": "0",
-        "PYTHONPYCACHEPREFIX": pycache,
+        "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
     }
 

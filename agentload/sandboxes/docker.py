@@ -104,7 +104,7 @@ class DockerSandbox:
                 volumes=volumes,
                 working_dir=self.workdir,
                 user=_user_for(self.workspace),
-                environment=base_env("/tmp", "/tmp/pycache"),
+                environment=base_env("/tmp"),
                 read_only=True,
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],

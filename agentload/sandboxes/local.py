@@ -65,7 +65,7 @@ class LocalSandbox:
         self._memory = settings.memory_bytes()
         self._capture_bytes = capture_bytes
         self._tmp = tempfile.mkdtemp(prefix="agentload-sandbox-")
-        self._env = {**base_env(self._tmp, str(Path(self._tmp) / "pycache")), "PATH": _path_env()}
+        self._env = {**base_env(self._tmp), "PATH": _path_env()}
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.RLock()
         self._closed = False
