@@ -36,7 +36,7 @@ from agentload.recorder.schema import (
 __all__ = ["TraceReader", "Truncation", "format_validation_error", "read_trace"]
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-_CHUNK = 1 << 20
+_CHUNK = 1 << 18  # compressed bytes per read: bounds the copy per small frame
 
 
 @dataclass(frozen=True)
