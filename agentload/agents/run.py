@@ -64,6 +64,7 @@ class GenerateOptions:
     evaluate: bool = False
     keep_workspaces: bool = False
     retries: int = 3
+    retry_backoff_s: float = 0.5
 
 
 @dataclass
@@ -156,7 +157,9 @@ async def generate(opts: GenerateOptions, progress: ProgressSink | None = None) 
             generator={"sessions": opts.sessions, "parallel": opts.parallel, "sandbox": kind},
         )
         result = RunResult(trace_path=path, endpoint=base_url, model=model)
-        client = ChatClient(base_url, model=model, retries=opts.retries)
+        client = ChatClient(
+            base_url, model=model, retries=opts.retries, backoff_s=opts.retry_backoff_s
+        )
         workdir = Path(tempfile.mkdtemp(prefix="agentload-ws-"))
         try:
             async with TraceWriter(path, header) as writer:
