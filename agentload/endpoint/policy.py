@@ -62,7 +62,7 @@ class PolicyConfig(BaseModel):
         description="Plain answers to conversations that are not agentload agents.",
     )
     summary_tokens: LengthDist = Field(
-        default=LengthDist(median=900, p90=1700, min=500, max=2000),
+        default=LengthDist(median=1000, p90=1800, min=500, max=2000),
         description="A sub-agent's final summary (the delegate tool result).",
     )
     final_answer_tokens: LengthDist = Field(
@@ -80,7 +80,7 @@ class PolicyConfig(BaseModel):
         description="Relative odds of the orchestrator's next action (after its first round).",
     )
     first_round_delegations: int = Field(
-        default=2, ge=1, description="Parallel delegations in the orchestrator's first round."
+        default=3, ge=1, description="Parallel delegations in the orchestrator's first round."
     )
     parallel_delegations: list[float] = Field(
         default=[0.55, 0.3, 0.15],
@@ -96,7 +96,7 @@ class PolicyConfig(BaseModel):
         default=0.16, ge=0, le=1, description="Odds that a direct read_file reads the whole file."
     )
     read_window: tuple[int, int] = Field(
-        default=(25, 75),
+        default=(30, 90),
         description="Lines before/after a location that a ranged read_file covers.",
     )
     search_max_results: int = Field(
