@@ -46,6 +46,10 @@ class Sandbox(Protocol):
 
     def close(self) -> None: ...
 
+    def __enter__(self) -> Sandbox: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
 
 @runtime_checkable
 class Tool(Protocol):

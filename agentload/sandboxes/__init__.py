@@ -75,7 +75,7 @@ def open_sandbox(
     if kind in ("auto", "docker"):
         from agentload.sandboxes.docker_host import connect_docker
 
-        client = docker_client
+        client, owned = docker_client, docker_client is None
         if client is None:
             try:
                 client = connect_docker()
@@ -87,9 +87,16 @@ def open_sandbox(
         if client is not None:
             from agentload.sandboxes.image import ensure_image
 
-            image = ensure_image(client, settings.image, progress)
+            try:
+                image = ensure_image(client, settings.image, progress)
+            except BaseException:
+                if owned:
+                    client.close()
+                raise
             cls = get_sandbox_class("docker")
-            sandbox: Sandbox = cls(client, image, Path(workspace), settings, session_id)
+            sandbox: Sandbox = cls(
+                client, image, Path(workspace), settings, session_id, owns_client=owned
+            )
             return sandbox
     cls = get_sandbox_class("local")
     local: Sandbox = cls(Path(workspace), settings, session_id)

@@ -72,8 +72,10 @@ class DockerSandbox:
         session_id: str,
         *,
         capture_bytes: int = DEFAULT_CAPTURE_BYTES,
+        owns_client: bool = False,
     ) -> None:
         self._client = client
+        self._owns_client = owns_client
         self._capture_bytes = capture_bytes
         self._closed = False
         self._close_lock = threading.RLock()
@@ -111,6 +113,8 @@ class DockerSandbox:
                 stop_signal="SIGKILL",
             )
         except DockerException as exc:
+            if owns_client:
+                client.close()
             raise SandboxError(f"cannot start a container from {image.tag}: {exc}") from None
         self.id: str = self._container.id[:12]
         lifecycle.register(self._container.id, self.close)
@@ -218,6 +222,9 @@ class DockerSandbox:
                 "(`agentload sandbox cleanup` removes it)",
                 file=sys.stderr,
             )
+        if self._owns_client:
+            with contextlib.suppress(Exception):
+                self._client.close()
 
 
 def _close_stream(sock: Any) -> None:

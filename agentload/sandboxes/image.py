@@ -19,6 +19,7 @@ import os
 import platform
 import sys
 import tarfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -191,10 +192,19 @@ def _verify(client: Any, info: ImageInfo) -> None:
         raise SandboxError(f"image {info.tag}: unexpected python3 output {out[:200]!r}")
 
 
+_build_lock = threading.Lock()
+
+
 def ensure_image(
     client: Any, tag: str | None = None, progress: Callable[[str], None] | None = None
 ) -> ImageInfo:
-    """The image to run: a named one as it is; the offline image, built on first use."""
+    """The image to run: a named one as it is; the offline image, built on first use (once,
+    even when many sessions start together)."""
+    with _build_lock:
+        return _ensure(client, tag, progress)
+
+
+def _ensure(client: Any, tag: str | None, progress: Callable[[str], None] | None) -> ImageInfo:
     if tag is not None:
         info = image_info(client, tag)
         if info is None:
