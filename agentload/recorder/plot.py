@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from agentload.errors import ConfigError
 from agentload.recorder.trace import Trace
 
 __all__ = ["plot_context_growth"]
@@ -88,7 +89,11 @@ def plot_context_growth(trace: Trace, out: str | os.PathLike[str]) -> Path:
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the plot {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
     return path
