@@ -25,6 +25,7 @@ def plot_context_growth(trace: Trace, out: str | os.PathLike[str]) -> Path:
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     agent_ids = list(
         dict.fromkeys(
@@ -75,6 +76,7 @@ def plot_context_growth(trace: Trace, out: str | os.PathLike[str]) -> Path:
                 labelled.add(role)
                 colour = colours.setdefault(role, _ROLE_COLOURS[len(colours) % len(_ROLE_COLOURS)])
                 ax.plot(xs, ys, color=colour, linewidth=1.0, alpha=0.6, label=label, zorder=2)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("call index within the agent")
         ax.set_ylabel("prompt tokens (thousands)")
         ax.grid(True, alpha=0.3)
