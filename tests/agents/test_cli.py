@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_generate  # type: ignore[import-not-found]
-from fake_endpoint import Reply, ScriptedEndpoint  # type: ignore[import-not-found]
+from conftest import run_generate
+from fake_endpoint import Reply, ScriptedEndpoint
 
 from agentload.recorder import load_trace
 

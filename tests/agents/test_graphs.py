@@ -12,13 +12,13 @@ import pytest
 
 from agentload.agents import contract
 from agentload.agents.graphs import (
-    Outcome,
     _merge_results,
     build_orchestrator_graph,
     build_subagent_graph,
     collect,
     route_orchestrator,
 )
+from agentload.agents.steps import Outcome
 
 SNAP = Path(__file__).parent / "snapshots"
 

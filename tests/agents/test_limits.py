@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import run_generate  # type: ignore[import-not-found]
-from fake_endpoint import Fail, Reply, ScriptedEndpoint  # type: ignore[import-not-found]
+from conftest import run_generate
+from fake_endpoint import Fail, Reply, ScriptedEndpoint
 
 from agentload.agents import contract
 from agentload.recorder import Trace

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from fake_endpoint import Fail, Reply, ScriptedEndpoint  # type: ignore[import-not-found]
+from fake_endpoint import Fail, Reply, ScriptedEndpoint
 
 from agentload.agents.limits import SessionEnd
 from agentload.agents.llm import ChatClient, api_key_from_env, is_context_limit_error
