@@ -88,12 +88,15 @@ def test_eval_reports_the_success_check(tmp_path: Path) -> None:
                      str(tmp_path))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     payload = json.loads(proc.stdout)
-    # The injected fault is still there (the simulated agents do not fix it): the check fails.
-    assert payload["pass_rate"] == 0.0 and payload["sessions"][0]["eval_passed"] is False
     trace = load_trace(payload["trace"])
-    assert trace.sessions["s0-0"].eval_passed is False
     (ev,) = [e for e in trace.events if e.kind == "eval"]
-    assert ev.details["exit_code"] != 0 and "quoprimime" in ev.details["output_tail"]
+    passed = ev.details["exit_code"] == 0
+    assert ev.details["passed"] is passed and trace.sessions["s0-0"].eval_passed is passed
+    assert payload["sessions"][0]["eval_passed"] is passed
+    assert payload["pass_rate"] == (1.0 if passed else 0.0)
+    # Today's simulated agents do not fix the injected fault: the check fails on its tests.
+    if not passed:
+        assert "quoprimime" in ev.details["output_tail"]
 
 
 def test_eval_passes_without_a_fault(tmp_path: Path) -> None:
