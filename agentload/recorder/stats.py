@@ -161,8 +161,16 @@ def _prefix_reuse(trace: Trace) -> float | None:
         seen: set[str] = set()
         for c in sorted(calls, key=lambda c: (c.timings.submit_ns, c.seq)):
             blocks = trace.blocks(c)
-            seen_tokens += bs * sum(1 for b in blocks if b in seen)
-            seen.update(blocks)
+            # Chained hashes: the seen blocks of a prompt are a prefix of it (binary search).
+            lo, hi = 0, len(blocks)
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if blocks[mid - 1] in seen:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            seen_tokens += bs * lo
+            seen.update(blocks[lo:])
             total_tokens += c.usage.prompt_tokens_ours
     return seen_tokens / total_tokens if total_tokens else None
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,8 @@ from agentload.recorder.schema import (
 
 __all__ = ["Trace", "load_trace"]
 
+_BLOCKS_CACHE = 512
+
 
 @dataclass
 class Trace:
@@ -36,7 +38,8 @@ class Trace:
     events: list[EventRecord] = field(default_factory=list)
     truncated: Truncation | None = None
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    _blocks_cache: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    # Recently resolved block lists (bounded: each is as long as its prompt).
+    _blocks_cache: OrderedDict[str, list[str]] = field(default_factory=OrderedDict, repr=False)
     _by_agent: dict[str, list[LLMCallRecord]] = field(default_factory=dict, repr=False)
     _by_agent_n: int = field(default=-1, repr=False)
 
@@ -86,6 +89,7 @@ class Trace:
         while cur is not None:
             cached = self._blocks_cache.get(cur.id)
             if cached is not None:
+                self._blocks_cache.move_to_end(cur.id)
                 out = cached
                 break
             if cur.id in seen:
@@ -113,6 +117,8 @@ class Trace:
                     )
                 out = out[: c.prefix.base_blocks] + c.prefix.blocks
             self._blocks_cache[c.id] = out
+            if len(self._blocks_cache) > _BLOCKS_CACHE:
+                self._blocks_cache.popitem(last=False)
         assert out is not None
         return out
 

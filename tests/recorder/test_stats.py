@@ -224,3 +224,40 @@ def test_plot_is_a_readable_png(known_trace: Path, tmp_path: Path) -> None:
     img = image.imread(out)
     assert img.shape[0] >= 600 and img.shape[1] >= 1000  # README-sized
     assert (img[..., :3] < 0.2).all(axis=-1).sum() > 500  # the dark orchestrator line is drawn
+
+
+def test_long_prefix_chains_resolve_without_recursion() -> None:
+    from agentload.recorder import Trace
+
+    trace = Trace(path="mem", header=header())
+    prev = None
+    for i in range(5000):  # e.g. a long run whose calls each extend the previous one
+        c = call(
+            f"c{i}",
+            "a",
+            i,
+            float(i),
+            float(i) + 0.5,
+            16 * (i + 1),
+            [f"{i:016x}"],
+            base=(prev, i) if prev else None,
+        )
+        trace.calls[c.id] = c
+        prev = c.id
+    blocks = trace.blocks(trace.calls["c4999"])
+    assert blocks == [f"{i:016x}" for i in range(5000)]
+    assert compute_stats(trace)["prefix_reuse_ceiling"] == pytest.approx(
+        sum(16 * i for i in range(5000)) / sum(16 * (i + 1) for i in range(5000))
+    )
+
+
+async def test_stats_of_a_truncated_trace(tmp_path: Path) -> None:
+    from .conftest import write_session
+
+    path = tmp_path / "t.jsonl"
+    await write_session(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    st = compute_stats(load_trace(path))
+    assert st["truncated"] and "incomplete last line" in st["truncated"]
+    assert st["llm_calls"] > 0 and set(STATS_KEYS) <= set(st)
