@@ -38,6 +38,10 @@ _SANDBOX_MAPPING = {
 SANDBOX_KINDS = ("auto", *_SANDBOX_MAPPING)
 _warned = False
 
+# SIGTERM/SIGHUP remove every open sandbox before the process ends, wherever they were opened.
+# (SIGINT is left to KeyboardInterrupt / asyncio cancellation until a sandbox opens here.)
+install_signal_handlers(sigint=False)
+
 
 def get_sandbox_class(kind: str) -> Any:
     """The class behind a sandbox kind; ``ConfigError`` listing the valid kinds if unknown."""

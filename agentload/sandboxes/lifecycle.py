@@ -9,8 +9,10 @@ Every open sandbox registers its ``close``. They run, in this order of likelihoo
   cancellation for Ctrl-C, the default (the process ends with that signal) for the others;
 * at exit, before worker threads are joined and again in ``atexit``: whatever is still open.
 
-Handlers are installed by the first sandbox opened in the main thread, or by calling
-``install_signal_handlers()`` there (do that before opening sandboxes from worker threads).
+The SIGTERM/SIGHUP handlers are installed when ``agentload.sandboxes`` is first imported in the
+main thread; the SIGINT one by the first sandbox opened in the main thread (or by calling
+``install_signal_handlers()`` there). Sandboxes opened from worker threads inside ``asyncio.run``
+rely on Ctrl-C's cancellation reaching the ``finally:`` that closes them.
 
 What a ``kill -9`` leaves behind is labelled, and ``agentload sandbox cleanup`` removes it.
 """
@@ -30,7 +32,6 @@ __all__ = ["close_all", "install_signal_handlers", "register", "unregister"]
 
 _lock = threading.RLock()  # re-entrant: a signal handler may interrupt a holder
 _open: dict[str, Callable[[], None]] = {}
-_installed = False
 _atexit_done = False
 _previous: dict[int, Any] = {}
 
@@ -81,19 +82,19 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     os.kill(os.getpid(), signum)
 
 
-def install_signal_handlers() -> bool:
-    """Close sandboxes on SIGINT/SIGTERM/SIGHUP, then chain to the previous handler (main thread
-    only; idempotent). True when installed."""
-    global _installed
-    if _installed:
-        return True
+def install_signal_handlers(*, sigint: bool = True) -> bool:
+    """Close sandboxes on SIGTERM, SIGHUP and (``sigint``) SIGINT, then chain to the handler that
+    was there before. Main thread only (``False`` elsewhere); idempotent per signal."""
     if threading.current_thread() is not threading.main_thread():
         return False
+    wanted = (signal.SIGTERM, signal.SIGHUP, *((signal.SIGINT,) if sigint else ()))
     with _lock:
-        if _installed:
-            return True
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            _previous[sig] = signal.getsignal(sig)
+        for sig in wanted:
+            if sig in _previous:
+                continue
+            current = signal.getsignal(sig)
+            if current is None:  # set from C: leave it alone
+                continue
+            _previous[sig] = current
             signal.signal(sig, _on_signal)
-        _installed = True
     return True

@@ -17,7 +17,7 @@ READ_MAX_BYTES = 4 * 1024 * 1024
 _SKIP_DIRS = (".git", "__pycache__")
 
 
-def _text_of(real: Path, shown: str) -> str:
+def _text_of(real: Path, shown: str, errors: str = "replace") -> str:
     if not real.exists():
         raise ToolError(f"{shown}: no such file")
     if real.is_dir():
@@ -27,7 +27,7 @@ def _text_of(real: Path, shown: str) -> str:
     data = real.read_bytes()
     if b"\0" in data[:8192]:
         raise ToolError(f"{shown}: binary file")
-    return data.decode("utf-8", errors="replace")
+    return data.decode("utf-8", errors=errors)
 
 
 def read_file(root: Path, path: str, start_line: int | None, end_line: int | None) -> str:
@@ -77,7 +77,7 @@ def edit_file(root: Path, path: str, old: str, new: str) -> str:
         raise ToolError(f"{shown}: the repository's .git directory is not editable")
     if not old:
         raise ToolError("`old` is empty: give the exact text to replace")
-    text = _text_of(real, shown)
+    text = _text_of(real, shown, "surrogateescape")  # bytes that are not UTF-8 survive the edit
     count = text.count(old)
     if count == 0:
         raise ToolError(f"{shown}: `old` text not found (it must match exactly, whitespace too)")
@@ -89,7 +89,7 @@ def edit_file(root: Path, path: str, old: str, new: str) -> str:
     mode = real.stat().st_mode & 0o7777
     fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
             fh.write(updated)
         os.chmod(tmp, mode)
         os.replace(tmp, real)

@@ -170,6 +170,13 @@ import asyncio, sys, time
 from pathlib import Path
 from agentload.sandboxes import open_sandbox
 mode, ws, sid = sys.argv[1:4]
+if mode == "thread":  # as generate does: opened off the loop, in a worker thread
+    async def main():
+        sb = await asyncio.to_thread(open_sandbox, "docker", Path(ws), None, sid)
+        print("ready", flush=True)
+        await asyncio.to_thread(sb.exec, ["sleep", "120"], timeout_s=300)
+    asyncio.run(main())
+    sys.exit(0)
 sb = open_sandbox("docker", Path(ws), None, sid)
 print("ready", flush=True)
 if mode == "async":
@@ -199,7 +206,12 @@ def _start_child(mode: str, workspace: Path, sid: str) -> subprocess.Popen[str]:
 
 @pytest.mark.parametrize(
     ("mode", "sig"),
-    [("sync", signal.SIGINT), ("async", signal.SIGINT), ("sync", signal.SIGTERM)],
+    [
+        ("sync", signal.SIGINT),
+        ("async", signal.SIGINT),
+        ("sync", signal.SIGTERM),
+        ("thread", signal.SIGTERM),
+    ],
 )
 def test_no_container_survives_a_signal(
     docker_client: Any, workspace: Path, mode: str, sig: signal.Signals

@@ -108,6 +108,14 @@ async def test_edit_file_exact_replace_is_diffable(local_box: Toolbox, ws: Works
     assert r.error is not None and ".git" in r.error
 
 
+async def test_edit_keeps_bytes_that_are_not_utf8(local_box: Toolbox, ws: Workspace) -> None:
+    p = ws.root / "latin1.txt"
+    p.write_bytes(b"caf\xe9 = 1\nname = 'x'\n")
+    r = await local_box.call("edit_file", {"path": "latin1.txt", "old": "'x'", "new": "'y'"})
+    assert r.error is None
+    assert p.read_bytes() == b"caf\xe9 = 1\nname = 'y'\n"
+
+
 async def test_call_never_raises_for_bad_calls(local_box: Toolbox) -> None:
     for name, args, message in [
         ("shell", {}, "unknown tool 'shell'"),
