@@ -17,6 +17,7 @@ from typing import Annotated
 import orjson
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from agentload.errors import ConfigError
@@ -50,20 +51,21 @@ def validate(file: FileArg) -> None:
 
     report = validate_trace(file)
     console = _console()
-    console.print(f"[bold]{file}[/]")
+    console.print(f"[bold]{escape(str(file))}[/]")
     table = Table()
     table.add_column("record type")
     table.add_column("count", justify="right")
     for rtype, n in sorted(report.counts.items()):
-        table.add_row(rtype, str(n))
+        table.add_row(escape(rtype), str(n))
     table.add_row("[bold]total[/]", f"[bold]{report.records}[/]")
     console.print(table)
     if report.header is not None:
         console.print(
-            f"schema {report.header.schema_}, written by agentload {report.header.tool_version}"
+            f"schema {escape(report.header.schema_)}, "
+            f"written by agentload {escape(report.header.tool_version)}"
         )
     if report.truncated is not None:
-        console.print(f"TRUNCATED: {report.truncated}")
+        console.print(f"TRUNCATED: {escape(str(report.truncated))}")
         raise typer.Exit(1)
     console.print("OK: whole file")
 

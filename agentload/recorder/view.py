@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+import orjson
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -28,10 +30,21 @@ _NS = 1e9
 _MAX_AGENT_ROWS = 40
 
 
+def _e(value: Any) -> str:
+    """Trace content as literal text: never read as rich markup (``[bold]``, ``[/x]``)."""
+    return escape(str(value))
+
+
 def _one_line(text: Any, width: int = 110) -> str:
-    s = text if isinstance(text, str) else ("" if text is None else str(text))
+    """Whitespace collapsed, cut to ``width``, markup-escaped."""
+    if isinstance(text, str):
+        s = text
+    elif text is None:
+        s = ""
+    else:
+        s = orjson.dumps(text, default=str).decode()
     s = " ".join(s.split())
-    return s if len(s) <= width else s[: width - 1] + "…"
+    return _e(s if len(s) <= width else s[: width - 1] + "…")
 
 
 def _secs(ns: int | None) -> str:
@@ -68,15 +81,16 @@ def render_overview(trace: Trace, console: Console) -> None:
     """Header facts, then each session's agent tree."""
     h = trace.header
     console.print(
-        f"[bold]{trace.path}[/]  schema {h.schema_}  agentload {h.tool_version}  "
-        f"created {h.created_at}"
+        f"[bold]{_e(trace.path)}[/]  schema {_e(h.schema_)}  agentload {_e(h.tool_version)}  "
+        f"created {_e(h.created_at)}"
     )
     console.print(
-        f"model {h.model or '-'}  endpoint {h.endpoint or '-'}  scenario {h.scenario or '-'}  "
-        f"tokenizer {h.tokenizer}  seed {h.seed if h.seed is not None else '-'}"
+        f"model {_e(h.model or '-')}  endpoint {_e(h.endpoint or '-')}  "
+        f"scenario {_e(h.scenario or '-')}  tokenizer {_e(h.tokenizer)}  "
+        f"seed {h.seed if h.seed is not None else '-'}"
     )
     if trace.truncated:
-        console.print(f"[yellow]{trace.truncated}[/]")
+        console.print(f"[yellow]{_e(trace.truncated)}[/]")
     children: dict[str | None, list[AgentRecord]] = defaultdict(list)
     for a in sorted(trace.agents.values(), key=lambda a: a.start_ns):
         children[a.parent_agent_id].append(a)
@@ -85,12 +99,12 @@ def render_overview(trace: Trace, console: Console) -> None:
     )
     for sid in session_ids:
         s = trace.sessions.get(sid)
-        label = f"[bold]session {sid}[/]"
+        label = f"[bold]session {_e(sid)}[/]"
         if s is not None:
             wall = (s.end_ns - s.start_ns) / _NS if s.end_ns is not None else None
             label += f"  wall {wall:.1f}s" if wall is not None else "  (no end)"
             if s.end_reason:
-                label += f"  end: {s.end_reason}"
+                label += f"  end: {_e(s.end_reason)}"
         tree = Tree(label)
 
         def add(node: Tree, agent: AgentRecord) -> None:
@@ -100,7 +114,9 @@ def render_overview(trace: Trace, console: Console) -> None:
                 if calls
                 else "no calls"
             )
-            sub = node.add(f"[cyan]{agent.role}[/] {agent.id}  {len(calls)} calls  {tokens}")
+            sub = node.add(
+                f"[cyan]{_e(agent.role)}[/] {_e(agent.id)}  {len(calls)} calls  {tokens}"
+            )
             for child in children.get(agent.id, []):
                 add(sub, child)
 
@@ -124,9 +140,9 @@ def render_agent(trace: Trace, agent_id: str, console: Console) -> None:
     """One agent's calls as a table."""
     a = trace.agents.get(agent_id)
     calls = trace.calls_of(agent_id)
-    title = f"{a.role if a else 'agent'} {agent_id}: {len(calls)} calls"
+    title = f"{_e(a.role if a else 'agent')} {_e(agent_id)}: {len(calls)} calls"
     if a and a.parent_agent_id:
-        title += f" (child of {a.parent_agent_id} via {a.parent_tool_call_id or '?'})"
+        title += f" (child of {_e(a.parent_agent_id)} via {_e(a.parent_tool_call_id or '?')})"
     table = Table(title=title, title_justify="left")
     for col in ("seq", "gap s", "prompt", "server", "cached", "+new", "out", "ttft s", "e2e s"):
         table.add_column(col, justify="right")
@@ -156,7 +172,7 @@ def render_agent(trace: Trace, agent_id: str, console: Console) -> None:
             str(completion_tokens(c)),
             _secs(t.first_token_ns - t.submit_ns if t.first_token_ns else None),
             _secs(t.last_token_ns - t.submit_ns if t.last_token_ns else None),
-            (c.response.finish_reason or "") + (" [red]error[/]" if c.error else ""),
+            _e(c.response.finish_reason or "") + (" [red]error[/]" if c.error else ""),
             _one_line(shown, 60),
         )
         prev = c
@@ -179,7 +195,7 @@ def _message_text(msg: Any) -> str:
         return _one_line(msg)
     parts = []
     if msg.get("tool_call_id"):
-        parts.append(f"[{msg['tool_call_id']}]")
+        parts.append(f"({msg['tool_call_id']})")
     content = msg.get("content")
     if isinstance(content, list):
         content = " ".join(
@@ -205,16 +221,17 @@ def render_call(trace: Trace, call: LLMCallRecord, console: Console) -> None:
     r = call.request
     u = call.usage
     console.print(
-        f"[bold]call {call.id}[/]  agent {call.agent_id}  seq {call.seq}  model {r.model}  "
-        f"max_tokens {r.max_tokens}  temperature {r.temperature}  stream {r.stream}"
+        f"[bold]call {_e(call.id)}[/]  agent {_e(call.agent_id)}  seq {call.seq}  "
+        f"model {_e(r.model)}  max_tokens {r.max_tokens}  temperature {r.temperature}  "
+        f"stream {r.stream}"
     )
     console.print(
         f"prompt tokens: ours {u.prompt_tokens_ours}  server {u.prompt_tokens}  "
         f"cached {u.cached_tokens}   completion: ours {u.completion_tokens_ours}  "
-        f"server {u.completion_tokens}   depends on: {', '.join(call.depends_on) or '-'}"
+        f"server {u.completion_tokens}   depends on: {_e(', '.join(call.depends_on) or '-')}"
     )
     if call.error:
-        console.print(f"[red]error: {call.error}[/]")
+        console.print(f"[red]error: {_one_line(call.error, 300)}[/]")
     table = Table(title="request messages", title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("role")
@@ -226,11 +243,11 @@ def render_call(trace: Trace, call: LLMCallRecord, console: Console) -> None:
         table.add_row("", "tools", _message_tokens(trace, r.tools, None), _one_line(names))
     for i, (bid, msg) in enumerate(zip(call.messages, trace.messages(call), strict=True)):
         role = msg.get("role", "?") if isinstance(msg, dict) else "?"
-        table.add_row(str(i), str(role), _message_tokens(trace, bid, counter), _message_text(msg))
+        table.add_row(str(i), _e(role), _message_tokens(trace, bid, counter), _message_text(msg))
     console.print(table)
     reply = trace.blobs.get(call.response.content) if call.response.content else None
     console.print(
-        f"[bold]response[/] finish={call.response.finish_reason}  "
+        f"[bold]response[/] finish={_e(call.response.finish_reason)}  "
         f"{_message_text(reply.content) if reply else '(empty)'}"
     )
     tools_done = _tools_of(trace).get(call.id, [])
@@ -250,8 +267,8 @@ def render_call(trace: Trace, call: LLMCallRecord, console: Console) -> None:
                 if on
             )
             tt.add_row(
-                tc.id,
-                tc.name,
+                _e(tc.id),
+                _e(tc.name),
                 f"{(tc.end_ns - tc.start_ns) / _NS:.3f}",
                 "" if tc.exit_code is None else str(tc.exit_code),
                 str(tc.output_bytes),
@@ -282,14 +299,14 @@ def render_stats(stats: dict[str, Any], console: Console) -> None:
     summary.add_row("prompt_tokens_total", fmt(stats.get("prompt_tokens_total")))
     summary.add_row("cached_tokens_total", fmt(stats.get("cached_tokens_total")))
     if stats.get("truncated"):
-        summary.add_row("truncated", str(stats["truncated"]))
+        summary.add_row("truncated", _e(stats["truncated"]))
     console.print(summary)
     roles = Table(title="roles", title_justify="left")
     for col in ("role", "agents", "calls", "max prompt tokens", "completion tokens"):
         roles.add_column(col, justify="left" if col == "role" else "right")
     for role, d in stats.get("roles", {}).items():
         roles.add_row(
-            role,
+            _e(role),
             str(d["agents"]),
             str(d["calls"]),
             str(d["prompt_tokens_max"]),
@@ -311,9 +328,9 @@ def render_stats(stats: dict[str, Any], console: Console) -> None:
         agents.add_column(col, justify="left" if col in ("id", "role", "parent") else "right")
     for a in shown:
         agents.add_row(
-            a["id"],
-            a["role"],
-            a["parent"] or "",
+            _e(a["id"]),
+            _e(a["role"]),
+            _e(a["parent"] or ""),
             str(a["calls"]),
             fmt(a["prompt_tokens_first"]),
             fmt(a["prompt_tokens_last"]),
@@ -328,5 +345,5 @@ def render_stats(stats: dict[str, Any], console: Console) -> None:
         for col in ("name", "count", "p50 s", "p90 s"):
             tools.add_column(col, justify="left" if col == "name" else "right")
         for name, d in stats["tool_calls_by_name"].items():
-            tools.add_row(name, str(d["count"]), fmt(d["p50_s"]), fmt(d["p90_s"]))
+            tools.add_row(_e(name), str(d["count"]), fmt(d["p50_s"]), fmt(d["p90_s"]))
         console.print(tools)

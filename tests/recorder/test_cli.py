@@ -169,3 +169,46 @@ def test_inspect_bad_agent_or_call(session_file: Path, capsys: pytest.CaptureFix
     assert code == 2 and "no agent 'zzz'" in err and "orch" in err
     code, _, err = run(["trace", "inspect", str(session_file), "--call", "99"], capsys)
     assert code == 2 and "has no call 99" in err
+
+
+async def test_inspect_shows_markup_like_content_literally(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentload.recorder import AgentRecord, CallCapture, Timings, TraceWriter
+    from agentload.tokenizer import ChatTokenCounter
+
+    from .conftest import header
+
+    path = tmp_path / "markup.jsonl"
+    async with TraceWriter(path, header()) as w:
+        await w.write(AgentRecord(id="a[/x]", session_id="s", role="[bold]odd", start_ns=0))
+        cap = CallCapture(w, ChatTokenCounter("o200k_base"))
+        body = {
+            "model": "m",
+            "messages": [
+                {"role": "system", "content": "[agentload role=orchestrator] do it"},
+                {"role": "user", "content": "closing tag [/red] and list[int] and [link=x]"},
+            ],
+        }
+        await cap.llm_call(
+            call_id="c",
+            session_id="s",
+            agent_id="a[/x]",
+            seq=0,
+            body=body,
+            content="ok [/]",
+            tool_calls=None,
+            finish_reason="stop",
+            usage=None,
+            timings=Timings(submit_ns=1),
+        )
+    code, out, err = run(["trace", "inspect", str(path), "--call", "0"], capsys)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "[agentload role=orchestrator] do it" in flat
+    assert "closing tag [/red] and list[int] and [link=x]" in flat
+    assert "ok [/]" in flat and "a[/x]" in flat
+    code, out, err = run(["trace", "inspect", str(path)], capsys)
+    assert code == 0 and "[bold]odd" in out, err
+    code, out, err = run(["trace", "stats", str(path)], capsys)
+    assert code == 0 and "[bold]odd" in out, err
