@@ -146,12 +146,12 @@ def _extract(text: str) -> Facts:
     f.defs.extend(m.group(1) for m in _DEF_RE.finditer(text))
     idents = [m.group(1) for m in _IDENT_RE.finditer(text)]
     idents += [m.group(1) for m in _CALL_RE.finditer(text)]
-    f.idents = [i for i in dict.fromkeys(idents) if i not in _STOP and len(i) >= 4][:400]
+    f.idents = [i for i in dict.fromkeys(idents) if i not in _STOP and len(i) >= 4][:150]
     f.errors = [m.group(0).strip() for m in _ERR_RE.finditer(text)][:50]
     f.failed_tests = [f"{m.group(2)}" for m in _FAILED_TEST_RE.finditer(text)]
     f.failed_tests += [f"{m.group(1)}::{m.group(2)}" for m in _PYTEST_FAILED_RE.finditer(text)]
     code = [ln.strip() for ln in text.splitlines()[:3000] if _looks_like_code(ln)]
-    f.code_lines = code[:200]
+    f.code_lines = code[:60]
     return f
 
 

@@ -145,9 +145,9 @@ class Conversation:
         out = Facts()
         for i in range(start, len(self.messages)):
             out.merge(extract(self.text(i), self.mids[i]))
-            for tc in self.messages[i].get("tool_calls") or ():
+            for j, tc in enumerate(self.messages[i].get("tool_calls") or ()):
                 fn = tc.get("function") or {}
-                out.merge(extract(str(fn.get("arguments") or "")))
+                out.merge(extract(str(fn.get("arguments") or ""), f"{self.mids[i]}:{j}"))
         return out.dedupe()
 
     def calls(self) -> list[tuple[str, dict[str, Any]]]:
