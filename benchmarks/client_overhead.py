@@ -89,6 +89,72 @@ def serve(port: int, log: str, profile: str) -> None:
     Path(log).write_text("\n".join(times) + "\n")
 
 
+def serve_raw(port: int, log: str, tokens: int = 8, tok_s: float = 5.0) -> None:
+    """A minimal HTTP/1.1 SSE server on raw asyncio streams (keep-alive, chunked), pacing
+    ``tokens`` content events at ``tok_s`` per stream; logs, per request, when the whole
+    request was read and when the first event was written to the socket."""
+    import signal
+
+    times: list[str] = []
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+
+    def chunk(data: bytes) -> bytes:
+        return b"%x\r\n%s\r\n" % (len(data), data)
+
+    ev = b'data: {"choices":[{"index":0,"delta":{"content":"tok "},"finish_reason":null}]}\n\n'
+    fin = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\n'
+    usage = (
+        b'data: {"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":%d}}\n\n' % tokens
+    )
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                hdr = await reader.readuntil(b"\r\n\r\n")
+                length, rid = 0, ""
+                for line in hdr.split(b"\r\n")[1:]:
+                    k, _, v = line.partition(b":")
+                    if k.lower() == b"content-length":
+                        length = int(v)
+                    elif k.lower() == b"x-bench-id":
+                        rid = v.strip().decode()
+                if length:
+                    await reader.readexactly(length)
+                t_recv = time.perf_counter_ns()
+                if b"/models" in hdr.split(b"\r\n", 1)[0]:
+                    body = b'{"object":"list","data":[{"id":"agentload-sim"}]}'
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                        b"content-length: %d\r\n\r\n%s" % (len(body), body)
+                    )
+                    continue
+                writer.write(head)
+                await asyncio.sleep(0.02)
+                for i in range(tokens):
+                    if i:
+                        await asyncio.sleep(1 / tok_s)
+                    writer.write(chunk(ev))
+                    if i == 0:
+                        t_first = time.perf_counter_ns()
+                writer.write(chunk(fin) + chunk(usage) + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+                if rid:
+                    times.append(f"{rid} {t_recv} {t_first}")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=4096)
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        async with server:
+            await stop.wait()
+        Path(log).write_text("\n".join(times) + "\n")
+
+    asyncio.run(main())
+
+
 def _free_port() -> int:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -150,7 +216,9 @@ async def _write_trace(path: Path, n: int, out_tokens: int) -> None:
             )
 
 
-async def run_agentload(base: str, trace: Path, level: int, total: int) -> dict[str, Any]:
+async def run_agentload(
+    base: str, trace: Path, level: int, total: int, rate: float | None = None
+) -> dict[str, Any]:
     from agentload.recorder import load_trace
     from agentload.replay.bodies import BodyBuilder
     from agentload.replay.client import StreamClient
@@ -168,6 +236,11 @@ async def run_agentload(base: str, trace: Path, level: int, total: int) -> dict[
         session_header="x-bench-id",
     )
     runner = PointRunner(client, plans, BodyBuilder("agentload-sim", get_engine("vllm")), shape)
+    await client.warm(level)
+    import gc
+
+    gc.collect()
+    gc.freeze()
     cpu0, t0 = time.process_time(), time.perf_counter()
     run = await runner.run()
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
@@ -185,6 +258,7 @@ async def run_agentload(base: str, trace: Path, level: int, total: int) -> dict[
         "failed": len(run.requests) - len(ok),
         "ttft": ttft,
         "first": first,
+        "max_inflight": run.stats.max_inflight,
     }
 
 
@@ -287,6 +361,48 @@ def _pct(vals: list[float], q: float) -> float:
     return v[lo] + (v[hi] - v[lo]) * (r - lo)
 
 
+def timing_error(tmp: Path, n: int, kind: str) -> dict[str, Any]:
+    """agentload TTFT − server TTFT per request, at ``n`` concurrent paced streams (8 tokens at
+    5 tokens/s, started as Poisson arrivals so they overlap without one thundering herd)."""
+    log = tmp / f"timing-{kind}.log"
+    trace = tmp / "timing.agentload.jsonl"
+    if not trace.exists():
+        asyncio.run(_write_trace(trace, n * 3, 8))
+    profile = "raw"
+    if kind == "simulator":
+        profile = str(tmp / "paced.yaml")
+        Path(profile).write_text(
+            "name: paced\ninstant: false\nprefill_tokens_per_s: 10000000\n"
+            "decode_tokens_per_s: 5\ndecode_degradation: 0\noverhead_ms: 20\n"
+            f"max_batch: {n * 2}\nkv_capacity_tokens: 100000000\nblock_size: 16\n"
+            "max_context: 1048576\n"
+        )
+    proc, base = start_server(log, profile)
+    try:
+        t = asyncio.run(run_agentload(base, trace, n, n * 3, rate=n / 1.7))
+    finally:
+        stop_server(proc)
+    server: dict[str, tuple[int, int]] = {}
+    for line in log.read_text().splitlines():
+        if line.strip():
+            rid, t_recv, t_first = line.split()
+            server[rid] = (int(t_recv), int(t_first))
+    err = [(t["ttft"][k] - (server[k][1] - server[k][0])) / 1e6 for k in t["ttft"] if k in server]
+    recv = [(t["first"][k] - server[k][1]) / 1e6 for k in t["first"] if k in server]
+    return {
+        "n": len(err),
+        "failed": t["failed"],
+        "peak": t["max_inflight"],
+        "p50": _pct(err, 50),
+        "p99": _pct(err, 99),
+        "max": max(err, default=float("nan")),
+        "recv_p50": _pct(recv, 50),
+        "recv_p99": _pct(recv, 99),
+        "cpu_s": t["cpu_s"],
+        "wall_s": t["wall_s"],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--serve", nargs=3, metavar=("PORT", "LOG", "PROFILE"), help=argparse.SUPPRESS)
@@ -298,7 +414,10 @@ def main() -> None:
     ap.add_argument("--aiperf-venv", default="/tmp/aiperf-venv")
     a = ap.parse_args()
     if a.serve:
-        serve(int(a.serve[0]), a.serve[1], a.serve[2])
+        if a.serve[2] == "raw":
+            serve_raw(int(a.serve[0]), a.serve[1])
+        else:
+            serve(int(a.serve[0]), a.serve[1], a.serve[2])
         return
     sys.path.insert(0, str(ROOT))
     levels = [int(x) for x in a.levels.split(",")]
@@ -329,34 +448,11 @@ def main() -> None:
             rows.append(row)
     finally:
         stop_server(proc)
-    # Timing error: a paced server (8 tokens at 5 tokens/s per stream) that keeps up with
-    # --timing-streams concurrent streams, so the difference is the client's, not a queue's.
     n = a.timing_streams
-    paced = tmp / "paced.yaml"
-    paced.write_text(
-        "name: paced\ninstant: false\nprefill_tokens_per_s: 10000000\n"
-        "decode_tokens_per_s: 5\ndecode_degradation: 0\noverhead_ms: 20\n"
-        f"max_batch: {n * 2}\nkv_capacity_tokens: 100000000\nblock_size: 16\n"
-        "max_context: 1048576\n"
-    )
-    tlog = tmp / "timing.log"
-    ttrace = tmp / "timing.agentload.jsonl"
-    asyncio.run(_write_trace(ttrace, n * 2, 8))
-    proc, base = start_server(tlog, str(paced))
-    try:
-        timing = asyncio.run(run_agentload(base, ttrace, n, n * 2))
-    finally:
-        stop_server(proc)
-    server: dict[str, tuple[int, int]] = {}
-    for line in tlog.read_text().splitlines():
-        rid, t_recv, t_first = line.split()
-        server[rid] = (int(t_recv), int(t_first))
-    errors_ms = [
-        (timing["ttft"][k] - (server[k][1] - server[k][0])) / 1e6
-        for k in timing["ttft"]
-        if k in server
-    ]
-    recv_ms = [(timing["first"][k] - server[k][1]) / 1e6 for k in timing["first"] if k in server]
+    timings = {
+        "simulator": timing_error(tmp, n, "simulator"),
+        "lean": timing_error(tmp, n, "raw"),
+    }
 
     print(f"{'level':>6} {'client':>10} {'chunks/s':>12} {'CPU s':>8} {'chunks/CPU-s':>14}")
     ratios = []
@@ -379,24 +475,27 @@ def main() -> None:
             ratio = row["agentload"]["per_cpu_s"] / ap_["per_cpu_s"]
             ratios.append(ratio)
             print(f"{row['level']:>6} {'ratio':>10} {ratio:>12.2f}x (chunks per CPU second)")
-    p99 = _pct(errors_ms, 99)
-    print(
-        f"timing error at {n} concurrent streams (agentload TTFT − server TTFT, "
-        f"{len(errors_ms)} requests, {timing['failed']} failed): p50 "
-        f"{_pct(errors_ms, 50):.3f} ms, p99 {p99:.3f} ms, "
-        f"max {max(errors_ms, default=float('nan')):.3f} ms"
-    )
-    print(
-        f"  of which on the response side (client first-chunk time − server first write): "
-        f"p50 {_pct(recv_ms, 50):.3f} ms, p99 {_pct(recv_ms, 99):.3f} ms"
-    )
+    for name, t in timings.items():
+        what = (
+            "the simulator (paced profile)"
+            if name == "simulator"
+            else "a lean raw-asyncio SSE server (no queue of its own)"
+        )
+        print(
+            f"timing error vs {what} at {n} concurrent streams (agentload TTFT − server TTFT, "
+            f"{t['n']} requests, {t['failed']} failed, peak {t['peak']} in flight): p50 "
+            f"{t['p50']:.3f} ms, p99 {t['p99']:.3f} ms, max {t['max']:.3f} ms; response side "
+            f"(client first chunk − server first write) p50 {t['recv_p50']:.3f} ms, p99 "
+            f"{t['recv_p99']:.3f} ms; client CPU {t['cpu_s']:.2f} s in {t['wall_s']:.2f} s"
+        )
     shutil.rmtree(tmp, ignore_errors=True)
     print(
         json.dumps(
             {
                 "ratio_vs_aiperf": min(ratios) if ratios else None,
-                "timing_error_p99_ms": round(p99, 3),
-                "receive_lag_p99_ms": round(_pct(recv_ms, 99), 3),
+                "timing_error_p99_ms": round(timings["lean"]["p99"], 3),
+                "timing_error_vs_simulator_p99_ms": round(timings["simulator"]["p99"], 3),
+                "receive_lag_p99_ms": round(timings["lean"]["recv_p99"], 3),
                 "timing_streams": n,
                 "levels": [
                     {

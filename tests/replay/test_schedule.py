@@ -14,7 +14,7 @@ from agentload.replay.bodies import unsalt_messages
 from agentload.replay.plan import traffic_body
 
 MS = 1_000_000
-TOL_LATE = 40 * MS  # scheduling tolerance on a loaded 2-core CI box
+TOL_LATE = 250 * MS  # worst-case event-loop lag tolerated on a loaded shared CI box
 
 
 async def test_recorded_gaps_are_kept_from_actual_completions(
@@ -24,15 +24,21 @@ async def test_recorded_gaps_are_kept_from_actual_completions(
     (plan,) = plans_of(trace_path)
     by_call = {r.call: r for r in run.requests}
     assert len(by_call) == len(plan.calls) and all(r.ok for r in run.requests)
+    late = []
     for cid, call in plan.calls.items():
         r = by_call[cid]
         if not call.preds:
             continue
+        # the schedule is exact: the latest predecessor completion plus its recorded gap
         due = max(by_call[e.pred].end_ns + e.gap_ns for e in call.preds)
-        assert due - MS <= r.send_ns <= due + TOL_LATE, (cid, (r.send_ns - due) / MS)
-        assert r.scheduled_ns == due or abs(r.scheduled_ns - due) <= MS
+        assert r.scheduled_ns == due, cid
+        late.append(r.send_ns - due)
+    # never early; late only by the event loop's lag (loose bound: CI boxes are shared)
+    assert min(late) >= -MS and max(late) <= TOL_LATE
+    assert sorted(late)[len(late) // 2] <= 30 * MS
     # the orchestrator's tool gap, measured on the target's timeline
-    assert 150 * MS <= by_call["s0-c1"].send_ns - by_call["s0-c0"].end_ns <= 150 * MS + TOL_LATE
+    gap = by_call["s0-c1"].send_ns - by_call["s0-c0"].end_ns
+    assert 150 * MS - MS <= gap <= 150 * MS + TOL_LATE
     assert by_call["s0-c1"].gap_ns is not None
     assert by_call["s0-c1"].recorded_gap_ns == 150 * MS
 
@@ -45,7 +51,7 @@ async def test_subagents_run_in_parallel_and_the_parent_waits(
     s1 = (r["s0-sub1-c0"].send_ns, r["s0-sub1-c1"].end_ns)
     s2 = (r["s0-sub2-c0"].send_ns, r["s0-sub2-c1"].end_ns)
     assert max(s1[0], s2[0]) < min(s1[1], s2[1]), "sub-agents did not overlap"
-    assert abs(s1[0] - s2[0]) < 20 * MS
+    assert abs(s1[0] - s2[0]) < 100 * MS
     assert r["s0-c2"].send_ns >= max(s1[1], s2[1]) + 80 * MS - MS
 
 
@@ -54,7 +60,7 @@ async def test_gap_scale_zero_removes_waits(chat_server: ChatServer, trace_path:
         chat_server.base_url, [trace_path], start_at="zero", sessions=1, gap_scale=0.0
     )
     (s,) = run.sessions
-    assert s.complete and (s.end_ns - s.start_ns) < 150 * MS  # recorded: 650 ms
+    assert s.complete and (s.end_ns - s.start_ns) < 400 * MS  # recorded: 650 ms
 
 
 async def test_bodies_are_the_recorded_requests(chat_server: ChatServer, trace_path: Path) -> None:
@@ -148,7 +154,7 @@ async def test_duration_bounds_the_run(chat_server: ChatServer, fast_trace: Path
     run, _ = await run_point(
         chat_server.base_url, [fast_trace], start_at="zero", duration_s=0.6, concurrency=2
     )
-    assert 0.5 <= run.window.seconds <= 0.8
+    assert 0.59 <= run.window.seconds <= 1.2
     assert len(run.sessions) >= 4
     assert max(r.send_ns for r in run.requests) <= run.window.end_ns + 5 * MS
 
