@@ -95,6 +95,8 @@ class Simulator:
             req.messages, mids, req.tools, req.tool_choice, prompt_tokens, req.seed
         )
         d = self.policy.decide(conv)
+        if not req.parallel_tool_calls:
+            d.tool_calls = d.tool_calls[:1]
         return self._limit(req, d, prompt_tokens, conv.digest)
 
     def _extend(self, d: Decision, n: int) -> list[str]:

@@ -146,13 +146,31 @@ def _extract(text: str) -> Facts:
     f.defs.extend(m.group(1) for m in _DEF_RE.finditer(text))
     idents = [m.group(1) for m in _IDENT_RE.finditer(text)]
     idents += [m.group(1) for m in _CALL_RE.finditer(text)]
-    f.idents = [i for i in dict.fromkeys(idents) if i not in _STOP and len(i) >= 4][:150]
+    f.idents = [i for i in dict.fromkeys(idents) if i not in _STOP and _codey(i)][:150]
     f.errors = [m.group(0).strip() for m in _ERR_RE.finditer(text)][:50]
     f.failed_tests = [f"{m.group(2)}" for m in _FAILED_TEST_RE.finditer(text)]
     f.failed_tests += [f"{m.group(1)}::{m.group(2)}" for m in _PYTEST_FAILED_RE.finditer(text)]
     code = [ln.strip() for ln in text.splitlines()[:3000] if _looks_like_code(ln)]
     f.code_lines = code[:60]
     return f
+
+
+_SNAKE = re.compile(r"_*[a-z][a-z0-9]*(?:_+[a-z0-9]+)*_*|_*[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+_CAMEL = re.compile(r"_?(?:[A-Z]+[a-z0-9]*)+|[a-z]+(?:[A-Z]+[a-z0-9]*)+")
+_RUNS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+def _codey(ident: str) -> bool:
+    """Whether a token looks like a code identifier (not base64, not prose in test data)."""
+    if not 4 <= len(ident) <= 40:
+        return False
+    digits = sum(c.isdigit() for c in ident)
+    if _SNAKE.fullmatch(ident):
+        if digits > 10:
+            return False
+    elif not _CAMEL.fullmatch(ident) or digits > 2:
+        return False
+    return all(len(r) <= 14 for r in _RUNS.findall(ident))
 
 
 def _looks_like_code(line: str) -> bool:

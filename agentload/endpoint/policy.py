@@ -183,6 +183,7 @@ def _digest(seed: int, mids: Sequence[str], extra: str = "") -> int:
     return int.from_bytes(h.digest(), "big")
 
 
+_CODE_EXT = (".py", ".c", ".h", ".js", ".ts", ".go", ".rs", ".java", ".rb", ".cpp")
 _WORDS = re.compile(r"[A-Za-z][A-Za-z_\-]{3,}")
 
 
@@ -243,8 +244,9 @@ class Policy:
             "",
         )
         words = list(dict.fromkeys(w.lower() for w in _WORDS.findall(last_user)))[:60]
+        code_first = sorted(f.paths[:200], key=lambda p: not p.endswith(_CODE_EXT))
         return Vocab(
-            paths=f.paths[:200],
+            paths=code_first,
             locs=[f"{loc.path}:{loc.line}" for loc in f.locations][:200],
             idents=(f.defs + f.idents)[:300],
             errors=f.errors,

@@ -123,3 +123,54 @@ def test_health_and_models(simulator: Any) -> None:
     assert h["status"] == "ok" and h["model"] == simulator.model
     m = httpx.get(simulator.base_url + "/models").json()
     assert [d["id"] for d in m["data"]] == [simulator.model]
+
+
+def test_timed_profile_paces_the_stream_and_honours_parallel_tool_calls(
+    make_server: Callable[..., SimulatorServer],
+) -> None:
+    import time
+
+    prof = Profile(
+        name="slowish",
+        prefill_tokens_per_s=100_000,
+        decode_tokens_per_s=400,
+        decode_degradation=0,
+        overhead_ms=20,
+        max_batch=4,
+        kv_capacity_tokens=65_536,
+        max_context=65_536,
+    )
+    srv = make_server(profile=prof)
+    body = {
+        "model": srv.model,
+        "messages": [{"role": "user", "content": "stream please"}],
+        "max_tokens": 40,
+        "ignore_eos": True,
+        "stream": True,
+    }
+    t0 = time.perf_counter()
+    arrivals = []
+    with httpx.stream("POST", srv.base_url + "/chat/completions", json=body) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: {") and '"content":"' in line:
+                arrivals.append(time.perf_counter() - t0)
+    # 20 ms overhead before the first token, then 39 tokens at 2.5 ms each: >= 117 ms in all.
+    assert arrivals[0] >= 0.02
+    assert arrivals[-1] >= 0.02 + 39 / 400 * 0.95
+    assert len(arrivals) >= 41  # role chunk (empty content) + 40 tokens
+    text = httpx.get(root(srv.base_url) + "/metrics").text
+    assert _sample(text, "vllm:time_to_first_token_seconds_sum") >= 0.02
+    tools = [
+        {"type": "function", "function": {"name": f"t{i}", "parameters": {}}} for i in range(3)
+    ]
+    r2 = post(
+        srv.base_url,
+        {
+            "model": srv.model,
+            "tools": tools,
+            "parallel_tool_calls": False,
+            "tool_choice": "required",
+            "messages": [{"role": "user", "content": "use tools"}],
+        },
+    ).json()
+    assert len(r2["choices"][0]["message"]["tool_calls"]) == 1
