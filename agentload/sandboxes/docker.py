@@ -113,9 +113,11 @@ class DockerSandbox:
                 stop_signal="SIGKILL",
             )
         except DockerException as exc:
+            _remove_created(client, labels)  # created but not started: do not leave it behind
             if owns_client:
                 client.close()
-            raise SandboxError(f"cannot start a container from {image.tag}: {exc}") from None
+            reason = str(exc).splitlines()[0][:300]
+            raise SandboxError(f"cannot start a container from {image.tag}: {reason}") from None
         self.id: str = self._container.id[:12]
         lifecycle.register(self._container.id, self.close)
         try:
@@ -225,6 +227,14 @@ class DockerSandbox:
         if self._owns_client:
             with contextlib.suppress(Exception):
                 self._client.close()
+
+
+def _remove_created(client: Any, labels: dict[str, str]) -> None:
+    filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
+    with contextlib.suppress(DockerException):
+        for c in client.containers.list(all=True, filters=filters):
+            with contextlib.suppress(DockerException):
+                c.remove(force=True)
 
 
 def _close_stream(sock: Any) -> None:

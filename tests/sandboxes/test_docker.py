@@ -281,6 +281,31 @@ def test_image_build_and_named_images(docker_client: Any, workspace: Path) -> No
     assert ensure_image(docker_client).tag == default_image_tag()
 
 
+def test_a_named_image_that_cannot_run_leaves_nothing(docker_client: Any, workspace: Path) -> None:
+    """An image without the agentload labels gets no host mounts; one without `sleep` fails."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w"):
+        pass
+    tag = f"agentload-test-empty:{uuid.uuid4().hex[:6]}"
+    docker_client.api.import_image_from_data(
+        buf.getvalue(), repository=tag.split(":")[0], tag=tag.split(":")[1]
+    )
+    sid = _sid()
+    try:
+        info = image_info(docker_client, tag)
+        assert info is not None and info.mounts == () and not info.built_here
+        with pytest.raises(SandboxError, match=f"cannot start a container from {tag}"):
+            open_sandbox(
+                "docker", workspace, SandboxSpec(image=tag), sid, docker_client=docker_client
+            )
+        assert _labelled(docker_client, sid) == []
+    finally:
+        docker_client.images.remove(tag, force=True)
+
+
 def test_cli_build_prints_progress(docker_client: Any) -> None:
     tag = f"agentload-sandbox:test-{uuid.uuid4().hex[:6]}"
     try:
