@@ -23,7 +23,6 @@ _PATH_RE = re.compile(
 )
 _HIT_RE = re.compile(r"^((?:[\w.\-]+/)*[\w.\-]+):(\d+):", re.M)
 _TRACE_RE = re.compile(r'File "([^"]+)", line (\d+)')
-_PYTEST_LOC_RE = re.compile(rf"^((?:[\w.\-]+/)*[\w.\-]+\.(?:{_EXT})):(\d+):? ", re.M)
 _READ_HEADER_RE = re.compile(r"^# ((?:[\w.\-]+/)*[\w.\-]+) \(lines (\d+)-(\d+) of (\d+)\)", re.M)
 _IDENT_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*(?:_[A-Za-z0-9_]+|[a-z][A-Z][A-Za-z0-9]*))\b")
 _DEF_RE = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.M)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from collections.abc import Callable
@@ -50,15 +51,26 @@ if __name__ == "__main__":
 """
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> MiniTools:
+def _make_repo(tmp_path: Path, argv: list[str]) -> MiniTools:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg" / "calc.py").write_text(CALC)
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "__init__.py").write_text("")
     (tmp_path / "tests" / "test_calc.py").write_text(TEST)
-    return MiniTools(tmp_path, [sys.executable, "-m", "unittest", "-v"])
+    return MiniTools(tmp_path, argv)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> MiniTools:
+    return _make_repo(tmp_path, [sys.executable, "-m", "unittest", "-v"])
+
+
+RUNNERS = {
+    "unittest": [sys.executable, "-m", "unittest", "-v"],
+    "pytest": [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+}
+_FRAME = re.compile(r'File "/workspace/([^"]+)", line (\d+)|^([\w/.]+\.py):(\d+):', re.M)
 
 
 def _ask(srv: Any, messages: list[dict[str, Any]], names: list[str], **kw: Any) -> dict[str, Any]:
@@ -106,7 +118,11 @@ def test_code_search_follows_real_hits(simulator: Any, repo: MiniTools) -> None:
         assert any(p == a["path"] and a["start_line"] <= ln <= a["end_line"] for p, ln in hit_lines)
 
 
-def test_test_runner_reads_the_real_traceback_locations(simulator: Any, repo: MiniTools) -> None:
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_test_runner_reads_the_real_traceback_locations(
+    simulator: Any, tmp_path: Path, runner: str
+) -> None:
+    repo = _make_repo(tmp_path, RUNNERS[runner])
     names = list(contract.SUBAGENT_TOOLS[contract.TEST_RUNNER])
     msgs = [
         {"role": "system", "content": contract.marker("test_runner", max_turns=6) + "\nRun."},
@@ -115,15 +131,18 @@ def test_test_runner_reads_the_real_traceback_locations(simulator: Any, repo: Mi
     calls, msgs = _play(simulator, repo, msgs, names)
     assert calls == [("run_tests", {})]
     out = msgs[-1]["content"]
-    assert "ERROR: test_parse_amount" in out and 'File "/workspace/pkg/calc.py"' in out
+    if runner == "unittest":
+        assert "ERROR: test_parse_amount" in out and 'File "/workspace/pkg/calc.py"' in out
+    else:
+        assert "FAILED tests/test_calc.py::TestCalc::test_parse_amount" in out
+        assert "pkg/calc.py:7: ValueError" in out
     calls, msgs = _play(simulator, repo, msgs, names)
     reads = [a for n, a in calls if n == "read_file"]
     assert reads
     frames = {
-        (ln.split('"/workspace/')[1].split('"')[0], int(ln.split("line ")[1].split(",")[0]))
-        for ln in out.splitlines()
-        if 'File "/workspace/' in ln
+        (m.group(1) or m.group(3), int(m.group(2) or m.group(4))) for m in _FRAME.finditer(out)
     }
+    assert frames
     for a in reads:
         assert any(p == a["path"] and a["start_line"] <= n <= a["end_line"] for p, n in frames)
     # It ends with a summary that quotes the real failure, without tool calls.

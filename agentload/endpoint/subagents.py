@@ -1,0 +1,157 @@
+"""The sub-agents' policy: code_search, file_reader and test_runner (see ``agent_policy``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agentload.agents.contract import (
+    CODE_SEARCH,
+    FILE_READER,
+    LIST_FILES,
+    READ_FILE,
+    RUN_TESTS,
+    SEARCH_CODE,
+    TEST_RUNNER,
+)
+from agentload.endpoint.agent_context import (
+    Call,
+    Ctx,
+    continuations,
+    first_sentence,
+    is_used,
+    listed_paths,
+    note_call,
+    prose_for,
+    task_idents,
+    unread_locations,
+    window_args,
+)
+from agentload.endpoint.facts import extract, ticked
+from agentload.endpoint.policy import Decision
+
+__all__ = ["subagent", "summary_reply"]
+
+_DOTTED_TEST = re.compile(r"^(?:[\w]+\.)*test\w*(?:\.\w+)*$")
+
+
+def summary_reply(ctx: Ctx) -> Decision:
+    prose = prose_for(ctx)
+    n = ctx.policy.config.summary_tokens.sample(ctx.rng)
+    title = {
+        CODE_SEARCH: "Search results",
+        FILE_READER: "File summary",
+        TEST_RUNNER: "Test results",
+    }.get(ctx.conv.role or "", "Summary")
+    return Decision(
+        prose.report(f"{title}: {first_sentence(ctx.task)[:80]}", n),
+        [],
+        prose.reasoning,
+        "summary",
+    )
+
+
+def _code_search(ctx: Ctx) -> list[Call]:
+    cfg, rng = ctx.policy.config, ctx.rng
+    before, after = cfg.read_window
+    calls: list[Call] = []
+    if READ_FILE in ctx.offered:
+        for loc in unread_locations(ctx, ctx.last, ("hit",))[: rng.randint(1, 2)]:
+            args = window_args(ctx, loc, before // 2, after // 2)
+            calls.append((READ_FILE, args))
+            note_call(ctx, READ_FILE, args)
+    if calls or SEARCH_CODE not in ctx.offered:
+        return calls
+    pool = [i for i in task_idents(ctx.task) if not is_used(ctx, i)]
+    pool += [i for i in ctx.facts.defs if not is_used(ctx, i)]
+    for ident in list(dict.fromkeys(pool))[: 2 if ctx.conv.turns == 0 else 1]:
+        pat = ident if rng.random() < 0.6 else rf"(def|class) {ident}\b"
+        calls.append((SEARCH_CODE, {"pattern": pat, "max_results": cfg.search_max_results}))
+        ctx.searched.add(pat)
+    if not calls:
+        for loc in unread_locations(ctx, ctx.facts, ("hit",))[:1]:
+            calls.append((READ_FILE, window_args(ctx, loc, before // 2, after // 2)))
+    return calls
+
+
+def _file_reader(ctx: Ctx) -> list[Call]:
+    cfg, rng = ctx.policy.config, ctx.rng
+    span = sum(cfg.read_window) * 2
+    task_paths = [p for p in extract(ctx.task).paths if p not in ctx.read]
+    listed = {loc.path for loc in ctx.facts.locations} | set(listed_paths(ctx))
+    found = [p for p in ctx.facts.paths if p not in ctx.read and p not in task_paths]
+    found.sort(key=lambda p: p not in listed)
+    calls: list[Call] = []
+    for p in (task_paths or found[:3])[: rng.randint(1, 2)]:
+        args: dict[str, Any] = {"path": p}
+        if rng.random() >= cfg.subagent_whole_file_prob:
+            args.update(start_line=1, end_line=span)
+        calls.append((READ_FILE, args))
+        note_call(ctx, READ_FILE, args)
+    if calls:
+        return calls
+    conts = continuations(ctx, span)
+    if conts:
+        return [(READ_FILE, conts[0])]
+    if ctx.conv.turns == 0 and LIST_FILES in ctx.offered:
+        dirs = [t.rstrip("/") for t in ticked(ctx.task) if "/" in t or t.endswith("/")]
+        return [(LIST_FILES, {"path": dirs[0]} if dirs else {})]
+    return []
+
+
+def _test_target(ctx: Ctx) -> str | None:
+    for t in ticked(ctx.task):
+        if _DOTTED_TEST.match(t) or (t.endswith(".py") and "test" in t):
+            return t
+    return None
+
+
+def _test_runner(ctx: Ctx) -> list[Call]:
+    cfg, rng = ctx.policy.config, ctx.rng
+    if not ctx.ran_targets and RUN_TESTS in ctx.offered:
+        target = _test_target(ctx)
+        return [(RUN_TESTS, {"target": target} if target else {})]
+    calls: list[Call] = []
+    if READ_FILE in ctx.offered:
+        # Traceback frames innermost first, then pytest's ``path:line:`` report lines.
+        frames = list(reversed(unread_locations(ctx, ctx.facts, ("trace",))))
+        frames += unread_locations(ctx, ctx.facts, ("hit",))
+        seen: set[str] = set()
+        for loc in frames:
+            if loc.path in seen:
+                continue
+            seen.add(loc.path)
+            args = window_args(ctx, loc, 15, 25)
+            calls.append((READ_FILE, args))
+            note_call(ctx, READ_FILE, args)
+            if len(calls) >= rng.randint(1, 2):
+                break
+    if calls:
+        return calls
+    failed = [t for t in ctx.facts.failed_tests if t not in ctx.ran_targets]
+    if failed and RUN_TESTS in ctx.offered and rng.random() < 0.5:
+        return [(RUN_TESTS, {"target": failed[0]})]
+    if SEARCH_CODE in ctx.offered:
+        names = [t.rsplit(".", 1)[-1] for t in ctx.facts.failed_tests]
+        names = [n for n in names if not is_used(ctx, n)]
+        if names:
+            return [(SEARCH_CODE, {"pattern": names[0], "max_results": cfg.search_max_results})]
+    return []
+
+
+_SUB = {CODE_SEARCH: _code_search, FILE_READER: _file_reader, TEST_RUNNER: _test_runner}
+
+
+def subagent(ctx: Ctx) -> Decision:
+    conv, cfg = ctx.conv, ctx.policy.config
+    max_turns = int(conv.attrs.get("max_turns", "6") or 6)
+    lo, hi = cfg.subagent_turns
+    planned = max(0, min(max_turns - 1, conv.stable_rng.randint(lo, hi)))
+    if conv.turns >= planned:
+        return summary_reply(ctx)
+    calls = _SUB[conv.role or CODE_SEARCH](ctx)
+    if not calls:
+        return summary_reply(ctx)
+    prose = prose_for(ctx)
+    n = cfg.reasoning_tokens.sample(ctx.rng) // 2
+    return Decision(prose.reasoning(n), calls, prose.reasoning, "tool")
