@@ -85,8 +85,18 @@ class BodyBuilder:
     engine: EnginePreset
     session_field: str | None = None
 
-    def build(self, call: CallPlan, salt: str | None, session_id: str | None) -> bytes:
+    def build(
+        self,
+        call: CallPlan,
+        salt: str | None,
+        session_id: str | None,
+        max_tokens: int | None = None,
+    ) -> bytes:
+        """The request bytes; ``max_tokens`` overrides the pinned length (warm-up sends 1:
+        only its prefill matters, since the next prompt carries the recorded reply anyway)."""
         body = dict(call.traffic)
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
         if salt:
             body["messages"] = salt_messages(body["messages"], salt)
         body["model"] = self.model
@@ -98,7 +108,7 @@ class BodyBuilder:
         elif self.engine.ignore_eos:
             body["ignore_eos"] = True
         if self.engine.min_tokens:
-            body["min_tokens"] = call.expected_tokens
+            body["min_tokens"] = body["max_tokens"]
         if self.session_field and session_id is not None:
             body[self.session_field] = session_id
         return orjson.dumps(body)

@@ -97,6 +97,7 @@ class StreamClient:
         # scans every connection on every request (quadratic at 1,000 streams); this doesn't.
         self._idle: list[httpx.AsyncClient] = []
         self._all: list[httpx.AsyncClient] = []
+        self.max_connections = max_connections
         self._slots = asyncio.Semaphore(max_connections)
 
     def _new_client(self, connections: int) -> httpx.AsyncClient:
@@ -134,6 +135,28 @@ class StreamClient:
                 f"{shown}: model {model!r} not served; available: {', '.join(ids) or 'none'}"
             )
         return ids
+
+    async def warm(self, n: int, parallel: int = 64) -> int:
+        """Open up to ``n`` pooled connections ahead of the load (one ``GET /models`` each), so
+        connection setup is not inside the first requests' TTFT; returns how many opened."""
+        want = max(0, min(n, self.max_connections) - len(self._all))
+        gate = asyncio.Semaphore(parallel)
+        url = self.base_url + "/models"
+
+        async def one() -> bool:
+            async with gate:
+                client = self._new_client(1)
+                try:
+                    r = await client.get(url, timeout=10.0)
+                    await r.aread()
+                except (httpx.HTTPError, OSError):
+                    await client.aclose()
+                    return False
+                self._all.append(client)
+                self._idle.append(client)
+                return True
+
+        return sum(await asyncio.gather(*(one() for _ in range(want))))
 
     async def chat(self, body: bytes, headers: Mapping[str, str] | None = None) -> Outcome:
         """Send one streaming request; never raises for endpoint failures."""

@@ -130,6 +130,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
                 session_header=cfg.session_header or engine.session_header,
             )
             runner = PointRunner(client, plans, builder, shape, nonce=f"{run_nonce}{i:x}")
+            await client.warm(level if not cfg.arrival_rate else 0)
             points.append(await _run_point(runner, cfg, slo, power, progress, i))
     finally:
         await client.aclose()

@@ -4,7 +4,9 @@ A session instance runs its call graph (see ``plan``): a call is sent once all i
 predecessors completed on the target and ``max(pred completion + gap_scale * recorded gap)``
 has passed. With ``start_at="random"`` the first session of every lane joins mid-flight at a
 recorded time ``t`` drawn uniformly over ``[0, last submit)``: calls submitted before ``t`` are
-skipped except those with a successor after ``t``, which are sent once as unmeasured warm-up;
+skipped except those with a successor after ``t``, which are sent once as unmeasured warm-up
+(with ``max_tokens = 1``: only their prefill matters for the cache, because the next prompt
+carries the recorded reply, not whatever the target generates);
 the session then continues with the remaining recorded waits (``submit - t``). Lanes recycle:
 when a session's whole agent tree finished, the lane starts the next session (from zero).
 
@@ -323,7 +325,9 @@ class PointRunner:
         prev_end: int | None,
     ) -> int:
         """Send one call and record it; returns its completion time (clock ns)."""
-        body = self.builder.build(call, inst.salt, inst.session_id)
+        warm = phase == "warmup"
+        expected = 1 if warm else call.expected_tokens
+        body = self.builder.build(call, inst.salt, inst.session_id, 1 if warm else None)
         hdr = self.shape.session_header
         headers = {hdr: inst.session_id} if hdr else None
         st = self.stats
@@ -354,10 +358,9 @@ class PointRunner:
             prompt_tokens=out.prompt_tokens,
             completion_tokens=out.completion_tokens,
             cached_tokens=out.cached_tokens,
-            expected_tokens=call.expected_tokens,
+            expected_tokens=expected,
             recorded_prompt_tokens=call.prompt_tokens,
-            mismatch=out.completion_tokens is not None
-            and out.completion_tokens != call.expected_tokens,
+            mismatch=out.completion_tokens is not None and out.completion_tokens != expected,
             ceiling_tokens=call.ceiling_tokens,
             gap_ns=None if prev_end is None else out.send_ns - prev_end,
             recorded_gap_ns=call.recorded_gap_ns,

@@ -145,6 +145,8 @@ async def test_random_start_warms_up_then_measures(
     assert first.joined_at_ns is not None and first.joined_at_ns > 0
     warm = [r for r in run.requests if r.phase == "warmup"]
     assert warm and all(r.session == 0 for r in warm)
+    # warm-up only needs the prefill: it is sent with max_tokens 1
+    assert all(r.expected_tokens == r.completion_tokens == 1 for r in warm)
     assert all(r.send_ns >= run.window.start_ns for r in run.requests if r.phase == "measured")
     assert run.window.start_ns >= max(r.end_ns for r in warm)
     assert all(s.joined_at_ns is None for s in run.sessions[1:])  # recycled: from zero
