@@ -36,6 +36,14 @@ _atexit_done = False
 _previous: dict[int, Any] = {}
 
 
+def _forget_in_child() -> None:
+    # a forked child (multiprocessing, a pre-fork server) must never remove its parent's sandboxes
+    _open.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def register(key: str, close: Callable[[], None]) -> None:
     """Remember an open sandbox; installs the atexit hook and signal handlers on first use."""
     global _atexit_done
@@ -84,16 +92,15 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 def install_signal_handlers(*, sigint: bool = True) -> bool:
     """Close sandboxes on SIGTERM, SIGHUP and (``sigint``) SIGINT, then chain to the handler that
-    was there before. Main thread only (``False`` elsewhere); idempotent per signal."""
+    was there before. Main thread only (``False`` elsewhere). Idempotent; if the program replaced
+    our handler since, calling it again wraps the new one."""
     if threading.current_thread() is not threading.main_thread():
         return False
     wanted = (signal.SIGTERM, signal.SIGHUP, *((signal.SIGINT,) if sigint else ()))
     with _lock:
         for sig in wanted:
-            if sig in _previous:
-                continue
             current = signal.getsignal(sig)
-            if current is None:  # set from C: leave it alone
+            if current is _on_signal or current is None:  # ours already / set from C: leave it
                 continue
             _previous[sig] = current
             signal.signal(sig, _on_signal)
