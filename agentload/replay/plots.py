@@ -132,10 +132,16 @@ def pick_session(point: dict[str, Any]) -> int | None:
 
 
 def timeline_plot(run: dict[str, Any], out: Path) -> Path | None:
-    point = run["points"][0]
-    sid = pick_session(point)
-    if sid is None:
+    candidates = []
+    for p in run["points"]:
+        sid = pick_session(p)
+        if sid is None:
+            continue
+        s = next(x for x in p["sessions"] if x["session"] == sid)
+        candidates.append(((s["complete"] and s["joined_at_ns"] is None, s["requests"]), p, sid))
+    if not candidates:
         return None
+    _, point, sid = max(candidates, key=lambda c: c[0])
     reqs = [r for r in point["requests"] if r["session"] == sid]
     if not reqs:
         return None
@@ -168,24 +174,29 @@ def timeline_plot(run: dict[str, Any], out: Path) -> Path | None:
 
 def scrape_plot(run: dict[str, Any], out: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(9, 4))
+    ax2 = ax.twinx()
     drawn = False
     for p in run["points"]:
-        sc = p.get("scrape") or {}
-        samples = sc.get("samples") or []
+        samples = (p.get("scrape") or {}).get("samples") or []
         keys = sorted({k for s in samples for k in s["values"]})
-        pick = [k for k in keys if "usage" in k.lower() or "waiting" in k.lower()][:4]
-        for k in pick:
+        usage = [k for k in keys if "usage" in k.lower()][:2]
+        waiting = [k for k in keys if "waiting" in k.lower()][:2]
+        for k, axis, style in [*((k, ax, "-") for k in usage), *((k, ax2, ":") for k in waiting)]:
             xs = [s["t_ns"] / 1e9 for s in samples if k in s["values"]]
             ys = [s["values"][k] for s in samples if k in s["values"]]
-            ax.plot(xs, ys, label=f"{_label(p)} {k[:50]}")
+            axis.plot(xs, ys, style, label=f"{_label(p)} {k.split('{')[0]}")
             drawn = True
     if not drawn:
         plt.close(fig)
         return None
     ax.set_xlabel("seconds since the point started")
+    ax.set_ylabel("KV cache usage (solid)")
+    ax2.set_ylabel("waiting requests (dotted)")
     ax.set_title("Server metrics (scraped at 1 Hz)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    lines = ax.get_legend_handles_labels()
+    lines2 = ax2.get_legend_handles_labels()
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7)
     return _save(fig, out / "server_metrics.png")
 
 
