@@ -81,6 +81,9 @@ class RequestRecord:
         d["lag_ns"] = self.lag_ns
         d["ttft_ns"] = self.ttft_ns
         d["e2e_ns"] = self.e2e_ns
+        out = self.output_tokens
+        ttft = self.ttft_ns
+        d["tpot_ns"] = (self.e2e_ns - ttft) / (out - 1) if ttft is not None and out > 1 else None
         return d
 
 

@@ -66,3 +66,27 @@ def test_option_parsing() -> None:
     for bad in ("0,1", "", "a"):
         with pytest.raises(ConfigError):
             parse_levels(bad)
+
+
+async def test_live_progress_renders_on_a_terminal(
+    chat_server: ChatServer, fast_trace: Path
+) -> None:
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=200)
+    progress = Progress(console, interval_s=0.02)
+    assert progress.live
+    client = StreamClient(chat_server.base_url)
+    runner = PointRunner(
+        client,
+        plans_of(fast_trace),
+        BodyBuilder("test-model", get_engine("vllm")),
+        LoadShape(concurrency=1, sessions=2, start_at="zero"),
+    )
+    task = asyncio.create_task(progress(runner, 1, 3))
+    await runner.run()
+    await asyncio.sleep(0.1)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await client.aclose()
+    out = buf.getvalue()
+    assert "agentload replay" in out and "point 2/3 (load 1)" in out and "2 done" in out
