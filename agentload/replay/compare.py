@@ -50,13 +50,13 @@ def compare_results(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], bo
     else:
         lines.append("traffic: DIFFERENT")
         for key, what in (
-            ("changed", "different payload"),
+            ("changed", "with a different payload"),
             ("only_a", "only in A"),
             ("only_b", "only in B"),
         ):
             if diff[key]:
                 shown = ", ".join(diff[key][:10]) + (" …" if len(diff[key]) > 10 else "")
-                lines.append(f"  {len(diff[key])} call(s) with {what}: {shown}")
+                lines.append(f"  {len(diff[key])} call(s) {what}: {shown}")
     for k in ("gap_scale", "salt", "start_at", "engine"):
         va, vb = a["config"].get(k), b["config"].get(k)
         if va != vb:

@@ -108,7 +108,7 @@ def test_compare_detects_a_changed_trace(
     assert _run(["compare", str(tmp_path / "ra"), str(tmp_path / "rb")]) == 0
     diff = capsys.readouterr().out
     assert "traffic: DIFFERENT" in diff
-    assert "3 call(s) with different payload: s0-c0, s0-c1, s0-c2" in diff
+    assert "3 call(s) with a different payload: s0-c0, s0-c1, s0-c2" in diff
 
 
 @pytest.mark.parametrize(
