@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from pathlib import Path
@@ -53,11 +54,13 @@ def test_environment_is_clean(
 
 
 def test_timeout_kills_the_whole_process_group(workspace: Path, tight: SandboxSpec) -> None:
+    secs = f"{random.randint(30, 99)}.{random.randint(1000, 9999)}"  # a command line of our own
     with open_sandbox("local", workspace, tight, "s3") as sb:
-        r = sb.exec(["sh", "-c", "sleep 30 & sleep 30; echo never"], timeout_s=1)
+        r = sb.exec(["sh", "-c", f"sleep {secs} & sleep {secs}; echo never"], timeout_s=1)
         assert r.timed_out and r.exit_code == 137 and b"never" not in r.output
         assert (r.end_ns - r.start_ns) / 1e9 < 5
-        left = sb.exec(["sh", "-c", "pgrep -f 'slee[p] 30' || true"], timeout_s=5)
+        pattern = f"slee[p] {secs}"
+        left = sb.exec(["sh", "-c", f"pgrep -f '{pattern}' || true"], timeout_s=5)
         assert left.output == b""
 
 
