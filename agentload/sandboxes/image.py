@@ -174,7 +174,7 @@ def image_id(client: Any, tag: str) -> str | None:
 
 def _verify(client: Any, info: ImageInfo) -> None:
     volumes = {m: {"bind": m, "mode": "ro"} for m in info.mounts}
-    probe = "import sys, test.support; print(sys.version.split()[0])"
+    probe = "import sys, json, encodings; print(sys.version.split()[0])"
     try:
         out = client.containers.run(
             info.tag,
