@@ -59,4 +59,15 @@ def check_pattern(pattern: str) -> None:
 
 def search_argv(pattern: str, base: str, max_results: int) -> list[str]:
     """The command the sandbox runs."""
-    return ["python3", "-c", SEARCH_SCRIPT, pattern, base, str(max_results), str(LINE_WIDTH)]
+    # -I -S: no site, no user paths, no environment: ~20 ms less start-up per search
+    return [
+        "python3",
+        "-I",
+        "-S",
+        "-c",
+        SEARCH_SCRIPT,
+        pattern,
+        base,
+        str(max_results),
+        str(LINE_WIDTH),
+    ]
