@@ -29,6 +29,7 @@ __all__ = [
     "first_sentence",
     "fresh_idents",
     "is_used",
+    "known_def",
     "listed_paths",
     "note_call",
     "prose_for",
@@ -130,10 +131,16 @@ def prose_for(ctx: Ctx) -> Prose:
 
 # -- shared pickers ----------------------------------------------------------------------------
 def task_idents(text: str) -> list[str]:
-    out = [t for t in ticked(text) if _IDENT.match(t) and len(t) >= 3 and not t.islower()]
-    out += [t for t in ticked(text) if _IDENT.match(t) and "_" in t]
-    out += extract(text).idents
-    return list(dict.fromkeys(out))
+    """Identifiers a task emphasised (backticked); without any, the code-like words in it."""
+    out = [
+        t for t in ticked(text) if _IDENT.match(t) and len(t) >= 3 and (not t.islower() or "_" in t)
+    ]
+    return list(dict.fromkeys(out)) or extract(text).idents
+
+
+def known_def(ctx: Ctx, ident: str) -> bool:
+    """Whether ``ident`` was seen defined (``def``/``class``) in the conversation."""
+    return ident in ctx.facts.defs or ident in ctx.sys_facts.defs
 
 
 def is_used(ctx: Ctx, ident: str) -> bool:

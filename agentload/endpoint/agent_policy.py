@@ -39,6 +39,7 @@ from agentload.endpoint.agent_context import (
     continuations,
     first_sentence,
     fresh_idents,
+    known_def,
     note_call,
     prose_for,
     unread_locations,
@@ -81,7 +82,7 @@ def _orch_search(ctx: Ctx) -> dict[str, Any] | None:
     if not idents:
         return None
     ident = idents[0] if ctx.rng.random() < 0.5 else ctx.rng.choice(idents[:12])
-    pat = ident if ctx.rng.random() < 0.7 else rf"(def|class) {ident}\b"
+    pat = rf"(def|class) {ident}\b" if known_def(ctx, ident) and ctx.rng.random() < 0.4 else ident
     return {"pattern": pat, "max_results": ctx.policy.config.search_max_results}
 
 

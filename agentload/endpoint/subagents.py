@@ -20,6 +20,7 @@ from agentload.endpoint.agent_context import (
     continuations,
     first_sentence,
     is_used,
+    known_def,
     listed_paths,
     note_call,
     prose_for,
@@ -65,7 +66,7 @@ def _code_search(ctx: Ctx) -> list[Call]:
     pool = [i for i in task_idents(ctx.task) if not is_used(ctx, i)]
     pool += [i for i in ctx.facts.defs if not is_used(ctx, i)]
     for ident in list(dict.fromkeys(pool))[: 2 if ctx.conv.turns == 0 else 1]:
-        pat = ident if rng.random() < 0.6 else rf"(def|class) {ident}\b"
+        pat = rf"(def|class) {ident}\b" if known_def(ctx, ident) and rng.random() < 0.4 else ident
         calls.append((SEARCH_CODE, {"pattern": pat, "max_results": cfg.search_max_results}))
         ctx.searched.add(pat)
     if not calls:
@@ -78,9 +79,14 @@ def _file_reader(ctx: Ctx) -> list[Call]:
     cfg, rng = ctx.policy.config, ctx.rng
     span = sum(cfg.read_window) * 2
     task_paths = [p for p in extract(ctx.task).paths if p not in ctx.read]
+    # Paths a tool output listed or located, or with a directory part; a bare name quoted inside
+    # a file's text (test data, docstrings: ``foo.py``) is not worth a read.
     listed = {loc.path for loc in ctx.facts.locations} | set(listed_paths(ctx))
-    found = [p for p in ctx.facts.paths if p not in ctx.read and p not in task_paths]
-    found.sort(key=lambda p: p not in listed)
+    found = [
+        p
+        for p in ctx.facts.paths
+        if p not in ctx.read and p not in task_paths and (p in listed or "/" in p)
+    ]
     calls: list[Call] = []
     for p in (task_paths or found[:3])[: rng.randint(1, 2)]:
         args: dict[str, Any] = {"path": p}
