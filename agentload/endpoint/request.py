@@ -141,6 +141,12 @@ def _tools(value: Any) -> list[dict[str, Any]]:
             raise APIError(400, f"{p}.function: field required", f"{p}.function", "missing_field")
         _type(fn, dict, f"{p}.function", "an object")
         _type(fn.get("name"), str, f"{p}.function.name", "a string")
+        params = fn.get("parameters")
+        if params is not None:
+            _type(params, dict, f"{p}.function.parameters", "a JSON schema object")
+            props = params.get("properties")
+            if props is not None:
+                _type(props, dict, f"{p}.function.parameters.properties", "an object")
     tools: list[dict[str, Any]] = value
     return tools
 

@@ -11,6 +11,8 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentload.endpoint import Profile, SimulatorServer
 
@@ -107,3 +109,53 @@ def test_serve_cli_bad_profile_exits_2() -> None:
     )
     assert r.returncode == 2
     assert r.stderr.strip().startswith("agentload: error: unknown simulator profile")
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 10**6) | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_FIELDS = st.sampled_from(
+    [
+        "model",
+        "messages",
+        "stream",
+        "max_tokens",
+        "n",
+        "tools",
+        "tool_choice",
+        "stop",
+        "seed",
+        "ignore_eos",
+        "min_tokens",
+        "stream_options",
+        "temperature",
+        "parallel_tool_calls",
+    ]
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    fields=st.dictionaries(_FIELDS, _JSON, max_size=4),
+    messages=st.lists(
+        st.fixed_dictionaries(
+            {"role": st.sampled_from(["user", "assistant", "tool", "system", "x"])},
+            optional={"content": _JSON, "tool_calls": _JSON, "tool_call_id": _JSON},
+        ),
+        max_size=3,
+    ),
+)
+def test_fuzzed_bodies_never_cause_a_server_error(
+    simulator: Any, fields: dict[str, Any], messages: list[Any]
+) -> None:
+    body = {"model": simulator.model, "messages": messages, **fields}
+    r = post(simulator.base_url, body)
+    assert r.status_code in (200, 400, 404), (body, r.text)
+    if r.status_code != 200:
+        assert set(r.json()["error"]) == {"message", "type", "param", "code"}
