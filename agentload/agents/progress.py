@@ -32,8 +32,11 @@ Clock = Callable[[], int]
 
 
 def _k(n: int | None) -> str:
+    """``950``, ``12.3K``, ``4.56M``."""
     if n is None:
         return "-"
+    if n >= 1_000_000:
+        return f"{n / 1e6:.2f}M"
     return f"{n / 1000:.1f}K" if n >= 1000 else str(n)
 
 
@@ -176,13 +179,20 @@ def make_progress(console: Console, context_target: int) -> LiveProgress | Plain
 
 def summary_table(rows: list[dict[str, Any]], *, evaluate: bool = False) -> Table:
     """The end-of-run table: one row per session (``run.summary_rows``) and a total row."""
-    t = Table(title="generate summary", header_style="bold")
-    cols = ["session", "end", "agents", "calls", "prompt tok", "output tok"]
-    cols += ["orchestrator ctx first→last", "tool share", "wall s"]
+    t = Table(
+        title="generate summary",
+        caption="tokens: prompt/output · orch ctx: the orchestrator's prompt tokens, first → "
+        "last call · tools: share of the wall time when a tool ran",
+        header_style="bold underline",
+        box=None,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+    )
+    cols = ["id", "end", "agents", "calls", "tokens", "orch ctx", "tools", "wall s"]
     if evaluate:
         cols.append("eval")
-    for c in cols:
-        t.add_column(c, justify="left" if c in ("session", "end") else "right")
+    for c in cols:  # a narrow terminal folds cells rather than cutting them
+        t.add_column(c, justify="left" if c in ("id", "end") else "right", overflow="fold")
     for r in rows:
         share = r["tool_time_share"]
         cells = [
@@ -190,9 +200,8 @@ def summary_table(rows: list[dict[str, Any]], *, evaluate: bool = False) -> Tabl
             str(r["end_reason"]),
             str(r["agents"]),
             str(r["calls"]),
-            f"{r['prompt_tokens']:,}",
-            f"{r['completion_tokens']:,}",
-            f"{_k(r['orchestrator_prompt_first'])} → {_k(r['orchestrator_prompt_last'])}",
+            f"{_k(r['prompt_tokens'])}/{_k(r['completion_tokens'])}",
+            f"{_k(r['orchestrator_prompt_first'])}→{_k(r['orchestrator_prompt_last'])}",
             "-" if share is None else f"{100 * share:.0f}%",
             f"{r['wall_s']:.1f}",
         ]
@@ -200,14 +209,14 @@ def summary_table(rows: list[dict[str, Any]], *, evaluate: bool = False) -> Tabl
             cells.append({True: "pass", False: "FAIL", None: "-"}[r["eval_passed"]])
         t.add_row(*cells)
     if len(rows) > 1:
-        t.add_section()
+        prompt = sum(r["prompt_tokens"] for r in rows)
+        output = sum(r["completion_tokens"] for r in rows)
         total = [
             "total",
             "",
             str(sum(r["agents"] for r in rows)),
             str(sum(r["calls"] for r in rows)),
-            f"{sum(r['prompt_tokens'] for r in rows):,}",
-            f"{sum(r['completion_tokens'] for r in rows):,}",
+            f"{_k(prompt)}/{_k(output)}",
             "",
             "",
             f"{max(r['wall_s'] for r in rows):.1f}",

@@ -39,7 +39,7 @@ def test_live_table_shows_context_calls_and_rate() -> None:
     text = console.export_text()
     assert "200.0K (50%)" in text and "42" in text and "3.5" in text
     assert "sandbox" in text
-    assert "1000.0K tokens (100,000 tok/s, output 10,000 tok/s)" in text
+    assert "1.00M tokens (100,000 tok/s, output 10,000 tok/s)" in text
 
 
 def test_plain_lines_without_a_terminal() -> None:
@@ -69,6 +69,6 @@ def test_summary_table_totals_and_eval_column() -> None:
     console = Console(file=io.StringIO(), width=200, record=True)
     console.print(summary_table(rows, evaluate=True))
     text = console.export_text()
-    assert "8.0K → 40.5K" in text and "25%" in text
+    assert "8.0K→40.5K" in text and "25%" in text
     assert "pass" in text and "FAIL" in text and "1/2" in text
-    assert "2,000" in text and "3.0" in text  # totals: tokens summed, wall = the longest
+    assert "2.0K/200" in text and "3.0" in text  # totals: tokens summed, wall = the longest
