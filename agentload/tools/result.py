@@ -30,7 +30,8 @@ class ToolResult:
     exit_code: int | None = None
     """The command's exit code for tools that run one in the sandbox (run_tests, search_code)."""
     output_bytes: int = 0
-    """UTF-8 bytes of the full output before truncation."""
+    """UTF-8 bytes of the full output before truncation (run_tests: after normalisation, so the
+    same in every sandbox and session)."""
     output_tokens: int | None = None
     """Tokens of ``text``; left to the caller, which owns the tokenizer."""
     truncated: bool = False

@@ -194,7 +194,7 @@ class Toolbox:
         return _Out(
             f"{note}{body}{status}\n",
             code,
-            len(res.output) + res.dropped_bytes,
+            len(out.encode()) + res.dropped_bytes,  # normalised: the same in every sandbox
             cut=cut or res.dropped_bytes > 0,
             timed_out=res.timed_out,
             sandbox_id=self.sandbox.id,

@@ -114,3 +114,31 @@ async def test_a_closed_sandbox_is_a_tool_error(box: Toolbox) -> None:
     r = await box.call("run_tests", {})
     assert r.error is not None and r.error.startswith("sandbox: ")
     assert r.text.startswith("error: sandbox: ")
+
+
+async def test_two_sessions_see_identical_tool_output(
+    box: Toolbox, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> None:
+    """Each session has its own workspace directory; what the model reads must not depend on it."""
+    from agentload.scenarios.workspace import materialise
+
+    from .conftest import make_box
+
+    other_ws = materialise(
+        "stdlib:email", tmp_path_factory.mktemp("other") / "ws", "qp-header-decode"
+    )
+    other = make_box(box.sandbox.kind, other_ws, box.scenario, request)
+    calls = [
+        ("run_tests", {"target": "test.test_email.test_email.TestQuopri"}),
+        ("search_code", {"pattern": "header_bytes", "path": "email"}),
+        ("list_files", {"path": "email"}),
+        ("read_file", {"path": "email/charset.py", "start_line": 340, "end_line": 360}),
+    ]
+    for name, args in calls:
+        a, b = await box.call(name, args), await other.call(name, args)
+        assert a.text == b.text, name
+        assert (a.exit_code, a.output_bytes, a.truncated) == (
+            b.exit_code,
+            b.output_bytes,
+            b.truncated,
+        )
