@@ -194,7 +194,9 @@ def direct_args(ctx: Ctx, action: str) -> dict[str, Any] | None:
             return {"target": ctx.rng.choice(ctx.facts.failed_tests)}
         return {}
     if action == LIST_FILES:
-        dirs = sorted({p.rsplit("/", 1)[0] for p in ctx.facts.paths + ctx.repo if "/" in p})
+        # Directories of files known to exist (repository map, search hits, tracebacks).
+        real = ctx.repo or [loc.path for loc in ctx.facts.locations]
+        dirs = sorted({p.rsplit("/", 1)[0] for p in real if "/" in p})
         return {"path": ctx.rng.choice(dirs)} if dirs else {}
     return None
 
