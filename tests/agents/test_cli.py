@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_generate
+from agent_runs import run_generate
 from fake_endpoint import Reply, ScriptedEndpoint
 
 from agentload.recorder import load_trace

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_generate
+from agent_runs import run_generate
 
 from agentload.agents import contract
 from agentload.recorder.stats import compute_stats

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import fingerprint, run_generate
+from agent_runs import fingerprint, run_generate
 
 from agentload.agents import contract
 from agentload.agents.run import RunResult

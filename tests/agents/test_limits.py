@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import run_generate
+from agent_runs import run_generate
 from fake_endpoint import Fail, Reply, ScriptedEndpoint
 
 from agentload.agents import contract

@@ -1,0 +1,62 @@
+"""Helpers of the agents' tests: a generate run read back, and a trace's content fingerprint."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentload.agents.run import GenerateOptions, RunResult, generate
+from agentload.recorder import Trace, load_trace
+from agentload.scenarios import load_scenario
+
+
+def run_generate(
+    out: Path, scenario: str = "quick", overrides: Sequence[str] = (), **kw: Any
+) -> tuple[RunResult, Trace]:
+    """One ``generate`` run (its own event loop) and its trace, read back."""
+    opts = GenerateOptions(scenario=load_scenario(scenario, overrides), out=out, **kw)
+    result = asyncio.run(generate(opts))
+    return result, load_trace(result.trace_path)
+
+
+def fingerprint(trace: Trace) -> dict[str, Any]:
+    """Everything about a trace's content and structure, nothing about its timings."""
+    return {
+        "blobs": sorted(trace.blobs),
+        "calls": sorted(
+            (
+                c.id,
+                c.agent_id,
+                c.seq,
+                tuple(c.messages),
+                c.request.tools,
+                c.response.content,
+                tuple((t.id, t.name, t.arguments) for t in c.response.tool_calls),
+                tuple(c.depends_on),
+                c.usage.prompt_tokens,
+                c.usage.completion_tokens,
+                c.usage.prompt_tokens_ours,
+            )
+            for c in trace.calls.values()
+        ),
+        "tools": sorted(
+            (
+                t.id,
+                t.agent_id,
+                t.llm_call_id,
+                t.name,
+                repr(t.arguments),
+                t.exit_code,
+                t.output_bytes,
+                t.truncated,
+                t.child_agent_id,
+            )
+            for t in trace.tool_calls.values()
+        ),
+        "agents": sorted(
+            (a.id, a.parent_agent_id, a.parent_tool_call_id, a.role) for a in trace.agents.values()
+        ),
+        "sessions": sorted((s.id, s.end_reason) for s in trace.sessions.values()),
+    }
