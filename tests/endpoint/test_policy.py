@@ -267,3 +267,43 @@ def test_session_on_real_email_package_never_invents_paths(tmp_path: Path) -> No
     runs = [out for _, n, _, out in s.tool_calls if n == "run_tests"]
     assert any("FAIL" in o or "ERROR" in o for o in runs)
     assert httpx.Client  # the harness used the official client over real HTTP
+
+
+_REPLY_SCRIPT = """
+import json, sys
+from agentload.endpoint.app import Simulator
+from agentload.endpoint.request import parse_chat_request
+sim = Simulator(seed=11)
+req = parse_chat_request(sys.stdin.buffer.read())
+mids, pt, _ = sim.prompt(req)
+r = sim.reply(req, mids, pt)
+print(json.dumps([r.content, [(i, n, "".join(a)) for i, n, a in r.tool_calls], pt]))
+"""
+
+
+def test_choices_do_not_depend_on_the_process(repo: MiniTools) -> None:
+    """Same seed and request in two processes with different hash seeds: the same reply."""
+    import os
+    import subprocess
+
+    body = json.dumps(
+        {
+            "model": "agentload-sim",
+            "messages": _orchestrator_messages(repo),
+            "tools": contract.tool_schemas([*contract.DIRECT_TOOLS, contract.DELEGATE]),
+        }
+    )
+    outs = []
+    for hash_seed in ("1", "2"):
+        r = subprocess.run(
+            [sys.executable, "-c", _REPLY_SCRIPT],
+            input=body,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+        )
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout)
+    assert outs[0] == outs[1]
+    assert json.loads(outs[0])[1]  # the orchestrator called tools
