@@ -19,11 +19,13 @@ tool outputs, summaries); nothing is invented.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from agentload.agents.contract import (
     CODE_SEARCH,
     DELEGATE,
+    EDIT_FILE,
     FILE_READER,
     LIST_FILES,
     ORCHESTRATOR,
@@ -148,6 +150,8 @@ def _orchestrator(ctx: Ctx) -> Decision:
             args = delegation(ctx, kind, taken)
             if args:
                 calls.append((DELEGATE, args))
+    if not calls and _last_call(ctx) == EDIT_FILE and RUN_TESTS in ctx.offered:
+        calls = [(RUN_TESTS, direct_args(ctx, RUN_TESTS) or {})]  # check the edit
     attempts = 0
     while not calls and attempts < 6:
         attempts += 1
@@ -175,7 +179,7 @@ def _orch_round(ctx: Ctx, max_par: int) -> list[Call]:
             if args:
                 calls.append((DELEGATE, args))
         return calls
-    n = 2 if rng.random() < cfg.parallel_direct_prob else 1
+    n = 2 if rng.random() < cfg.parallel_direct_prob and action != EDIT_FILE else 1
     for _ in range(n):
         args = direct_args(ctx, action)
         if args is not None and (action, args) not in calls:
@@ -193,11 +197,51 @@ def direct_args(ctx: Ctx, action: str) -> dict[str, Any] | None:
         if ctx.facts.failed_tests and ctx.rng.random() < 0.7:
             return {"target": ctx.rng.choice(ctx.facts.failed_tests)}
         return {}
+    if action == EDIT_FILE:
+        return _edit_args(ctx)
     if action == LIST_FILES:
         # Directories of files known to exist (repository map, search hits, tracebacks).
         real = ctx.repo or [loc.path for loc in ctx.facts.locations]
         dirs = sorted({p.rsplit("/", 1)[0] for p in real if "/" in p})
         return {"path": ctx.rng.choice(dirs)} if dirs else {}
+    return None
+
+
+# A simple statement line of a source file: appending a comment cannot change what it does.
+_EDITABLE = re.compile(r"^(\s+)(return\b[^'\"\\#]*|[a-z_][a-z0-9_.]*\s*=\s*[^'\"\\#=]+)$")
+_READ_HEAD = re.compile(r"^# (\S+) \(lines (\d+)-(\d+) of (\d+)\)\n")
+
+
+def _last_call(ctx: Ctx) -> str | None:
+    for m in reversed(ctx.conv.messages):
+        if m.get("role") == "assistant":
+            calls = m.get("tool_calls") or ()
+            return str(calls[-1]["function"]["name"]) if calls else None
+    return None
+
+
+def _edit_args(ctx: Ctx) -> dict[str, Any] | None:
+    """A small, behaviour-neutral edit (a review comment on a statement) of a source line the
+    agent has read, as a real agent edits near the code it investigates."""
+    done = {str(a.get("old")) for n, a in ctx.conv.calls() if n == EDIT_FILE}
+    seen = 0
+    for m in reversed(ctx.conv.messages):
+        if m.get("role") != "tool" or not isinstance(m.get("content"), str):
+            continue
+        seen += 1
+        if seen > 40:
+            break
+        head = _READ_HEAD.match(m["content"])
+        if not head or "test" in head.group(1) or not head.group(1).endswith(".py"):
+            continue
+        body = m["content"].splitlines()[1:]
+        lines = [
+            ln for ln in body if 12 <= len(ln) <= 100 and _EDITABLE.match(ln) and ln not in done
+        ]
+        lines = [ln for ln in lines if body.count(ln) == 1] or lines
+        if lines:
+            old = ctx.rng.choice(lines[:10])
+            return {"path": head.group(1), "old": old, "new": old + "  # reviewed"}
     return None
 
 

@@ -75,7 +75,8 @@ class PolicyConfig(BaseModel):
             "read_file": 0.36,
             "search_code": 0.22,
             "run_tests": 0.06,
-            "list_files": 0.06,
+            "list_files": 0.03,
+            "edit_file": 0.03,
         },
         description="Relative odds of the orchestrator's next action (after its first round).",
     )

@@ -307,3 +307,44 @@ def test_choices_do_not_depend_on_the_process(repo: MiniTools) -> None:
         outs.append(r.stdout)
     assert outs[0] == outs[1]
     assert json.loads(outs[0])[1]  # the orchestrator called tools
+
+
+def test_orchestrator_edits_a_line_it_read_then_runs_the_tests(
+    make_server: Callable[..., SimulatorServer], repo: MiniTools
+) -> None:
+    from agentload.endpoint import PolicyConfig
+
+    srv = make_server(policy=PolicyConfig(orchestrator_weights={"edit_file": 1.0}))
+    names = [*contract.DIRECT_TOOLS, contract.DELEGATE]
+    read = repo.read_file("pkg/calc.py")
+    msgs = [
+        *_orchestrator_messages(repo)[:2],
+        {
+            "role": "assistant",
+            "content": "Reading.",
+            "tool_calls": [
+                {
+                    "id": "call_r",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "pkg/calc.py"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_r", "content": read},
+    ]
+    msg = _ask(srv, msgs, names)
+    ((name, args),) = _calls(msg)
+    assert name == "edit_file" and args["path"] == "pkg/calc.py"
+    source = (repo.root / "pkg" / "calc.py").read_text()
+    assert source.count(args["old"] + "\n") == 1 and args["new"].startswith(args["old"] + "  #")
+    # Applied for real, the edit changes no behaviour: the module still compiles and runs.
+    edited = source.replace(args["old"], args["new"])
+    ns: dict[str, Any] = {}
+    exec(compile(edited, "calc.py", "exec"), ns)
+    assert ns["parse_amount"]("1.50") == 150
+    msgs += [
+        {"role": "assistant", "content": msg["content"], "tool_calls": msg["tool_calls"]},
+        {"role": "tool", "tool_call_id": msg["tool_calls"][0]["id"], "content": "edited"},
+    ]
+    after = _calls(_ask(srv, msgs, names))
+    assert [n for n, _ in after] == ["run_tests"]
