@@ -1,7 +1,8 @@
 """The streaming chat-completions client: one httpx.AsyncClient, precise stream timing.
 
-Times are ``clock()`` readings (``time.perf_counter_ns`` unless injected): ``send_ns`` just
-before the request is handed to the connection pool, one reading per network read that
+Times are ``clock()`` readings (``time.perf_counter_ns`` unless injected): ``send_ns`` when
+the request's first bytes are written to the connection (httpcore's trace hook; the moment
+the client picked the connection when no hook fired), one reading per network read that
 carries content (every SSE event in that read gets it), ``end_ns`` when the stream closed.
 A *content event* is a chunk whose delta has non-empty ``content``, ``reasoning_content`` or
 ``tool_calls``; TTFT is the first one. No retries: every failure becomes an ``Outcome`` with
@@ -183,7 +184,17 @@ class StreamClient:
     ) -> None:
         try:
             async with asyncio.timeout(self.timeout_s):
-                req = client.build_request("POST", self._url, content=body, headers=headers)
+                clock = self.clock
+
+                async def trace(event: str, info: Any) -> None:
+                    # The send time is when the request's first bytes go to the socket, not
+                    # when the client started preparing it.
+                    if event == "http11.send_request_headers.started":
+                        out.send_ns = clock()
+
+                req = client.build_request(
+                    "POST", self._url, content=body, headers=headers, extensions={"trace": trace}
+                )
                 resp = await client.send(req, stream=True)
                 try:
                     out.status = resp.status_code
