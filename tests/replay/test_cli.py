@@ -162,3 +162,20 @@ def test_bad_trace_or_endpoint_fails_before_any_load(
     assert chat_server.seen == []
     assert _run(["compare", str(garbage), str(garbage)]) == 2
     assert "not an agentload replay results file" in capsys.readouterr().err
+
+
+def test_max_context_is_reported_and_sweep_needs_concurrency(
+    chat_server: ChatServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    small = agentic_trace(tmp_path / "small.jsonl", shape=Shape(system_words=10, tool_gap_s=0.01))
+    big = agentic_trace(tmp_path / "big.jsonl", shape=Shape(system_words=3000))
+    out = tmp_path / "r"
+    argv = ["replay", str(small), str(big), "--endpoint", chat_server.base_url]
+    argv += ["--model", "test-model", "--max-context", "1500", "--start-at", "zero"]
+    assert _run([*argv, "--out", str(out)]) == 0
+    res = orjson.loads((out / "results.json").read_bytes())
+    assert res["plan"]["excluded_sessions"] == ["1:s0"] and res["plan"]["sessions"] == 1
+    assert "--max-context 1500 left out 1 session(s)" in (out / "report.html").read_text()
+    capsys.readouterr()
+    assert _run([*argv, "--sweep", "1,2", "--arrival-rate", "2"]) == 2
+    assert "cannot be combined with --arrival-rate" in capsys.readouterr().err

@@ -66,3 +66,65 @@ def test_max_context_leaves_sessions_out(tmp_path: Path) -> None:
     assert len(plans) == 1 and info["excluded_sessions"] == ["1:s0"]
     with pytest.raises(ReplayError, match="every session"):
         load_plans([str(big)], max_context=50)
+
+
+def test_a_cyclic_call_graph_is_rejected(tmp_path: Path) -> None:
+    import asyncio
+
+    from agentload.recorder import CallCapture, TraceWriter, make_header
+    from agentload.recorder.schema import AgentRecord, Timings, ToolCallRecord
+    from agentload.tokenizer import ChatTokenCounter
+
+    path = tmp_path / "cycle.jsonl"
+
+    async def write() -> None:
+        async with TraceWriter(path, make_header()) as w:
+            cap = CallCapture(w, ChatTokenCounter())
+            await w.write(AgentRecord(id="a", session_id="s", role="orchestrator", start_ns=0))
+            await w.write(
+                AgentRecord(
+                    id="b",
+                    session_id="s",
+                    role="code_search",
+                    start_ns=0,
+                    parent_agent_id="a",
+                    parent_tool_call_id="d",
+                )
+            )
+            for cid, agent, seq, t, deps in (
+                ("a0", "a", 0, 0, []),
+                ("a1", "a", 1, 10, ["b"]),
+                ("b0", "b", 0, 20, []),
+            ):
+                body = {"model": "m", "messages": [{"role": "user", "content": cid}]}
+                await cap.llm_call(
+                    call_id=cid,
+                    session_id="s",
+                    agent_id=agent,
+                    seq=seq,
+                    body=body,
+                    content="x",
+                    tool_calls=None,
+                    finish_reason="stop",
+                    usage=None,
+                    timings=Timings(submit_ns=t, last_token_ns=t + 1),
+                    depends_on=deps,
+                )
+            # a1 both delegates to b and waits for b: impossible to replay
+            await w.write(
+                ToolCallRecord(
+                    id="d",
+                    session_id="s",
+                    agent_id="a",
+                    llm_call_id="a1",
+                    name="delegate",
+                    arguments={},
+                    start_ns=11,
+                    end_ns=30,
+                    child_agent_id="b",
+                )
+            )
+
+    asyncio.run(write())
+    with pytest.raises(ReplayError, match="cycle"):
+        plans_of(path)
