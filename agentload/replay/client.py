@@ -19,11 +19,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpcore
 import httpx
 import orjson
 
 from agentload.errors import EndpointUnreachableError, ModelNotFoundError
 from agentload.recorder.secrets import strip_credentials
+from agentload.replay.netback import AsyncioBackend
 
 __all__ = ["Outcome", "StreamClient", "is_context_overflow"]
 
@@ -102,11 +104,23 @@ class StreamClient:
         self._slots = asyncio.Semaphore(max_connections)
 
     def _new_client(self, connections: int) -> httpx.AsyncClient:
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+        transport = None
+        if not self.base_url.startswith("https"):
+            # plain HTTP: httpcore over plain asyncio streams (see netback), cheaper per read
+            transport = httpx.AsyncHTTPTransport(limits=limits)
+            transport._pool = httpcore.AsyncConnectionPool(
+                max_connections=connections,
+                max_keepalive_connections=connections,
+                keepalive_expiry=limits.keepalive_expiry,
+                network_backend=AsyncioBackend(),
+            )
         return httpx.AsyncClient(
             headers=self._headers,
             timeout=self._timeout,
             verify=self._verify,
-            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+            limits=limits,
+            transport=transport,
         )
 
     async def aclose(self) -> None:
