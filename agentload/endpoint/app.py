@@ -66,7 +66,7 @@ class Simulator:
         self.counter = ChatTokenCounter(tokenizer)
         self.hasher = PrefixHasher(self.profile.block_size)
         self.tokens = text_tokens(tokenizer)
-        self.policy = Policy(seed, self.tokens, policy)
+        self.policy = Policy(seed, self.tokens, policy or self.profile.policy)
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._tag = os.urandom(3).hex()

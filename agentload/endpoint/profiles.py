@@ -15,6 +15,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agentload.endpoint.policy import PolicyConfig
 from agentload.errors import ConfigError
 
 __all__ = ["Profile", "list_profiles", "load_profile"]
@@ -56,6 +57,10 @@ class Profile(BaseModel):
     )
     max_context: int = Field(
         default=1_048_576, ge=16, description="Longest prompt + completion accepted (tokens)."
+    )
+    policy: PolicyConfig | None = Field(
+        default=None,
+        description="Overrides of the simulated agent behaviour (PolicyConfig knobs), if any.",
     )
     scheduling: Literal["fcfs"] = Field(
         default="fcfs", description="Queue discipline: first come first served."

@@ -348,3 +348,23 @@ def test_orchestrator_edits_a_line_it_read_then_runs_the_tests(
     ]
     after = _calls(_ask(srv, msgs, names))
     assert [n for n, _ in after] == ["run_tests"]
+
+
+def test_profile_file_carries_policy_knobs(
+    make_server: Callable[..., SimulatorServer], tmp_path: Path
+) -> None:
+    prof = tmp_path / "tuned.yaml"
+    prof.write_text(
+        "name: tuned\ninstant: true\n"
+        "policy:\n  summary_tokens: {median: 600, p90: 650, min: 580, max: 700}\n"
+    )
+    srv = make_server(profile=prof)
+    msgs = [
+        {"role": "system", "content": contract.marker("file_reader", max_turns=1)},
+        {"role": "user", "content": "Read `pkg/calc.py` and summarise it."},
+    ]
+    names = list(contract.SUBAGENT_TOOLS[contract.FILE_READER])
+    r = post(
+        srv.base_url, {"model": srv.model, "messages": msgs, "tools": contract.tool_schemas(names)}
+    ).json()
+    assert 580 <= r["usage"]["completion_tokens"] <= 720
