@@ -172,6 +172,7 @@ class Simulator:
             return _error(exc)
         rid = f"chatcmpl-{self._tag}{next(self._ids):010x}"
         seq = Sequence(prompt_tokens, hashes, max(1, reply.completion_tokens))
+        seq.finish_reason = reply.finish_reason
         if req.stream:
             return StreamingResponse(
                 self._stream(req, reply, rid, seq),

@@ -127,6 +127,7 @@ class Sequence:
     order: int = 0
     preempted: bool = False
     first_token_ns: int | None = None
+    finish_reason: str = "stop"
     _admitted: asyncio.Future[None] | None = None
 
 
@@ -238,12 +239,12 @@ class Engine:
                 seq.first_token_ns = self.clock.now_ns()
                 seq.generated = seq.output_tokens
                 self.stats.generation_tokens += seq.output_tokens
-                reason = "stop"
+                reason = seq.finish_reason
                 yield seq.output_tokens
                 return
             async for n in self._run_timed(seq):
                 yield n
-            reason = "stop"
+            reason = seq.finish_reason
         finally:
             self._release(seq)
             now = self.clock.now_ns()
