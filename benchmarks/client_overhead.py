@@ -234,6 +234,7 @@ async def run_agentload(
         start_at="zero",
         gap_scale=0.0,
         session_header="x-bench-id",
+        arrival_rate=rate,
     )
     runner = PointRunner(client, plans, BodyBuilder("agentload-sim", get_engine("vllm")), shape)
     await client.warm(level)
