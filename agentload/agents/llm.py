@@ -180,9 +180,8 @@ class ChatClient:
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                acc.feed(orjson.loads(data), clock(), submit)
+                if data != "[DONE]":  # read on to the end: the connection goes back to the pool
+                    acc.feed(orjson.loads(data), clock(), submit)
         except openai.APIError:
             raise
         except orjson.JSONDecodeError as exc:

@@ -145,7 +145,7 @@ async def generate(opts: GenerateOptions, progress: ProgressSink | None = None) 
     seed = s.seed if opts.seed is None else opts.seed
     kind = opts.sandbox or s.sandbox.kind
     t0 = time.perf_counter_ns()
-    path = trace_path(opts.out, s.name, seed)
+    path = trace_path(Path(opts.out), s.name, seed)
     async with _endpoint(opts, seed) as (base_url, model):
         header = make_header(
             endpoint=base_url,
