@@ -23,98 +23,16 @@ import itertools
 import random
 import secrets
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from agentload.replay.bodies import BodyBuilder, make_salt
+from agentload.replay.bodies import BodyBuilder
 from agentload.replay.client import StreamClient
 from agentload.replay.plan import CallPlan, SessionPlan
 from agentload.replay.records import RequestRecord, SessionResult, Window
+from agentload.replay.shapes import LiveStats, LoadShape, PointRun, SessionInstance, SessionSource
 
 __all__ = ["LiveStats", "LoadShape", "PointRun", "PointRunner", "SessionInstance"]
-
-
-@dataclass(frozen=True)
-class LoadShape:
-    """How sessions are offered to the target at one point."""
-
-    concurrency: int = 1
-    """Sessions kept in flight (lanes); ignored with ``arrival_rate``."""
-    arrival_rate: float | None = None
-    """Sessions started per second as a Poisson process, instead of lanes."""
-    duration_s: float | None = None
-    """Stop sending this long after the measured window started."""
-    sessions: int | None = None
-    """Stop after this many session instances were started."""
-    gap_scale: float = 1.0
-    start_at: str = "random"
-    salt: bool = True
-    seed: int = 0
-    session_header: str | None = None
-
-
-@dataclass
-class SessionInstance:
-    """One replay of a recorded session."""
-
-    index: int
-    plan: SessionPlan
-    salt: str | None
-    join_ns: int | None
-    session_id: str
-
-
-@dataclass
-class LiveStats:
-    """Counters the progress display and the timeline read while a point runs."""
-
-    active_sessions: int = 0
-    max_active_sessions: int = 0
-    done_sessions: int = 0
-    inflight: int = 0
-    max_inflight: int = 0
-    requests: int = 0
-    errors: int = 0
-    output_tokens: int = 0
-    ttfts: deque[int] = field(default_factory=lambda: deque(maxlen=256))
-
-
-@dataclass
-class PointRun:
-    """Everything one point produced."""
-
-    t0_ns: int
-    requests: list[RequestRecord]
-    sessions: list[SessionResult]
-    window: Window
-    warmup_end_ns: int
-    timeline: list[dict[str, Any]]
-    stats: LiveStats
-    wall_s: float
-
-
-class _Source:
-    """Session instances: round-robin over the plans, replicated and salted."""
-
-    def __init__(self, plans: Sequence[SessionPlan], shape: LoadShape, nonce: str) -> None:
-        self.plans = plans
-        self.shape = shape
-        self.nonce = nonce
-        self.next_index = 0
-
-    def next(self, join_random: bool) -> SessionInstance | None:
-        i = self.next_index
-        if self.shape.sessions is not None and i >= self.shape.sessions:
-            return None
-        self.next_index += 1
-        plan = self.plans[i % len(self.plans)]
-        join = None
-        if join_random and plan.last_submit_ns > 0:
-            join = int(random.Random(f"{self.shape.seed}:{i}").uniform(0, plan.last_submit_ns))
-        salt = make_salt(self.nonce, i) if self.shape.salt else None
-        return SessionInstance(i, plan, salt, join, f"{self.nonce}-{i}")
 
 
 class PointRunner:
@@ -134,7 +52,7 @@ class PointRunner:
         self.builder = builder
         self.shape = shape
         self.clock = clock
-        self.source = _Source(plans, shape, nonce or secrets.token_hex(3))
+        self.source = SessionSource(plans, shape, nonce or secrets.token_hex(3))
         self.stats = LiveStats()
         self.records: list[RequestRecord] = []
         self.sessions: list[SessionResult] = []
