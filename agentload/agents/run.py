@@ -3,7 +3,8 @@
     result = await generate(GenerateOptions(scenario=..., sessions=8, parallel=8), progress)
 
 * Endpoint: ``--endpoint URL`` (checked with ``GET /models`` first: unreachable → one-line
-  error), else the built-in simulator in-process with the scenario's profile.
+  error), else the built-in simulator with the scenario's profile, in a child process (its
+  CPU work then does not compete with the agents' for one interpreter lock).
 * Sessions: session ``i`` has id ``s{seed}-{i}`` and seed ``seed + i``; each gets its own
   workspace copy and sandbox.
 * Trace: one file per run holding every session, ``OUT/{scenario}-seed{seed}-{UTC time}
@@ -65,6 +66,9 @@ class GenerateOptions:
     keep_workspaces: bool = False
     retries: int = 3
     retry_backoff_s: float = 0.5
+    simulator: str = "process"
+    """Where the built-in simulator runs: ``process`` (a child process, its own GIL) or
+    ``thread`` (in this process)."""
 
 
 @dataclass
@@ -111,11 +115,16 @@ async def _endpoint(opts: GenerateOptions, seed: int) -> AsyncIterator[tuple[str
         model = await check_endpoint(opts.endpoint, opts.model)
         yield opts.endpoint, model
         return
-    from agentload.endpoint import SimulatorServer
+    srv: Any
+    profile, model = opts.scenario.endpoint.profile, opts.model or SIM_MODEL
+    if opts.simulator == "process":
+        from agentload.agents.simproc import SimulatorProcess
 
-    srv = SimulatorServer(
-        profile=opts.scenario.endpoint.profile, model=opts.model or SIM_MODEL, seed=seed
-    )
+        srv = SimulatorProcess(profile=profile, model=model, seed=seed)
+    else:
+        from agentload.endpoint import SimulatorServer
+
+        srv = SimulatorServer(profile=profile, model=model, seed=seed)
     await asyncio.to_thread(srv.start)
     try:
         yield srv.base_url, srv.model
