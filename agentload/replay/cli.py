@@ -117,6 +117,9 @@ def replay(
         paths = [write_results(results, out), write_summary(results, out)]
         paths += write_report([results], out)
         console.print(f"wrote {', '.join(str(p) for p in paths[:3])} and {len(paths) - 3} PNGs")
+    if results.get("interrupted"):
+        console.print("interrupted: the results cover what ran before the interruption")
+        raise typer.Exit(130)
 
 
 def _print_summary(console: Console, results: dict[str, object]) -> None:

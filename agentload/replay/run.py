@@ -113,6 +113,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     builder = BodyBuilder(cfg.model, engine, cfg.session_field or engine.session_field)
     points: list[dict[str, Any]] = []
     run_nonce = secrets.token_hex(3)
+    interrupted = False
     try:
         await client.probe(cfg.model)
         for i, level in enumerate(cfg.levels):
@@ -131,7 +132,11 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
             )
             runner = PointRunner(client, plans, builder, shape, nonce=f"{run_nonce}{i:x}")
             await client.warm(level if not cfg.arrival_rate else 0)
-            points.append(await _run_point(runner, cfg, slo, power, progress, i))
+            point = await _run_point(runner, cfg, slo, power, progress, i)
+            points.append(point)
+            if point.get("interrupted"):
+                interrupted = True
+                break
     finally:
         await client.aclose()
         if power is not None:
@@ -152,6 +157,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
             **exclusion,
         },
         "digest_manifest": manifest,
+        "interrupted": interrupted,
         "points": points,
     }
 
@@ -176,8 +182,17 @@ async def _run_point(
         side.append(asyncio.create_task(power.run()))
     if progress is not None:
         side.append(asyncio.create_task(progress(runner, index, len(cfg.levels))))
+    interrupted = False
     try:
         run: PointRun = await runner_task
+    except asyncio.CancelledError:
+        # Ctrl-C (or a cancelled caller): keep what this point measured so far.
+        await asyncio.wait([runner_task])
+        current = asyncio.current_task()
+        if current is not None:
+            current.uncancel()
+        run = runner.result()
+        interrupted = True
     finally:
         for t in side:
             t.cancel()
@@ -190,6 +205,7 @@ async def _run_point(
         )
     ctx = MetricContext(run.requests, run.sessions, run.window, cfg.gpus, watts, slo)
     return {
+        "interrupted": interrupted,
         "concurrency": None if cfg.arrival_rate else runner.shape.concurrency,
         "arrival_rate": cfg.arrival_rate,
         "wall_s": run.wall_s,

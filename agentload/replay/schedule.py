@@ -79,7 +79,13 @@ class PointRunner:
             deadline.cancel()
             sampler.cancel()
             await asyncio.gather(deadline, sampler, return_exceptions=True)
+        return self.result()
+
+    def result(self) -> PointRun:
+        """What the point produced so far (also after the run was cancelled)."""
         end = self.clock()
+        if not self._warm.is_set():
+            self.warm_end = end
         self._take_sample()
         window = self._window(end)
         for r in self.records:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from servers import ChatServer
+from servers import Behaviour, ChatServer
 from tracebuild import Shape, agentic_trace
 
 from agentload.cli import main
@@ -179,3 +179,71 @@ def test_max_context_is_reported_and_sweep_needs_concurrency(
     capsys.readouterr()
     assert _run([*argv, "--sweep", "1,2", "--arrival-rate", "2"]) == 2
     assert "cannot be combined with --arrival-rate" in capsys.readouterr().err
+
+
+async def test_an_interrupted_run_keeps_what_it_measured(
+    make_server: object, trace_path: Path
+) -> None:
+    import asyncio
+
+    from agentload.replay.config import ReplayConfig
+    from agentload.replay.run import run_replay
+
+    srv: ChatServer = make_server(Behaviour(chunk_delay_s=0.01))  # type: ignore[operator]
+    cfg = ReplayConfig(
+        traces=[str(trace_path)],
+        endpoint=srv.base_url,
+        model="test-model",
+        start_at="zero",
+        levels=[1, 2],
+        sessions=50,
+    )
+    task = asyncio.create_task(run_replay(cfg))
+    await asyncio.sleep(1.0)
+    task.cancel()
+    res = await task
+    assert res["interrupted"] is True and len(res["points"]) == 1
+    point = res["points"][0]
+    assert point["interrupted"] and point["requests"]
+    assert all(r["error_kind"] in (None, "client_error") for r in point["requests"])
+
+
+def test_ctrl_c_writes_partial_results(
+    make_server: object, trace_path: Path, tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    srv: ChatServer = make_server(Behaviour(chunk_delay_s=0.01))  # type: ignore[operator]
+    out = tmp_path / "partial"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentload.cli",
+            "replay",
+            str(trace_path),
+            "--endpoint",
+            srv.base_url,
+            "--model",
+            "test-model",
+            "--sessions",
+            "50",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while not srv.seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    stdout, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert b"interrupted" in stdout
+    res = orjson.loads((out / "results.json").read_bytes())
+    assert res["interrupted"] and res["points"][0]["requests"]
