@@ -10,8 +10,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from servers import Behaviour, ChatServer
-from tracebuild import Shape, agentic_trace
+from replay_servers import Behaviour, ChatServer
+from replay_traces import Shape, agentic_trace
 
 
 @pytest.fixture

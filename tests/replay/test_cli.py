@@ -7,8 +7,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from servers import Behaviour, ChatServer
-from tracebuild import Shape, agentic_trace
+from replay_servers import Behaviour, ChatServer
+from replay_traces import Shape, agentic_trace
 
 from agentload.cli import main
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from helpers import run_point
-from servers import Behaviour, ChatServer
+from replay_helpers import run_point
+from replay_servers import Behaviour, ChatServer
 
 from agentload.errors import EndpointUnreachableError, ModelNotFoundError
 from agentload.replay.client import StreamClient, is_context_overflow

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import plans_of
-from tracebuild import MS, Shape, agentic_trace
+from replay_helpers import plans_of
+from replay_traces import MS, Shape, agentic_trace
 
 from agentload.errors import ReplayError
 from agentload.hashing import canonical_json, sha256_hex

@@ -7,9 +7,9 @@ import io
 from pathlib import Path
 
 import pytest
-from helpers import plans_of
+from replay_helpers import plans_of
+from replay_servers import ChatServer
 from rich.console import Console
-from servers import ChatServer
 
 from agentload.errors import ConfigError
 from agentload.replay.bodies import BodyBuilder

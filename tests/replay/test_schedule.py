@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-from helpers import plans_of, run_point
-from servers import ChatServer
+from replay_helpers import plans_of, run_point
+from replay_servers import ChatServer
 
 from agentload.hashing import canonical_json, sha256_hex
 from agentload.recorder import load_trace

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from helpers import run_point
+from replay_helpers import run_point
 
 from agentload.replay.config import ReplayConfig
 from agentload.replay.metrics import MetricContext, aggregate
