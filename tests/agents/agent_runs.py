@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -60,3 +62,22 @@ def fingerprint(trace: Trace) -> dict[str, Any]:
         ),
         "sessions": sorted((s.id, s.end_reason) for s in trace.sessions.values()),
     }
+
+
+def agentload(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``agentload ARGS`` in a subprocess, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentload", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """The one ``agentload: error: ...`` line of a run that exited with code 2."""
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("agentload: error: "), proc.stderr
+    return lines[0]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_runs import run_generate
+from agent_runs import agentload, one_error_line, run_generate
 from fake_endpoint import Reply, ScriptedEndpoint
 
 from agentload.recorder import load_trace
@@ -20,32 +20,15 @@ from agentload.recorder import load_trace
 SMALL = ["-c", "context_target=12000"]
 
 
-def agentload(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentload", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def _one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("agentload: error: "), proc.stderr
-    return lines[0]
-
-
 def test_unknown_scenario_is_one_line(tmp_path: Path) -> None:
-    line = _one_error_line(agentload("generate", "-s", "no-such-scenario", "--out", str(tmp_path)))
+    line = one_error_line(agentload("generate", "-s", "no-such-scenario", "--out", str(tmp_path)))
     assert "no-such-scenario" in line and "coding-session" in line
     assert not list(tmp_path.iterdir())
 
 
 def test_unreachable_endpoint_is_one_line(tmp_path: Path) -> None:
     url = "http://127.0.0.1:9/v1"
-    line = _one_error_line(
+    line = one_error_line(
         agentload("generate", "-s", "quick", "--endpoint", url, "--out", str(tmp_path))
     )
     assert url in line and "does not answer" in line
@@ -53,7 +36,7 @@ def test_unreachable_endpoint_is_one_line(tmp_path: Path) -> None:
 
 def test_model_not_served_is_one_line(tmp_path: Path) -> None:
     with ScriptedEndpoint(lambda b: Reply()) as ep:
-        line = _one_error_line(
+        line = one_error_line(
             agentload(
                 "generate",
                 "-s",
