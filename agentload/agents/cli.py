@@ -180,7 +180,7 @@ def register(app: typer.Typer) -> None:
         keep_workspaces: bool = _KEEP,
         json_out: bool = _JSON,
     ) -> None:
-        """``generate --eval``: run sessions, then check each edited workspace passes its tests."""
+        """generate --eval: run sessions, then check that each edited workspace passes its tests."""
         opts = _options(
             scenario, config, endpoint, model, sessions, parallel, seed, out, sandbox,
             True, keep_workspaces,
