@@ -16,7 +16,7 @@ from agent_runs import fingerprint, run_generate
 
 from agentload.agents import contract
 from agentload.agents.run import RunResult
-from agentload.recorder import Trace
+from agentload.recorder import Trace, load_trace
 
 
 def check_trace(result: RunResult, trace: Trace, *, sandbox: str) -> None:
@@ -142,3 +142,20 @@ def test_parallel_sessions_each_get_a_sandbox(docker_client: Any, tmp_path: Path
     assert len(ids) == 3
     assert len({a.session_id for a in trace.agents.values()}) == 3
     assert _agentload_containers(docker_client, os.getpid()) == []
+
+
+@pytest.mark.docker
+def test_an_exception_mid_session_leaves_no_container(
+    docker_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agentload.agents.session as session_mod
+
+    def broken(**kw: Any) -> Any:  # fails after the sandbox is up
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(session_mod, "build_orchestrator_prompt", broken)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        run_generate(tmp_path, sandbox="docker")
+    assert _agentload_containers(docker_client, os.getpid()) == []
+    (path,) = tmp_path.glob("*.zst")
+    assert load_trace(path).truncated is None  # the trace was still closed
