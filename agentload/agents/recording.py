@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentload.agents.llm import LLMResult
+from agentload.intervals import union_ns
 from agentload.recorder.capture import CallCapture
 from agentload.recorder.schema import (
     AgentRecord,
@@ -80,17 +81,7 @@ class SessionStats:
     @property
     def tool_busy_ns(self) -> int:
         """Time when at least one tool ran (interval union; sub-agent runs excluded)."""
-        total, cur_s, cur_e = 0, None, None
-        for s, e in sorted(self.tool_intervals):
-            if cur_e is None or s > cur_e:
-                if cur_s is not None and cur_e is not None:
-                    total += cur_e - cur_s
-                cur_s, cur_e = s, e
-            else:
-                cur_e = max(cur_e, e)
-        if cur_s is not None and cur_e is not None:
-            total += cur_e - cur_s
-        return total
+        return union_ns(self.tool_intervals)
 
     @property
     def tool_time_share(self) -> float | None:

@@ -56,6 +56,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from agentload.intervals import union_ns
 from agentload.recorder.schema import LLMCallRecord, ToolCallRecord
 from agentload.recorder.trace import Trace
 
@@ -100,21 +101,6 @@ def completion_tokens(call: LLMCallRecord) -> int:
 def _end_ns(call: LLMCallRecord) -> int:
     t = call.timings
     return t.last_token_ns or t.first_token_ns or t.submit_ns
-
-
-def _union_ns(intervals: list[tuple[int, int]]) -> int:
-    total = 0
-    cur_s = cur_e = None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None and cur_s is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None and cur_s is not None:
-        total += cur_e - cur_s
-    return total
 
 
 def _is_tool_time(tc: ToolCallRecord) -> bool:
@@ -243,7 +229,7 @@ def compute_stats(trace: Trace) -> dict[str, Any]:
 
     spans = _session_spans(trace)
     session_wall = sum(e - s for s, e in spans.values())
-    tool_busy = sum(_union_ns(iv) for iv in busy.values())
+    tool_busy = sum(union_ns(iv) for iv in busy.values())
     wall_ns = max(e for _, e in spans.values()) - min(s for s, _ in spans.values()) if spans else 0
     cached = [c.usage.cached_tokens for c in trace.calls.values()]
     return {

@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from agentload.intervals import union_ns
 from agentload.replay.metrics.base import Metric, MetricContext, distribution
 from agentload.replay.records import RequestRecord
 
@@ -15,18 +16,7 @@ __all__ = ["JobsPerHour", "SessionLatency", "TokensPerSecondPerUser", "serving_n
 def serving_ns(requests: list[RequestRecord]) -> int:
     """Length of the union of the requests' ``[send, end]`` intervals: the time the session
     had at least one request being served (tool waits, during which none is, excluded)."""
-    total = 0
-    cur_s = cur_e = None
-    for r in sorted(requests, key=lambda r: r.send_ns):
-        if cur_e is None or r.send_ns > cur_e:
-            if cur_e is not None and cur_s is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = r.send_ns, r.end_ns
-        else:
-            cur_e = max(cur_e, r.end_ns)
-    if cur_e is not None and cur_s is not None:
-        total += cur_e - cur_s
-    return total
+    return union_ns((r.send_ns, r.end_ns) for r in requests)
 
 
 class TokensPerSecondPerUser(Metric):
