@@ -4,6 +4,11 @@ Times are ``clock()`` readings (``time.perf_counter_ns`` unless injected): ``sen
 the request's first bytes are written to the connection (httpcore's trace hook; the moment
 the client picked the connection when no hook fired), one reading per network read that
 carries content (every SSE event in that read gets it), ``end_ns`` when the stream closed.
+On plain-HTTP endpoints with the default clock, a read's time is the earlier of that reading
+and the kernel's receive time of the data it returned (``netback``: ``SO_TIMESTAMPNS`` on
+Linux, converted to the ``perf_counter_ns`` domain; kept only when it lies after ``send_ns``),
+so a busy event loop does not delay first-token and chunk times; send times are always clock
+readings.
 A *content event* is a chunk whose delta has non-empty ``content``, ``reasoning_content`` or
 ``tool_calls``; TTFT is the first one. No retries: every failure becomes an ``Outcome`` with
 an error kind (``http_<status>``, ``context_overflow``, ``timeout``, ``connect``, ``reset``,
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +31,7 @@ import orjson
 
 from agentload.errors import EndpointUnreachableError, ModelNotFoundError
 from agentload.recorder.secrets import strip_credentials
-from agentload.replay.netback import AsyncioBackend
+from agentload.replay.netback import AsyncioBackend, KernelStamps, SocketStream
 
 __all__ = ["Outcome", "StreamClient", "is_context_overflow"]
 
@@ -95,6 +101,12 @@ class StreamClient:
         self._verify: ssl.SSLContext | bool = (
             ssl.create_default_context() if self.base_url.startswith("https") else False
         )
+        # Kernel receive times are perf_counter_ns readings only; an injected clock gets none.
+        self._stamps = (
+            KernelStamps()
+            if clock is time.perf_counter_ns and not self.base_url.startswith("https")
+            else None
+        )
         self._client = self._new_client(4)
         # One single-connection client per concurrent stream, reused LIFO: httpx's shared pool
         # scans every connection on every request (quadratic at 1,000 streams); this doesn't.
@@ -106,14 +118,15 @@ class StreamClient:
     def _new_client(self, connections: int) -> httpx.AsyncClient:
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         transport = None
-        if not self.base_url.startswith("https"):
-            # plain HTTP: httpcore over plain asyncio streams (see netback), cheaper per read
+        if not self.base_url.startswith("https") and sys.platform != "win32":
+            # plain HTTP: httpcore over plain asyncio sockets (see netback), cheaper per read;
+            # it needs loop.add_reader, which Windows' default (proactor) loop lacks
             transport = httpx.AsyncHTTPTransport(limits=limits)
             transport._pool = httpcore.AsyncConnectionPool(
                 max_connections=connections,
                 max_keepalive_connections=connections,
                 keepalive_expiry=limits.keepalive_expiry,
-                network_backend=AsyncioBackend(),
+                network_backend=AsyncioBackend(self._stamps),
             )
         return httpx.AsyncClient(
             headers=self._headers,
@@ -244,8 +257,14 @@ class StreamClient:
         buf = b""
         done = False
         loads = orjson.loads
+        rx = resp.extensions.get("network_stream")
+        if not (type(rx) is SocketStream and rx.stamped):
+            rx = None
+        send = out.send_ns
         async for raw in resp.aiter_raw():
             now = clock()
+            if rx is not None and send < rx.rx_ns < now:
+                now = rx.rx_ns
             buf += raw
             if b"\n" not in raw:
                 continue
