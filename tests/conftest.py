@@ -45,9 +45,8 @@ def skip_or_fail(reason: str) -> None:
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[Any]:
     """A docker SDK client for a daemon that answers; skips (or fails in CI) without one."""
-    from agentload.sandboxes.docker_host import connect_docker  # provided by sandboxes/
-
     from agentload.errors import DockerUnavailableError
+    from agentload.sandboxes.docker_host import connect_docker  # provided by sandboxes/
 
     try:
         client = connect_docker()
