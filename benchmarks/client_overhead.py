@@ -90,10 +90,19 @@ def serve(port: int, log: str, profile: str) -> None:
 
 
 def serve_raw(port: int, log: str, tokens: int = 8, tok_s: float = 5.0) -> None:
-    """A minimal HTTP/1.1 SSE server on raw asyncio streams (keep-alive, chunked), pacing
+    """A minimal HTTP/1.1 SSE server on raw asyncio sockets (keep-alive, chunked), pacing
     ``tokens`` content events at ``tok_s`` per stream; logs, per request, when the whole
-    request was read and when the first event was written to the socket."""
+    request arrived and when the first event was written to the socket.
+
+    Arrival is the kernel's receive time of the request's last bytes (``SO_TIMESTAMPNS``,
+    through the same ``SocketStream`` replay's client uses; the Python reading where the
+    kernel gives none), so the server's own event-loop lag — it shares the machine with the
+    client — is not counted as client timing error."""
     import signal
+
+    import httpcore
+
+    from agentload.replay.netback import _SO_TIMESTAMPNS, KernelStamps, SocketStream
 
     times: list[str] = []
     head = (
@@ -109,10 +118,23 @@ def serve_raw(port: int, log: str, tokens: int = 8, tok_s: float = 5.0) -> None:
         b'data: {"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":%d}}\n\n' % tokens
     )
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def handle(stream: SocketStream) -> None:
+        buf = b""
+
+        async def fill() -> int:
+            nonlocal buf
+            data = await stream.read(1 << 16)
+            if not data:
+                raise ConnectionError("peer closed")
+            buf += data
+            return stream.rx_ns or time.perf_counter_ns()
+
         try:
             while True:
-                hdr = await reader.readuntil(b"\r\n\r\n")
+                arrived = 0
+                while b"\r\n\r\n" not in buf:
+                    arrived = await fill()
+                hdr, _, buf = buf.partition(b"\r\n\r\n")
                 length, rid = 0, ""
                 for line in hdr.split(b"\r\n")[1:]:
                     k, _, v = line.partition(b":")
@@ -120,36 +142,63 @@ def serve_raw(port: int, log: str, tokens: int = 8, tok_s: float = 5.0) -> None:
                         length = int(v)
                     elif k.lower() == b"x-bench-id":
                         rid = v.strip().decode()
-                if length:
-                    await reader.readexactly(length)
-                t_recv = time.perf_counter_ns()
+                while len(buf) < length:
+                    arrived = await fill()
+                buf = buf[length:]
+                t_recv = min(arrived, time.perf_counter_ns()) if arrived else time.perf_counter_ns()
                 if b"/models" in hdr.split(b"\r\n", 1)[0]:
                     body = b'{"object":"list","data":[{"id":"agentload-sim"}]}'
-                    writer.write(
+                    await stream.write(
                         b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                         b"content-length: %d\r\n\r\n%s" % (len(body), body)
                     )
                     continue
-                writer.write(head)
+                await stream.write(head)
                 await asyncio.sleep(0.02)
+                t_first = 0
                 for i in range(tokens):
                     if i:
                         await asyncio.sleep(1 / tok_s)
-                    writer.write(chunk(ev))
+                    await stream.write(chunk(ev))
                     if i == 0:
                         t_first = time.perf_counter_ns()
-                writer.write(chunk(fin) + chunk(usage) + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+                await stream.write(
+                    chunk(fin) + chunk(usage) + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+                )
                 if rid:
                     times.append(f"{rid} {t_recv} {t_first}")
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
+        except (ConnectionError, OSError, httpcore.NetworkError):
+            await stream.aclose()
 
     async def main() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=4096)
+        loop = asyncio.get_running_loop()
+        stamps = KernelStamps()
+        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        lsock.bind(("127.0.0.1", port))
+        lsock.listen(4096)
+        lsock.setblocking(False)
         stop = asyncio.Event()
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-        async with server:
-            await stop.wait()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def accept() -> None:
+            while True:
+                conn, _ = await loop.sock_accept(lsock)
+                conn.setblocking(False)
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                try:
+                    conn.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                    st: KernelStamps | None = stamps
+                except OSError:
+                    st = None
+                task = asyncio.create_task(handle(SocketStream(conn, loop, st)))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+
+        acceptor = asyncio.create_task(accept())
+        await stop.wait()
+        acceptor.cancel()
         Path(log).write_text("\n".join(times) + "\n")
 
     asyncio.run(main())
