@@ -62,17 +62,22 @@ class Rendered:
     head: int  # events that go out with the first token (role chunk)
 
 
-def render_stream(r: Reply, rid: str, created: int, model: str, include_usage: bool) -> Rendered:
-    """All SSE events of a streamed response (usage is filled in when the last event is built)."""
-    prefix = (
+def _chunk_head(rid: str, created: int, model: str) -> bytes:
+    """``data: {"id":..,"object":"chat.completion.chunk",..,"choices":`` of every chunk."""
+    return (
         b'data: {"id":"'
         + rid.encode()
         + b'","object":"chat.completion.chunk","created":'
         + str(created).encode()
         + b',"model":'
         + _js(model)
-        + b',"system_fingerprint":"fp_agentload","choices":[{"index":0,"delta":'
+        + b',"system_fingerprint":"fp_agentload","choices":'
     )
+
+
+def render_stream(r: Reply, rid: str, created: int, model: str, include_usage: bool) -> Rendered:
+    """All SSE events of a streamed response (usage is filled in when the last event is built)."""
+    prefix = _chunk_head(rid, created, model) + b'[{"index":0,"delta":'
     tail = b',"usage":null}\n\n' if include_usage else b"}\n\n"
     open_suffix = b',"logprobs":null,"finish_reason":null}]' + tail
     events: list[bytes] = [prefix + b'{"role":"assistant","content":""}' + open_suffix]
@@ -111,17 +116,7 @@ def render_stream(r: Reply, rid: str, created: int, model: str, include_usage: b
 
 def usage_event(r: Reply, rid: str, created: int, model: str) -> bytes:
     """The final usage chunk (``choices`` empty), sent when ``include_usage`` is set."""
-    return (
-        b'data: {"id":"'
-        + rid.encode()
-        + b'","object":"chat.completion.chunk","created":'
-        + str(created).encode()
-        + b',"model":'
-        + _js(model)
-        + b',"system_fingerprint":"fp_agentload","choices":[],"usage":'
-        + orjson.dumps(usage_obj(r))
-        + b"}\n\n"
-    )
+    return _chunk_head(rid, created, model) + b'[],"usage":' + orjson.dumps(usage_obj(r)) + b"}\n\n"
 
 
 def render_json(r: Reply, rid: str, created: int, model: str) -> bytes:
