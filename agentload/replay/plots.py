@@ -44,11 +44,12 @@ def pareto_plot(runs: list[dict[str, Any]], out: Path) -> Path | None:
         return None
     for t in runs[0].get("config", {}).get("target_tps_user", []):
         ax.axvline(t, color="grey", linewidth=0.8, linestyle=":")
-    ax.set_xlabel("output tokens/s per user (median over sessions)")
-    ax.set_ylabel(ylabel)
-    ax.set_title("Throughput vs interactivity across the sweep")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _style(
+        ax,
+        "output tokens/s per user (median over sessions)",
+        ylabel,
+        "Throughput vs interactivity across the sweep",
+    )
     return _save(fig, out / "pareto.png")
 
 
@@ -69,11 +70,7 @@ def ttft_band_plot(run: dict[str, Any], out: Path) -> Path | None:
     if not drawn:
         plt.close(fig)
         return None
-    ax.set_xlabel("context band (input tokens)")
-    ax.set_ylabel("TTFT p50 (ms)")
-    ax.set_title("TTFT by context band")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _style(ax, "context band (input tokens)", "TTFT p50 (ms)", "TTFT by context band")
     return _save(fig, out / "ttft_by_band.png")
 
 
@@ -92,11 +89,7 @@ def cdf_plot(run: dict[str, Any], out: Path) -> Path | None:
         plt.close(fig)
         return None
     for ax, title in zip(axes, ("TTFT", "E2E"), strict=True):
-        ax.set_xlabel(f"{title} (ms)")
-        ax.set_ylabel("fraction of requests")
-        ax.set_title(f"{title} CDF")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        _style(ax, f"{title} (ms)", "fraction of requests", f"{title} CDF")
     return _save(fig, out / "latency_cdf.png")
 
 
@@ -114,11 +107,12 @@ def kv_plot(run: dict[str, Any], out: Path) -> Path | None:
         plt.close(fig)
         return None
     ax.set_ylim(0, 1.1)
-    ax.set_xlabel("preceding gap (idle time since the agent's previous call)")
-    ax.set_ylabel("cached / reusable prefix tokens")
-    ax.set_title("KV survival vs gap")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _style(
+        ax,
+        "preceding gap (idle time since the agent's previous call)",
+        "cached / reusable prefix tokens",
+        "KV survival vs gap",
+    )
     return _save(fig, out / "kv_survival.png")
 
 
@@ -198,6 +192,15 @@ def scrape_plot(run: dict[str, Any], out: Path) -> Path | None:
     lines2 = ax2.get_legend_handles_labels()
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7)
     return _save(fig, out / "server_metrics.png")
+
+
+def _style(ax: Any, xlabel: str, ylabel: str, title: str) -> None:
+    """Labels, title, light grid and a small legend: the look every line plot shares."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
 
 
 def _save(fig: Any, path: Path) -> Path:
