@@ -141,6 +141,8 @@ class StreamClient:
             await c.aclose()
         self._all.clear()
         self._idle.clear()
+        if self._stamps is not None:
+            self._stamps.close()
 
     async def probe(self, model: str) -> list[str]:
         """GET ``/models``: raises ``EndpointUnreachableError`` / ``ModelNotFoundError``."""

@@ -23,17 +23,27 @@ wall clock is picked up within about a second). This is the one place in agentlo
 the wall clock, and only to convert kernel timestamps. Elsewhere (not Linux, a 32-bit build,
 a kernel that refuses the option, ``perf_counter`` not on CLOCK_MONOTONIC) the stream receives
 with plain ``recv`` and ``rx_ns`` stays 0: callers use their own clock readings.
+
+The kernel stamps arriving packets only while some socket wants it, and it switches that on
+and off lazily (a deferred work item, milliseconds later): a connection opened while
+stamping is off gets its first responses unstamped. So ``KernelStamps`` keeps it on for as
+long as it lives: it holds one socket of its own with the option set, and at creation waits
+(at most ~0.2 s, usually < 5 ms) until a loopback probe comes back stamped. ``close()`` (or
+garbage collection) lets it go. A block that still arrives without a stamp gets ``rx_ns`` 0,
+as above.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import platform
 import socket
 import ssl
 import struct
 import sys
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -63,14 +73,52 @@ KERNEL_STAMPS_SUPPORTED = (
 """Can this platform stamp received data in the ``time.perf_counter_ns`` domain?"""
 
 _NS = 1_000_000_000
+_WARM_TRIES = 200
+_WARM_PAUSE_S = 0.001
 
 
 def _realtime_ns() -> int:
     return time.clock_gettime_ns(time.CLOCK_REALTIME)
 
 
+def _hold_rx_stamps() -> socket.socket | None:
+    """A socket with ``SO_TIMESTAMPNS`` on (keeps the kernel's receive stamping on while it is
+    open), returned once a loopback probe comes back stamped or the bounded wait is over;
+    None where the kernel refuses."""
+    keeper = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        keeper.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    except OSError:
+        keeper.close()
+        return None
+    # no loopback to probe with: stamps may be missing for the first milliseconds
+    with contextlib.suppress(OSError):
+        _wait_until_stamped()
+    return keeper
+
+
+def _wait_until_stamped() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.settimeout(1.0)
+        with socket.create_connection(listener.getsockname(), timeout=1.0) as rx:
+            tx, _ = listener.accept()
+            with tx:
+                tx.settimeout(1.0)
+                rx.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                for _ in range(_WARM_TRIES):
+                    tx.sendall(b"x")
+                    _data, anc, _flags, _addr = rx.recvmsg(16, _ANC_SIZE)
+                    if anc:
+                        return
+                    time.sleep(_WARM_PAUSE_S)
+
+
 class KernelStamps:
-    """Converts kernel receive times (CLOCK_REALTIME ns) to ``time.perf_counter_ns`` readings.
+    """Converts kernel receive times (CLOCK_REALTIME ns) to ``time.perf_counter_ns`` readings,
+    and keeps the kernel stamping received packets while it lives (see the module docstring;
+    ``hold=False`` for a converter only).
 
     ``offset_ns`` = CLOCK_REALTIME − CLOCK_MONOTONIC, read as the wall clock between two
     monotonic readings (the narrowest of three brackets, midpoint); ``to_perf(t) = t −
@@ -80,7 +128,16 @@ class KernelStamps:
     for tests.
     """
 
-    __slots__ = ("_mono", "_real", "_real_at", "measurements", "offset_ns", "recheck_ns")
+    __slots__ = (
+        "__weakref__",
+        "_mono",
+        "_real",
+        "_real_at",
+        "_release",
+        "measurements",
+        "offset_ns",
+        "recheck_ns",
+    )
 
     def __init__(
         self,
@@ -88,6 +145,7 @@ class KernelStamps:
         realtime: Callable[[], int] = _realtime_ns,
         monotonic: Callable[[], int] = time.perf_counter_ns,
         recheck_ns: int = _NS,
+        hold: bool = True,
     ) -> None:
         self._real = realtime
         self._mono = monotonic
@@ -97,6 +155,18 @@ class KernelStamps:
         self.measurements = 0
         """How many times the offset was measured."""
         self.measure()
+        keeper = _hold_rx_stamps() if hold and KERNEL_STAMPS_SUPPORTED else None
+        self._release = weakref.finalize(self, keeper.close) if keeper is not None else None
+
+    @property
+    def holding(self) -> bool:
+        """Is this converter keeping the kernel's receive stamping on?"""
+        return self._release is not None and self._release.alive
+
+    def close(self) -> None:
+        """Stop keeping the kernel's receive stamping on (idempotent)."""
+        if self._release is not None:
+            self._release()
 
     def measure(self) -> None:
         real, mono = self._real, self._mono

@@ -142,7 +142,8 @@ async def test_first_token_is_the_kernel_arrival_when_the_loop_is_late(
 async def test_kernel_time_is_never_later_than_the_read(
     one_shot: OneShot, stamps_mode: str
 ) -> None:
-    backend = AsyncioBackend(KernelStamps())
+    stamps = KernelStamps()
+    backend = AsyncioBackend(stamps)
     host, port = one_shot.base_url.removeprefix("http://").removesuffix("/v1").split(":")
     stream = await backend.connect_tcp(host, int(port), timeout=5)
     assert isinstance(stream, netback.SocketStream)
@@ -168,6 +169,7 @@ async def test_kernel_time_is_never_later_than_the_read(
                 one_shot.release.set()
     finally:
         await stream.aclose()
+        stamps.close()
     assert got == _HEAD + _chunk(_EV) + _chunk(_EV) + _chunk(_TAIL) + b"0\r\n\r\n"
 
 
@@ -182,7 +184,8 @@ def test_offset_is_measured_again_after_a_second_or_a_wall_clock_step() -> None:
     def realtime() -> int:
         return mono[0] + 50 + 1_700_000_000 * 10**9 + step[0]
 
-    ks = KernelStamps(realtime=realtime, monotonic=monotonic)
+    ks = KernelStamps(realtime=realtime, monotonic=monotonic, hold=False)
+    assert not ks.holding
     assert ks.measurements == 1
     # wall reading 50 ns after the bracket's first reading, midpoint 50 ns after it too
     assert ks.offset_ns == 1_700_000_000 * 10**9
@@ -202,3 +205,32 @@ def test_injected_clocks_and_https_get_no_kernel_times() -> None:
     assert StreamClient("http://127.0.0.1:9/v1")._stamps is not None
     assert StreamClient("http://127.0.0.1:9/v1", clock=lambda: 0)._stamps is None
     assert StreamClient("https://127.0.0.1:9/v1")._stamps is None
+
+
+def _fresh_connection_is_stamped() -> bool:
+    """A new loopback connection that asks for stamps just before its first data arrives."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        with socket.create_connection(listener.getsockname(), timeout=5) as rx:
+            tx, _ = listener.accept()
+            with tx:
+                rx.setsockopt(socket.SOL_SOCKET, netback._SO_TIMESTAMPNS, 1)
+                tx.sendall(b"x")
+                _data, anc, _flags, _addr = rx.recvmsg(16, netback._ANC_SIZE)
+                return bool(anc)
+
+
+def test_stamps_keep_the_kernel_stamping_so_first_blocks_of_new_connections_are_stamped() -> None:
+    """The kernel turns receive stamping on lazily, so without a holder a connection opened
+    while it is off gets its first blocks unstamped (seen in CI); a live KernelStamps keeps it
+    on, from its creation until close()."""
+    stamps = KernelStamps()
+    try:
+        assert stamps.holding
+        time.sleep(1.2)  # longer than the kernel takes to switch stamping off when unwanted
+        assert all(_fresh_connection_is_stamped() for _ in range(5))
+    finally:
+        stamps.close()
+    assert not stamps.holding
+    stamps.close()  # idempotent
