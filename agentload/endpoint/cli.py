@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Annotated
 
 import typer
 import uvicorn
@@ -21,11 +22,25 @@ def serve(
     ),
     model: str = typer.Option("agentload-sim", help="Model name the server answers to."),
     seed: int = typer.Option(0, help="Seed of the simulated model's choices."),
+    ssl_certfile: Annotated[
+        Path | None,
+        typer.Option(help="Serve HTTPS with this PEM certificate (chain); needs --ssl-keyfile."),
+    ] = None,
+    ssl_keyfile: Annotated[
+        Path | None, typer.Option(help="PEM private key for --ssl-certfile.")
+    ] = None,
 ) -> None:
     """Run the built-in simulated OpenAI-compatible endpoint until Ctrl-C."""
     from agentload.endpoint.server import SimulatorServer, bind_socket
 
-    srv = SimulatorServer(profile if not Path(profile).is_file() else Path(profile), model, seed)
+    srv = SimulatorServer(
+        profile if not Path(profile).is_file() else Path(profile),
+        model,
+        seed,
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
+    )
+    config = srv.config()  # loads the TLS files, if any, before the port is taken
     sock = bind_socket(host, port)
     srv.host, srv.port = host, sock.getsockname()[1]
     p = srv.simulator.profile
@@ -33,7 +48,7 @@ def serve(
         f"agentload simulator on {srv.base_url}  model={model}  profile={p.name}  seed={seed}"
         "  (Ctrl-C stops)"
     )
-    server = uvicorn.Server(srv.config())
+    server = uvicorn.Server(config)
     try:
         asyncio.run(server.serve(sockets=[sock]))
     except KeyboardInterrupt:  # a second Ctrl-C during shutdown

@@ -15,6 +15,7 @@ import contextlib
 import os
 import socket
 import threading
+from pathlib import Path
 from types import TracebackType
 
 import uvicorn
@@ -57,7 +58,16 @@ class SimulatorServer:
         *,
         policy: PolicyConfig | None = None,
         tokenizer: str = "o200k_base",
+        ssl_certfile: str | os.PathLike[str] | None = None,
+        ssl_keyfile: str | os.PathLike[str] | None = None,
     ) -> None:
+        if (ssl_certfile is None) != (ssl_keyfile is None):
+            raise ConfigError("serving TLS needs both a certificate file and a key file")
+        for what, f in (("certificate", ssl_certfile), ("key", ssl_keyfile)):
+            if f is not None and not Path(f).is_file():
+                raise ConfigError(f"{f}: TLS {what} file not found")
+        self.ssl_certfile = None if ssl_certfile is None else str(ssl_certfile)
+        self.ssl_keyfile = None if ssl_keyfile is None else str(ssl_keyfile)
         self.simulator = Simulator(profile, model, seed, policy=policy, tokenizer=tokenizer)
         self.model = model
         self.host = host
@@ -69,12 +79,14 @@ class SimulatorServer:
 
     @property
     def base_url(self) -> str:
-        """``http://HOST:PORT/v1``."""
+        """``http://HOST:PORT/v1`` (``https://`` when serving TLS)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/v1"
+        scheme = "https" if self.ssl_certfile else "http"
+        return f"{scheme}://{host}:{self.port}/v1"
 
     def config(self) -> uvicorn.Config:
-        return uvicorn.Config(
+        """The uvicorn config, loaded (a bad TLS certificate or key is a ``ConfigError``)."""
+        config = uvicorn.Config(
             build_app(self.simulator),
             log_level="warning",
             access_log=False,
@@ -82,15 +94,25 @@ class SimulatorServer:
             timeout_keep_alive=60,
             timeout_graceful_shutdown=2,
             backlog=2048,
+            ssl_certfile=self.ssl_certfile,
+            ssl_keyfile=self.ssl_keyfile,
         )
+        try:
+            config.load()
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            raise ConfigError(
+                f"{self.ssl_certfile}: cannot load the TLS certificate and key: {exc}"
+            ) from None
+        return config
 
     def start(self, timeout_s: float = 30.0) -> SimulatorServer:
         """Start uvicorn in a daemon thread; returns when the server accepts requests."""
         if self._thread is not None:
             return self
+        config = self.config()
         self._sock = bind_socket(self.host, self._want_port)
         self.port = self._sock.getsockname()[1]
-        self._server = uvicorn.Server(self.config())
+        self._server = uvicorn.Server(config)
         server, sock = self._server, self._sock
         errors: list[BaseException] = []
 

@@ -151,8 +151,13 @@ class StreamClient:
         try:
             r = await self._client.get(url, timeout=10.0)
         except httpx.HTTPError as exc:
+            hint = (
+                " (a private CA: point SSL_CERT_FILE at its PEM bundle)"
+                if "CERTIFICATE_VERIFY_FAILED" in str(exc)
+                else ""
+            )
             raise EndpointUnreachableError(
-                f"{shown}: endpoint unreachable ({type(exc).__name__}: {exc})"
+                f"{shown}: endpoint unreachable ({type(exc).__name__}: {exc}){hint}"
             ) from None
         if r.status_code != 200:
             raise EndpointUnreachableError(f"{shown}: HTTP {r.status_code} from the models list")
