@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import sys
 from pathlib import Path
 
 import orjson
@@ -142,6 +143,20 @@ def test_bad_options_fail_before_any_load(
     assert _run(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+    assert chat_server.seen == []
+
+
+def test_power_nvml_without_nvidia_ml_py_fails_before_any_load(
+    chat_server: ChatServer,
+    trace_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # as on a machine without the package
+    argv = ["replay", str(trace_path), "--endpoint", chat_server.base_url]
+    assert _run([*argv, "--model", "test-model", "--power", "nvml"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--power nvml needs nvidia-ml-py" in err and "\n" not in err
     assert chat_server.seen == []
 
 
