@@ -5,6 +5,13 @@ Runs one `coding-session` session, then 8 sessions with `--parallel 8`, each as 
 object: {"one_session_s": ..., "eight_parallel_s": ..., "ratio": ...}. Goals: one session
 <= 60 s, ratio <= 2 (eight parallel sessions cost at most twice one).
 
+The JSON also carries what bounds the ratio on this machine, measured in the same run (Linux,
+from /proc/stat): ``cpus``, ``cpu_s_per_session`` (busy CPU-seconds of the whole machine —
+agentload, the simulator, dockerd and the tools in the containers — during the one-session
+run) and ``ratio_floor`` = 8 × cpu_s_per_session / cpus / one_session_s, the ratio no
+scheduler could beat with that many cores. A ratio near its floor means the machine is out
+of cores, not that sessions wait on each other.
+
     .venv/bin/python benchmarks/generate_wall.py [--scenario coding-session] [--sandbox docker]
 """
 
@@ -12,10 +19,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
+
+
+def busy_cpu_s() -> float | None:
+    """CPU-seconds the whole machine spent busy since boot (None where /proc/stat is absent)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    guest = sum(fields[8:10])  # guest time is already counted in user
+    return (sum(fields) - idle - guest) / os.sysconf("SC_CLK_TCK")
 
 
 def run(scenario: str, sandbox: str, sessions: int, out: str) -> tuple[float, dict[str, object]]:
@@ -38,10 +58,16 @@ def main() -> None:
     ap.add_argument("--scenario", default="coding-session")
     ap.add_argument("--sandbox", default="docker", choices=["auto", "docker", "local"])
     args = ap.parse_args()
-    results = {}
+    results: dict[str, float | int | None] = {}
+    cpu_one: float | None = None
     with tempfile.TemporaryDirectory(prefix="agentload-bench-") as out:
         for label, n in (("one_session_s", 1), ("eight_parallel_s", 8)):
+            cpu0 = busy_cpu_s()
             wall, payload = run(args.scenario, args.sandbox, n, out)
+            cpu1 = busy_cpu_s()
+            cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
+            if n == 1:
+                cpu_one = cpu
             sessions = payload["sessions"]
             assert isinstance(sessions, list)
             calls = sum(int(s["calls"]) for s in sessions)
@@ -50,9 +76,17 @@ def main() -> None:
             print(
                 f"{label}: {wall:.1f}s wall for {n} session(s): {calls} LLM calls, "
                 f"end {reasons}, orchestrator last prompt {last}"
+                + ("" if cpu is None else f", machine busy {cpu:.1f} CPU-s")
             )
             results[label] = round(wall, 2)
-    results["ratio"] = round(results["eight_parallel_s"] / results["one_session_s"], 2)
+    one, eight = float(results["one_session_s"] or 0), float(results["eight_parallel_s"] or 0)
+    results["ratio"] = round(eight / one, 2)
+    cpus = os.cpu_count() or 1
+    results["cpus"] = cpus
+    results["cpu_s_per_session"] = None if cpu_one is None else round(cpu_one, 1)
+    results["ratio_floor"] = (
+        None if cpu_one is None else round(max(1.0, 8 * cpu_one / cpus / one), 2)
+    )
     print(json.dumps(results))
 
 
