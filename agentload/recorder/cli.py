@@ -1,9 +1,12 @@
 """``agentload trace validate|stats|inspect``.
 
-* ``validate FILE``: record counts per type; exit 0 when the file is whole, 1 when it is
-  readable but truncated (a killed run), 2 when it is damaged (one line on stderr naming
+* ``validate FILE...``: record counts per type; exit 0 when every file is whole, 1 when one is
+  readable but truncated (a killed run), 2 when one is damaged (one line on stderr naming
   ``file:line``, the field and the reason).
-* ``stats FILE [--json] [--plot PNG]``: the numbers of ``agentload.recorder.stats``.
+* ``stats FILE... [--json] [--plot PNG]``: the numbers of ``agentload.recorder.stats``, per
+  file (``--json``: one object per file, one per line).
+
+A directory given as FILE stands for its ``*.agentload.jsonl[.zst]`` files.
 * ``inspect FILE [--agent ID] [--call N]``: the agent tree and one agent's calls, or one call
   in full, blob references resolved.
 """
@@ -31,6 +34,12 @@ trace_app = typer.Typer(
 )
 
 FileArg = Annotated[Path, typer.Argument(help="Trace file (*.agentload.jsonl.zst or *.jsonl).")]
+FilesArg = Annotated[
+    list[Path],
+    typer.Argument(
+        help="Trace files (*.agentload.jsonl.zst or *.jsonl), or directories holding them."
+    ),
+]
 
 
 def _console() -> Console:
@@ -41,12 +50,21 @@ def _console() -> Console:
 
 
 @trace_app.command()
-def validate(file: FileArg) -> None:
-    """Read the whole file and report record counts.
+def validate(files: FilesArg) -> None:
+    """Read each whole file and report record counts.
 
-    Exit code 0: whole. 1: readable but truncated (every complete record is usable).
-    2: damaged (one line on stderr: file:line, field, reason).
+    Exit code 0: all whole. 1: one is readable but truncated (every complete record is
+    usable). 2: one is damaged (one line on stderr: file:line, field, reason).
     """
+    from agentload.recorder.paths import trace_files
+
+    truncated = [_validate_one(f) for f in trace_files(files)]
+    if any(truncated):
+        raise typer.Exit(1)
+
+
+def _validate_one(file: Path) -> bool:
+    """Print one file's counts; True when it is truncated."""
     from agentload.recorder.validate import validate_trace
 
     report = validate_trace(file)
@@ -66,40 +84,55 @@ def validate(file: FileArg) -> None:
         )
     if report.truncated is not None:
         console.print(f"TRUNCATED: {escape(str(report.truncated))}")
-        raise typer.Exit(1)
+        return True
     console.print("OK: whole file")
+    return False
 
 
 @trace_app.command()
 def stats(
-    file: FileArg,
+    files: FilesArg,
     json_: Annotated[
         bool, typer.Option("--json", help="Print one JSON object instead of tables.")
     ] = False,
     plot: Annotated[
         Path | None,
-        typer.Option("--plot", help="Write a PNG of prompt tokens vs call index per agent."),
+        typer.Option(
+            "--plot",
+            help="Write a PNG of prompt tokens vs call index per agent "
+            "(several files: NAME-1.png, NAME-2.png, ...).",
+        ),
     ] = None,
 ) -> None:
-    """Summary numbers: agents, calls, tool times, gaps, token growth, prefix reuse, wall time."""
+    """Summary numbers per file: agents, calls, tool times, gaps, token growth, prefix reuse,
+    wall time."""
+    from agentload.recorder.paths import trace_files
     from agentload.recorder.stats import compute_stats
     from agentload.recorder.trace import load_trace
 
     if plot is not None and plot.suffix.lower() != ".png":
         raise ConfigError(f"--plot {plot}: the plot is written as PNG; name it *.png")
-    trace = load_trace(file)
-    result = compute_stats(trace)
-    if json_:
-        sys.stdout.write(orjson.dumps(result).decode() + "\n")
-    else:
-        from agentload.recorder.view import render_stats
+    paths = trace_files(files)
+    for i, path in enumerate(paths, 1):
+        trace = load_trace(path)
+        result = compute_stats(trace)
+        if json_:
+            result = {"file": str(path), **result} if len(paths) > 1 else result
+            sys.stdout.write(orjson.dumps(result).decode() + "\n")
+        else:
+            console = _console()
+            if len(paths) > 1:
+                console.print(f"[bold]{escape(str(path))}[/]")
+            from agentload.recorder.view import render_stats
 
-        render_stats(result, _console())
-    if plot is not None:
-        from agentload.recorder.plot import plot_context_growth
+            render_stats(result, console)
+        if plot is not None:
+            from agentload.recorder.plot import plot_context_growth
 
-        out = plot_context_growth(trace, plot)
-        print(f"plot written to {out}", file=sys.stderr)
+            target = plot if len(paths) == 1 else plot.with_name(f"{plot.stem}-{i}{plot.suffix}")
+            out = plot_context_growth(trace, target)
+            which = f" ({path})" if len(paths) > 1 else ""
+            print(f"plot written to {out}{which}", file=sys.stderr)
 
 
 @trace_app.command()

@@ -18,6 +18,7 @@ from typing import Any
 
 from agentload import __version__
 from agentload.errors import ReplayError
+from agentload.recorder.paths import trace_files
 from agentload.recorder.secrets import strip_credentials
 from agentload.recorder.trace import load_trace
 from agentload.replay.bodies import BodyBuilder
@@ -51,12 +52,7 @@ def load_plans(
     paths: Sequence[str], max_context: int | None
 ) -> tuple[list[SessionPlan], dict[str, Any]]:
     """Plans of every session of the traces, and what ``--max-context`` left out."""
-    if not paths:
-        raise ReplayError("give at least one trace file")
-    for p in paths:
-        if not os.path.isfile(p):
-            raise ReplayError(f"{p}: no such trace file")
-    plans = build_plans([load_trace(p) for p in paths])
+    plans = build_plans([load_trace(p) for p in trace_files(paths)])
     excluded: list[str] = []
     if max_context is not None:
         keep: list[SessionPlan] = []

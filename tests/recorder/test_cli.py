@@ -106,7 +106,46 @@ def test_validate_dangling_blob_reference_is_invalid(
 
 def test_validate_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(["trace", "validate", str(tmp_path / "nope.jsonl")], capsys)
-    assert code == 2 and "cannot open" in err and err.count("\n") == 1
+    assert code == 2 and "no such trace file or directory" in err and err.count("\n") == 1
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not a trace\n")
+    code, _, err = run(["trace", "stats", str(empty)], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert "empty: no trace files (*.agentload.jsonl[.zst]) in this directory" in err
+
+
+def test_several_files_and_directories(
+    session_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    d = tmp_path / "traces"
+    d.mkdir()
+    other = d / "b.agentload.jsonl"
+    asyncio.run(write_session(other, orchestrator_calls=3, sub_calls=2))
+    (d / "README.txt").write_text("ignored\n")
+    png = tmp_path / "growth.png"
+    # the same file twice (by name and through its directory) counts once
+    argv = ["trace", "stats", str(session_file), str(d), str(other), "--json", "--plot", str(png)]
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    rows = [orjson.loads(line) for line in out.strip().splitlines()]
+    assert [r["file"] for r in rows] == [str(session_file), str(other)]
+    assert [r["llm_calls"] for r in rows] == [7, 5]
+    for i in (1, 2):
+        assert (tmp_path / f"growth-{i}.png").read_bytes()[:4] == b"\x89PNG"
+    assert not png.exists() and err.count("plot written to") == 2
+
+    code, out, _ = run(["trace", "stats", str(session_file), str(other)], capsys)
+    assert code == 0 and out.count("trace summary") == 2 and str(other) in out
+
+    cut = d / "cut.agentload.jsonl.zst"
+    data = session_file.read_bytes()
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    code, out, _ = run(["trace", "validate", str(d)], capsys)
+    assert code == 1  # one of the two is truncated; both are reported
+    assert out.count("TRUNCATED") == 1 and out.count("OK: whole file") == 1
 
 
 def test_stats_json_and_plot(

@@ -262,3 +262,26 @@ def test_ctrl_c_writes_partial_results(
     assert b"interrupted" in stdout
     res = orjson.loads((out / "results.json").read_bytes())
     assert res["interrupted"] and res["points"][0]["requests"]
+
+
+def test_a_directory_stands_for_the_traces_in_it(
+    chat_server: ChatServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d = tmp_path / "traces"
+    d.mkdir()
+    fast = Shape(tool_gap_s=0.01, child_gap_s=0.01, post_gap_s=0.01)
+    agentic_trace(d / "a.agentload.jsonl.zst", shape=fast)
+    agentic_trace(d / "b.agentload.jsonl", shape=fast, variant="b")
+    (d / "notes.md").write_text("not a trace\n")
+    out = tmp_path / "run"
+    assert _replay(chat_server, d, out, "--start-at", "zero", "--concurrency", "2") == 0
+    res = orjson.loads((out / "results.json").read_bytes())
+    sources = {r["source"] for r in res["points"][0]["requests"]}
+    assert len(sources) == 2, sources  # one session from each file
+    assert len(res["digest_manifest"]) == 14
+    capsys.readouterr()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _run(["replay", str(empty), "--endpoint", chat_server.base_url, "--model", "m"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no trace files" in err and err.count("\n") == 0
