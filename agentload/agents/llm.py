@@ -17,7 +17,6 @@ backoff, each retry reported through ``on_retry``); then ``SessionEnd("endpoint_
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import openai
 import orjson
 
 from agentload.agents.limits import SessionEnd
+from agentload.auth import api_key_from_env as env_api_key
 
 try:  # openai >= 3 speaks through its `httpx2` fork; older releases through httpx itself
     import httpx2
@@ -44,7 +44,6 @@ __all__ = [
 
 DUMMY_API_KEY = "agentload-simulator"
 _RAW = "X-Stainless-Raw-Response"
-_KEY_VARS = ("AGENTLOAD_API_KEY", "OPENAI_API_KEY")
 _CONTEXT_WORDS = (
     "context length",
     "context_length",
@@ -60,12 +59,9 @@ RetryHook = Callable[[int, str], Awaitable[None]]
 
 
 def api_key_from_env(default: str | None = DUMMY_API_KEY) -> str | None:
-    """The API key from ``AGENTLOAD_API_KEY`` or ``OPENAI_API_KEY`` (never from the command line)."""
-    for var in _KEY_VARS:
-        value = os.environ.get(var)
-        if value:
-            return value
-    return default
+    """The API key from ``AGENTLOAD_API_KEY`` or ``OPENAI_API_KEY`` (never from the command line),
+    else ``default``."""
+    return env_api_key() or default
 
 
 def is_context_limit_error(message: str) -> bool:

@@ -28,7 +28,13 @@ import httpx
 from agentload.agents.llm import ChatClient, api_key_from_env
 from agentload.agents.recording import SessionStats
 from agentload.agents.session import SessionPlan, run_session
-from agentload.errors import ConfigError, EndpointUnreachableError, ModelNotFoundError
+from agentload.auth import refused_key_message
+from agentload.errors import (
+    ConfigError,
+    EndpointError,
+    EndpointUnreachableError,
+    ModelNotFoundError,
+)
 from agentload.recorder import make_header
 from agentload.recorder.capture import CallCapture
 from agentload.recorder.writer import TraceWriter
@@ -94,6 +100,8 @@ async def check_endpoint(base_url: str, model: str | None) -> str:
         raise EndpointUnreachableError(
             f"{base_url}: endpoint does not answer ({type(exc).__name__}: {exc})"
         ) from None
+    if resp.status_code in (401, 403):
+        raise EndpointError(refused_key_message(url, resp.status_code, resp.content))
     ids: list[str] = []
     if resp.status_code == 200:
         with contextlib.suppress(ValueError, AttributeError, TypeError):

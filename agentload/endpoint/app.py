@@ -9,6 +9,7 @@ with ``agentload.recorder.prefix.PrefixHasher`` (resumes from the longest known 
 
 from __future__ import annotations
 
+import hmac
 import itertools
 import os
 import time
@@ -20,6 +21,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentload.endpoint.clock import Clock
 from agentload.endpoint.engine import Engine, Sequence
@@ -236,8 +238,10 @@ class Simulator:
         return Response(body, media_type=ctype)
 
 
-def build_app(sim: Simulator) -> Starlette:
-    """The Starlette application serving ``sim``."""
+def build_app(sim: Simulator, api_key: str | None = None) -> ASGIApp:
+    """The ASGI application serving ``sim``; with ``api_key``, every ``/v1/`` request must
+    carry ``Authorization: Bearer <api_key>`` (else 401, as vLLM's ``--api-key`` does), while
+    ``/health`` and ``/metrics`` stay open."""
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return Response(
@@ -261,4 +265,19 @@ def build_app(sim: Simulator) -> Starlette:
     ]
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: bad_method})
     app.state.simulator = sim
-    return app
+    if api_key is None:
+        return app
+    expected = f"Bearer {api_key}".encode()
+    refused = error_body(401, "Incorrect API key provided", None, "invalid_api_key")
+
+    async def keyed(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            got = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(got, expected):
+                await Response(refused, status_code=401, media_type="application/json")(
+                    scope, receive, send
+                )
+                return
+        await app(scope, receive, send)
+
+    return keyed

@@ -10,6 +10,7 @@ import typer
 import uvicorn
 
 from agentload.endpoint.profiles import list_profiles
+from agentload.errors import ConfigError
 
 __all__ = ["register", "serve"]
 
@@ -29,9 +30,23 @@ def serve(
     ssl_keyfile: Annotated[
         Path | None, typer.Option(help="PEM private key for --ssl-certfile.")
     ] = None,
+    require_api_key: Annotated[
+        bool,
+        typer.Option(
+            help="Answer /v1/ requests only with 'Authorization: Bearer KEY', KEY read from "
+            "AGENTLOAD_API_KEY (else OPENAI_API_KEY), like vLLM's --api-key."
+        ),
+    ] = False,
 ) -> None:
     """Run the built-in simulated OpenAI-compatible endpoint until Ctrl-C."""
+    from agentload.auth import API_KEY_ENV, api_key_from_env
     from agentload.endpoint.server import SimulatorServer, bind_socket
+
+    api_key = api_key_from_env() if require_api_key else None
+    if require_api_key and api_key is None:
+        raise ConfigError(
+            f"--require-api-key: set {' or '.join(API_KEY_ENV)} to the key clients must send"
+        )
 
     srv = SimulatorServer(
         profile if not Path(profile).is_file() else Path(profile),
@@ -39,6 +54,7 @@ def serve(
         seed,
         ssl_certfile=ssl_certfile,
         ssl_keyfile=ssl_keyfile,
+        api_key=api_key,
     )
     config = srv.config()  # loads the TLS files, if any, before the port is taken
     sock = bind_socket(host, port)
@@ -46,7 +62,8 @@ def serve(
     p = srv.simulator.profile
     typer.echo(
         f"agentload simulator on {srv.base_url}  model={model}  profile={p.name}  seed={seed}"
-        "  (Ctrl-C stops)"
+        + ("  api key required" if api_key else "")
+        + "  (Ctrl-C stops)"
     )
     server = uvicorn.Server(config)
     try:

@@ -34,7 +34,11 @@ class APIError(Exception):
 
 
 def error_body(status: int, message: str, param: str | None, code: str | None) -> bytes:
-    kind = {400: "invalid_request_error", 404: "invalid_request_error"}.get(status, "server_error")
+    kind = {
+        400: "invalid_request_error",
+        401: "invalid_request_error",
+        404: "invalid_request_error",
+    }.get(status, "server_error")
     return orjson.dumps(
         {"error": {"message": message, "type": kind, "param": param, "code": code or status}}
     )

@@ -60,6 +60,7 @@ class SimulatorServer:
         tokenizer: str = "o200k_base",
         ssl_certfile: str | os.PathLike[str] | None = None,
         ssl_keyfile: str | os.PathLike[str] | None = None,
+        api_key: str | None = None,
     ) -> None:
         if (ssl_certfile is None) != (ssl_keyfile is None):
             raise ConfigError("serving TLS needs both a certificate file and a key file")
@@ -68,6 +69,9 @@ class SimulatorServer:
                 raise ConfigError(f"{f}: TLS {what} file not found")
         self.ssl_certfile = None if ssl_certfile is None else str(ssl_certfile)
         self.ssl_keyfile = None if ssl_keyfile is None else str(ssl_keyfile)
+        if api_key is not None and not api_key:
+            raise ConfigError("an empty API key would accept no request; give a key or None")
+        self._api_key = api_key
         self.simulator = Simulator(profile, model, seed, policy=policy, tokenizer=tokenizer)
         self.model = model
         self.host = host
@@ -87,7 +91,7 @@ class SimulatorServer:
     def config(self) -> uvicorn.Config:
         """The uvicorn config, loaded (a bad TLS certificate or key is a ``ConfigError``)."""
         config = uvicorn.Config(
-            build_app(self.simulator),
+            build_app(self.simulator, self._api_key),
             log_level="warning",
             access_log=False,
             lifespan="off",

@@ -29,7 +29,8 @@ import httpcore
 import httpx
 import orjson
 
-from agentload.errors import EndpointUnreachableError, ModelNotFoundError
+from agentload.auth import refused_key_message
+from agentload.errors import EndpointError, EndpointUnreachableError, ModelNotFoundError
 from agentload.recorder.secrets import strip_credentials
 from agentload.replay.netback import AsyncioBackend, KernelStamps, SocketStream
 
@@ -159,6 +160,8 @@ class StreamClient:
             raise EndpointUnreachableError(
                 f"{shown}: endpoint unreachable ({type(exc).__name__}: {exc}){hint}"
             ) from None
+        if r.status_code in (401, 403):
+            raise EndpointError(refused_key_message(str(shown), r.status_code, r.content))
         if r.status_code != 200:
             raise EndpointUnreachableError(f"{shown}: HTTP {r.status_code} from the models list")
         try:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentload import __version__
+from agentload.auth import API_KEY_ENV, api_key_from_env
 from agentload.errors import ReplayError
 from agentload.recorder.paths import trace_files
 from agentload.recorder.secrets import strip_credentials
@@ -33,19 +34,9 @@ from agentload.replay.scrape import MetricsScraper
 
 __all__ = ["API_KEY_ENV", "api_key_from_env", "load_plans", "run_replay"]
 
-API_KEY_ENV = ("AGENTLOAD_API_KEY", "OPENAI_API_KEY")
 SCHEMA = "agentload.replay-results/1"
 
 ProgressHook = Callable[[PointRunner, int, int], Any]
-
-
-def api_key_from_env() -> str | None:
-    """The API key from ``AGENTLOAD_API_KEY`` (else ``OPENAI_API_KEY``); never written."""
-    for name in API_KEY_ENV:
-        v = os.environ.get(name)
-        if v:
-            return v
-    return None
 
 
 def load_plans(

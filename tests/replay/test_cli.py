@@ -285,3 +285,29 @@ def test_a_directory_stands_for_the_traces_in_it(
     assert _run(["replay", str(empty), "--endpoint", chat_server.base_url, "--model", "m"]) == 2
     err = capsys.readouterr().err.strip()
     assert "no trace files" in err and err.count("\n") == 0
+
+
+def test_an_endpoint_that_refuses_the_key_is_one_line_before_any_load(
+    trace_path: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentload.endpoint.server import SimulatorServer
+
+    key = "sk-replay-key-0123456789"
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("AGENTLOAD_API_KEY", "sk-not-the-right-one")
+    with SimulatorServer("instant", api_key=key) as srv:
+        argv = ["replay", str(trace_path), "--endpoint", srv.base_url, "--model", srv.model]
+        assert _run(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "HTTP 401: Incorrect API key provided" in err, err
+        assert "AGENTLOAD_API_KEY or OPENAI_API_KEY; set)" in err
+        assert srv.simulator.engine.stats.prompt_tokens == 0
+        monkeypatch.setenv("AGENTLOAD_API_KEY", key)
+        out = tmp_path / "run"
+        assert _run([*argv, "--start-at", "zero", "--out", str(out)]) == 0
+    res = (out / "results.json").read_bytes()
+    assert all(r["status"] == 200 for r in orjson.loads(res)["points"][0]["requests"])
+    assert key.encode() not in res
