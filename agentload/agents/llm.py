@@ -10,13 +10,17 @@ every chunk, first token (first content or tool-call delta), last token. Tool-ca
 reassembled by their ``index``.
 
 Failures: connection errors, timeouts, 429 and 5xx are retried (``retries`` times, exponential
-backoff, each retry reported through ``on_retry``); then ``SessionEnd("endpoint_error")``. A
-400 that says the prompt is too long is ``SessionEnd("context_limit")`` at once.
+backoff, each retry reported through ``on_retry``); then ``SessionEnd("endpoint_error")``. When
+the server says how long to wait (``Retry-After``: seconds or an HTTP date, as rate-limited
+APIs send with 429/503), the wait is at least that, up to ``max_retry_after_s``. A 400 that
+says the prompt is too long is ``SessionEnd("context_limit")`` at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
+import email.utils
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -111,11 +115,13 @@ class ChatClient:
         backoff_s: float = 0.5,
         timeout_s: float = 600.0,
         clock: Clock = time.perf_counter_ns,
+        max_retry_after_s: float = 120.0,
     ) -> None:
         self.base_url = base_url
         self.model = model
         self.retries = retries
         self.backoff_s = backoff_s
+        self.max_retry_after_s = max_retry_after_s
         self.clock = clock
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
@@ -149,9 +155,14 @@ class ChatClient:
                     raise SessionEnd(
                         "endpoint_error", f"{self.base_url}: {text} (after {attempt} attempts)"
                     ) from None
+                delay = self.backoff_s * 2 ** (attempt - 1)
+                asked = _retry_after_s(exc)
+                if asked is not None:
+                    delay = max(delay, min(asked, self.max_retry_after_s))
+                    text += f" (retry after {delay:g}s, as the server asked)"
                 if on_retry is not None:
                     await on_retry(attempt, text)
-                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
+                await asyncio.sleep(delay)
                 continue
             result.attempts = attempt
             return result
@@ -255,6 +266,26 @@ class _Accumulator:
 
 class _StreamBroken(Exception):
     """The connection dropped in the middle of a stream (retried like a connection error)."""
+
+
+def _retry_after_s(exc: BaseException) -> float | None:
+    """The wait a ``Retry-After`` header of an error response asks for, in seconds."""
+    if not isinstance(exc, openai.APIStatusError):
+        return None
+    value = exc.response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds())
 
 
 def _error_text(exc: BaseException) -> str:

@@ -34,6 +34,7 @@ class Reply:
 class Fail:
     status: int
     message: str
+    retry_after: str | None = None
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -79,6 +80,7 @@ class ScriptedEndpoint:
             return JSONResponse(
                 {"error": {"message": ans.message, "type": "invalid_request_error"}},
                 status_code=ans.status,
+                headers={"retry-after": ans.retry_after} if ans.retry_after else None,
             )
 
         async def stream() -> Any:

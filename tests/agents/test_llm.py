@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import json
+import time
 from typing import Any
 
 import pytest
@@ -61,6 +64,62 @@ async def test_transient_errors_are_retried_and_reported() -> None:
     assert r.content == "fine" and r.attempts == 3
     assert [a for a, _ in retries] == [1, 2]
     assert "503" in retries[0][1] and "overloaded" in retries[0][1]
+
+
+async def test_rate_limits_wait_as_long_as_the_server_asks() -> None:
+    state = {"n": 0}
+    later = email.utils.format_datetime(
+        datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=3), usegmt=True
+    )
+
+    def handler(body: dict[str, Any]) -> Reply | Fail:
+        state["n"] += 1
+        if state["n"] == 1:
+            return Fail(429, "rate limited", retry_after="0.4")
+        if state["n"] == 2:
+            return Fail(503, "busy", retry_after=later)  # an HTTP date, ~2-3 s ahead
+        return Reply("fine")
+
+    retries: list[str] = []
+
+    async def on_retry(attempt: int, error: str) -> None:
+        retries.append(error)
+
+    with ScriptedEndpoint(handler) as ep:
+        client = ChatClient(ep.base_url, model="fake", retries=3, backoff_s=0.01)
+        t0 = time.monotonic()
+        try:
+            r = await client.complete(dict(BODY), on_retry=on_retry)
+        finally:
+            await client.aclose()
+        waited = time.monotonic() - t0
+    assert r.content == "fine" and r.attempts == 3
+    assert retries[0] == "HTTP 429: rate limited (retry after 0.4s, as the server asked)"
+    assert retries[1].startswith("HTTP 503: busy (retry after ")
+    # both waits honoured: 0.4 s, then the date (one-second resolution) less the time spent
+    assert waited >= 0.4 + 1.5
+
+
+async def test_a_long_retry_after_is_capped() -> None:
+    state = {"n": 0}
+
+    def handler(body: dict[str, Any]) -> Reply | Fail:
+        state["n"] += 1
+        return Fail(429, "slow down", retry_after="3600") if state["n"] == 1 else Reply("ok")
+
+    retries: list[str] = []
+
+    async def on_retry(attempt: int, error: str) -> None:
+        retries.append(error)
+
+    with ScriptedEndpoint(handler) as ep:
+        client = ChatClient(ep.base_url, model="fake", backoff_s=0.01, max_retry_after_s=0.05)
+        try:
+            r = await client.complete(dict(BODY), on_retry=on_retry)
+        finally:
+            await client.aclose()
+    assert r.content == "ok" and r.attempts == 2
+    assert retries == ["HTTP 429: slow down (retry after 0.05s, as the server asked)"]
 
 
 async def test_errors_after_retries_end_the_session() -> None:
