@@ -6,9 +6,13 @@ Orchestrator::
                  │                    ├→ code_search ───┤   (Send: one task per delegate call,
                  │                    ├→ test_runner ───┼→ collect → agent   run concurrently)
                  │                    ├→ file_reader ───┘
+                 │                    ├→ follow_up → agent  (answered early: the user's next request)
                  └────────────────────┴→ END  (done or a limit)
 
 * ``agent``: one model call with the whole history; decides whether the session ends.
+* ``follow_up``: the model answered (no tool calls) before the context target and the
+  scenario has follow-ups left: the next one becomes a new user message, as a person keeps a
+  coding-agent session going. Without any left, the answer ends the session (``done``).
 * ``tools``: the reply's direct tool calls through the toolbox (concurrently unless one edits).
 * ``code_search`` / ``test_runner`` / ``file_reader``: one ``delegate`` call each: a sub-agent
   with a fresh context runs to its summary (at most ``max_parallel_delegations`` at a time).
@@ -78,6 +82,7 @@ class OrchestratorState(TypedDict, total=False):
     depends_on: list[str]
     results: Annotated[dict[int, Outcome], _merge_results]
     end_reason: str | None
+    follow_ups_sent: int
 
 
 class SubagentState(TypedDict, total=False):
@@ -132,7 +137,7 @@ async def orchestrator_agent(
     rt.last_orch_end_ns = rt.clock()
     if turn.prompt_tokens >= s.context_target:
         reason: str | None = "context_target"
-    elif not turn.tool_calls:
+    elif not turn.tool_calls and state.get("follow_ups_sent", 0) >= len(s.follow_ups):
         reason = "done"
     elif seq + 1 >= s.max_rounds:
         reason = "max_rounds"
@@ -148,9 +153,12 @@ async def orchestrator_agent(
 
 
 def route_orchestrator(state: OrchestratorState) -> list[Send] | str:
-    """END when the session ended; else one ``Send`` per delegation and one for direct tools."""
+    """END when the session ended; ``follow_up`` after an answer without tool calls; else one
+    ``Send`` per delegation and one for direct tools."""
     if state.get("end_reason"):
         return END
+    if not state.get("tool_calls"):
+        return "follow_up"
     call_id = state["call_id"]
     sends: list[Send] = []
     direct: list[tuple[int, dict[str, Any]]] = []
@@ -243,6 +251,18 @@ async def delegate(state: DelegateTask, *, runtime: Runtime[AgentRuntime]) -> di
     }
 
 
+async def follow_up(state: OrchestratorState, *, runtime: Runtime[AgentRuntime]) -> dict[str, Any]:
+    """The scenario's next follow-up as a user message (recorded as a ``follow_up`` event)."""
+    rt = runtime.context
+    n = state.get("follow_ups_sent", 0)
+    await rt.recorder.event("follow_up", agent_id=orchestrator_id(rt.session_id), index=n)
+    return {
+        "messages": [{"role": "user", "content": rt.settings.follow_ups[n]}],
+        "follow_ups_sent": n + 1,
+        "depends_on": [],
+    }
+
+
 def collect(state: OrchestratorState) -> dict[str, Any]:
     """Append the tool results in tool-call order; the next call depends on them."""
     results = state.get("results", {})
@@ -265,13 +285,17 @@ def build_orchestrator_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
     for kind in contract.SUBAGENT_ROLES:
         g.add_node(kind, delegate, input_schema=DelegateTask)
     g.add_node("collect", collect)
+    g.add_node("follow_up", follow_up)
     g.add_edge(START, "agent")
     g.add_conditional_edges(
-        "agent", route_orchestrator, path_map=["tools", *contract.SUBAGENT_ROLES, END]
+        "agent",
+        route_orchestrator,
+        path_map=["tools", *contract.SUBAGENT_ROLES, "follow_up", END],
     )
     for name in ("tools", *contract.SUBAGENT_ROLES):
         g.add_edge(name, "collect")
     g.add_edge("collect", "agent")
+    g.add_edge("follow_up", "agent")
     return g.compile(name="orchestrator")
 
 

@@ -82,6 +82,7 @@ class AgentSettings:
     max_tokens: int | None = None
     temperature: float | None = None
     seed: int | None = None
+    follow_ups: tuple[str, ...] = ()
 
 
 @dataclass

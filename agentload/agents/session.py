@@ -72,6 +72,7 @@ def agent_settings(scenario: Scenario, model: str, seed: int | None) -> AgentSet
         max_parallel_delegations=scenario.orchestrator.max_parallel_delegations,
         subagents=subs,
         seed=seed,
+        follow_ups=tuple(scenario.follow_ups),
     )
 
 
@@ -201,6 +202,7 @@ async def run_session(
             ],
             seq=0,
             depends_on=[],
+            follow_ups_sent=0,
         )
         try:
             final = await orchestrator_graph().ainvoke(

@@ -253,7 +253,8 @@ class EventRecord(_Model):
 
     type: Literal["event"] = "event"
     kind: str = Field(
-        description="compaction | retry | error | note | trace_end (the writer closed the file)"
+        description="compaction | retry | error | follow_up | eval | note | trace_end (the writer "
+        "closed the file)"
     )
     ns: int = Field(description="monotonic ns when it happened")
     session_id: str | None = Field(default=None, description="session it concerns, if any")

@@ -155,6 +155,12 @@ class Scenario(_Model):
     name: str = Field(description="short name, shown in traces and reports")
     description: str = Field(default="", description="one paragraph for `scenarios list`")
     task: str = Field(description="the user's request, the orchestrator's first user message")
+    follow_ups: list[str] = Field(
+        default_factory=list,
+        description="the user's next requests: when the orchestrator answers (no tool calls) "
+        "before the context target, the next one is sent as a new user message, as a person "
+        "keeps a coding-agent session going; with none left, the answer ends the session",
+    )
     workspace: WorkspaceSpec = Field(default_factory=WorkspaceSpec, description="the code")
     test_command: list[str] = Field(
         min_length=1, description="argv of the full test run, executed in /workspace"
@@ -209,6 +215,14 @@ class Scenario(_Model):
     def _has_placeholder(cls, v: list[str] | None) -> list[str] | None:
         if v is not None and not any("{target}" in a for a in v):
             raise ValueError("must contain a `{target}` placeholder")
+        return v
+
+    @field_validator("follow_ups")
+    @classmethod
+    def _non_empty_follow_ups(cls, v: list[str]) -> list[str]:
+        for i, text in enumerate(v):
+            if not text.strip():
+                raise ValueError(f"item {i} is empty; a follow-up is a request the user sends")
         return v
 
     @field_validator("context_target")

@@ -36,6 +36,7 @@ def test_orchestrator_graph_shape() -> None:
     for kind in contract.SUBAGENT_ROLES:
         assert f"agent -.-> {kind};" in mermaid and f"{kind} --> collect;" in mermaid
     assert "collect --> agent;" in mermaid and "agent -.-> __end__;" in mermaid
+    assert "agent -.-> follow_up;" in mermaid and "follow_up --> agent;" in mermaid
 
 
 @pytest.mark.parametrize("kind", contract.SUBAGENT_ROLES)

@@ -30,11 +30,51 @@ def _orch_calls(trace: Trace) -> int:
 def test_answer_without_tools_is_done(tmp_path: Path) -> None:
     with ScriptedEndpoint(lambda b: Reply("All fixed.", [], 3000)) as ep:
         result, trace = run_generate(
-            tmp_path, overrides=SMALL, sandbox="local", endpoint=ep.base_url
+            tmp_path, overrides=[*SMALL, "follow_ups=[]"], sandbox="local", endpoint=ep.base_url
         )
     assert _ended(trace) == "done" and _orch_calls(trace) == 1
     assert trace.header.endpoint == ep.base_url and trace.header.model == "fake"
     assert result.sessions[0].end_reason == "done"
+
+
+def test_an_early_answer_gets_the_next_follow_up(tmp_path: Path) -> None:
+    """A model that answers before the target is sent the scenario's follow-ups one by one,
+    as user messages; after the last one, its answer ends the session."""
+
+    def handler(body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        if last["role"] == "user" and last["content"].startswith("Now"):
+            call = {"id": f"lf{len(body['messages'])}", "name": "list_files", "arguments": "{}"}
+            return Reply("on it", [call], 3000)  # works on the follow-up, then answers
+        return Reply("Done with that.", [], 3000)
+
+    follow = 'follow_ups=["Now check the docs.", "Now tidy up."]'
+    with ScriptedEndpoint(handler) as ep:
+        _, trace = run_generate(
+            tmp_path, overrides=[*SMALL, follow], sandbox="local", endpoint=ep.base_url
+        )
+        sent = ep.requests
+    assert _ended(trace) == "done" and _orch_calls(trace) == 5
+    # answer, follow-up 1 -> tool call, answer, follow-up 2 -> tool call, answer
+    users = [m["content"] for m in sent[-1]["messages"] if m["role"] == "user"]
+    assert users[1:] == ["Now check the docs.", "Now tidy up."]
+    assert [m["role"] for m in sent[1]["messages"][-2:]] == ["assistant", "user"]
+    events = [e for e in trace.events if e.kind == "follow_up"]
+    assert [e.details["index"] for e in events] == [0, 1]
+    orch = [
+        c for c in sorted(trace.calls.values(), key=lambda c: c.seq) if c.agent_id.endswith(".orch")
+    ]
+    assert orch[1].depends_on == [] and orch[2].depends_on  # after a follow-up: no tool waited on
+
+
+def test_follow_ups_stop_at_the_context_target(tmp_path: Path) -> None:
+    def handler(body: dict[str, Any]) -> Reply:
+        return Reply("Answered.", [], 15_000 * len(body["messages"]))  # 30K, 60K: the target
+
+    with ScriptedEndpoint(handler) as ep:
+        _, trace = run_generate(tmp_path, overrides=SMALL, sandbox="local", endpoint=ep.base_url)
+    assert _ended(trace) == "context_target" and _orch_calls(trace) == 2
+    assert [e.details["index"] for e in trace.events if e.kind == "follow_up"] == [0]
 
 
 def test_context_target_reached(tmp_path: Path) -> None:
