@@ -97,6 +97,11 @@ def _run_section(run: dict[str, Any], name: str) -> str:
     )
     parts += [f"<p class='headline'>{html.escape(h.text)}</p>" for h in headlines(run)]
     plan = run.get("plan", {})
+    for t in plan.get("truncated_traces") or ():
+        parts.append(
+            f"<p>{html.escape(str(t['file']))} is truncated ({html.escape(str(t['detail']))}): "
+            "its sessions are replayed as far as they were recorded.</p>"
+        )
     if plan.get("excluded_sessions"):
         parts.append(
             f"<p>--max-context {plan['max_context']} left out "

@@ -42,8 +42,21 @@ ProgressHook = Callable[[PointRunner, int, int], Any]
 def load_plans(
     paths: Sequence[str], max_context: int | None
 ) -> tuple[list[SessionPlan], dict[str, Any]]:
-    """Plans of every session of the traces, and what ``--max-context`` left out."""
-    plans = build_plans([load_trace(p) for p in trace_files(paths)])
+    """Plans of every session of the traces, what ``--max-context`` left out, and which traces
+    end early (a killed run: one warning line each on stderr; their complete calls are
+    replayed, each session as far as it was recorded)."""
+    traces = [load_trace(p) for p in trace_files(paths)]
+    truncated = [
+        {"file": t.path, "detail": str(t.truncated)} for t in traces if t.truncated is not None
+    ]
+    for t in truncated:
+        print(
+            f"agentload: warning: {t['file']}: {t['detail']} (a killed run?); its complete "
+            "calls are replayed, each session as far as it was recorded",
+            file=sys.stderr,
+            flush=True,
+        )
+    plans = build_plans(traces)
     excluded: list[str] = []
     if max_context is not None:
         keep: list[SessionPlan] = []
@@ -59,7 +72,11 @@ def load_plans(
                 f"--max-context {max_context}: every session has a call above it "
                 f"({len(excluded)} left out)"
             )
-    return plans, {"max_context": max_context, "excluded_sessions": excluded}
+    return plans, {
+        "max_context": max_context,
+        "excluded_sessions": excluded,
+        "truncated_traces": truncated,
+    }
 
 
 def _environment() -> dict[str, Any]:

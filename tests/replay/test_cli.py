@@ -311,3 +311,24 @@ def test_an_endpoint_that_refuses_the_key_is_one_line_before_any_load(
     res = (out / "results.json").read_bytes()
     assert all(r["status"] == 200 for r in orjson.loads(res)["points"][0]["requests"])
     assert key.encode() not in res
+
+
+def test_a_truncated_trace_is_replayed_with_one_warning_line(
+    chat_server: ChatServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    whole = agentic_trace(
+        tmp_path / "whole.agentload.jsonl", shape=Shape(tool_gap_s=0.01, child_gap_s=0.01)
+    )
+    lines = whole.read_bytes().splitlines(keepends=True)
+    cut = tmp_path / "killed.agentload.jsonl"
+    cut.write_bytes(b"".join(lines[: len(lines) * 3 // 4]))  # a run killed part-way
+    out = tmp_path / "run"
+    assert _replay(chat_server, cut, out, "--start-at", "zero") == 0
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.startswith("agentload: warning:")]
+    assert len(warnings) == 1 and "killed.agentload.jsonl: truncated after record" in warnings[0]
+    res = orjson.loads((out / "results.json").read_bytes())
+    [info] = res["plan"]["truncated_traces"]
+    assert info["file"] == str(cut) and info["detail"].startswith("truncated after record")
+    assert 0 < len(res["points"][0]["requests"]) < 7  # the complete calls, not all seven
+    assert "killed.agentload.jsonl is truncated" in (out / "report.html").read_text()
