@@ -1,6 +1,6 @@
 """The LLM node's client: one streamed chat completion, timed to the nanosecond, with retries.
 
-    client = ChatClient(base_url, model=..., api_key=api_key_from_env(...))
+    client = ChatClient(base_url, model=...)   # key: api_key=, else agentload.auth's, else a dummy
     result = await client.complete(body, on_retry=record_event)
 
 ``body`` is the request exactly as sent (``messages``, ``tools``, parameters); ``complete`` adds
@@ -30,7 +30,7 @@ import openai
 import orjson
 
 from agentload.agents.limits import SessionEnd
-from agentload.auth import api_key_from_env as env_api_key
+from agentload.auth import api_key_from_env
 
 try:  # openai >= 3 speaks through its `httpx2` fork; older releases through httpx itself
     import httpx2
@@ -42,7 +42,6 @@ __all__ = [
     "DUMMY_API_KEY",
     "ChatClient",
     "LLMResult",
-    "api_key_from_env",
     "is_context_limit_error",
 ]
 
@@ -60,12 +59,6 @@ _CONTEXT_WORDS = (
 
 Clock = Callable[[], int]
 RetryHook = Callable[[int, str], Awaitable[None]]
-
-
-def api_key_from_env(default: str | None = DUMMY_API_KEY) -> str | None:
-    """The API key from ``AGENTLOAD_API_KEY`` or ``OPENAI_API_KEY`` (never from the command line),
-    else ``default``."""
-    return env_api_key() or default
 
 
 def is_context_limit_error(message: str) -> bool:

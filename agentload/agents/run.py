@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
-from agentload.agents.llm import ChatClient, api_key_from_env
+from agentload.agents.llm import ChatClient
 from agentload.agents.recording import SessionStats
 from agentload.agents.session import SessionPlan, run_session
-from agentload.auth import refused_key_message
+from agentload.auth import api_key_from_env, refused_key_message
 from agentload.errors import (
     ConfigError,
     EndpointError,
@@ -90,7 +90,7 @@ class RunResult:
 
 async def check_endpoint(base_url: str, model: str | None) -> str:
     """``GET {base_url}/models``: the model to use; one-line errors when it cannot work."""
-    key = api_key_from_env(default=None)
+    key = api_key_from_env()
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     url = base_url.rstrip("/") + "/models"
     try:

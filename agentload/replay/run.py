@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentload import __version__
-from agentload.auth import API_KEY_ENV, api_key_from_env
+from agentload.auth import api_key_from_env
 from agentload.errors import ReplayError
 from agentload.recorder.paths import trace_files
 from agentload.recorder.secrets import strip_credentials
@@ -32,7 +32,7 @@ from agentload.replay.power import NvmlPower, average_watts
 from agentload.replay.schedule import LoadShape, PointRun, PointRunner
 from agentload.replay.scrape import MetricsScraper
 
-__all__ = ["API_KEY_ENV", "api_key_from_env", "load_plans", "run_replay"]
+__all__ = ["load_plans", "run_replay"]
 
 SCHEMA = "agentload.replay-results/1"
 

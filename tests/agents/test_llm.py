@@ -12,7 +12,8 @@ import pytest
 from fake_endpoint import Fail, Reply, ScriptedEndpoint
 
 from agentload.agents.limits import SessionEnd
-from agentload.agents.llm import ChatClient, api_key_from_env, is_context_limit_error
+from agentload.agents.llm import ChatClient, is_context_limit_error
+from agentload.auth import api_key_from_env
 
 BODY = {"model": "fake", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -161,7 +162,7 @@ async def test_unreachable_endpoint_ends_with_endpoint_error() -> None:
 def test_api_key_only_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AGENTLOAD_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    assert api_key_from_env(default=None) is None
+    assert api_key_from_env() is None
     monkeypatch.setenv("OPENAI_API_KEY", "sk-b")
     assert api_key_from_env() == "sk-b"
     monkeypatch.setenv("AGENTLOAD_API_KEY", "sk-a")
