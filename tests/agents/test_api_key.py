@@ -53,10 +53,7 @@ def test_the_key_from_the_environment_works_and_is_never_written(
     proc = agentload(*_generate(keyed, tmp_path, "-c", "context_target=12000"))
     assert proc.returncode == 0, proc.stderr
     [trace] = list(tmp_path.iterdir())
-    text, data = b"", trace.read_bytes()
-    while data:  # every zstd frame of the file
-        d = zstandard.ZstdDecompressor().decompressobj()
-        text += d.decompress(data)
-        data = d.unused_data
+    with trace.open("rb") as f:
+        text = zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True).read()
     assert b'"type":"llm_call"' in text and KEY.encode() not in text
     assert KEY not in proc.stdout + proc.stderr

@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from agentload.cli import main
 from agentload.recorder import load_trace
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.client import StreamClient
@@ -34,3 +37,10 @@ async def run_point(
         return await runner.run(), runner
     finally:
         await client.aclose()
+
+
+def run_cli(argv: list[str]) -> int:
+    """``agentload ARGV`` in-process; its exit code."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    return int(exc.value.code or 0)

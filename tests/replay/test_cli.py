@@ -8,20 +8,13 @@ from pathlib import Path
 
 import orjson
 import pytest
+from replay_helpers import run_cli
 from replay_servers import Behaviour, ChatServer
 from replay_traces import Shape, agentic_trace
 
-from agentload.cli import main
-
-
-def _run(argv: list[str]) -> int:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    return int(exc.value.code or 0)
-
 
 def _replay(srv: ChatServer, trace: Path, out: Path, *extra: str) -> int:
-    return _run(
+    return run_cli(
         [
             "replay",
             str(trace),
@@ -88,7 +81,7 @@ def test_sweep_writes_one_point_per_level_and_every_output(
     assert "sk-test-secret" not in html
     # the report rebuilds from results, overlaying runs
     rep = tmp_path / "rep"
-    assert _run(["report", str(out), str(out / "results.json"), "--out", str(rep)]) == 0
+    assert run_cli(["report", str(out), str(out / "results.json"), "--out", str(rep)]) == 0
     assert (rep / "report.html").read_text().count("<h2>") == 2
 
 
@@ -103,10 +96,10 @@ def test_compare_detects_a_changed_trace(
     assert _replay(chat_server, a, tmp_path / "ra2", *flags) == 0
     assert _replay(chat_server, b, tmp_path / "rb", *flags) == 0
     capsys.readouterr()
-    assert _run(["compare", str(tmp_path / "ra"), str(tmp_path / "ra2")]) == 0
+    assert run_cli(["compare", str(tmp_path / "ra"), str(tmp_path / "ra2")]) == 0
     same = capsys.readouterr().out
     assert "traffic: IDENTICAL (7 recorded calls" in same and "ttft_p50_ms" in same
-    assert _run(["compare", str(tmp_path / "ra"), str(tmp_path / "rb")]) == 0
+    assert run_cli(["compare", str(tmp_path / "ra"), str(tmp_path / "rb")]) == 0
     diff = capsys.readouterr().out
     assert "traffic: DIFFERENT" in diff
     assert "3 call(s) with a different payload: s0-c0, s0-c1, s0-c2" in diff
@@ -140,7 +133,7 @@ def test_bad_options_fail_before_any_load(
         "test-model",
         *args,
     ]
-    assert _run(argv) == 2
+    assert run_cli(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
     assert chat_server.seen == []
@@ -154,7 +147,7 @@ def test_power_nvml_without_nvidia_ml_py_fails_before_any_load(
 ) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)  # as on a machine without the package
     argv = ["replay", str(trace_path), "--endpoint", chat_server.base_url]
-    assert _run([*argv, "--model", "test-model", "--power", "nvml"]) == 2
+    assert run_cli([*argv, "--model", "test-model", "--power", "nvml"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--power nvml needs nvidia-ml-py" in err and "\n" not in err
     assert chat_server.seen == []
@@ -171,11 +164,11 @@ def test_bad_trace_or_endpoint_fails_before_any_load(
         ([str(agentic_trace(tmp_path / "ok.jsonl"))], "http://127.0.0.1:9/v1", "unreachable"),
     ]
     for traces, url, message in cases:
-        assert _run(["replay", *traces, "--endpoint", url, "--model", "test-model"]) == 2
+        assert run_cli(["replay", *traces, "--endpoint", url, "--model", "test-model"]) == 2
         err = capsys.readouterr().err.strip()
         assert message in err and err.count("\n") == 0, err
     assert chat_server.seen == []
-    assert _run(["compare", str(garbage), str(garbage)]) == 2
+    assert run_cli(["compare", str(garbage), str(garbage)]) == 2
     assert "not an agentload replay results file" in capsys.readouterr().err
 
 
@@ -187,12 +180,12 @@ def test_max_context_is_reported_and_sweep_needs_concurrency(
     out = tmp_path / "r"
     argv = ["replay", str(small), str(big), "--endpoint", chat_server.base_url]
     argv += ["--model", "test-model", "--max-context", "1500", "--start-at", "zero"]
-    assert _run([*argv, "--out", str(out)]) == 0
+    assert run_cli([*argv, "--out", str(out)]) == 0
     res = orjson.loads((out / "results.json").read_bytes())
     assert res["plan"]["excluded_sessions"] == ["1:s0"] and res["plan"]["sessions"] == 1
     assert "--max-context 1500 left out 1 session(s)" in (out / "report.html").read_text()
     capsys.readouterr()
-    assert _run([*argv, "--sweep", "1,2", "--arrival-rate", "2"]) == 2
+    assert run_cli([*argv, "--sweep", "1,2", "--arrival-rate", "2"]) == 2
     assert "cannot be combined with --arrival-rate" in capsys.readouterr().err
 
 
@@ -282,7 +275,7 @@ def test_a_directory_stands_for_the_traces_in_it(
     capsys.readouterr()
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert _run(["replay", str(empty), "--endpoint", chat_server.base_url, "--model", "m"]) == 2
+    assert run_cli(["replay", str(empty), "--endpoint", chat_server.base_url, "--model", "m"]) == 2
     err = capsys.readouterr().err.strip()
     assert "no trace files" in err and err.count("\n") == 0
 
@@ -300,14 +293,14 @@ def test_an_endpoint_that_refuses_the_key_is_one_line_before_any_load(
     monkeypatch.setenv("AGENTLOAD_API_KEY", "sk-not-the-right-one")
     with SimulatorServer("instant", api_key=key) as srv:
         argv = ["replay", str(trace_path), "--endpoint", srv.base_url, "--model", srv.model]
-        assert _run(argv) == 2
+        assert run_cli(argv) == 2
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and "HTTP 401: Incorrect API key provided" in err, err
         assert "AGENTLOAD_API_KEY or OPENAI_API_KEY; set)" in err
         assert srv.simulator.engine.stats.prompt_tokens == 0
         monkeypatch.setenv("AGENTLOAD_API_KEY", key)
         out = tmp_path / "run"
-        assert _run([*argv, "--start-at", "zero", "--out", str(out)]) == 0
+        assert run_cli([*argv, "--start-at", "zero", "--out", str(out)]) == 0
     res = (out / "results.json").read_bytes()
     assert all(r["status"] == 200 for r in orjson.loads(res)["points"][0]["requests"])
     assert key.encode() not in res

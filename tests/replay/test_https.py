@@ -9,17 +9,11 @@ from pathlib import Path
 import orjson
 import pytest
 import trustme
+from replay_helpers import run_cli
 
 from agentload.agents.llm import ChatClient
-from agentload.cli import main
 from agentload.endpoint.server import SimulatorServer
 from agentload.errors import ConfigError
-
-
-def _run(argv: list[str]) -> int:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    return int(exc.value.code or 0)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +50,7 @@ def test_replay_over_https_with_a_private_ca(
     out = tmp_path / "out"
     argv = ["replay", str(trace_path), "--endpoint", tls_simulator.base_url]
     argv += ["--model", tls_simulator.model, "--start-at", "zero", "--out", str(out)]
-    assert _run(argv) == 0
+    assert run_cli(argv) == 0
     res = orjson.loads((out / "results.json").read_bytes())
     reqs = res["points"][0]["requests"]
     assert len(reqs) == 7 and all(r["status"] == 200 and r["error"] is None for r in reqs)
@@ -72,7 +66,7 @@ def test_untrusted_certificate_is_one_line_before_any_load(
 ) -> None:
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     argv = ["replay", str(trace_path), "--endpoint", tls_simulator.base_url]
-    assert _run([*argv, "--model", tls_simulator.model]) == 2
+    assert run_cli([*argv, "--model", tls_simulator.model]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0, err
     assert "CERTIFICATE_VERIFY_FAILED" in err and "SSL_CERT_FILE" in err, err
@@ -108,6 +102,6 @@ def test_serving_tls_needs_a_readable_certificate_and_key(
     garbage = tmp_path / "garbage.pem"
     garbage.write_text("not a certificate\n")
     argv = ["serve", "--port", "0", "--ssl-certfile", str(garbage)]
-    assert _run([*argv, "--ssl-keyfile", str(tls_files["key"])]) == 2
+    assert run_cli([*argv, "--ssl-keyfile", str(tls_files["key"])]) == 2
     err = capsys.readouterr().err.strip()
     assert "garbage.pem" in err and "TLS certificate" in err and err.count("\n") == 0, err
