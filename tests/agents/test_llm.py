@@ -12,7 +12,7 @@ import pytest
 from fake_endpoint import Fail, Reply, ScriptedEndpoint
 
 from agentload.agents.limits import SessionEnd
-from agentload.agents.llm import ChatClient, is_context_limit_error
+from agentload.agents.llm import ChatClient, LLMResult, is_context_limit_error
 from agentload.auth import api_key_from_env
 
 BODY = {"model": "fake", "messages": [{"role": "user", "content": "hi"}]}
@@ -44,12 +44,15 @@ async def test_stream_reassembles_tool_calls_and_times_every_chunk() -> None:
     assert t.chunk_offsets_ns == sorted(t.chunk_offsets_ns)
 
 
-async def test_transient_errors_are_retried_and_reported() -> None:
-    state = {"n": 0}
+async def _complete_after(
+    answers: list[Reply | Fail], **client_kw: Any
+) -> tuple[LLMResult, list[tuple[int, str]]]:
+    """One ``complete`` against an endpoint that gives ``answers`` in order (the last one
+    repeats); the result and the ``(attempt, error)`` of every retry."""
+    served = iter(answers)
 
     def handler(body: dict[str, Any]) -> Reply | Fail:
-        state["n"] += 1
-        return Fail(503, "overloaded") if state["n"] <= 2 else Reply("fine")
+        return next(served, answers[-1])
 
     retries: list[tuple[int, str]] = []
 
@@ -57,70 +60,45 @@ async def test_transient_errors_are_retried_and_reported() -> None:
         retries.append((attempt, error))
 
     with ScriptedEndpoint(handler) as ep:
-        client = ChatClient(ep.base_url, model="fake", retries=3, backoff_s=0.01)
+        client = ChatClient(ep.base_url, model="fake", backoff_s=0.01, **client_kw)
         try:
-            r = await client.complete(dict(BODY), on_retry=on_retry)
+            return await client.complete(dict(BODY), on_retry=on_retry), retries
         finally:
             await client.aclose()
+
+
+async def test_transient_errors_are_retried_and_reported() -> None:
+    overloaded = Fail(503, "overloaded")
+    r, retries = await _complete_after([overloaded, overloaded, Reply("fine")], retries=3)
     assert r.content == "fine" and r.attempts == 3
     assert [a for a, _ in retries] == [1, 2]
     assert "503" in retries[0][1] and "overloaded" in retries[0][1]
 
 
 async def test_rate_limits_wait_as_long_as_the_server_asks() -> None:
-    state = {"n": 0}
     later = email.utils.format_datetime(
         datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=3), usegmt=True
     )
-
-    def handler(body: dict[str, Any]) -> Reply | Fail:
-        state["n"] += 1
-        if state["n"] == 1:
-            return Fail(429, "rate limited", retry_after="0.4")
-        if state["n"] == 2:
-            return Fail(503, "busy", retry_after=later)  # an HTTP date, ~2-3 s ahead
-        return Reply("fine")
-
-    retries: list[str] = []
-
-    async def on_retry(attempt: int, error: str) -> None:
-        retries.append(error)
-
-    with ScriptedEndpoint(handler) as ep:
-        client = ChatClient(ep.base_url, model="fake", retries=3, backoff_s=0.01)
-        t0 = time.monotonic()
-        try:
-            r = await client.complete(dict(BODY), on_retry=on_retry)
-        finally:
-            await client.aclose()
-        waited = time.monotonic() - t0
+    answers: list[Reply | Fail] = [
+        Fail(429, "rate limited", retry_after="0.4"),
+        Fail(503, "busy", retry_after=later),  # an HTTP date, ~2-3 s ahead
+        Reply("fine"),
+    ]
+    t0 = time.monotonic()
+    r, retries = await _complete_after(answers, retries=3)
+    waited = time.monotonic() - t0
     assert r.content == "fine" and r.attempts == 3
-    assert retries[0] == "HTTP 429: rate limited (retry after 0.4s, as the server asked)"
-    assert retries[1].startswith("HTTP 503: busy (retry after ")
+    assert retries[0][1] == "HTTP 429: rate limited (retry after 0.4s, as the server asked)"
+    assert retries[1][1].startswith("HTTP 503: busy (retry after ")
     # both waits honoured: 0.4 s, then the date (one-second resolution) less the time spent
     assert waited >= 0.4 + 1.5
 
 
 async def test_a_long_retry_after_is_capped() -> None:
-    state = {"n": 0}
-
-    def handler(body: dict[str, Any]) -> Reply | Fail:
-        state["n"] += 1
-        return Fail(429, "slow down", retry_after="3600") if state["n"] == 1 else Reply("ok")
-
-    retries: list[str] = []
-
-    async def on_retry(attempt: int, error: str) -> None:
-        retries.append(error)
-
-    with ScriptedEndpoint(handler) as ep:
-        client = ChatClient(ep.base_url, model="fake", backoff_s=0.01, max_retry_after_s=0.05)
-        try:
-            r = await client.complete(dict(BODY), on_retry=on_retry)
-        finally:
-            await client.aclose()
+    answers: list[Reply | Fail] = [Fail(429, "slow down", retry_after="3600"), Reply("ok")]
+    r, retries = await _complete_after(answers, max_retry_after_s=0.05)
     assert r.content == "ok" and r.attempts == 2
-    assert retries == ["HTTP 429: slow down (retry after 0.05s, as the server asked)"]
+    assert retries == [(1, "HTTP 429: slow down (retry after 0.05s, as the server asked)")]
 
 
 async def test_errors_after_retries_end_the_session() -> None:
