@@ -2,21 +2,21 @@
 
 * ``Tokenizer``  — text → token ids (agentload.tokenizer)
 * ``Sandbox``    — where tools execute: docker, local (agentload.sandboxes)
-* ``Tool``       — one tool an agent calls (agentload.tools)
-* ``TraceSink``  — where records go (agentload.recorder.TraceWriter)
-* ``Exporter``   — writes a trace or results in another format and says what it wrote
+* ``Tool``       — one tool an agent calls (``agentload.contract.ToolSpec``; run by
+  ``agentload.tools.Toolbox``)
+* ``TraceSink``  — where a session's records go (``agentload.recorder.TraceWriter``; the agents'
+  ``SessionRecorder`` writes to any sink)
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from agentload.tokenizer import Tokenizer
 
-__all__ = ["ExecResult", "Exporter", "Sandbox", "Tokenizer", "Tool", "TraceSink"]
+__all__ = ["ExecResult", "Sandbox", "Tokenizer", "Tool", "TraceSink"]
 
 
 @dataclass(frozen=True)
@@ -67,10 +67,3 @@ class TraceSink(Protocol):
     async def write(self, record: Any) -> None: ...
 
     async def flush(self) -> None: ...
-
-
-@runtime_checkable
-class Exporter(Protocol):
-    """Writes something to ``out`` and returns a one-line description of what it wrote."""
-
-    def export(self, out: Path) -> str: ...

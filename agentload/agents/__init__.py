@@ -1,8 +1,8 @@
 """The agents of ``agentload generate``: a LangGraph orchestrator and its sub-agents.
 
-Modules (imported on use, so ``agentload.agents.contract`` stays light for the simulator):
+Role markers, tool names and schemas are ``agentload.contract`` (shared with the tools, the
+scenarios and the simulator's policy). Modules:
 
-* ``contract``  — role markers, tool names and schemas shared with the simulator's policy
 * ``graphs``    — the orchestrator graph and one sub-agent graph per kind
 * ``steps``     — one recorded model call, one recorded tool call
 * ``llm``       — the streamed chat-completions client (exact timings, retries)

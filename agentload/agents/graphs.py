@@ -38,7 +38,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from agentload.agents import contract
+from agentload import contract
 from agentload.agents.recording import ToolFacts
 from agentload.agents.runtime import AgentRuntime, orchestrator_id, subagent_id
 from agentload.agents.steps import (

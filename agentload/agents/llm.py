@@ -31,6 +31,7 @@ import orjson
 
 from agentload.agents.limits import SessionEnd
 from agentload.auth import api_key_from_env
+from agentload.errortext import is_context_overflow
 
 try:  # openai >= 3 speaks through its `httpx2` fork; older releases through httpx itself
     import httpx2
@@ -42,29 +43,13 @@ __all__ = [
     "DUMMY_API_KEY",
     "ChatClient",
     "LLMResult",
-    "is_context_limit_error",
 ]
 
 DUMMY_API_KEY = "agentload-simulator"
 _RAW = "X-Stainless-Raw-Response"
-_CONTEXT_WORDS = (
-    "context length",
-    "context_length",
-    "maximum context",
-    "context window",
-    "too many tokens",
-    "prompt is too long",
-    "input is too long",
-)
 
 Clock = Callable[[], int]
 RetryHook = Callable[[int, str], Awaitable[None]]
-
-
-def is_context_limit_error(message: str) -> bool:
-    """Whether an endpoint's error text says the prompt exceeds the model's context."""
-    low = message.lower()
-    return any(w in low for w in _CONTEXT_WORDS)
 
 
 @dataclass
@@ -135,14 +120,14 @@ class ChatClient:
                 result = await self._once(body)
             except openai.BadRequestError as exc:
                 text = _error_text(exc)
-                if is_context_limit_error(text):
+                if is_context_overflow(text):
                     raise SessionEnd("context_limit", text) from None
                 raise SessionEnd("endpoint_error", f"{self.base_url}: {text}") from None
             except (openai.NotFoundError, openai.AuthenticationError) as exc:
                 raise SessionEnd("endpoint_error", f"{self.base_url}: {_error_text(exc)}") from None
             except (openai.APIConnectionError, openai.APIStatusError, _StreamBroken) as exc:
                 text = _error_text(exc)
-                if isinstance(exc, openai.APIStatusError) and is_context_limit_error(text):
+                if isinstance(exc, openai.APIStatusError) and is_context_overflow(text):
                     raise SessionEnd("context_limit", text) from None
                 if attempt > self.retries:
                     raise SessionEnd(

@@ -22,6 +22,7 @@ from typing import Any
 
 from agentload.agents.llm import LLMResult
 from agentload.intervals import union_ns
+from agentload.protocols import TraceSink
 from agentload.recorder.capture import CallCapture
 from agentload.recorder.schema import (
     AgentRecord,
@@ -30,7 +31,6 @@ from agentload.recorder.schema import (
     SessionRecord,
     ToolCallRecord,
 )
-from agentload.recorder.writer import TraceWriter
 
 __all__ = ["SessionRecorder", "SessionStats", "ToolFacts"]
 
@@ -95,7 +95,7 @@ class SessionRecorder:
 
     def __init__(
         self,
-        writer: TraceWriter,
+        writer: TraceSink,
         capture: CallCapture,
         session_id: str,
         *,
@@ -234,9 +234,8 @@ class SessionRecorder:
             sandbox_id=facts.sandbox_id,
             error=facts.error,
             child_agent_id=child_agent_id,
+            model_call_id=model_call_id if model_call_id != record_id else None,
         )
-        if model_call_id is not None and model_call_id != record_id:
-            rec.model_call_id = model_call_id  # type: ignore[attr-defined]  # extra field
         if child_agent_id is None:
             self.stats.tool_calls += 1
             self.stats.tool_ns += facts.end_ns - facts.start_ns

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentload.agents import contract
+from agentload import contract
 from agentload.agents.context import build_orchestrator_prompt, build_subagent_prompt
 from agentload.agents.graphs import OrchestratorState, orchestrator_graph
 from agentload.agents.limits import Deadline, SessionEnd
@@ -30,8 +30,8 @@ from agentload.agents.runtime import (
     SubagentSettings,
     orchestrator_id,
 )
+from agentload.protocols import TraceSink
 from agentload.recorder.capture import CallCapture
-from agentload.recorder.writer import TraceWriter
 
 if TYPE_CHECKING:
     from agentload.scenarios.models import Scenario
@@ -124,7 +124,7 @@ async def run_session(
     scenario: Scenario,
     *,
     client: ChatClient,
-    writer: TraceWriter,
+    writer: TraceSink,
     capture: CallCapture,
     on_start: Callable[[SessionStats], None] | None = None,
     clock: Callable[[], int] = time.perf_counter_ns,

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agentload.agents import contract
+from agentload import contract
 from agentload.agents.limits import SessionEnd
 from agentload.agents.llm import LLMResult
 from agentload.agents.recording import ToolFacts

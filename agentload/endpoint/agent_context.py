@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentload.agents.contract import DELEGATE, READ_FILE, RUN_TESTS, SEARCH_CODE
+from agentload.contract import DELEGATE, READ_FILE, RUN_TESTS, SEARCH_CODE
 from agentload.endpoint.facts import Facts, Location, extract, file_sections, repo_map, ticked
 from agentload.endpoint.policy import Conversation
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from agentload.agents.contract import (
+from agentload.contract import (
     CODE_SEARCH,
     DELEGATE,
     EDIT_FILE,

@@ -2,7 +2,7 @@
 
 Deterministic: a hash of the server seed and the request content seeds every choice, so the
 same conversation always gets the same reply. Conversations of agentload's own agents (role
-marker on the first line of the system message, see ``agentload.agents.contract``) are played
+marker on the first line of the system message, see ``agentload.contract``) are played
 by ``agent_policy`` as a competent coding agent reading the real tool outputs; any other
 conversation gets a plain-text answer, and tool calls only when tools are offered (honouring
 ``tool_choice``: ``none``, ``auto``, ``required`` or a named function).
@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentload.agents.contract import parse_marker
+from agentload.contract import parse_marker
 from agentload.endpoint.facts import Facts, extract
 from agentload.endpoint.prose import Prose, Vocab
 from agentload.endpoint.textgen import TextTokens

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentload.agents.contract import (
+from agentload.contract import (
     CODE_SEARCH,
     FILE_READER,
     LIST_FILES,

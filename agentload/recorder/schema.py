@@ -246,6 +246,12 @@ class ToolCallRecord(_Model):
     sandbox_id: str | None = Field(default=None, description="container / sandbox it ran in")
     error: str | None = Field(default=None, description="tool error text, if any")
     child_agent_id: str | None = Field(default=None, description="for delegate: the sub-agent")
+    model_call_id: str | None = Field(
+        default=None,
+        description="the tool_call id the server sent, when it differs from ``id`` (agentload "
+        "gives every tool call a seed-derived ``id`` so replays are byte-identical; this keeps "
+        "the server's own)",
+    )
 
 
 class EventRecord(_Model):

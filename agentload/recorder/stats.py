@@ -51,16 +51,16 @@ sample.
 from __future__ import annotations
 
 import itertools
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 from agentload.intervals import union_ns
+from agentload.quantiles import percentile
 from agentload.recorder.schema import LLMCallRecord, ToolCallRecord
 from agentload.recorder.trace import Trace
 
-__all__ = ["STATS_KEYS", "completion_tokens", "compute_stats", "percentile"]
+__all__ = ["STATS_KEYS", "completion_tokens", "compute_stats"]
 
 STATS_KEYS = (
     "sessions",
@@ -79,15 +79,9 @@ STATS_KEYS = (
 _NS = 1e9
 
 
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-th percentile (0..100) with linear interpolation; None for no values."""
-    if not values:
-        return None
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = math.ceil(pos)
-    return float(xs[lo] + (xs[hi] - xs[lo]) * (pos - lo))
+def _pct(values: Sequence[float], q: float) -> float | None:
+    """``agentload.quantiles.percentile``, or None for no values (stats show ``-``)."""
+    return percentile(values, q) if values else None
 
 
 def completion_tokens(call: LLMCallRecord) -> int:
@@ -223,7 +217,7 @@ def compute_stats(trace: Trace) -> dict[str, Any]:
         if _is_tool_time(tc):
             busy[tc.session_id].append((tc.start_ns, max(tc.start_ns, tc.end_ns)))
     by_name = {
-        name: {"count": len(d), "p50_s": percentile(d, 50), "p90_s": percentile(d, 90)}
+        name: {"count": len(d), "p50_s": _pct(d, 50), "p90_s": _pct(d, 90)}
         for name, d in sorted(durations.items())
     }
 
@@ -238,14 +232,14 @@ def compute_stats(trace: Trace) -> dict[str, Any]:
         "llm_calls": len(trace.calls),
         "tool_calls_by_name": by_name,
         "gaps_s": {
-            "p50": percentile(gaps, 50),
-            "p90": percentile(gaps, 90),
+            "p50": _pct(gaps, 50),
+            "p90": _pct(gaps, 90),
             "max": max(gaps) if gaps else None,
         },
-        "output_tokens_per_call": {"p50": percentile(outputs, 50), "p90": percentile(outputs, 90)},
+        "output_tokens_per_call": {"p50": _pct(outputs, 50), "p90": _pct(outputs, 90)},
         "appended_tokens_per_call": {
-            "p50": percentile(appended, 50),
-            "p90": percentile(appended, 90),
+            "p50": _pct(appended, 50),
+            "p90": _pct(appended, 90),
         },
         "prefix_reuse_ceiling": _prefix_reuse(trace),
         "tool_time_share": tool_busy / session_wall if session_wall else None,

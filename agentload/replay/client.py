@@ -31,26 +31,11 @@ import orjson
 
 from agentload.auth import refused_key_message
 from agentload.errors import EndpointError, EndpointUnreachableError, ModelNotFoundError
+from agentload.errortext import is_context_overflow
 from agentload.recorder.secrets import strip_credentials
 from agentload.replay.netback import AsyncioBackend, KernelStamps, SocketStream
 
-__all__ = ["Outcome", "StreamClient", "is_context_overflow"]
-
-_OVERFLOW_HINTS = (
-    b"context length",
-    b"context_length",
-    b"maximum context",
-    b"too long",
-    b"exceeds the max",
-    b"max_model_len",
-    b"input length",
-)
-
-
-def is_context_overflow(text: bytes) -> bool:
-    """Does an error body say the prompt exceeds the model's context window?"""
-    low = text.lower()
-    return any(h in low for h in _OVERFLOW_HINTS)
+__all__ = ["Outcome", "StreamClient"]
 
 
 @dataclass(slots=True)

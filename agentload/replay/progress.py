@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from agentload.replay.metrics.base import percentile
+from agentload.quantiles import percentile
 from agentload.replay.schedule import PointRunner
 
 __all__ = ["Progress", "status_line"]
@@ -27,7 +27,7 @@ def status_line(
     st = runner.stats
     req_s = (st.requests - prev[0]) / dt_s if dt_s > 0 else 0.0
     tok_s = (st.output_tokens - prev[1]) / dt_s if dt_s > 0 else 0.0
-    ttfts = sorted(st.ttfts)
+    ttfts = st.ttfts
     p50 = f"{percentile(ttfts, 50) / 1e6:.1f} ms" if ttfts else "-"
     level = runner.shape.concurrency if not runner.shape.arrival_rate else runner.shape.arrival_rate
     text = (

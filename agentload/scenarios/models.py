@@ -2,17 +2,18 @@
 
 A scenario is YAML validated by :class:`Scenario`; presets ship in ``presets/``. Every model
 forbids unknown keys, so a typo in a file or a ``-c`` override is an error naming the field.
-Tool and role names come from ``agentload.agents.contract``, imported lazily so that
+Tool and role names come from ``agentload.contract``, imported lazily so that
 ``agentload.agents`` may import this package without a cycle.
 """
 
 from __future__ import annotations
 
 import re
-from types import ModuleType
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from agentload import contract
 
 __all__ = [
     "EndpointSpec",
@@ -75,7 +76,7 @@ class OrchestratorSpec(_Model):
         description="budget of the first prompt: instructions, repository map and key files",
     )
     tools: list[str] = Field(
-        default_factory=lambda: [*_contract().DIRECT_TOOLS, _contract().DELEGATE],
+        default_factory=lambda: [*contract.DIRECT_TOOLS, contract.DELEGATE],
         description="tools the orchestrator calls directly (`delegate` hands work to sub-agents)",
     )
     max_parallel_delegations: int = Field(
@@ -86,7 +87,7 @@ class OrchestratorSpec(_Model):
     @field_validator("tools")
     @classmethod
     def _known_tools(cls, v: list[str]) -> list[str]:
-        return _check_tools(v, allow_delegate=True)
+        return contract.check_tools(v, contract.ORCHESTRATOR)
 
 
 class SubagentSpec(_Model):
@@ -99,7 +100,8 @@ class SubagentSpec(_Model):
     @field_validator("tools")
     @classmethod
     def _known_tools(cls, v: list[str]) -> list[str]:
-        return _check_tools(v, allow_delegate=False)
+        # any sub-agent's tools here; Scenario checks each kind's own (the key names the role)
+        return contract.check_tools(v, *contract.SUBAGENT_ROLES)
 
 
 class ToolTimeouts(_Model):
@@ -112,8 +114,11 @@ class ToolTimeouts(_Model):
     edit_file: float = Field(default=10.0, gt=0, description="one exact-string replacement")
 
     def for_tool(self, name: str) -> float:
-        """The timeout of tool ``name``."""
-        return float(getattr(self, name))
+        """The timeout of tool ``name`` (its ``ToolSpec.timeout_key`` in ``agentload.contract``)."""
+        key = contract.TOOLS[name].timeout_key
+        if key is None:
+            raise ValueError(f"{name} has no tool timeout (it is bounded by its own limits)")
+        return float(getattr(self, key))
 
 
 class SandboxSpec(_Model):
@@ -199,12 +204,16 @@ class Scenario(_Model):
     def _known_kinds(
         cls, v: dict[str, SubagentSpec], info: ValidationInfo
     ) -> dict[str, SubagentSpec]:
-        contract = _contract()
         unknown = sorted(set(v) - set(contract.SUBAGENT_ROLES))
         if unknown:
             raise ValueError(
                 f"unknown sub-agent kind {unknown[0]!r}; valid: {', '.join(contract.SUBAGENT_ROLES)}"
             )
+        for kind, spec in v.items():
+            try:
+                contract.check_tools(spec.tools, kind)
+            except ValueError as exc:
+                raise ValueError(f"{kind}.tools: {exc}") from None
         orch = info.data.get("orchestrator")
         if isinstance(orch, OrchestratorSpec) and contract.DELEGATE in orch.tools and not v:
             raise ValueError("orchestrator.tools has `delegate`: define at least one kind")
@@ -234,20 +243,3 @@ class Scenario(_Model):
                 f"must exceed orchestrator.initial_context_tokens ({orch.initial_context_tokens})"
             )
         return v
-
-
-def _contract() -> ModuleType:
-    from agentload.agents import contract
-
-    return contract
-
-
-def _check_tools(names: list[str], *, allow_delegate: bool) -> list[str]:
-    contract = _contract()
-    valid = [*contract.DIRECT_TOOLS, *([contract.DELEGATE] if allow_delegate else [])]
-    for n in names:
-        if n not in valid:
-            raise ValueError(f"unknown tool {n!r}; valid: {', '.join(valid)}")
-    if len(set(names)) != len(names):
-        raise ValueError("a tool is listed twice")
-    return names

@@ -2,7 +2,7 @@
 
 ``Toolbox(sandbox, workspace_root, scenario)``; ``await toolbox.call(name, arguments)`` returns a
 ``ToolResult`` (text for the model + facts for the recorder) and never raises for tool errors.
-Schemas and names live in ``agentload.agents.contract``.
+Names, argument schemas and timeout keys live in ``agentload.contract.TOOLS``.
 """
 
 from agentload.tools.result import ToolError, ToolResult

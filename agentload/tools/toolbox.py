@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentload.agents import contract
+from agentload import contract
 from agentload.errors import SandboxError
 from agentload.protocols import Sandbox
 from agentload.scenarios.models import Scenario
@@ -53,12 +53,9 @@ class Toolbox:
         self.sandbox = sandbox
         self.workspace_root = Path(workspace_root)
         self.scenario = scenario
+        # one handler per direct tool of the contract's registry: the method named ``_<tool>``
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[_Out]]] = {
-            contract.SEARCH_CODE: self._search_code,
-            contract.READ_FILE: self._read_file,
-            contract.LIST_FILES: self._list_files,
-            contract.RUN_TESTS: self._run_tests,
-            contract.EDIT_FILE: self._edit_file,
+            name: getattr(self, f"_{name}") for name in contract.DIRECT_TOOLS
         }
 
     @property
@@ -67,7 +64,7 @@ class Toolbox:
         return tuple(self._handlers)
 
     def schemas(self, names: tuple[str, ...] | list[str] | None = None) -> list[dict[str, Any]]:
-        """OpenAI tool schemas (from ``agents.contract``) for ``names`` (default: all five)."""
+        """OpenAI tool schemas (``agentload.contract.TOOLS``) for ``names`` (default: all five)."""
         return contract.tool_schemas(list(names) if names is not None else list(self.names))
 
     async def call(self, name: str, arguments: str | Mapping[str, Any] | None) -> ToolResult:
@@ -77,7 +74,7 @@ class Toolbox:
             handler = self._handlers.get(name)
             if handler is None:
                 raise ToolError(f"unknown tool {name!r}; available: {', '.join(self.names)}")
-            out = await handler(_parse_args(name, arguments))
+            out = await handler(_parse_args(contract.TOOLS[name], arguments))
         except ToolError as exc:
             return _failure(str(exc), start, timed_out=exc.timed_out)
         except SandboxError as exc:
@@ -216,8 +213,11 @@ def _failure(
     )
 
 
-def _parse_args(name: str, arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
-    """Arguments checked against the tool's schema in ``agents.contract``."""
+def _parse_args(
+    spec: contract.ToolSpec, arguments: str | Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Arguments checked against the tool's spec in ``agentload.contract``."""
+    name = spec.name
     if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
         raw: Any = {}
     elif isinstance(arguments, str):
@@ -229,12 +229,11 @@ def _parse_args(name: str, arguments: str | Mapping[str, Any] | None) -> dict[st
         raw = dict(arguments)
     if not isinstance(raw, dict):
         raise ToolError("arguments must be a JSON object")
-    params = contract.TOOL_SCHEMAS[name]["function"]["parameters"]
-    props: dict[str, Any] = params["properties"]
+    props = spec.properties
     for key in raw:
         if key not in props:
             raise ToolError(f"unknown argument {key!r} for {name} (valid: {', '.join(props)})")
-    for key in params.get("required", []):
+    for key in spec.required:
         if raw.get(key) is None:
             raise ToolError(f"{name} needs the argument {key!r}")
     out: dict[str, Any] = {}

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from agent_runs import run_generate
 
-from agentload.agents import contract
+from agentload import contract
 from agentload.recorder.stats import compute_stats
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from agent_runs import fingerprint, run_generate
 
-from agentload.agents import contract
+from agentload import contract
 from agentload.agents.run import RunResult
 from agentload.recorder import Trace, load_trace
 

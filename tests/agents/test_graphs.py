@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentload.agents import contract
+from agentload import contract
 from agentload.agents.graphs import (
     _merge_results,
     build_orchestrator_graph,

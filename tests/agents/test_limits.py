@@ -9,7 +9,7 @@ from typing import Any
 from agent_runs import run_generate
 from fake_endpoint import Fail, Reply, ScriptedEndpoint
 
-from agentload.agents import contract
+from agentload import contract
 from agentload.recorder import Trace
 
 SMALL = ["orchestrator.initial_context_tokens=3000", "context_target=40000"]

@@ -21,7 +21,7 @@ from typing import Any
 
 import openai
 
-from agentload.agents import contract
+from agentload import contract
 from agentload.tokenizer import ChatTokenCounter
 
 STDLIB = Path(json.__file__).parent.parent

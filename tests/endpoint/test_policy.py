@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentload.agents import contract
+from agentload import contract
 from agentload.endpoint import SimulatorServer
 
 from .conftest import post

@@ -19,7 +19,7 @@ from agentload.recorder import (
     Usage,
     load_trace,
 )
-from agentload.recorder.stats import STATS_KEYS, compute_stats, percentile
+from agentload.recorder.stats import STATS_KEYS, compute_stats
 
 from .conftest import header
 
@@ -205,13 +205,6 @@ def test_stats_known_answers(known_trace: Path) -> None:
         "prompt_tokens_max": 48,
         "completion_tokens_total": 30,
     }
-
-
-def test_percentile() -> None:
-    assert percentile([], 50) is None
-    assert percentile([3.0], 90) == 3.0
-    assert percentile([1, 2, 3, 4], 50) == 2.5
-    assert percentile([10, 0], 100) == 10
 
 
 def test_plot_is_a_readable_png(known_trace: Path, tmp_path: Path) -> None:

@@ -41,6 +41,8 @@ class Behaviour:
     report_cached: bool = True
     spaced: bool = False
     """Encode events with Python's default ``", "``/``": "`` separators (not compact)."""
+    overflow_message: str = "This model's maximum context length is 8 tokens"
+    """The 400 error text of an ``overflow`` failure."""
 
 
 class ChatServer:
@@ -127,7 +129,7 @@ class ChatServer:
         if kind == "overflow":
             seen.end_ns = time.perf_counter_ns()
             return JSONResponse(
-                {"error": {"message": "This model's maximum context length is 8 tokens"}},
+                {"error": {"message": self.behaviour.overflow_message}},
                 status_code=400,
             )
         n = int(body.get("max_tokens") or 16)

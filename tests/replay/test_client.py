@@ -11,7 +11,7 @@ from replay_helpers import run_point
 from replay_servers import Behaviour, ChatServer
 
 from agentload.errors import EndpointUnreachableError, ModelNotFoundError
-from agentload.replay.client import StreamClient, is_context_overflow
+from agentload.replay.client import StreamClient
 from agentload.replay.metrics import MetricContext, aggregate
 
 
@@ -86,10 +86,16 @@ async def test_server_errors_are_recorded_and_the_run_completes(
     assert agg["ttft_ms"]["n"] == 10
 
 
-def test_context_overflow_detection() -> None:
-    assert is_context_overflow(b"This model's maximum context length is 8192 tokens")
-    assert is_context_overflow(b'{"message": "Input length 9000 exceeds max_model_len"}')
-    assert not is_context_overflow(b"internal server error")
+async def test_llamacpp_context_overflow_is_counted_as_such(
+    make_server: object, fast_trace: Path
+) -> None:
+    llama = "request (40021 tokens) exceeds the available context size (32768 tokens)"
+    srv: ChatServer = make_server(  # type: ignore[operator]
+        Behaviour(fail={0: "overflow"}, overflow_message=llama)
+    )
+    run, _ = await run_point(srv.base_url, [fast_trace], start_at="zero", sessions=1)
+    kinds = [r.error_kind for r in run.requests if r.error_kind is not None]
+    assert kinds == ["context_overflow"]  # not http_400: generate's client says context_limit
 
 
 @pytest.mark.parametrize("spaced", [False, True])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agentload.agents import contract
+from agentload import contract
 from agentload.cli import main
 from agentload.errors import ScenarioError
 from agentload.scenarios import (

@@ -8,26 +8,15 @@ the registry in ``graphlib`` order, so a metric can read the values of the ones 
 from __future__ import annotations
 
 import graphlib
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
+from agentload.quantiles import percentile
 from agentload.replay.records import RequestRecord, SessionResult, Window
 
-__all__ = ["SLO", "Metric", "MetricContext", "compute_all", "distribution", "percentile"]
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100) of *sorted* ``values``, linear between closest ranks
-    (numpy's default method): rank ``(n - 1) * q / 100``."""
-    if not values:
-        raise ValueError("percentile of nothing")
-    r = (len(values) - 1) * q / 100.0
-    lo = math.floor(r)
-    hi = min(lo + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (r - lo)
+__all__ = ["SLO", "Metric", "MetricContext", "compute_all", "distribution"]
 
 
 def distribution(values: Iterable[float]) -> dict[str, float] | None:
@@ -39,9 +28,9 @@ def distribution(values: Iterable[float]) -> dict[str, float] | None:
         "n": len(v),
         "mean": sum(v) / len(v),
         "min": v[0],
-        "p50": percentile(v, 50),
-        "p90": percentile(v, 90),
-        "p99": percentile(v, 99),
+        "p50": percentile(v, 50, presorted=True),
+        "p90": percentile(v, 90, presorted=True),
+        "p99": percentile(v, 99, presorted=True),
         "max": v[-1],
     }
 
