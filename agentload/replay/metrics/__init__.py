@@ -15,7 +15,6 @@ from agentload.replay.metrics.base import (
     MetricContext,
     compute_all,
     distribution,
-    percentile,
 )
 from agentload.replay.metrics.latency import E2E, ITL, TPOT, TTFT, ClientLag
 from agentload.replay.metrics.quality import (
@@ -58,7 +57,6 @@ __all__ = [
     "depth_bucket",
     "distribution",
     "meets_slo",
-    "percentile",
     "serving_ns",
 ]
 
