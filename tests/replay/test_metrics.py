@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
+from agentload.quantiles import percentile
 from agentload.replay.metrics import (
     SLO,
     Metric,
     MetricContext,
     aggregate,
     compute_all,
-    percentile,
     serving_ns,
 )
 from agentload.replay.pareto import frontier, headline
