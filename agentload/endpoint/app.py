@@ -13,7 +13,7 @@ import hmac
 import itertools
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -31,8 +31,7 @@ from agentload.endpoint.profiles import Profile, load_profile
 from agentload.endpoint.request import APIError, ChatRequest, error_body, parse_chat_request
 from agentload.endpoint.sse import Reply, render_json, render_stream, usage_event
 from agentload.endpoint.textgen import text_tokens
-from agentload.hashing import content_id
-from agentload.recorder.prefix import PrefixHasher
+from agentload.recorder.prefix import PrefixHasher, hash_prompt
 from agentload.tokenizer import DEFAULT_TOKENIZER, ChatTokenCounter
 
 __all__ = ["Simulator", "build_app"]
@@ -76,19 +75,8 @@ class Simulator:
     # -- prompt accounting -------------------------------------------------------------------
     def prompt(self, req: ChatRequest) -> tuple[list[str], int, list[str]]:
         """Message content ids, prompt tokens and prompt block hashes of a request."""
-        mids = [content_id(m) for m in req.messages]
-        keys: list[str] = []
-        getters: list[Callable[[], tuple[int, ...]]] = []
-        if req.tools:
-            tid = content_id(req.tools)
-            keys.append(tid)
-            getters.append(lambda: self.counter.ids_for_tools(req.tools, tid))
-        for m, k in zip(req.messages, mids, strict=True):
-            keys.append(k)
-            getters.append(lambda m=m, k=k: self.counter.ids_for_message(m, k))  # type: ignore[misc]
-        keys.append("priming")
-        getters.append(lambda: self.counter.priming_ids)
-        state, _, _ = self.hasher.hash(keys, get_ids=lambda i: getters[i]())
+        pp = hash_prompt(self.hasher, self.counter, req.messages, req.tools or None)
+        mids, state = pp.message_ids, pp.state
         return mids, state.tokens, list(state.blocks)
 
     # -- the reply ---------------------------------------------------------------------------

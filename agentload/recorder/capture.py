@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentload.hashing import content_id
-from agentload.recorder.prefix import PrefixHasher
+from agentload.recorder.prefix import PrefixHasher, hash_prompt
 from agentload.recorder.schema import (
     LLMCallRecord,
     PrefixInfo,
@@ -76,32 +76,13 @@ class CallCapture:
         """
         messages: list[dict[str, Any]] = body["messages"]
         tools: list[dict[str, Any]] | None = body.get("tools") or None
-        keys: list[str] = []
-        getters: list[Any] = []
-        tools_id = None
-        if tools:
-            tools_id = content_id(tools)
-            keys.append(tools_id)
-            getters.append(lambda t=tools, k=tools_id: self.counter.ids_for_tools(t, k))
-            if not self.writer.has_blob(tools_id):
-                await self.writer.blob(
-                    "tools", tools, len(self.counter.ids_for_tools(tools, tools_id))
-                )
-        msg_ids: list[str] = []
-        for m in messages:
-            mid = content_id(m)
-            msg_ids.append(mid)
-            keys.append(mid)
-            getters.append(lambda m=m, k=mid: self.counter.ids_for_message(m, k))
+        pp = hash_prompt(self.hasher, self.counter, messages, tools, owner=call_id)
+        tools_id, msg_ids, state, base = pp.tools_id, pp.message_ids, pp.state, pp.base
+        if tools and tools_id and not self.writer.has_blob(tools_id):
+            await self.writer.blob("tools", tools, len(self.counter.ids_for_tools(tools, tools_id)))
+        for m, mid in zip(messages, msg_ids, strict=True):
             if not self.writer.has_blob(mid):
                 await self.writer.blob("message", m, len(self.counter.ids_for_message(m, mid)))
-        # Priming piece closes the prompt: identical for every call, keyed by a constant.
-        keys.append("priming")
-        getters.append(lambda: self.counter.priming_ids)
-        # Keep the state before the priming too: the next call of this agent resumes there.
-        state, base, _ = self.hasher.hash(
-            keys, get_ids=lambda i: getters[i](), owner=call_id, checkpoints=(-2, -1)
-        )
         prefix = PrefixInfo(
             base=base.owner if base else None,
             base_blocks=len(base.blocks) if base else 0,

@@ -10,6 +10,10 @@ before costs O(new tokens). A prompt ends with a piece that the next call does n
 reply priming), so besides the state after the whole prompt the hasher keeps checkpoints at
 earlier piece boundaries (``checkpoints``): the next call resumes from the state before the
 priming. Memory is bounded by the number of block references the kept states hold.
+
+``hash_prompt`` is the one path from a chat request (tools + messages + the reply priming) to its
+content ids, token count and blocks; the recorder and the simulator both use it, so the blocks a
+trace records are the blocks the simulator's KV model caches.
 """
 
 from __future__ import annotations
@@ -17,10 +21,14 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["PrefixHasher", "PrefixState", "chain_blocks"]
+from agentload.hashing import content_id
+from agentload.tokenizer import ChatTokenCounter
+
+__all__ = ["PrefixHasher", "PrefixState", "PromptPrefix", "chain_blocks", "hash_prompt"]
 
 
 def _h(prev: bytes, ids: Sequence[int]) -> bytes:
@@ -130,3 +138,50 @@ class PrefixHasher:
         ):
             _, dropped = self._states.popitem(last=False)
             self._held -= len(dropped.blocks)
+
+
+@dataclass(frozen=True)
+class PromptPrefix:
+    """A chat prompt's content ids and block state (see ``hash_prompt``)."""
+
+    message_ids: list[str]
+    """Content id of each message, in order."""
+    tools_id: str | None
+    """Content id of the tools list, None without tools."""
+    state: PrefixState
+    """The state after the whole prompt: ``state.tokens`` tokens, ``state.blocks``."""
+    base: PrefixState | None
+    """The kept state it resumed from (None: hashed from scratch)."""
+
+
+def hash_prompt(
+    hasher: PrefixHasher,
+    counter: ChatTokenCounter,
+    messages: Sequence[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    *,
+    owner: str | None = None,
+) -> PromptPrefix:
+    """Hash a chat prompt as the pieces tools, each message, the reply priming (keyed by their
+    content ids; the priming by a constant). The state before the priming is kept too: the next
+    call of the same conversation resumes there. Token ids are computed only for pieces not
+    hashed before."""
+    keys: list[str] = []
+    getters: list[Callable[[], tuple[int, ...]]] = []
+    tools_id = None
+    if tools:
+        tools_id = content_id(tools)
+        keys.append(tools_id)
+        getters.append(lambda t=tools, k=tools_id: counter.ids_for_tools(t, k))  # type: ignore[misc]
+    message_ids: list[str] = []
+    for m in messages:
+        mid = content_id(m)
+        message_ids.append(mid)
+        keys.append(mid)
+        getters.append(lambda m=m, k=mid: counter.ids_for_message(m, k))  # type: ignore[misc]
+    keys.append("priming")
+    getters.append(lambda: counter.priming_ids)
+    state, base, _ = hasher.hash(
+        keys, get_ids=lambda i: getters[i](), owner=owner, checkpoints=(-2, -1)
+    )
+    return PromptPrefix(message_ids, tools_id, state, base)
