@@ -6,8 +6,8 @@ scenarios and the simulator's policy). Modules:
 * ``graphs``    — the orchestrator graph and one sub-agent graph per kind
 * ``steps``     — one recorded model call, one recorded tool call
 * ``llm``       — the streamed chat-completions client (exact timings, retries)
-* ``context``   — the orchestrator's first prompt, sized to the scenario's budget
-* ``recording`` — the session's trace records and live counters
+* ``first_prompt`` — the orchestrator's first prompt, sized to the scenario's budget
+* ``tracing``   — the session's trace records and live counters (written to a ``TraceSink``)
 * ``session``   — one session: workspace, sandbox, toolbox, graph, end reason
 * ``run``       — a generate run: N sessions, K at a time, one trace file
 * ``progress``  — the live table / plain lines and the summary table

@@ -7,9 +7,11 @@ Orchestrator::
                  │                    ├→ test_runner ───┼→ collect → agent   run concurrently)
                  │                    ├→ file_reader ───┘
                  │                    ├→ follow_up → agent  (answered early: the user's next request)
-                 └────────────────────┴→ END  (done or a limit)
+                 └────────────────────┴→ END  (done; limits raise SessionEnd)
 
-* ``agent``: one model call with the whole history; decides whether the session ends.
+* ``agent``: one model call with the whole history. A limit it reaches (``context_target``,
+  ``max_rounds``) raises ``SessionEnd``, like every other end but one: the graph reaching END,
+  which means the task is done (an answer without tool calls and no follow-up left).
 * ``follow_up``: the model answered (no tool calls) before the context target and the
   scenario has follow-ups left: the next one becomes a new user message, as a person keeps a
   coding-agent session going. Without any left, the answer ends the session (``done``).
@@ -39,15 +41,16 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from agentload import contract
-from agentload.agents.recording import ToolFacts
+from agentload.agents.limits import SessionEnd
 from agentload.agents.runtime import AgentRuntime, orchestrator_id, subagent_id
 from agentload.agents.steps import (
-    Outcome,
+    ToolOutcome,
     call_model,
     run_tools,
     tool_message,
     valid_delegation,
 )
+from agentload.agents.tracing import ToolFacts
 
 __all__ = [
     "OrchestratorState",
@@ -65,7 +68,9 @@ def _append(old: list[Any], new: list[Any]) -> list[Any]:
     return [*old, *new] if new else old
 
 
-def _merge_results(old: dict[int, Outcome], new: dict[int, Outcome] | None) -> dict[int, Outcome]:
+def _merge_results(
+    old: dict[int, ToolOutcome], new: dict[int, ToolOutcome] | None
+) -> dict[int, ToolOutcome]:
     """Parallel branches add their outcomes; ``None`` clears them (after ``collect``)."""
     if new is None:
         return {}
@@ -80,8 +85,7 @@ class OrchestratorState(TypedDict, total=False):
     call_id: str
     seq: int
     depends_on: list[str]
-    results: Annotated[dict[int, Outcome], _merge_results]
-    end_reason: str | None
+    results: Annotated[dict[int, ToolOutcome], _merge_results]
     follow_ups_sent: int
 
 
@@ -136,29 +140,26 @@ async def orchestrator_agent(
     )
     rt.last_orch_end_ns = rt.clock()
     if turn.prompt_tokens >= s.context_target:
-        reason: str | None = "context_target"
-    elif not turn.tool_calls and state.get("follow_ups_sent", 0) >= len(s.follow_ups):
-        reason = "done"
-    elif seq + 1 >= s.max_rounds:
-        reason = "max_rounds"
-    else:
-        reason = None
+        raise SessionEnd("context_target")
+    done = not turn.tool_calls and state.get("follow_ups_sent", 0) >= len(s.follow_ups)
+    if not done and seq + 1 >= s.max_rounds:
+        raise SessionEnd("max_rounds")
     return {
         "messages": [turn.message],
         "tool_calls": turn.tool_calls,
         "call_id": turn.call_id,
         "seq": seq + 1,
-        "end_reason": reason,
     }
 
 
-def route_orchestrator(state: OrchestratorState) -> list[Send] | str:
-    """END when the session ended; ``follow_up`` after an answer without tool calls; else one
-    ``Send`` per delegation and one for direct tools."""
-    if state.get("end_reason"):
-        return END
+def route_orchestrator(
+    state: OrchestratorState, *, runtime: Runtime[AgentRuntime]
+) -> list[Send] | str:
+    """After an answer without tool calls: ``follow_up`` while the scenario has follow-ups left,
+    else END (the task is done); otherwise one ``Send`` per delegation and one for direct tools."""
     if not state.get("tool_calls"):
-        return "follow_up"
+        left = state.get("follow_ups_sent", 0) < len(runtime.context.settings.follow_ups)
+        return "follow_up" if left else END
     call_id = state["call_id"]
     sends: list[Send] = []
     direct: list[tuple[int, dict[str, Any]]] = []
@@ -244,7 +245,7 @@ async def delegate(state: DelegateTask, *, runtime: Runtime[AgentRuntime]) -> di
     depends = child if sub is not None else rid
     return {
         "results": {
-            state["index"]: Outcome(
+            state["index"]: ToolOutcome(
                 index=state["index"], tool_call_id=rid, text=summary, depends_id=depends
             )
         }
@@ -270,7 +271,7 @@ def collect(state: OrchestratorState) -> dict[str, Any]:
     for i, tc in enumerate(state.get("tool_calls", [])):
         o = results.get(i)
         if o is None:  # cannot happen unless a branch vanished; keep the history well-formed
-            o = Outcome(i, str(tc.get("id", "")), "error: no result", "")
+            o = ToolOutcome(i, str(tc.get("id", "")), "error: no result", "")
         msgs.append(tool_message(o.tool_call_id, o.text))
         if o.depends_id:
             deps.append(o.depends_id)

@@ -24,7 +24,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from agentload.agents.recording import SessionStats
+from agentload.agents.tracing import SessionStats
 
 __all__ = ["LiveProgress", "PlainProgress", "make_progress", "summary_table"]
 

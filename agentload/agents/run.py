@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 
 from agentload.agents.llm import ChatClient
-from agentload.agents.recording import SessionStats
-from agentload.agents.session import SessionPlan, run_session
+from agentload.agents.session import SessionSetup, run_session
+from agentload.agents.tracing import SessionStats
 from agentload.auth import api_key_from_env, refused_key_message
 from agentload.errors import (
     ConfigError,
@@ -184,7 +184,7 @@ async def generate(opts: GenerateOptions, progress: ProgressSink | None = None) 
                 gate = asyncio.Semaphore(opts.parallel)
 
                 async def one(i: int) -> SessionStats:
-                    plan = SessionPlan(
+                    plan = SessionSetup(
                         index=i,
                         session_id=f"s{seed}-{i}",
                         seed=seed + i,

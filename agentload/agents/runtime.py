@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from agentload.agents.limits import Deadline
 from agentload.agents.llm import ChatClient
-from agentload.agents.recording import SessionRecorder
+from agentload.agents.tracing import SessionRecorder
 
 __all__ = [
     "AgentRuntime",

@@ -1,10 +1,11 @@
 """One generated session: workspace copy, sandbox, toolbox, the orchestrator graph, the record.
 
-``run_session`` owns every resource it opens and releases them in ``finally:``: the sandbox
-(its container) is closed after a normal end, an exception, or a cancellation (Ctrl-C,
-SIGTERM), and the session's end record (with its reason) is written and flushed in every case.
-A sandbox still being created when the session is cancelled is waited for, then closed, so no
-container outlives the run.
+``run_session`` is an ``async with SessionPlace(...)`` (the workspace copy and the sandbox,
+closed in ``__aexit__`` after a normal end, an exception or a cancellation: no container
+outlives the run), the first prompt, and the orchestrator graph. The graph returning means the
+task is done; every other end is a ``SessionEnd(reason)`` (limits, endpoint failures) or an
+exception (``interrupted``, ``error``). The session's end record, with its reason, is written
+and flushed in ``finally:`` in every case.
 """
 
 from __future__ import annotations
@@ -19,28 +20,33 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentload import contract
-from agentload.agents.context import build_orchestrator_prompt, build_subagent_prompt
+from agentload.agents.first_prompt import (
+    OrchestratorPrompt,
+    build_orchestrator_prompt,
+    build_subagent_prompt,
+)
 from agentload.agents.graphs import OrchestratorState, orchestrator_graph
 from agentload.agents.limits import Deadline, SessionEnd
 from agentload.agents.llm import ChatClient
-from agentload.agents.recording import SessionRecorder, SessionStats
 from agentload.agents.runtime import (
     AgentRuntime,
     AgentSettings,
     SubagentSettings,
     orchestrator_id,
 )
+from agentload.agents.tracing import SessionRecorder, SessionStats
 from agentload.protocols import TraceSink
 from agentload.recorder.capture import CallCapture
+from agentload.tokenizer import ChatTokenCounter
 
 if TYPE_CHECKING:
     from agentload.scenarios.models import Scenario
 
-__all__ = ["SessionPlan", "agent_settings", "run_session"]
+__all__ = ["SessionPlace", "SessionSetup", "agent_settings", "run_session"]
 
 
 @dataclass(frozen=True)
-class SessionPlan:
+class SessionSetup:
     """Which session to run: its position in the run, id, seed and where its files go."""
 
     index: int
@@ -76,20 +82,63 @@ def agent_settings(scenario: Scenario, model: str, seed: int | None) -> AgentSet
     )
 
 
-async def _open_sandbox(kind: str, root: Path, scenario: Scenario, session_id: str) -> Any:
-    from agentload.sandboxes import open_sandbox
+class SessionPlace:
+    """A session's workspace copy and its sandbox, opened by ``async with`` and closed in
+    ``__aexit__`` after a normal end, an exception or a cancellation (Ctrl-C, SIGTERM). A sandbox
+    still being created when the session is cancelled is waited for, then closed."""
 
-    fut = asyncio.ensure_future(
-        asyncio.to_thread(open_sandbox, kind, root, scenario.sandbox, session_id)
-    )
-    try:
-        return await asyncio.shield(fut)
-    except asyncio.CancelledError:
-        # The container may be half-created in the worker thread: wait for it, then close it.
-        with contextlib.suppress(Exception):
-            sandbox = await fut
-            sandbox.close()
-        raise
+    def __init__(self, setup: SessionSetup, scenario: Scenario, stats: SessionStats) -> None:
+        self.setup = setup
+        self.scenario = scenario
+        self.stats = stats
+        self.dir = setup.workdir / setup.session_id
+        self.sandbox: Any = None
+        self.root = self.dir
+
+    async def __aenter__(self) -> SessionPlace:
+        from agentload.scenarios.workspace import materialise
+
+        try:
+            self.stats.status = "workspace"
+            ws = await asyncio.to_thread(
+                materialise, self.scenario.workspace.recipe, self.dir, self.scenario.workspace.fault
+            )
+            self.root = ws.root
+            self.files = await asyncio.to_thread(ws.files)
+            self.stats.status = "sandbox"
+            self.sandbox = await self._open_sandbox()
+        except BaseException:
+            await self.__aexit__()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.sandbox is not None:
+            await _close(self.sandbox)
+            self.sandbox = None
+        if not self.setup.keep_workspace:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    async def _open_sandbox(self) -> Any:
+        from agentload.sandboxes import open_sandbox
+
+        fut = asyncio.ensure_future(
+            asyncio.to_thread(
+                open_sandbox,
+                self.setup.sandbox_kind,
+                self.root,
+                self.scenario.sandbox,
+                self.setup.session_id,
+            )
+        )
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            # The container may be half-created in the worker thread: wait for it, close it.
+            with contextlib.suppress(Exception):
+                sandbox = await fut
+                sandbox.close()
+            raise
 
 
 async def _close(sandbox: Any) -> None:
@@ -102,6 +151,50 @@ async def _close(sandbox: Any) -> None:
             await asyncio.to_thread(sandbox.close)
     except Exception:  # closing is best effort: `agentload sandbox cleanup` exists for the rest
         pass
+
+
+async def _first_prompt(
+    place: SessionPlace, scenario: Scenario, settings: AgentSettings, counter: ChatTokenCounter
+) -> OrchestratorPrompt:
+    """The orchestrator's first prompt: instructions, repository map and key files, sized to the
+    scenario's ``initial_context_tokens``."""
+    return await asyncio.to_thread(
+        build_orchestrator_prompt,
+        root=place.root,
+        files=place.files,
+        marker_line=contract.marker(
+            contract.ORCHESTRATOR,
+            context_target=settings.context_target,
+            max_rounds=settings.max_rounds,
+        ),
+        instructions=scenario.orchestrator.system_prompt,
+        task=scenario.task,
+        tools=contract.tool_schemas(settings.orchestrator_tools),
+        budget_tokens=scenario.orchestrator.initial_context_tokens,
+        counter=counter,
+    )
+
+
+async def _orchestrate(rt: AgentRuntime, prompt: OrchestratorPrompt, task: str) -> None:
+    """Run the orchestrator graph; it returns when the task is done and raises ``SessionEnd``
+    for every other end."""
+    orch = orchestrator_id(rt.session_id)
+    await rt.recorder.agent_start(orch, contract.ORCHESTRATOR)
+    state = OrchestratorState(
+        messages=[
+            {"role": "system", "content": prompt.system},
+            {"role": "user", "content": task},
+        ],
+        seq=0,
+        depends_on=[],
+        follow_ups_sent=0,
+    )
+    try:
+        await orchestrator_graph().ainvoke(
+            state, context=rt, config={"recursion_limit": 4 * rt.settings.max_rounds + 20}
+        )
+    finally:
+        await rt.recorder.agent_end(orch)
 
 
 async def _evaluate(sandbox: Any, scenario: Scenario, recorder: SessionRecorder) -> bool:
@@ -119,8 +212,30 @@ async def _evaluate(sandbox: Any, scenario: Scenario, recorder: SessionRecorder)
     return passed
 
 
+async def _record_start(
+    recorder: SessionRecorder,
+    setup: SessionSetup,
+    scenario: Scenario,
+    place: SessionPlace,
+    prompt: OrchestratorPrompt,
+) -> None:
+    """The ``session`` record: where it runs and what its first prompt holds."""
+    await recorder.session_start(
+        workspace=scenario.workspace.recipe,
+        sandbox=str(place.sandbox.kind),
+        meta={
+            "index": setup.index,
+            "seed": setup.seed,
+            "sandbox_id": str(place.sandbox.id),
+            "fault": scenario.workspace.fault,
+            "initial_context_files": len(prompt.files),
+            "initial_context_tokens_ours": prompt.tokens,
+        },
+    )
+
+
 async def run_session(
-    plan: SessionPlan,
+    setup: SessionSetup,
     scenario: Scenario,
     *,
     client: ChatClient,
@@ -130,93 +245,43 @@ async def run_session(
     clock: Callable[[], int] = time.perf_counter_ns,
 ) -> SessionStats:
     """Run one session to its end reason; returns its counters (see the module docstring)."""
-    from agentload.scenarios.workspace import materialise
     from agentload.tools import Toolbox
 
-    sid = plan.session_id
+    sid = setup.session_id
     recorder = SessionRecorder(writer, capture, sid, clock=clock)
     stats = recorder.stats
     if on_start is not None:
         on_start(stats)
-    ws_dir = plan.workdir / sid
-    sandbox: Any = None
     started = False
     reason = "error"
     eval_passed: bool | None = None
     try:
-        stats.status = "workspace"
-        ws = await asyncio.to_thread(
-            materialise, scenario.workspace.recipe, ws_dir, scenario.workspace.fault
-        )
-        stats.status = "sandbox"
-        sandbox = await _open_sandbox(plan.sandbox_kind, ws.root, scenario, sid)
-        toolbox = Toolbox(sandbox, ws.root, scenario)
-        settings = agent_settings(scenario, client.model, plan.seed)
-        tools = contract.tool_schemas(settings.orchestrator_tools)
-        stats.status = "context"
-        files = await asyncio.to_thread(ws.files)
-        prompt = await asyncio.to_thread(
-            build_orchestrator_prompt,
-            root=ws.root,
-            files=files,
-            marker_line=contract.marker(
-                contract.ORCHESTRATOR,
-                context_target=settings.context_target,
-                max_rounds=settings.max_rounds,
-            ),
-            instructions=scenario.orchestrator.system_prompt,
-            task=scenario.task,
-            tools=tools,
-            budget_tokens=scenario.orchestrator.initial_context_tokens,
-            counter=capture.counter,
-        )
-        await recorder.session_start(
-            workspace=scenario.workspace.recipe,
-            sandbox=str(sandbox.kind),
-            meta={
-                "index": plan.index,
-                "seed": plan.seed,
-                "sandbox_id": str(sandbox.id),
-                "fault": scenario.workspace.fault,
-                "initial_context_files": len(prompt.files),
-                "initial_context_tokens_ours": prompt.tokens,
-            },
-        )
-        started = True
-        stats.status = "running"
-        orch = orchestrator_id(sid)
-        rt = AgentRuntime(
-            session_id=sid,
-            settings=settings,
-            client=client,
-            recorder=recorder,
-            toolbox=toolbox,
-            deadline=Deadline(scenario.wall_budget_s, clock),
-            clock=clock,
-        )
-        await recorder.agent_start(orch, contract.ORCHESTRATOR)
-        state = OrchestratorState(
-            messages=[
-                {"role": "system", "content": prompt.system},
-                {"role": "user", "content": scenario.task},
-            ],
-            seq=0,
-            depends_on=[],
-            follow_ups_sent=0,
-        )
-        try:
-            final = await orchestrator_graph().ainvoke(
-                state, context=rt, config={"recursion_limit": 4 * settings.max_rounds + 20}
+        async with SessionPlace(setup, scenario, stats) as place:
+            settings = agent_settings(scenario, client.model, setup.seed)
+            stats.status = "context"
+            prompt = await _first_prompt(place, scenario, settings, capture.counter)
+            await _record_start(recorder, setup, scenario, place, prompt)
+            started = True
+            stats.status = "running"
+            rt = AgentRuntime(
+                session_id=sid,
+                settings=settings,
+                client=client,
+                recorder=recorder,
+                toolbox=Toolbox(place.sandbox, place.root, scenario),
+                deadline=Deadline(scenario.wall_budget_s, clock),
+                clock=clock,
             )
-            reason = str(final.get("end_reason") or "done")
-        except SessionEnd as end:
-            reason = end.reason
-            stats.detail = end.detail
-        finally:
-            await recorder.agent_end(orch)
-        if plan.evaluate:
-            stats.status = "eval"
-            eval_passed = await _evaluate(sandbox, scenario, recorder)
+            try:
+                await _orchestrate(rt, prompt, scenario.task)
+                reason = "done"
+            except SessionEnd as end:
+                reason = end.reason
+                stats.detail = end.detail
+            if setup.evaluate:
+                stats.status = "eval"
+                eval_passed = await _evaluate(place.sandbox, scenario, recorder)
+            stats.status = "closing"
     except asyncio.CancelledError:
         reason = "interrupted"
         raise
@@ -228,15 +293,11 @@ async def run_session(
         raise
     finally:
         stats.status = "closing"
-        if sandbox is not None:
-            await _close(sandbox)
         if started:
             await recorder.session_end(reason, eval_passed=eval_passed)
         else:
             stats.end_ns = clock()
             stats.end_reason = reason
-        if not plan.keep_workspace:
-            shutil.rmtree(ws_dir, ignore_errors=True)
         with contextlib.suppress(RuntimeError):
             await writer.flush()
         stats.status = "ended"

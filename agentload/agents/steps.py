@@ -14,13 +14,13 @@ from typing import Any
 from agentload import contract
 from agentload.agents.limits import SessionEnd
 from agentload.agents.llm import LLMResult
-from agentload.agents.recording import ToolFacts
 from agentload.agents.runtime import AgentRuntime, agent_call_id, tool_call_id
+from agentload.agents.tracing import ToolFacts
 from agentload.recorder.capture import assistant_message
 
 __all__ = [
     "ModelTurn",
-    "Outcome",
+    "ToolOutcome",
     "call_model",
     "parse_arguments",
     "run_tool",
@@ -45,7 +45,7 @@ class ModelTurn:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ToolOutcome:
     """A tool call's result as the next prompt appends it."""
 
     index: int
@@ -134,7 +134,7 @@ async def run_tool(
     index: int,
     tool_call: dict[str, Any],
     allowed: tuple[str, ...],
-) -> Outcome:
+) -> ToolOutcome:
     """Run one (non-delegate) tool call through the toolbox and record it."""
     fn = tool_call.get("function") or {}
     name = str(fn.get("name", ""))
@@ -172,7 +172,7 @@ async def run_tool(
         facts=facts,
         model_call_id=model_id or None,
     )
-    return Outcome(index=index, tool_call_id=rid, text=text, depends_id=rid)
+    return ToolOutcome(index=index, tool_call_id=rid, text=text, depends_id=rid)
 
 
 async def run_tools(
@@ -182,7 +182,7 @@ async def run_tools(
     call_id: str,
     calls: list[tuple[int, dict[str, Any]]],
     allowed: tuple[str, ...],
-) -> list[Outcome]:
+) -> list[ToolOutcome]:
     """Run one reply's tool calls: concurrently when none of them edits the workspace (as a
     coding agent runs its read-only tools), one after the other in order otherwise. The
     outcomes come back in tool-call order either way."""

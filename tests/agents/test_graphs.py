@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -18,7 +20,7 @@ from agentload.agents.graphs import (
     collect,
     route_orchestrator,
 )
-from agentload.agents.steps import Outcome
+from agentload.agents.steps import ToolOutcome
 
 SNAP = Path(__file__).parent / "snapshots"
 
@@ -63,22 +65,24 @@ def test_route_sends_one_task_per_delegation_and_one_for_direct_tools() -> None:
         _tc(3, "delegate", '{"kind": "nope", "task": "?"}'),  # invalid: answered by `tools`
         _tc(4, "run_tests", "{}"),
     ]
-    sends = route_orchestrator({"call_id": "s.orch.0", "tool_calls": calls, "end_reason": None})
+    rt: Any = SimpleNamespace(context=SimpleNamespace(settings=SimpleNamespace(follow_ups=("go",))))
+    sends = route_orchestrator({"call_id": "s.orch.0", "tool_calls": calls}, runtime=rt)
     assert isinstance(sends, list)
     assert [s.node for s in sends] == ["tools", "code_search", "test_runner"]
     assert [i for i, _ in sends[0].arg["calls"]] == [1, 3, 4]
     assert [s.arg["index"] for s in sends[1:]] == [0, 2]
-    assert (
-        route_orchestrator({"call_id": "x", "tool_calls": calls, "end_reason": "done"}) == "__end__"
-    )
+    # an answer without tool calls: the next follow-up while one is left, then the end (done)
+    assert route_orchestrator({"call_id": "x", "tool_calls": []}, runtime=rt) == "follow_up"
+    done = {"call_id": "x", "tool_calls": [], "follow_ups_sent": 1}
+    assert route_orchestrator(done, runtime=rt) == "__end__"  # type: ignore[arg-type]
 
 
 def test_collect_appends_results_in_tool_call_order() -> None:
     calls = [_tc(i, "read_file", "{}") for i in range(3)]
     # Results arrive in completion order 2, 0, 1; the messages must follow tool-call order.
-    results: dict[int, Outcome] = {}
+    results: dict[int, ToolOutcome] = {}
     for i in (2, 0, 1):
-        results = _merge_results(results, {i: Outcome(i, f"c{i}", f"out{i}", f"dep{i}")})
+        results = _merge_results(results, {i: ToolOutcome(i, f"c{i}", f"out{i}", f"dep{i}")})
     update = collect({"tool_calls": calls, "results": results})
     assert [m["tool_call_id"] for m in update["messages"]] == ["c0", "c1", "c2"]
     assert [m["content"] for m in update["messages"]] == ["out0", "out1", "out2"]

@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 from agentload.agents.progress import LiveProgress, PlainProgress, make_progress, summary_table
-from agentload.agents.recording import SessionStats
+from agentload.agents.tracing import SessionStats
 
 
 class Clock:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agentload import contract
-from agentload.agents.context import build_orchestrator_prompt, build_subagent_prompt
+from agentload.agents.first_prompt import build_orchestrator_prompt, build_subagent_prompt
 from agentload.scenarios.workspace import Workspace, materialise
 from agentload.tokenizer import ChatTokenCounter
 
