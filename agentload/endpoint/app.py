@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
+from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -25,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentload.endpoint.clock import Clock
 from agentload.endpoint.engine import Engine, Sequence
-from agentload.endpoint.metrics import metrics_text
+from agentload.endpoint.metrics import metrics_registry, metrics_text
 from agentload.endpoint.policy import Decision, Policy, PolicyConfig
 from agentload.endpoint.profiles import Profile, load_profile
 from agentload.endpoint.request import APIError, ChatRequest, error_body, parse_chat_request
@@ -71,6 +72,7 @@ class Simulator:
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._tag = os.urandom(3).hex()
+        self._registry: CollectorRegistry | None = None  # made at the first scrape
 
     # -- prompt accounting -------------------------------------------------------------------
     def prompt(self, req: ChatRequest) -> tuple[list[str], int, list[str]]:
@@ -222,7 +224,9 @@ class Simulator:
         return _json({"status": "ok", "model": self.model, "profile": self.profile.name})
 
     async def metrics(self, request: Request) -> Response:
-        body, ctype = metrics_text(self)
+        if self._registry is None:
+            self._registry = metrics_registry(self.engine, self.model)
+        body, ctype = metrics_text(self._registry)
         return Response(body, media_type=ctype)
 
 
