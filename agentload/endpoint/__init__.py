@@ -4,10 +4,10 @@
 the foreground. See docs/simulator.md.
 """
 
-from agentload.endpoint.app import Simulator, build_app
 from agentload.endpoint.policy import LengthDist, PolicyConfig
-from agentload.endpoint.profiles import Profile, list_profiles, load_profile
-from agentload.endpoint.server import SimulatorServer
+from agentload.endpoint.server.app import Simulator, build_app
+from agentload.endpoint.server.server import SimulatorServer
+from agentload.endpoint.timing.profiles import Profile, list_profiles, load_profile
 
 __all__ = [
     "LengthDist",

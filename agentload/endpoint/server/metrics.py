@@ -27,7 +27,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from agentload.endpoint.engine import Engine, Histogram
+from agentload.endpoint.timing.engine import Engine, Histogram
 
 __all__ = ["SimulatorCollector", "metrics_registry", "metrics_text"]
 

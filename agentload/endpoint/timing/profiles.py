@@ -82,7 +82,7 @@ class Profile(BaseModel):
 
 
 def _shipped() -> dict[str, Path]:
-    root = resources.files("agentload.endpoint") / "profiles"
+    root = resources.files("agentload.endpoint.timing") / "profiles"
     out = {}
     for entry in root.iterdir():
         if entry.name.endswith(".yaml"):
