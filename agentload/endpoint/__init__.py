@@ -4,7 +4,7 @@
 the foreground. See docs/simulator.md.
 """
 
-from agentload.endpoint.policy import LengthDist, PolicyConfig
+from agentload.endpoint.policy.types import LengthDist, PolicyConfig
 from agentload.endpoint.server.app import Simulator, build_app
 from agentload.endpoint.server.server import SimulatorServer
 from agentload.endpoint.timing.profiles import Profile, list_profiles, load_profile

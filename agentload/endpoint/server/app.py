@@ -24,11 +24,11 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agentload.endpoint.policy import Decision, Policy, PolicyConfig
+from agentload.endpoint.policy.textgen import text_tokens
+from agentload.endpoint.policy.types import Decision, Policy, PolicyConfig
 from agentload.endpoint.server.metrics import metrics_registry, metrics_text
 from agentload.endpoint.server.request import APIError, ChatRequest, error_body, parse_chat_request
 from agentload.endpoint.server.sse import Reply, render_json, render_stream, usage_event
-from agentload.endpoint.textgen import text_tokens
 from agentload.endpoint.timing.clock import Clock
 from agentload.endpoint.timing.engine import Engine, Sequence
 from agentload.endpoint.timing.profiles import Profile, load_profile

@@ -20,7 +20,7 @@ from types import TracebackType
 
 import uvicorn
 
-from agentload.endpoint.policy import PolicyConfig
+from agentload.endpoint.policy.types import PolicyConfig
 from agentload.endpoint.server.app import Simulator, build_app
 from agentload.endpoint.timing.profiles import Profile
 from agentload.errors import ConfigError, EndpointError

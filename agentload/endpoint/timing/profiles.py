@@ -15,7 +15,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentload.endpoint.policy import PolicyConfig
+from agentload.endpoint.policy.types import PolicyConfig
 from agentload.errors import ConfigError
 
 __all__ = ["Profile", "list_profiles", "load_profile"]

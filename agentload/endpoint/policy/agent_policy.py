@@ -34,7 +34,7 @@ from agentload.contract import (
     SEARCH_CODE,
     TEST_RUNNER,
 )
-from agentload.endpoint.agent_context import (
+from agentload.endpoint.policy.reading import (
     Call,
     Ctx,
     build_context,
@@ -48,11 +48,11 @@ from agentload.endpoint.agent_context import (
     unread_paths,
     window_args,
 )
-from agentload.endpoint.policy import Conversation, Decision
-from agentload.endpoint.subagents import subagent, summary_reply
+from agentload.endpoint.policy.subagents import subagent, summary_reply
+from agentload.endpoint.policy.types import Conversation, Decision
 
 if TYPE_CHECKING:
-    from agentload.endpoint.policy import Policy
+    from agentload.endpoint.policy.types import Policy
 
 __all__ = ["decide_agent"]
 

@@ -24,9 +24,9 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentload.contract import parse_marker
-from agentload.endpoint.facts import Facts, extract
-from agentload.endpoint.prose import Prose, Vocab
-from agentload.endpoint.textgen import TextTokens
+from agentload.endpoint.policy.facts import Facts, extract
+from agentload.endpoint.policy.prose import Prose, Vocab
+from agentload.endpoint.policy.textgen import TextTokens
 from agentload.tokenizer import _content_text
 
 __all__ = ["Conversation", "Decision", "LengthDist", "Policy", "PolicyConfig"]
@@ -228,7 +228,7 @@ class Policy:
 
     def decide(self, conv: Conversation) -> Decision:
         if conv.role is not None:
-            from agentload.endpoint.agent_policy import decide_agent
+            from agentload.endpoint.policy.agent_policy import decide_agent
 
             return decide_agent(self, conv)
         return self.plain(conv)

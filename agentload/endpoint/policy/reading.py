@@ -14,12 +14,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentload.contract import DELEGATE, READ_FILE, RUN_TESTS, SEARCH_CODE
-from agentload.endpoint.facts import Facts, Location, extract, file_sections, repo_map, ticked
-from agentload.endpoint.policy import Conversation
+from agentload.endpoint.policy.facts import (
+    Facts,
+    Location,
+    extract,
+    file_sections,
+    repo_map,
+    ticked,
+)
+from agentload.endpoint.policy.types import Conversation
 
 if TYPE_CHECKING:
-    from agentload.endpoint.policy import Policy
-    from agentload.endpoint.prose import Prose
+    from agentload.endpoint.policy.prose import Prose
+    from agentload.endpoint.policy.types import Policy
 
 __all__ = [
     "Call",
