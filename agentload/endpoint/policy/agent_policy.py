@@ -20,7 +20,7 @@ tool outputs, summaries); nothing is invented.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentload.contract import (
     CODE_SEARCH,
@@ -34,6 +34,7 @@ from agentload.contract import (
     SEARCH_CODE,
     TEST_RUNNER,
 )
+from agentload.endpoint.policy.base import BasePolicy
 from agentload.endpoint.policy.reading import (
     Call,
     Ctx,
@@ -50,9 +51,6 @@ from agentload.endpoint.policy.reading import (
 )
 from agentload.endpoint.policy.subagents import subagent, summary_reply
 from agentload.endpoint.policy.types import Conversation, Decision
-
-if TYPE_CHECKING:
-    from agentload.endpoint.policy.types import Policy
 
 __all__ = ["decide_agent"]
 
@@ -252,7 +250,7 @@ def final_answer(ctx: Ctx) -> Decision:
 
 
 # -- entry -------------------------------------------------------------------------------------
-def decide_agent(policy: Policy, conv: Conversation) -> Decision:
+def decide_agent(policy: BasePolicy, conv: Conversation) -> Decision:
     """The reply of an agentload agent (``conv.role`` set), honouring ``tool_choice``."""
     ctx = build_context(policy, conv)
     d = _orchestrator(ctx) if conv.role == ORCHESTRATOR else subagent(ctx)

@@ -24,8 +24,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agentload.endpoint.policy import Policy
 from agentload.endpoint.policy.textgen import text_tokens
-from agentload.endpoint.policy.types import Decision, Policy, PolicyConfig
+from agentload.endpoint.policy.types import Decision, PolicyConfig
 from agentload.endpoint.server.metrics import metrics_registry, metrics_text
 from agentload.endpoint.server.request import APIError, ChatRequest, error_body, parse_chat_request
 from agentload.endpoint.server.sse import Reply, render_json, render_stream, usage_event
