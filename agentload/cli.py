@@ -1,7 +1,7 @@
 """The ``agentload`` command. Each area registers its own commands (``register(app)``):
 
 * ``trace validate|stats|inspect``  — agentload.recorder.cli
-* ``serve``                          — agentload.endpoint.cli
+* ``serve``                          — agentload.endpoint.server.cli
 * ``scenarios list|show``            — agentload.scenarios.cli
 * ``sandbox build|cleanup``          — agentload.sandboxes.cli
 * ``generate``, ``eval``             — agentload.agents.cli
@@ -40,7 +40,7 @@ app = typer.Typer(
 
 _AREAS = (
     "agentload.recorder.cli",
-    "agentload.endpoint.cli",
+    "agentload.endpoint.server.cli",
     "agentload.scenarios.cli",
     "agentload.sandboxes.cli",
     "agentload.agents.cli",

@@ -1,13 +1,36 @@
 """agentload.endpoint: the built-in simulated OpenAI-compatible server.
 
 ``SimulatorServer`` runs it in-process (tests, ``generate``); ``agentload serve`` runs it in
-the foreground. See docs/simulator.md.
+the foreground. See docs/simulator.md. Three sub-packages, each importing only the ones after
+it (``server`` → ``timing`` → ``policy``):
+
+* ``server/`` — the HTTP surface and how it is run
+  * ``app``      — ``Simulator`` (one server's state and caches) and ``build_app`` (Starlette)
+  * ``request``  — chat-completion bodies validated, OpenAI-shaped errors
+  * ``sse``      — response bodies: SSE chunk streams and non-streaming JSON
+  * ``metrics``  — ``/metrics``: Prometheus text named after vLLM's, read from the engine
+  * ``server``   — ``SimulatorServer``: uvicorn in a background thread
+  * ``cli``      — ``agentload serve``
+* ``timing/`` — when tokens are ready
+  * ``profiles`` — the hardware ``Profile``; the shipped YAML profiles are in ``profiles/``
+  * ``engine``   — the scheduler: admission, queueing, prefill and decode timing, preemption
+  * ``kv``       — KV-cache blocks with prefix caching
+  * ``clock``    — the one clock every sleep goes through (``VirtualClock`` for tests)
+* ``policy/`` — the simulated "model": what each request gets back (``Policy`` in its
+  ``__init__``: dispatch on the role marker)
+  * ``types``    — ``PolicyConfig``, ``LengthDist``, ``Conversation``, ``Decision``
+  * ``base``     — ``BasePolicy``: a request's conversation, vocabulary, prose, the plain reply
+  * ``agent_policy``, ``subagents`` — agentload's orchestrator and sub-agents played
+  * ``reading``  — the policy's reading of an agent's conversation, and the shared pickers
+  * ``facts``    — paths, locations, identifiers, errors read out of the conversation
+  * ``prose``    — prose built from the conversation's own vocabulary
+  * ``textgen``  — token-exact text with the server's tokenizer
 """
 
-from agentload.endpoint.app import Simulator, build_app
-from agentload.endpoint.policy import LengthDist, PolicyConfig
-from agentload.endpoint.profiles import Profile, list_profiles, load_profile
-from agentload.endpoint.server import SimulatorServer
+from agentload.endpoint.policy.types import LengthDist, PolicyConfig
+from agentload.endpoint.server.app import Simulator, build_app
+from agentload.endpoint.server.server import SimulatorServer
+from agentload.endpoint.timing.profiles import Profile, list_profiles, load_profile
 
 __all__ = [
     "LengthDist",

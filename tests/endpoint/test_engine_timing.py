@@ -7,8 +7,7 @@ import asyncio
 import pytest
 
 from agentload.endpoint import Profile, load_profile
-from agentload.endpoint.clock import VirtualClock
-from agentload.endpoint.engine import Engine, Sequence
+from agentload.endpoint.timing import Engine, Sequence, VirtualClock
 
 MS = 1_000_000
 

@@ -9,7 +9,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentload.endpoint import Profile, SimulatorServer
-from agentload.endpoint.kv import KVCache
+from agentload.endpoint.timing import KVCache
 
 from .conftest import post, root
 

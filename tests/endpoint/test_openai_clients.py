@@ -8,7 +8,7 @@ from typing import Any
 import openai
 import pytest
 
-from agentload.endpoint.textgen import text_tokens
+from agentload.endpoint.policy.textgen import text_tokens
 
 WEATHER = {
     "type": "function",

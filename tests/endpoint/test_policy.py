@@ -271,8 +271,8 @@ def test_session_on_real_email_package_never_invents_paths(tmp_path: Path) -> No
 
 _REPLY_SCRIPT = """
 import json, sys
-from agentload.endpoint.app import Simulator
-from agentload.endpoint.request import parse_chat_request
+from agentload.endpoint.server import Simulator
+from agentload.endpoint.server.request import parse_chat_request
 sim = Simulator(seed=11)
 req = parse_chat_request(sys.stdin.buffer.read())
 mids, pt, _ = sim.prompt(req)

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentload.endpoint.textgen import text_tokens
+from agentload.endpoint.policy.textgen import text_tokens
 from agentload.tokenizer import ChatTokenCounter
 
 TOOLS = [

@@ -20,9 +20,9 @@ from types import TracebackType
 
 import uvicorn
 
-from agentload.endpoint.app import Simulator, build_app
-from agentload.endpoint.policy import PolicyConfig
-from agentload.endpoint.profiles import Profile
+from agentload.endpoint.policy.types import PolicyConfig
+from agentload.endpoint.server.app import Simulator, build_app
+from agentload.endpoint.timing.profiles import Profile
 from agentload.errors import ConfigError, EndpointError
 
 __all__ = ["SimulatorServer", "bind_socket"]

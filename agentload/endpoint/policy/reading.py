@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentload.contract import DELEGATE, READ_FILE, RUN_TESTS, SEARCH_CODE
-from agentload.endpoint.facts import Facts, Location, extract, file_sections, repo_map, ticked
-from agentload.endpoint.policy import Conversation
-
-if TYPE_CHECKING:
-    from agentload.endpoint.policy import Policy
-    from agentload.endpoint.prose import Prose
+from agentload.endpoint.policy.base import BasePolicy
+from agentload.endpoint.policy.facts import (
+    Facts,
+    Location,
+    extract,
+    file_sections,
+    repo_map,
+    ticked,
+)
+from agentload.endpoint.policy.prose import Prose
+from agentload.endpoint.policy.types import Conversation
 
 __all__ = [
     "Call",
@@ -50,7 +55,7 @@ Call = tuple[str, dict[str, Any]]
 class Ctx:
     """What an agent knows at this call (see module docstring)."""
 
-    policy: Policy
+    policy: BasePolicy
     conv: Conversation
     offered: set[str]
     task: str
@@ -72,7 +77,7 @@ class Ctx:
         return self.conv.rng
 
 
-def build_context(policy: Policy, conv: Conversation) -> Ctx:
+def build_context(policy: BasePolicy, conv: Conversation) -> Ctx:
     sys_text = conv.text(0)
     key = conv.mids[0]
     cached = _SYS_CACHE.get(key)

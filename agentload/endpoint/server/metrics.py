@@ -17,7 +17,7 @@ few integer increments, no Prometheus locks). Exposed, with label ``model_name``
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -27,11 +27,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-if TYPE_CHECKING:
-    from agentload.endpoint.app import Simulator
-    from agentload.endpoint.engine import Histogram
+from agentload.endpoint.timing.engine import Engine, Histogram
 
-__all__ = ["SimulatorCollector", "metrics_text"]
+__all__ = ["SimulatorCollector", "metrics_registry", "metrics_text"]
 
 
 def _hist(name: str, doc: str, h: Histogram, model: str) -> HistogramMetricFamily:
@@ -47,17 +45,18 @@ def _hist(name: str, doc: str, h: Histogram, model: str) -> HistogramMetricFamil
 
 
 class SimulatorCollector:
-    """Collects a ``Simulator``'s engine counters (register in a per-server registry)."""
+    """Collects an engine's counters, labelled with the served model's name (register in a
+    per-server registry)."""
 
-    def __init__(self, sim: Simulator) -> None:
-        self.sim = sim
+    def __init__(self, engine: Engine, model: str) -> None:
+        self.engine = engine
+        self.model = model
 
     def describe(self) -> list[Any]:
         return []
 
     def collect(self) -> Iterator[Any]:
-        sim = self.sim
-        eng, st, m = sim.engine, sim.engine.stats, sim.model
+        eng, st, m = self.engine, self.engine.stats, self.model
 
         def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
             g = GaugeMetricFamily(name, doc, labels=["model_name"])
@@ -89,11 +88,13 @@ class SimulatorCollector:
         yield _hist("vllm:e2e_request_latency_seconds", "End-to-end latency.", st.e2e, m)
 
 
-def metrics_text(sim: Simulator) -> tuple[bytes, str]:
-    """The Prometheus exposition of ``sim`` and its content type."""
-    reg = getattr(sim, "_registry", None)
-    if reg is None:
-        reg = CollectorRegistry(auto_describe=False)
-        reg.register(SimulatorCollector(sim))
-        sim._registry = reg  # type: ignore[attr-defined]
-    return generate_latest(reg), CONTENT_TYPE_LATEST
+def metrics_registry(engine: Engine, model: str) -> CollectorRegistry:
+    """A registry of its own (one per server) holding the collector of ``engine``."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(SimulatorCollector(engine, model))
+    return reg
+
+
+def metrics_text(registry: CollectorRegistry) -> tuple[bytes, str]:
+    """The Prometheus exposition of ``registry`` and its content type."""
+    return generate_latest(registry), CONTENT_TYPE_LATEST

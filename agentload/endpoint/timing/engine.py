@@ -26,9 +26,9 @@ from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from agentload.endpoint.clock import Clock, RealClock
-from agentload.endpoint.kv import KVCache
-from agentload.endpoint.profiles import Profile
+from agentload.endpoint.timing.clock import Clock, RealClock
+from agentload.endpoint.timing.kv import KVCache
+from agentload.endpoint.timing.profiles import Profile
 
 __all__ = ["E2E_BUCKETS", "TTFT_BUCKETS", "Engine", "EngineStats", "Histogram", "Sequence"]
 

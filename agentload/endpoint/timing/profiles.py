@@ -15,7 +15,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentload.endpoint.policy import PolicyConfig
+from agentload.endpoint.policy.types import PolicyConfig
 from agentload.errors import ConfigError
 
 __all__ = ["Profile", "list_profiles", "load_profile"]
@@ -82,7 +82,7 @@ class Profile(BaseModel):
 
 
 def _shipped() -> dict[str, Path]:
-    root = resources.files("agentload.endpoint") / "profiles"
+    root = resources.files("agentload.endpoint.timing") / "profiles"
     out = {}
     for entry in root.iterdir():
         if entry.name.endswith(".yaml"):

@@ -12,7 +12,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from agentload.endpoint.textgen import TextTokens
+from agentload.endpoint.policy.textgen import TextTokens
 
 __all__ = ["Prose", "Vocab"]
 

@@ -14,7 +14,8 @@ from agentload.contract import (
     SEARCH_CODE,
     TEST_RUNNER,
 )
-from agentload.endpoint.agent_context import (
+from agentload.endpoint.policy.facts import extract, ticked
+from agentload.endpoint.policy.reading import (
     Call,
     Ctx,
     continuations,
@@ -28,8 +29,7 @@ from agentload.endpoint.agent_context import (
     unread_locations,
     window_args,
 )
-from agentload.endpoint.facts import extract, ticked
-from agentload.endpoint.policy import Decision
+from agentload.endpoint.policy.types import Decision
 
 __all__ = ["subagent", "summary_reply"]
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 import uvicorn
 
-from agentload.endpoint.profiles import list_profiles
+from agentload.endpoint.timing.profiles import list_profiles
 from agentload.errors import ConfigError
 
 __all__ = ["register", "serve"]
@@ -40,7 +40,7 @@ def serve(
 ) -> None:
     """Run the built-in simulated OpenAI-compatible endpoint until Ctrl-C."""
     from agentload.auth import API_KEY_ENV, api_key_from_env
-    from agentload.endpoint.server import SimulatorServer, bind_socket
+    from agentload.endpoint.server.server import SimulatorServer, bind_socket
 
     api_key = api_key_from_env() if require_api_key else None
     if require_api_key and api_key is None:

@@ -20,7 +20,7 @@ tool outputs, summaries); nothing is invented.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentload.contract import (
     CODE_SEARCH,
@@ -34,7 +34,8 @@ from agentload.contract import (
     SEARCH_CODE,
     TEST_RUNNER,
 )
-from agentload.endpoint.agent_context import (
+from agentload.endpoint.policy.base import BasePolicy
+from agentload.endpoint.policy.reading import (
     Call,
     Ctx,
     build_context,
@@ -48,11 +49,8 @@ from agentload.endpoint.agent_context import (
     unread_paths,
     window_args,
 )
-from agentload.endpoint.policy import Conversation, Decision
-from agentload.endpoint.subagents import subagent, summary_reply
-
-if TYPE_CHECKING:
-    from agentload.endpoint.policy import Policy
+from agentload.endpoint.policy.subagents import subagent, summary_reply
+from agentload.endpoint.policy.types import Conversation, Decision
 
 __all__ = ["decide_agent"]
 
@@ -252,7 +250,7 @@ def final_answer(ctx: Ctx) -> Decision:
 
 
 # -- entry -------------------------------------------------------------------------------------
-def decide_agent(policy: Policy, conv: Conversation) -> Decision:
+def decide_agent(policy: BasePolicy, conv: Conversation) -> Decision:
     """The reply of an agentload agent (``conv.role`` set), honouring ``tool_choice``."""
     ctx = build_context(policy, conv)
     d = _orchestrator(ctx) if conv.role == ORCHESTRATOR else subagent(ctx)

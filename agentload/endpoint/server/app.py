@@ -17,20 +17,22 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
+from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agentload.endpoint.clock import Clock
-from agentload.endpoint.engine import Engine, Sequence
-from agentload.endpoint.metrics import metrics_text
-from agentload.endpoint.policy import Decision, Policy, PolicyConfig
-from agentload.endpoint.profiles import Profile, load_profile
-from agentload.endpoint.request import APIError, ChatRequest, error_body, parse_chat_request
-from agentload.endpoint.sse import Reply, render_json, render_stream, usage_event
-from agentload.endpoint.textgen import text_tokens
+from agentload.endpoint.policy import Policy
+from agentload.endpoint.policy.textgen import text_tokens
+from agentload.endpoint.policy.types import Decision, PolicyConfig
+from agentload.endpoint.server.metrics import metrics_registry, metrics_text
+from agentload.endpoint.server.request import APIError, ChatRequest, error_body, parse_chat_request
+from agentload.endpoint.server.sse import Reply, render_json, render_stream, usage_event
+from agentload.endpoint.timing.clock import Clock
+from agentload.endpoint.timing.engine import Engine, Sequence
+from agentload.endpoint.timing.profiles import Profile, load_profile
 from agentload.recorder.prefix import PrefixHasher, hash_prompt
 from agentload.tokenizer import DEFAULT_TOKENIZER, ChatTokenCounter
 
@@ -71,6 +73,7 @@ class Simulator:
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._tag = os.urandom(3).hex()
+        self._registry: CollectorRegistry | None = None  # made at the first scrape
 
     # -- prompt accounting -------------------------------------------------------------------
     def prompt(self, req: ChatRequest) -> tuple[list[str], int, list[str]]:
@@ -222,7 +225,9 @@ class Simulator:
         return _json({"status": "ok", "model": self.model, "profile": self.profile.name})
 
     async def metrics(self, request: Request) -> Response:
-        body, ctype = metrics_text(self)
+        if self._registry is None:
+            self._registry = metrics_registry(self.engine, self.model)
+        body, ctype = metrics_text(self._registry)
         return Response(body, media_type=ctype)
 
 

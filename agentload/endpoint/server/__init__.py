@@ -1,0 +1,15 @@
+"""agentload.endpoint.server: the simulated server's HTTP surface and how it is run.
+
+* ``app`` — ``Simulator`` (one server's state: profile, engine, policy, caches) and
+  ``build_app`` (the Starlette application: chat completions, models, health, metrics);
+* ``request`` — validation of chat-completion bodies, OpenAI-shaped errors;
+* ``sse`` — response bodies: SSE chunk streams and non-streaming JSON;
+* ``metrics`` — ``/metrics``: Prometheus text named after vLLM's metrics;
+* ``server`` — ``SimulatorServer``: uvicorn in a background thread (tests, ``generate``);
+* ``cli`` — ``agentload serve``: the server in the foreground.
+"""
+
+from agentload.endpoint.server.app import Simulator, build_app
+from agentload.endpoint.server.server import SimulatorServer
+
+__all__ = ["Simulator", "SimulatorServer", "build_app"]
