@@ -9,10 +9,13 @@ closed and readable; the exit code is 130 (143 for SIGTERM).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import signal
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import orjson
 import typer
@@ -21,7 +24,7 @@ from rich.console import Console
 from agentload.agents.progress import make_progress, summary_table
 from agentload.agents.run import GenerateOptions, RunResult, generate, summary_rows
 
-__all__ = ["FAILED_REASONS", "register", "run_generate"]
+__all__ = ["FAILED_REASONS", "register", "run_command", "run_generate"]
 
 FAILED_REASONS = ("endpoint_error", "error")
 """End reasons of a session that did not work; when every session ends so, the exit code is 1."""
@@ -88,35 +91,6 @@ def run_generate(opts: GenerateOptions, *, json_out: bool = False) -> RunResult:
     return result
 
 
-def _options(
-    scenario: str,
-    config: list[str],
-    endpoint: str | None,
-    model: str | None,
-    sessions: int,
-    parallel: int,
-    seed: int | None,
-    out: Path,
-    sandbox: SandboxChoice | None,
-    evaluate: bool,
-    keep_workspaces: bool,
-) -> GenerateOptions:
-    from agentload.scenarios import load_scenario
-
-    return GenerateOptions(
-        scenario=load_scenario(scenario, config),
-        endpoint=endpoint,
-        model=model,
-        sessions=sessions,
-        parallel=parallel,
-        seed=seed,
-        out=out,
-        sandbox=sandbox.value if sandbox is not None else None,
-        evaluate=evaluate,
-        keep_workspaces=keep_workspaces,
-    )
-
-
 _SCENARIO = typer.Option(
     "coding-session", "--scenario", "-s", help="Preset name or YAML file.", show_default=True
 )
@@ -139,50 +113,65 @@ _KEEP = typer.Option(False, "--keep-workspaces", help="Keep the sessions' worksp
 _JSON = typer.Option(False, "--json", help="Print one JSON object instead of the table.")
 
 
+_EVAL = typer.Option(False, "--eval", help="Run the scenario's success check after each session.")
+
+
+def _param(name: str, annotation: Any, option: Any) -> inspect.Parameter:
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
+    )
+
+
+# The options generate and eval share, in the order --help lists them (eval has no --eval).
+_RUN_OPTIONS = (
+    _param("scenario", str, _SCENARIO),
+    _param("config", list[str], _CONFIG),
+    _param("endpoint", str | None, _ENDPOINT),
+    _param("model", str | None, _MODEL),
+    _param("sessions", int, _SESSIONS),
+    _param("parallel", int, _PARALLEL),
+    _param("seed", int | None, _SEED),
+    _param("out", Path, _OUT),
+    _param("sandbox", SandboxChoice | None, _SANDBOX),
+    _param("evaluate", bool, _EVAL),
+    _param("keep_workspaces", bool, _KEEP),
+    _param("json_out", bool, _JSON),
+)
+
+
+def run_command(doc: str, *, evaluate: bool | None = None) -> Callable[..., None]:
+    """A command over the shared run options that builds one ``GenerateOptions`` and runs it;
+    ``evaluate`` fixes ``--eval`` (and leaves the option out), None offers it."""
+
+    def command(**kw: Any) -> None:
+        from agentload.scenarios import load_scenario
+
+        json_out = kw.pop("json_out")
+        sandbox = kw.pop("sandbox")
+        kw.setdefault("evaluate", evaluate)
+        opts = GenerateOptions(
+            scenario=load_scenario(kw.pop("scenario"), kw.pop("config")),
+            sandbox=sandbox.value if sandbox is not None else None,
+            **kw,
+        )
+        run_generate(opts, json_out=json_out)
+
+    params = [p for p in _RUN_OPTIONS if evaluate is None or p.name != "evaluate"]
+    setattr(command, "__signature__", inspect.Signature(params))  # noqa: B010 (typer reads it)
+    command.__doc__ = doc
+    return command
+
+
 def register(app: typer.Typer) -> None:
     """Add ``generate`` and ``eval`` to the ``agentload`` command."""
-
-    @app.command("generate")
-    def generate_cmd(
-        scenario: str = _SCENARIO,
-        config: list[str] = _CONFIG,
-        endpoint: str | None = _ENDPOINT,
-        model: str | None = _MODEL,
-        sessions: int = _SESSIONS,
-        parallel: int = _PARALLEL,
-        seed: int | None = _SEED,
-        out: Path = _OUT,
-        sandbox: SandboxChoice | None = _SANDBOX,
-        evaluate: bool = typer.Option(
-            False, "--eval", help="Run the scenario's success check after each session."
-        ),
-        keep_workspaces: bool = _KEEP,
-        json_out: bool = _JSON,
-    ) -> None:
-        """Run agent sessions (orchestrator + sub-agents, real tools) and record one trace."""
-        opts = _options(
-            scenario, config, endpoint, model, sessions, parallel, seed, out, sandbox,
-            evaluate, keep_workspaces,
-        )  # fmt: skip
-        run_generate(opts, json_out=json_out)
-
-    @app.command("eval")
-    def eval_cmd(
-        scenario: str = _SCENARIO,
-        config: list[str] = _CONFIG,
-        endpoint: str | None = _ENDPOINT,
-        model: str | None = _MODEL,
-        sessions: int = _SESSIONS,
-        parallel: int = _PARALLEL,
-        seed: int | None = _SEED,
-        out: Path = _OUT,
-        sandbox: SandboxChoice | None = _SANDBOX,
-        keep_workspaces: bool = _KEEP,
-        json_out: bool = _JSON,
-    ) -> None:
-        """generate --eval: run sessions, then check that each edited workspace passes its tests."""
-        opts = _options(
-            scenario, config, endpoint, model, sessions, parallel, seed, out, sandbox,
-            True, keep_workspaces,
-        )  # fmt: skip
-        run_generate(opts, json_out=json_out)
+    app.command("generate")(
+        run_command(
+            "Run agent sessions (orchestrator + sub-agents, real tools) and record one trace."
+        )
+    )
+    app.command("eval")(
+        run_command(
+            "generate --eval: run sessions, then check that each edited workspace passes its tests.",
+            evaluate=True,
+        )
+    )

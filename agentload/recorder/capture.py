@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentload.hashing import content_id
-from agentload.recorder.prefix import PrefixHasher, hash_prompt
+from agentload.recorder.prefix import PrefixHasher, PromptPrefix, hash_prompt
 from agentload.recorder.schema import (
     LLMCallRecord,
     PrefixInfo,
@@ -77,51 +77,15 @@ class CallCapture:
         messages: list[dict[str, Any]] = body["messages"]
         tools: list[dict[str, Any]] | None = body.get("tools") or None
         pp = hash_prompt(self.hasher, self.counter, messages, tools, owner=call_id)
-        tools_id, msg_ids, state, base = pp.tools_id, pp.message_ids, pp.state, pp.base
-        if tools and tools_id and not self.writer.has_blob(tools_id):
-            await self.writer.blob("tools", tools, len(self.counter.ids_for_tools(tools, tools_id)))
-        for m, mid in zip(messages, msg_ids, strict=True):
-            if not self.writer.has_blob(mid):
-                await self.writer.blob("message", m, len(self.counter.ids_for_message(m, mid)))
-        prefix = PrefixInfo(
-            base=base.owner if base else None,
-            base_blocks=len(base.blocks) if base else 0,
-            blocks=list(state.blocks[len(base.blocks) :] if base else state.blocks),
-        )
-
-        reply = assistant_message(content, tool_calls)
-        reply_id = None
-        if content or tool_calls:
-            # Token ids of the reply are cached now: the next call carries it in its history.
-            reply_id = content_id(reply)
-            if not self.writer.has_blob(reply_id):
-                tokens = len(self.counter.ids_for_message(reply, reply_id))
-                await self.writer.blob("message", reply, tokens)
-        extra = {
-            k: v
-            for k, v in body.items()
-            if k not in (*_PARAM_KEYS, "messages", "tools", "max_completion_tokens")
-        }
-        params = RequestParams(
-            model=str(body.get("model", "")),
-            max_tokens=body.get("max_tokens", body.get("max_completion_tokens")),
-            temperature=body.get("temperature"),
-            top_p=body.get("top_p"),
-            seed=body.get("seed"),
-            tools=tools_id,
-            tool_choice=body.get("tool_choice"),
-            stream=bool(body.get("stream", False)),
-            extra=extra,
-        )
-        u = usage or {}
-        details = u.get("prompt_tokens_details") or {}
+        await self._prompt_blobs(messages, tools, pp)
+        reply_id = await self._reply_blob(content, tool_calls)
         rec = LLMCallRecord(
             id=call_id,
             session_id=session_id,
             agent_id=agent_id,
             seq=seq,
-            request=params,
-            messages=msg_ids,
+            request=request_params(body, pp.tools_id),
+            messages=pp.message_ids,
             response=ResponseRecord(
                 content=reply_id,
                 text_len=len(content or ""),
@@ -135,21 +99,89 @@ class CallCapture:
                 ],
                 finish_reason=finish_reason,
             ),
-            usage=Usage(
-                prompt_tokens=u.get("prompt_tokens"),
-                completion_tokens=u.get("completion_tokens"),
-                cached_tokens=details.get("cached_tokens") if isinstance(details, dict) else None,
-                prompt_tokens_ours=state.tokens,
-                completion_tokens_ours=self.counter.count_text(content or "")
-                + sum(
-                    self.counter.count_text(str(tc.get("function", {}).get("arguments", "")))
-                    for tc in tool_calls or ()
-                ),
-            ),
+            usage=self._usage(usage, pp.state.tokens, content, tool_calls),
             timings=timings,
             depends_on=list(depends_on or ()),
-            prefix=prefix,
+            prefix=prefix_info(pp),
             error=error,
         )
         await self.writer.write(rec)
         return rec
+
+    async def _prompt_blobs(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, pp: PromptPrefix
+    ) -> None:
+        """The tools list and each message as a blob, each written once per trace."""
+        if tools and pp.tools_id and not self.writer.has_blob(pp.tools_id):
+            n = len(self.counter.ids_for_tools(tools, pp.tools_id))
+            await self.writer.blob("tools", tools, n)
+        for m, mid in zip(messages, pp.message_ids, strict=True):
+            if not self.writer.has_blob(mid):
+                await self.writer.blob("message", m, len(self.counter.ids_for_message(m, mid)))
+
+    async def _reply_blob(
+        self, content: str | None, tool_calls: list[dict[str, Any]] | None
+    ) -> str | None:
+        """The reply as the next request will carry it, as a blob; its id (None: no reply)."""
+        if not (content or tool_calls):
+            return None
+        reply = assistant_message(content, tool_calls)
+        # Token ids of the reply are cached now: the next call carries it in its history.
+        reply_id = content_id(reply)
+        if not self.writer.has_blob(reply_id):
+            await self.writer.blob(
+                "message", reply, len(self.counter.ids_for_message(reply, reply_id))
+            )
+        return reply_id
+
+    def _usage(
+        self,
+        usage: dict[str, Any] | None,
+        prompt_tokens_ours: int,
+        content: str | None,
+        tool_calls: list[dict[str, Any]] | None,
+    ) -> Usage:
+        """The server's usage (None where it sent none) beside our own counts."""
+        u = usage or {}
+        details = u.get("prompt_tokens_details") or {}
+        return Usage(
+            prompt_tokens=u.get("prompt_tokens"),
+            completion_tokens=u.get("completion_tokens"),
+            cached_tokens=details.get("cached_tokens") if isinstance(details, dict) else None,
+            prompt_tokens_ours=prompt_tokens_ours,
+            completion_tokens_ours=self.counter.count_text(content or "")
+            + sum(
+                self.counter.count_text(str(tc.get("function", {}).get("arguments", "")))
+                for tc in tool_calls or ()
+            ),
+        )
+
+
+def prefix_info(pp: PromptPrefix) -> PrefixInfo:
+    """The prompt's blocks as a trace stores them: the blocks past the call it resumed from."""
+    base, state = pp.base, pp.state
+    return PrefixInfo(
+        base=base.owner if base else None,
+        base_blocks=len(base.blocks) if base else 0,
+        blocks=list(state.blocks[len(base.blocks) :] if base else state.blocks),
+    )
+
+
+def request_params(body: dict[str, Any], tools_id: str | None) -> RequestParams:
+    """The request's parameters; fields we do not model are kept under ``extra``."""
+    extra = {
+        k: v
+        for k, v in body.items()
+        if k not in (*_PARAM_KEYS, "messages", "tools", "max_completion_tokens")
+    }
+    return RequestParams(
+        model=str(body.get("model", "")),
+        max_tokens=body.get("max_tokens", body.get("max_completion_tokens")),
+        temperature=body.get("temperature"),
+        top_p=body.get("top_p"),
+        seed=body.get("seed"),
+        tools=tools_id,
+        tool_choice=body.get("tool_choice"),
+        stream=bool(body.get("stream", False)),
+        extra=extra,
+    )
