@@ -27,6 +27,7 @@ from agentload.recorder.schema import (
     ToolCallRef,
     Usage,
 )
+from agentload.recorder.secrets import scrub_json
 from agentload.recorder.writer import TraceWriter
 from agentload.tokenizer import ChatTokenCounter
 
@@ -52,6 +53,7 @@ class CallCapture:
         self.writer = writer
         self.counter = counter
         self.hasher = PrefixHasher(writer.header.block_size)
+        self._scrubbed: dict[str, tuple[Any, str] | None] = {}  # id -> None (clean) or scrubbed
 
     async def llm_call(
         self,
@@ -74,9 +76,15 @@ class CallCapture:
         ``body`` is the request body exactly as sent (messages, tools, parameters);
         ``usage`` the server's usage object (or None); ``tool_calls`` OpenAI-shaped dicts.
         """
-        messages: list[dict[str, Any]] = body["messages"]
+        scrubbed = [self._scrub(m) for m in body["messages"]]
+        messages = [m for m, _ in scrubbed]
         tools: list[dict[str, Any]] | None = body.get("tools") or None
-        pp = hash_prompt(self.hasher, self.counter, messages, tools, owner=call_id)
+        if tools:
+            tools = self._scrub(tools)[0]
+        pp = hash_prompt(
+            self.hasher, self.counter, messages, tools, owner=call_id,
+            message_ids=[mid for _, mid in scrubbed],
+        )  # fmt: skip
         await self._prompt_blobs(messages, tools, pp)
         reply_id = await self._reply_blob(content, tool_calls)
         rec = LLMCallRecord(
@@ -108,6 +116,15 @@ class CallCapture:
         await self.writer.write(rec)
         return rec
 
+    def _scrub(self, value: Any) -> tuple[Any, str]:
+        """``value`` without secrets (recorded content never holds one, and its id is the hash
+        of what is recorded) and its content id; each distinct content is scanned once."""
+        vid = content_id(value)
+        if vid not in self._scrubbed:
+            clean = scrub_json(value)
+            self._scrubbed[vid] = None if clean is value else (clean, content_id(clean))
+        return self._scrubbed[vid] or (value, vid)
+
     async def _prompt_blobs(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, pp: PromptPrefix
     ) -> None:
@@ -125,9 +142,8 @@ class CallCapture:
         """The reply as the next request will carry it, as a blob; its id (None: no reply)."""
         if not (content or tool_calls):
             return None
-        reply = assistant_message(content, tool_calls)
+        reply, reply_id = self._scrub(assistant_message(content, tool_calls))
         # Token ids of the reply are cached now: the next call carries it in its history.
-        reply_id = content_id(reply)
         if not self.writer.has_blob(reply_id):
             await self.writer.blob(
                 "message", reply, len(self.counter.ids_for_message(reply, reply_id))

@@ -161,11 +161,12 @@ def hash_prompt(
     tools: list[dict[str, Any]] | None,
     *,
     owner: str | None = None,
+    message_ids: Sequence[str] | None = None,
 ) -> PromptPrefix:
     """Hash a chat prompt as the pieces tools, each message, the reply priming (keyed by their
     content ids; the priming by a constant). The state before the priming is kept too: the next
     call of the same conversation resumes there. Token ids are computed only for pieces not
-    hashed before."""
+    hashed before. ``message_ids``: the messages' content ids when the caller has them."""
     keys: list[str] = []
     getters: list[Callable[[], tuple[int, ...]]] = []
     tools_id = None
@@ -173,10 +174,8 @@ def hash_prompt(
         tools_id = content_id(tools)
         keys.append(tools_id)
         getters.append(lambda t=tools, k=tools_id: counter.ids_for_tools(t, k))  # type: ignore[misc]
-    message_ids: list[str] = []
-    for m in messages:
-        mid = content_id(m)
-        message_ids.append(mid)
+    mids = list(message_ids) if message_ids is not None else [content_id(m) for m in messages]
+    for m, mid in zip(messages, mids, strict=True):
         keys.append(mid)
         getters.append(lambda m=m, k=mid: counter.ids_for_message(m, k))  # type: ignore[misc]
     keys.append("priming")
@@ -184,4 +183,4 @@ def hash_prompt(
     state, base, _ = hasher.hash(
         keys, get_ids=lambda i: getters[i](), owner=owner, checkpoints=(-2, -1)
     )
-    return PromptPrefix(message_ids, tools_id, state, base)
+    return PromptPrefix(mids, tools_id, state, base)

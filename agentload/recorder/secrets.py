@@ -1,11 +1,21 @@
-"""Keep secrets out of traces: API keys and Authorization headers are never written."""
+"""Keep secrets out of traces: API keys and Authorization headers are never written.
+
+Content is scrubbed *before* it is content-addressed (``scrub_json``), so a blob's id is the
+hash of what the file holds and ``trace validate`` can verify it; the writer also scrubs every
+serialized record (``scrub_bytes``) as the last line of defence for fields that carry no id.
+"""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["REDACTED", "scrub_bytes", "strip_credentials"]
+import orjson
+
+from agentload.hashing import canonical_json
+
+__all__ = ["REDACTED", "scrub_bytes", "scrub_json", "strip_credentials"]
 
 REDACTED = "[REDACTED]"
 
@@ -33,6 +43,15 @@ def _sub(m: re.Match[bytes]) -> bytes:
 def scrub_bytes(data: bytes) -> bytes:
     """Replace anything that looks like a credential in serialized JSON by ``[REDACTED]``."""
     return _RE.sub(_sub, data)
+
+
+def scrub_json(value: Any) -> Any:
+    """``value`` itself when it holds nothing that looks like a credential; else a copy with
+    each such string part replaced by ``[REDACTED]`` (the replacement keeps the JSON valid)."""
+    raw = canonical_json(value)
+    if _RE.search(raw) is None:
+        return value
+    return orjson.loads(scrub_bytes(raw))
 
 
 def strip_credentials(url: str | None) -> str | None:

@@ -1,7 +1,9 @@
 """Whole-file validation for ``agentload trace validate``.
 
-Reads every record (each validated against the schema by the reader) and checks the
-references between records: an ``llm_call`` names only blobs written before it (messages, tools
+Reads every record (each validated against the schema by the reader), checks that every blob's
+id is the content id of what it holds (``agentload.hashing.content_id``: a blob edited after it
+was written, or scrubbed after it was hashed, is caught), and checks the references between
+records: an ``llm_call`` names only blobs written before it (messages, tools
 list, response) and only earlier calls as its prefix base; a ``tool_call`` names an
 ``llm_call`` of the file. A broken reference is a damaged file: ``TraceFormatError`` naming ``file:line``
 and the field, like a record that does not validate.
@@ -14,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from agentload.errors import TraceFormatError
+from agentload.hashing import content_id
 from agentload.recorder.reader import Truncation, read_trace
 from agentload.recorder.schema import BlobRecord, Header, LLMCallRecord, ToolCallRecord
 
@@ -52,6 +55,8 @@ def validate_trace(path: str | os.PathLike[str]) -> ValidationReport:
         if isinstance(rec, Header):
             report.header = rec
         elif isinstance(rec, BlobRecord):
+            if content_id(rec.content) != rec.id:
+                fail(f"blob.id: {rec.id} is not the content id of the blob's content")
             blobs.add(rec.id)
         elif isinstance(rec, LLMCallRecord):
             for i, bid in enumerate(rec.messages):

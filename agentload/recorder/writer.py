@@ -9,8 +9,8 @@ Every flush appends one complete zstd frame (for ``*.zst`` paths; plain JSON lin
 and fsyncs on close, so a process killed at any moment leaves a file whose complete records
 are all readable. ``close`` ends the file with an ``event`` of kind ``trace_end``: a file
 without it was not closed by its writer (a killed run), which the reader reports as truncated
-even when the cut fell exactly between two frames. Serialized records pass through the secret
-scrubber before they are written.
+even when the cut fell exactly between two frames. Blob content is scrubbed of secrets before
+its id is computed; every serialized record passes through the byte scrubber too.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pydantic import BaseModel
 
 from agentload.hashing import content_id
 from agentload.recorder.schema import TRACE_END, BlobRecord, EventRecord, Header
-from agentload.recorder.secrets import scrub_bytes
+from agentload.recorder.secrets import scrub_bytes, scrub_json
 
 __all__ = ["TraceWriter", "encode_record"]
 
@@ -104,7 +104,9 @@ class TraceWriter:
         self.records_written += 1
 
     async def blob(self, kind: str, content: Any, tokens: int | None = None) -> str:
-        """Intern content; the blob record is written once per file, before first use."""
+        """Intern content; the blob record is written once per file, before first use. Content
+        is scrubbed of secrets first, so the id returned is the hash of what the file holds."""
+        content = scrub_json(content)
         bid = content_id(content)
         if bid not in self._blobs:
             self._blobs.add(bid)

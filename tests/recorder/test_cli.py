@@ -104,6 +104,29 @@ def test_validate_dangling_blob_reference_is_invalid(
     assert err.count("\n") == 1
 
 
+def test_validate_an_edited_blob_is_invalid(
+    session_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import zstandard
+
+    raw = (
+        zstandard.ZstdDecompressor()
+        .stream_reader(session_file.read_bytes(), read_across_frames=True)
+        .read()
+    )
+    lines = raw.splitlines()
+    n = next(
+        i for i, line in enumerate(lines) if b'"type":"blob"' in line and b"orchestrator" in line
+    )
+    lines[n] = lines[n].replace(b"You are the orchestrator.", b"You are the 0rchestrator.")
+    path = tmp_path / "edited.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    code, _, err = run(["trace", "validate", str(path)], capsys)
+    assert code == 2
+    assert err.strip().startswith(f"agentload: error: edited.jsonl:{n + 1}: blob.id: ")
+    assert "not the content id" in err and err.count("\n") == 1
+
+
 def test_validate_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(["trace", "validate", str(tmp_path / "nope.jsonl")], capsys)
     assert code == 2 and "no such trace file or directory" in err and err.count("\n") == 1

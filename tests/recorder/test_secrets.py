@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from agentload.hashing import content_id
 from agentload.recorder import (
     CallCapture,
     EventRecord,
@@ -15,7 +16,8 @@ from agentload.recorder import (
     TraceWriter,
     load_trace,
 )
-from agentload.recorder.secrets import scrub_bytes, strip_credentials
+from agentload.recorder.secrets import scrub_bytes, scrub_json, strip_credentials
+from agentload.recorder.validate import validate_trace
 from agentload.tokenizer import ChatTokenCounter
 
 from .conftest import header
@@ -109,6 +111,37 @@ async def test_keys_and_authorization_headers_never_reach_the_file(
     msgs = trace.messages(trace.calls["c0"])
     assert msgs[0]["content"] == "Use the key [REDACTED] to call the API."
     assert trace.tool_calls["t"].name == "run_tests"
+    # Scrubbed before hashing: every blob's id is the hash of what the file holds.
+    for bid, blob in trace.blobs.items():
+        assert content_id(blob.content) == bid
+    assert validate_trace(path).counts["blob"] >= 4
+
+
+async def test_a_scrubbed_message_keeps_one_id_across_calls(tmp_path: Path) -> None:
+    path = tmp_path / "t.agentload.jsonl.zst"
+    async with TraceWriter(path, header()) as w:
+        cap = CallCapture(w, ChatTokenCounter("o200k_base"))
+        history = [{"role": "user", "content": f"key {SECRETS[0]}"}]
+        recs = []
+        for seq in range(2):
+            recs.append(
+                await cap.llm_call(
+                    call_id=f"c{seq}", session_id="s", agent_id="a", seq=seq,
+                    body={"model": "m", "messages": list(history)}, content=f"ok {seq}",
+                    tool_calls=None, finish_reason="stop", usage=None,
+                    timings=Timings(submit_ns=1),
+                )
+            )  # fmt: skip
+            history += [
+                {"role": "assistant", "content": f"ok {seq}"},
+                {"role": "user", "content": "go"},
+            ]
+    # the second call's history names the first call's (scrubbed) message and reply by their ids
+    assert recs[1].messages[:2] == [recs[0].messages[0], recs[0].response.content]
+    assert recs[1].prefix is not None and recs[1].prefix.base == "c0"
+    trace = load_trace(path)
+    assert trace.messages(trace.calls["c1"])[0]["content"] == "key [REDACTED]"
+    validate_trace(path)
 
 
 def test_scrubber_leaves_ordinary_text_alone() -> None:
@@ -117,6 +150,12 @@ def test_scrubber_leaves_ordinary_text_alone() -> None:
         b'the token count is 12; Basic authentication is described in RFC 7617"}'
     )
     assert scrub_bytes(text) == text
+
+
+def test_scrub_json_returns_clean_values_unchanged() -> None:
+    clean = {"role": "user", "content": "nothing to hide"}
+    assert scrub_json(clean) is clean
+    assert scrub_json({"api_key": SECRETS[6]}) == {"api_key": "[REDACTED]"}
 
 
 def test_strip_credentials() -> None:
