@@ -1,0 +1,58 @@
+"""The house rules the code must keep: no import cycle, no upward import, docs that point
+inside the repository."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_no_import_cycle_and_no_upward_import() -> None:
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "import_graph.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert " 0 cycles, 0 layer problems" in res.stdout
+
+
+def test_the_checker_finds_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
+    # A copy of the checker over a tiny package with both defects must report both.
+    pkg = tmp_path / "agentload"
+    (pkg / "low").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low" / "__init__.py").write_text("")
+    (pkg / "low" / "a.py").write_text("from agentload.low import b\n")
+    (pkg / "low" / "b.py").write_text("def f():\n    from agentload.low import a\n")
+    (pkg / "top.py").write_text("")
+    (pkg / "low" / "c.py").write_text("import agentload.top\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "architecture.md").write_text(
+        "| floor | modules |\n|---|---|\n| 0 | `low` |\n| 1 | `top` |\n"
+    )
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "import_graph.py"
+    script.write_text((ROOT / "scripts" / "import_graph.py").read_text())
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1
+    assert "cycle: agentload.low.a <-> agentload.low.b" in res.stdout
+    assert "upward: agentload.low.c (floor 0) imports agentload.top (floor 1)" in res.stdout
+
+
+def test_docs_point_only_inside_the_repository() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "../shared" not in text, f"{page.name} points outside the repository"
+        for target in re.findall(r"\]\(([^)#\s]+)\)", text):
+            if "://" in target:
+                continue
+            assert (page.parent / target).exists(), f"{page.name}: broken link {target}"
+        for path in re.findall(r"`((?:agentload|docs|scripts|benchmarks|tests)/[\w./-]+)`", text):
+            assert (ROOT / path).exists(), f"{page.name}: `{path}` does not exist"
