@@ -1,10 +1,23 @@
-"""Bounded output capture shared by the sandboxes: keeps the head and the tail, counts the rest."""
+"""What the sandboxes share around a command: the check before it runs, the environment it starts
+from, and the bounded output capture (keeps the head and the tail, counts the rest)."""
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_CAPTURE_BYTES", "Capture", "base_env"]
+from collections.abc import Sequence
+
+from agentload.errors import SandboxError
+
+__all__ = ["DEFAULT_CAPTURE_BYTES", "Capture", "base_env", "check_command"]
 
 DEFAULT_CAPTURE_BYTES = 8 * 1024 * 1024
+
+
+def check_command(sandbox_id: str, closed: bool, argv: Sequence[str]) -> None:
+    """SandboxError unless the sandbox is open and ``argv`` names a command."""
+    if closed:
+        raise SandboxError(f"sandbox {sandbox_id} is closed")
+    if not argv:
+        raise SandboxError("empty command")
 
 
 def base_env(home: str) -> dict[str, str]:

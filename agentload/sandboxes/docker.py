@@ -32,7 +32,7 @@ from docker.errors import APIError, DockerException, NotFound
 from agentload.errors import SandboxError
 from agentload.protocols import ExecResult
 from agentload.sandboxes import lifecycle
-from agentload.sandboxes.capture import DEFAULT_CAPTURE_BYTES, Capture, base_env
+from agentload.sandboxes.capture import DEFAULT_CAPTURE_BYTES, Capture, base_env, check_command
 from agentload.sandboxes.image import ImageInfo
 from agentload.scenarios.models import SandboxSpec
 
@@ -141,10 +141,7 @@ class DockerSandbox:
         self, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None
     ) -> ExecResult:
         """Run ``argv`` in ``/workspace``; returns when it ends or ``timeout_s`` (+ grace) passes."""
-        if self._closed:
-            raise SandboxError(f"sandbox {self.id} is closed")
-        if not argv:
-            raise SandboxError("empty command")
+        check_command(self.id, self._closed, argv)
         pidfile = f"/tmp/.agentload-exec-{uuid.uuid4().hex[:12]}"
         script = _WRAP.format(grace=int(_KILL_GRACE_S)) if self.has_timeout else _WRAP_NO_TIMEOUT
         cmd = ["sh", "-c", script, "sh", pidfile, f"{timeout_s:g}", *argv]

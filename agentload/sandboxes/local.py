@@ -27,7 +27,7 @@ from pathlib import Path
 from agentload.errors import SandboxError
 from agentload.protocols import ExecResult
 from agentload.sandboxes import lifecycle
-from agentload.sandboxes.capture import DEFAULT_CAPTURE_BYTES, Capture, base_env
+from agentload.sandboxes.capture import DEFAULT_CAPTURE_BYTES, Capture, base_env, check_command
 from agentload.scenarios.models import SandboxSpec
 
 __all__ = ["LocalSandbox"]
@@ -86,10 +86,7 @@ class LocalSandbox:
         self, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None
     ) -> ExecResult:
         """Run ``argv`` in the workspace; killed (whole process group) after ``timeout_s``."""
-        if self._closed:
-            raise SandboxError(f"sandbox {self.id} is closed")
-        if not argv:
-            raise SandboxError("empty command")
+        check_command(self.id, self._closed, argv)
         start = time.perf_counter_ns()
         try:
             proc = subprocess.Popen(
