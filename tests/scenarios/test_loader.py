@@ -99,6 +99,10 @@ orchestrator:
             "extends: quick\norchestrator:\n  tools: [read_file, shell]\n",
             ":3: orchestrator.tools: unknown tool 'shell'",
         ),
+        (  # delegate is the orchestrator's alone (contract.TOOLS["delegate"].roles)
+            "extends: quick\nsubagents:\n  file_reader:\n    tools: [read_file, delegate]\n",
+            ":4: subagents.file_reader.tools: unknown tool 'delegate'; valid: search_code",
+        ),
         ("extends: quick\ncontext_target: 100\n", ":2: context_target: must exceed"),
         ("extends: quick\nname: [unclosed\n", ":3: invalid YAML"),
         ("- a\n- b\n", ":1: a scenario must be a YAML mapping"),
@@ -162,3 +166,13 @@ def test_cli_list_and_show(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
         "agentload: error: -c seed=x: seed: Input should be a valid integer, "
         "unable to parse string as an integer"
     ]
+
+
+def test_tool_timeouts_follow_the_registry() -> None:
+    t = load_scenario("quick", ["tool_timeouts_s.run_tests=77"]).tool_timeouts_s
+    assert t.for_tool(contract.RUN_TESTS) == 77.0
+    for name in contract.DIRECT_TOOLS:
+        key = contract.TOOLS[name].timeout_key
+        assert key is not None and t.for_tool(name) == getattr(t, key)
+    with pytest.raises(ValueError, match="delegate has no tool timeout"):
+        t.for_tool(contract.DELEGATE)
