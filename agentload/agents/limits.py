@@ -1,8 +1,12 @@
 """How a session ends: ``SessionEnd(reason)`` steers the agent loop out, mini-swe-agent style.
 
+One mechanism: the orchestrator graph returning means ``done``; every other reason is a
+``SessionEnd`` raised where it is noticed (a node, the client, the deadline), or the exception
+that ended the session (``interrupted``, ``error``). ``run_session`` records it in ``finally:``.
+
 Reasons (recorded as ``session.end_reason``):
 
-* ``done``           the orchestrator answered without tool calls
+* ``done``           the orchestrator answered without tool calls, no follow-up left
 * ``context_target`` the orchestrator's server-reported prompt tokens reached the target
 * ``max_rounds``     the orchestrator made its maximum number of calls
 * ``wall_budget``    the session's wall-clock budget ran out
