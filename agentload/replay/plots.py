@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from agentload.replay.metrics import BANDS
 from agentload.replay.pareto import axis_of, frontier, points_xy
 
 __all__ = ["all_plots"]
@@ -54,22 +55,16 @@ def pareto_plot(runs: list[dict[str, Any]], out: Path) -> Path | None:
 
 
 def ttft_band_plot(run: dict[str, Any], out: Path) -> Path | None:
-    fig, ax = plt.subplots(figsize=(7, 4))
-    drawn = False
+    lines = []
     for p in run["points"]:
         bands = p["aggregates"].get("by_band", {})
-        xs, ys = [], []
-        for name, vals in bands.items():
-            d = vals.get("ttft_ms")
-            if d:
-                xs.append(name)
-                ys.append(d["p50"])
-        if xs:
-            drawn = True
-            ax.plot(xs, ys, marker="o", label=_label(p))
-    if not drawn:
-        plt.close(fig)
+        ys = {name: vals["ttft_ms"]["p50"] for name, vals in bands.items() if vals.get("ttft_ms")}
+        if ys:
+            lines.append((_label(p), ys))
+    if not lines:
         return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    _category_lines(ax, lines, [name for name, _ in BANDS])
     _style(ax, "context band (input tokens)", "TTFT p50 (ms)", "TTFT by context band")
     return _save(fig, out / "ttft_by_band.png")
 
@@ -94,18 +89,16 @@ def cdf_plot(run: dict[str, Any], out: Path) -> Path | None:
 
 
 def kv_plot(run: dict[str, Any], out: Path) -> Path | None:
-    fig, ax = plt.subplots(figsize=(7, 4))
-    drawn = False
+    lines, lo = [], {}
     for p in run["points"]:
         rows = p["aggregates"].get("kv_survival") or []
         if rows:
-            drawn = True
-            ax.plot(
-                [r["bucket"] for r in rows], [r["ratio"] for r in rows], marker="o", label=_label(p)
-            )
-    if not drawn:
-        plt.close(fig)
+            lines.append((_label(p), {r["bucket"]: r["ratio"] for r in rows}))
+            lo.update({r["bucket"]: r["lo_s"] for r in rows})
+    if not lines:
         return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    _category_lines(ax, lines, sorted(lo, key=lambda b: lo[b]))
     ax.set_ylim(0, 1.1)
     _style(
         ax,
@@ -192,6 +185,19 @@ def scrape_plot(run: dict[str, Any], out: Path) -> Path | None:
     lines2 = ax2.get_legend_handles_labels()
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7)
     return _save(fig, out / "server_metrics.png")
+
+
+def _category_lines(ax: Any, lines: list[tuple[str, dict[str, float]]], order: list[str]) -> None:
+    """One line per ``(label, {category: y})`` over categories placed in ``order`` (unknown ones
+    after it). Matplotlib's own categorical axis would order them by first appearance, so two
+    points with different buckets would interleave them (``0-1s, 15-60s, 1-5s``)."""
+    seen = {c for _, ys in lines for c in ys}
+    cats = [c for c in order if c in seen] + sorted(seen - set(order))
+    pos = {c: i for i, c in enumerate(cats)}
+    for label, ys in lines:
+        xs = sorted(ys, key=pos.__getitem__)
+        ax.plot([pos[c] for c in xs], [ys[c] for c in xs], marker="o", label=label)
+    ax.set_xticks(range(len(cats)), cats)
 
 
 def _style(ax: Any, xlabel: str, ylabel: str, title: str) -> None:
