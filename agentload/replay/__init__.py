@@ -5,7 +5,8 @@
 * ``schedule``  — runs one load point (lanes or Poisson arrivals, warm-up, windows)
 * ``client``    — the streaming HTTP client with precise timings (``netback``: its transport)
 * ``metrics``   — one class per metric, formulas in docstrings
-* ``run``       — a whole run: checks, probe, points, aggregates (``config``: its options)
+* ``config``    — ``ReplayConfig``: the options of a run and every check of their values
+* ``run``       — a whole run: plans, probe, points, aggregates
 * ``results``, ``report``, ``plots``, ``pareto``, ``compare`` — outputs
 * ``cli``       — ``agentload replay|report|compare``
 

@@ -98,10 +98,6 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     engine = get_engine(cfg.engine)
     if not cfg.extras:
         engine = engine.without_extras()
-    if cfg.start_at not in ("random", "zero"):
-        raise ReplayError(f"--start-at {cfg.start_at!r}: choose random or zero")
-    if cfg.gap_scale < 0:
-        raise ReplayError("--gap-scale must be >= 0")
     plans, exclusion = load_plans(cfg.traces, cfg.max_context)
     manifest = _manifest(plans)
     slo = SLO(**cfg.slo) if cfg.slo else None
