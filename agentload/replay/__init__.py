@@ -7,7 +7,9 @@
 * ``metrics``   — one class per metric, formulas in docstrings
 * ``config``    — ``ReplayConfig``: the options of a run and every check of their values
 * ``run``       — a whole run: plans, probe, points, aggregates
-* ``results``, ``report``, ``plots``, ``pareto``, ``compare`` — outputs
+* ``records``   — the request, session and window records (pydantic dataclasses)
+* ``results``   — ``ResultsDocument``: results.json, typed and versioned (write, read)
+* ``summary``, ``report``, ``plots``, ``pareto``, ``compare`` — outputs read from it
 * ``cli``       — ``agentload replay|report|compare``
 
 See docs/replay.md.

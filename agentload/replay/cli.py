@@ -12,6 +12,7 @@ from rich.console import Console
 
 from agentload.errors import ConfigError
 from agentload.replay.config import ReplayConfig
+from agentload.replay.results import ResultsDocument
 
 __all__ = ["register"]
 
@@ -70,8 +71,9 @@ def replay(
     """Replay traces against an endpoint: identical, closed-loop agentic traffic."""
     from agentload.replay.progress import Progress
     from agentload.replay.report import write_report
-    from agentload.replay.results import write_results, write_summary
+    from agentload.replay.results import write_results
     from agentload.replay.run import run_replay
+    from agentload.replay.summary import write_summary
 
     cfg = _config(
         {
@@ -108,7 +110,7 @@ def replay(
         paths = [write_results(results, out), write_summary(results, out)]
         paths += write_report([results], out)
         console.print(f"wrote {', '.join(str(p) for p in paths[:3])} and {len(paths) - 3} PNGs")
-    if results.get("interrupted"):
+    if results.interrupted:
         console.print("interrupted: the results cover what ran before the interruption")
         raise typer.Exit(130)
 
@@ -137,7 +139,7 @@ def _config(raw: dict[str, Any], levels_option: str) -> ReplayConfig:
         raise ConfigError(f"{option or '--' + field.replace('_', '-')} {shown}: {msg}") from None
 
 
-def _print_summary(console: Console, results: dict[str, object]) -> None:
+def _print_summary(console: Console, results: ResultsDocument) -> None:
     from agentload.replay.report import headlines, text_summary
 
     for line in text_summary(results):

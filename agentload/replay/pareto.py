@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentload.replay.results import ResultsDocument
+
 __all__ = ["Headline", "axis_of", "frontier", "headline", "points_xy"]
 
 
@@ -28,12 +30,11 @@ class Headline:
     text: str
 
 
-def axis_of(results: dict[str, Any]) -> tuple[str, str]:
+def axis_of(results: ResultsDocument) -> tuple[str, str]:
     """(aggregate tag, label) of the y axis: per MW when known, else per GPU, else total."""
-    points = results.get("points", [])
 
     def has(tag: str) -> bool:
-        return any(p["aggregates"].get(tag) is not None for p in points)
+        return any(getattr(p.aggregates, tag) is not None for p in results.points)
 
     if has("output_tps_per_mw"):
         return "output_tps_per_mw", "output tok/s per MW"
@@ -42,15 +43,14 @@ def axis_of(results: dict[str, Any]) -> tuple[str, str]:
     return "output_tps", "output tok/s (give --gpus for per GPU)"
 
 
-def points_xy(results: dict[str, Any], ytag: str) -> list[tuple[float, float, Any]]:
+def points_xy(results: ResultsDocument, ytag: str) -> list[tuple[float, float, Any]]:
     """``(x, y, label)`` of every point having both values."""
     out = []
-    for p in results.get("points", []):
-        agg = p["aggregates"]
-        tps = agg.get("tps_user") or {}
-        x, y = tps.get("p50"), agg.get(ytag)
-        if x is not None and y is not None:
-            out.append((float(x), float(y), p.get("concurrency") or p.get("arrival_rate")))
+    for p in results.points:
+        tps = p.aggregates.tps_user
+        y = getattr(p.aggregates, ytag)
+        if tps is not None and y is not None:
+            out.append((tps.p50, float(y), p.concurrency or p.arrival_rate))
     return out
 
 

@@ -12,30 +12,21 @@ import matplotlib.pyplot as plt
 
 from agentload.replay.metrics import BANDS
 from agentload.replay.pareto import axis_of, frontier, points_xy
+from agentload.replay.results import Point, ResultsDocument
 
 __all__ = ["all_plots"]
 
 
-def _name(run: dict[str, Any], i: int) -> str:
-    return str(run.get("_name") or f"run {i + 1}")
-
-
-def _label(p: dict[str, Any]) -> str:
-    if p.get("concurrency") is not None:
-        return f"c={p['concurrency']}"
-    return f"rate={p.get('arrival_rate')}/s"
-
-
-def pareto_plot(runs: list[dict[str, Any]], out: Path) -> Path | None:
+def pareto_plot(runs: list[ResultsDocument], names: list[str], out: Path) -> Path | None:
     ytag, ylabel = axis_of(runs[0])
     fig, ax = plt.subplots(figsize=(7, 4.5))
     drawn = False
-    for i, run in enumerate(runs):
+    for run, name in zip(runs, names, strict=True):
         pts = points_xy(run, ytag)
         if not pts:
             continue
         drawn = True
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=_name(run, i))
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=name)
         f = frontier(pts)
         ax.plot([p[0] for p in f], [p[1] for p in f], linestyle="--")
         for x, y, lab in pts:
@@ -43,7 +34,7 @@ def pareto_plot(runs: list[dict[str, Any]], out: Path) -> Path | None:
     if not drawn:
         plt.close(fig)
         return None
-    for t in runs[0].get("config", {}).get("target_tps_user", []):
+    for t in runs[0].config.target_tps_user:
         ax.axvline(t, color="grey", linewidth=0.8, linestyle=":")
     _style(
         ax,
@@ -54,13 +45,12 @@ def pareto_plot(runs: list[dict[str, Any]], out: Path) -> Path | None:
     return _save(fig, out / "pareto.png")
 
 
-def ttft_band_plot(run: dict[str, Any], out: Path) -> Path | None:
+def ttft_band_plot(run: ResultsDocument, out: Path) -> Path | None:
     lines = []
-    for p in run["points"]:
-        bands = p["aggregates"].get("by_band", {})
-        ys = {name: vals["ttft_ms"]["p50"] for name, vals in bands.items() if vals.get("ttft_ms")}
+    for p in run.points:
+        ys = {name: g.ttft_ms.p50 for name, g in p.aggregates.by_band.items() if g.ttft_ms}
         if ys:
-            lines.append((_label(p), ys))
+            lines.append((p.load, ys))
     if not lines:
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -69,17 +59,21 @@ def ttft_band_plot(run: dict[str, Any], out: Path) -> Path | None:
     return _save(fig, out / "ttft_by_band.png")
 
 
-def cdf_plot(run: dict[str, Any], out: Path) -> Path | None:
+def cdf_plot(run: ResultsDocument, out: Path) -> Path | None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     drawn = False
-    for p in run["points"]:
-        ok = [r for r in p["requests"] if r["phase"] == "measured" and r["error_kind"] is None]
-        for ax, key in zip(axes, ("ttft_ns", "e2e_ns"), strict=True):
-            vals = sorted(r[key] / 1e6 for r in ok if r.get(key) is not None)
+    for p in run.points:
+        ok = [r for r in p.requests if r.phase == "measured" and r.ok]
+        series: tuple[list[int | None], list[int | None]] = (
+            [r.ttft_ns for r in ok],
+            [r.e2e_ns for r in ok],
+        )
+        for ax, ns in zip(axes, series, strict=True):
+            vals = sorted(v / 1e6 for v in ns if v is not None)
             if vals:
                 drawn = True
                 n = len(vals)
-                ax.plot(vals, [(i + 1) / n for i in range(n)], label=_label(p))
+                ax.plot(vals, [(i + 1) / n for i in range(n)], label=p.load)
     if not drawn:
         plt.close(fig)
         return None
@@ -88,13 +82,13 @@ def cdf_plot(run: dict[str, Any], out: Path) -> Path | None:
     return _save(fig, out / "latency_cdf.png")
 
 
-def kv_plot(run: dict[str, Any], out: Path) -> Path | None:
+def kv_plot(run: ResultsDocument, out: Path) -> Path | None:
     lines, lo = [], {}
-    for p in run["points"]:
-        rows = p["aggregates"].get("kv_survival") or []
+    for p in run.points:
+        rows = p.aggregates.kv_survival
         if rows:
-            lines.append((_label(p), {r["bucket"]: r["ratio"] for r in rows}))
-            lo.update({r["bucket"]: r["lo_s"] for r in rows})
+            lines.append((p.load, {r.bucket: r.ratio for r in rows}))
+            lo.update({r.bucket: r.lo_s for r in rows})
     if not lines:
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -109,69 +103,65 @@ def kv_plot(run: dict[str, Any], out: Path) -> Path | None:
     return _save(fig, out / "kv_survival.png")
 
 
-def pick_session(point: dict[str, Any]) -> int | None:
+def pick_session(point: Point) -> int | None:
     """The complete from-zero session with the most requests (else the busiest)."""
-    sessions = point.get("sessions", [])
-    full = [s for s in sessions if s["complete"] and s["joined_at_ns"] is None] or sessions
+    sessions = point.sessions
+    full = [s for s in sessions if s.complete and s.joined_at_ns is None] or sessions
     if not full:
         return None
-    return int(max(full, key=lambda s: (s["requests"], -s["session"]))["session"])
+    return max(full, key=lambda s: (s.requests, -s.session)).session
 
 
-def timeline_plot(run: dict[str, Any], out: Path) -> Path | None:
+def timeline_plot(run: ResultsDocument, out: Path) -> Path | None:
     candidates = []
-    for p in run["points"]:
+    for p in run.points:
         sid = pick_session(p)
         if sid is None:
             continue
-        s = next(x for x in p["sessions"] if x["session"] == sid)
-        candidates.append(((s["complete"] and s["joined_at_ns"] is None, s["requests"]), p, sid))
+        best = next(x for x in p.sessions if x.session == sid)
+        candidates.append(((best.complete and best.joined_at_ns is None, best.requests), p, sid))
     if not candidates:
         return None
     _, point, sid = max(candidates, key=lambda c: c[0])
-    reqs = [r for r in point["requests"] if r["session"] == sid]
+    reqs = [r for r in point.requests if r.session == sid]
     if not reqs:
         return None
     agents: list[str] = []
-    for r in sorted(reqs, key=lambda r: r["send_ns"]):
-        if r["agent"] not in agents:
-            agents.append(r["agent"])
-    t0 = min(r["send_ns"] for r in reqs)
+    for r in sorted(reqs, key=lambda r: r.send_ns):
+        if r.agent not in agents:
+            agents.append(r.agent)
+    t0 = min(r.send_ns for r in reqs)
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.45 * len(agents)))
     for r in reqs:
-        y = agents.index(r["agent"])
-        s = (r["send_ns"] - t0) / 1e9
-        e = (r["end_ns"] - t0) / 1e9
-        color = (
-            "lightgrey"
-            if r["phase"] == "warmup"
-            else ("tab:red" if r["error_kind"] else "tab:blue")
-        )
+        y = agents.index(r.agent)
+        s = (r.send_ns - t0) / 1e9
+        e = (r.end_ns - t0) / 1e9
+        color = "lightgrey" if r.phase == "warmup" else ("tab:red" if r.error_kind else "tab:blue")
         ax.barh(y, e - s, left=s, height=0.6, color=color)
-        if r.get("first_ns") is not None:
-            ax.barh(y, (r["first_ns"] - r["send_ns"]) / 1e9, left=s, height=0.6, color="tab:orange")
+        if r.first_ns is not None:
+            ax.barh(y, (r.first_ns - r.send_ns) / 1e9, left=s, height=0.6, color="tab:orange")
     ax.set_yticks(range(len(agents)))
     ax.set_yticklabels([a[-24:] for a in agents], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("seconds since the session's first request (orange: time to first token)")
-    ax.set_title(f"Session {sid} at {_label(point)}: requests per agent")
+    ax.set_title(f"Session {sid} at {point.load}: requests per agent")
     ax.grid(axis="x", alpha=0.3)
     return _save(fig, out / "session_timeline.png")
 
 
-def scrape_plot(run: dict[str, Any], out: Path) -> Path | None:
+def scrape_plot(run: ResultsDocument, out: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(9, 4))
     ax2 = ax.twinx()
     drawn = False
-    for p in run["points"]:
-        samples = (p.get("scrape") or {}).get("samples") or []
-        keys = sorted({k for s in samples for k in s["values"]})
+    for p in run.points:
+        samples = p.scrape.samples if p.scrape is not None else []
+        keys = sorted({k for s in samples for k in s.values})
         usage = [k for k in keys if "usage" in k.lower()][:2]
         waiting = [k for k in keys if "waiting" in k.lower()][:2]
         for k, axis, style in [*((k, ax, "-") for k in usage), *((k, ax2, ":") for k in waiting)]:
-            xs = [s["t_ns"] / 1e9 for s in samples if k in s["values"]]
-            ys = [s["values"][k] for s in samples if k in s["values"]]
-            axis.plot(xs, ys, style, label=f"{_label(p)} {k.split('{')[0]}")
+            xs = [s.t_ns / 1e9 for s in samples if k in s.values]
+            ys = [s.values[k] for s in samples if k in s.values]
+            axis.plot(xs, ys, style, label=f"{p.load} {k.split('{')[0]}")
             drawn = True
     if not drawn:
         plt.close(fig)
@@ -216,12 +206,13 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def all_plots(runs: list[dict[str, Any]], out: Path) -> list[Path]:
-    """Every figure that has data; the Pareto overlays all runs, the others use the first."""
+def all_plots(runs: list[ResultsDocument], names: list[str], out: Path) -> list[Path]:
+    """Every figure that has data; the Pareto overlays all runs (labelled by ``names``), the
+    others use the first."""
     out.mkdir(parents=True, exist_ok=True)
     first = runs[0]
     made = [
-        pareto_plot(runs, out),
+        pareto_plot(runs, names, out),
         ttft_band_plot(first, out),
         cdf_plot(first, out),
         kv_plot(first, out),

@@ -29,12 +29,21 @@ from agentload.replay.engines import get_engine
 from agentload.replay.metrics import SLO, MetricContext, aggregate
 from agentload.replay.plan import SessionPlan, build_plans
 from agentload.replay.power import NvmlPower, average_watts
+from agentload.replay.results import (
+    Aggregates,
+    EngineInfo,
+    Environment,
+    PlanInfo,
+    Point,
+    ResultsDocument,
+    ScrapeSummary,
+    Span,
+    TimelineSample,
+)
 from agentload.replay.schedule import LoadShape, PointRun, PointRunner
 from agentload.replay.scrape import MetricsScraper
 
 __all__ = ["load_plans", "run_replay"]
-
-SCHEMA = "agentload.replay-results/1"
 
 ProgressHook = Callable[[PointRunner, int, int], Any]
 
@@ -79,21 +88,21 @@ def load_plans(
     }
 
 
-def _environment() -> dict[str, Any]:
-    return {
-        "agentload": __version__,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "started_unix_ns": time.time_ns(),
-    }
+def _environment() -> Environment:
+    return Environment(
+        agentload=__version__,
+        python=sys.version.split()[0],
+        platform=platform.platform(),
+        cpu_count=os.cpu_count(),
+        started_unix_ns=time.time_ns(),
+    )
 
 
 def _manifest(plans: Sequence[SessionPlan]) -> dict[str, str]:
     return {c.key: c.digest for pl in plans for c in pl.calls.values()}
 
 
-async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) -> dict[str, Any]:
+async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) -> ResultsDocument:
     """Run every point of ``cfg``; returns the results document (see ``results``)."""
     engine = get_engine(cfg.engine)
     if not cfg.extras:
@@ -111,7 +120,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         max_connections=max(8, top * width + 8),
     )
     builder = BodyBuilder(cfg.model, engine, cfg.session_field or engine.session_field)
-    points: list[dict[str, Any]] = []
+    points: list[Point] = []
     run_nonce = secrets.token_hex(3)
     interrupted = False
     try:
@@ -134,32 +143,27 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
             await client.warm(level if not cfg.arrival_rate else 0)
             point = await _run_point(runner, cfg, slo, power, progress, i)
             points.append(point)
-            if point.get("interrupted"):
+            if point.interrupted:
                 interrupted = True
                 break
     finally:
         await client.aclose()
         if power is not None:
             power.close()
-    return {
-        "schema": SCHEMA,
-        "config": {**cfg.model_dump(), "endpoint": strip_credentials(cfg.endpoint)},
-        "environment": _environment(),
-        "engine": {
-            "name": engine.name,
-            "ignore_eos": engine.ignore_eos,
-            "min_tokens": engine.min_tokens,
-            "include_usage": engine.include_usage,
-        },
-        "plan": {
-            "sessions": len(plans),
-            "calls": sum(len(p.calls) for p in plans),
-            **exclusion,
-        },
-        "digest_manifest": manifest,
-        "interrupted": interrupted,
-        "points": points,
-    }
+    return ResultsDocument(
+        config=cfg.model_copy(update={"endpoint": strip_credentials(cfg.endpoint)}),
+        environment=_environment(),
+        engine=EngineInfo(
+            name=engine.name,
+            ignore_eos=engine.ignore_eos,
+            min_tokens=engine.min_tokens,
+            include_usage=engine.include_usage,
+        ),
+        plan=PlanInfo(sessions=len(plans), calls=sum(len(p.calls) for p in plans), **exclusion),
+        digest_manifest=manifest,
+        interrupted=interrupted,
+        points=points,
+    )
 
 
 async def _run_point(
@@ -169,7 +173,7 @@ async def _run_point(
     power: NvmlPower | None,
     progress: ProgressHook | None,
     index: int,
-) -> dict[str, Any]:
+) -> Point:
     side: list[asyncio.Task[Any]] = []
     scraper = None
     runner_task = asyncio.ensure_future(runner.run())
@@ -204,19 +208,19 @@ async def _run_point(
             power.samples, run.t0_ns + run.window.start_ns, run.t0_ns + run.window.end_ns
         )
     ctx = MetricContext(run.requests, run.sessions, run.window, cfg.gpus, watts, slo)
-    return {
-        "interrupted": interrupted,
-        "concurrency": None if cfg.arrival_rate else runner.shape.concurrency,
-        "arrival_rate": cfg.arrival_rate,
-        "wall_s": run.wall_s,
-        "warmup_window": {"start_ns": 0, "end_ns": run.warmup_end_ns},
-        "window": run.window.to_dict(),
-        "power_watts": watts,
-        "max_active_sessions": run.stats.max_active_sessions,
-        "max_inflight_requests": run.stats.max_inflight,
-        "aggregates": aggregate(ctx),
-        "timeline": run.timeline,
-        "scrape": scraper.summary() if scraper else None,
-        "sessions": [s.to_dict() for s in run.sessions],
-        "requests": [r.to_dict() for r in run.requests],
-    }
+    return Point(
+        interrupted=interrupted,
+        concurrency=None if cfg.arrival_rate else runner.shape.concurrency,
+        arrival_rate=cfg.arrival_rate,
+        wall_s=run.wall_s,
+        warmup_window=Span(start_ns=0, end_ns=run.warmup_end_ns),
+        window=run.window,
+        power_watts=watts,
+        max_active_sessions=run.stats.max_active_sessions,
+        max_inflight_requests=run.stats.max_inflight,
+        aggregates=Aggregates.model_validate(aggregate(ctx)),
+        timeline=[TimelineSample.model_validate(t) for t in run.timeline],
+        scrape=ScrapeSummary.model_validate(scraper.summary()) if scraper else None,
+        sessions=run.sessions,
+        requests=run.requests,
+    )

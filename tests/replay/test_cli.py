@@ -217,10 +217,10 @@ async def test_an_interrupted_run_keeps_what_it_measured(
     await asyncio.sleep(1.0)
     task.cancel()
     res = await task
-    assert res["interrupted"] is True and len(res["points"]) == 1
-    point = res["points"][0]
-    assert point["interrupted"] and point["requests"]
-    assert all(r["error_kind"] in (None, "client_error") for r in point["requests"])
+    assert res.interrupted is True and len(res.points) == 1
+    point = res.points[0]
+    assert point.interrupted and point.requests
+    assert all(r.error_kind in (None, "client_error") for r in point.requests)
 
 
 def test_ctrl_c_writes_partial_results(

@@ -8,14 +8,29 @@ from typing import Any
 import pytest
 
 from agentload.replay import plots
+from agentload.replay.results import (
+    Aggregates,
+    Distribution,
+    GroupAggregates,
+    KVBucket,
+    Point,
+    ResultsDocument,
+)
 
 
-def _kv_row(bucket: str, lo: float, ratio: float) -> dict[str, Any]:
-    return {"bucket": bucket, "lo_s": lo, "ratio": ratio}
+def _kv_row(bucket: str, lo: float, ratio: float) -> KVBucket:
+    return KVBucket.model_construct(bucket=bucket, lo_s=lo, ratio=ratio)
 
 
-def _point(concurrency: int, **aggregates: Any) -> dict[str, Any]:
-    return {"concurrency": concurrency, "arrival_rate": None, "aggregates": aggregates}
+def _point(concurrency: int, **aggregates: Any) -> Point:
+    agg = Aggregates.model_construct(**{"kv_survival": [], "by_band": {}, **aggregates})
+    return Point.model_construct(concurrency=concurrency, arrival_rate=None, aggregates=agg)
+
+
+def _run(*points: Point) -> ResultsDocument:
+    """A results document holding just what the plot reads (not validated, so the points
+    keep the order given)."""
+    return ResultsDocument.model_construct(points=list(points))
 
 
 @pytest.fixture
@@ -50,12 +65,10 @@ def test_kv_survival_buckets_are_ordered_by_gap_length(
 ) -> None:
     # two points that saw different buckets: a categorical axis would order them by first
     # appearance (0-1s, 15-60s, 1-5s, 5-15s)
-    run = {
-        "points": [
-            _point(1, kv_survival=[_kv_row("0-1s", 0, 0.9), _kv_row("15-60s", 15, 0.4)]),
-            _point(2, kv_survival=[_kv_row("1-5s", 1, 0.8), _kv_row("5-15s", 5, 0.6)]),
-        ]
-    }
+    run = _run(
+        _point(1, kv_survival=[_kv_row("0-1s", 0, 0.9), _kv_row("15-60s", 15, 0.4)]),
+        _point(2, kv_survival=[_kv_row("1-5s", 1, 0.8), _kv_row("5-15s", 5, 0.6)]),
+    )
     assert plots.kv_plot(run, tmp_path) is not None
     ticks, (one, two) = _lines(drawn["kv_survival.png"])
     assert ticks == ["0-1s", "1-5s", "5-15s", "15-60s"]
@@ -63,15 +76,16 @@ def test_kv_survival_buckets_are_ordered_by_gap_length(
 
 
 def test_ttft_bands_are_ordered_by_context_length(drawn: dict[str, Any], tmp_path: Path) -> None:
-    def bands(*names: str) -> dict[str, Any]:
-        return {n: {"ttft_ms": {"p50": float(i + 1)}} for i, n in enumerate(names)}
+    def bands(*names: str) -> dict[str, GroupAggregates]:
+        return {
+            n: GroupAggregates.model_construct(ttft_ms=Distribution.model_construct(p50=i + 1.0))
+            for i, n in enumerate(names)
+        }
 
-    run = {
-        "points": [
-            _point(1, by_band=bands("0-64K", "128-256K")),
-            _point(2, by_band=bands("64-128K", "256K+")),
-        ]
-    }
+    run = _run(
+        _point(1, by_band=bands("0-64K", "128-256K")),
+        _point(2, by_band=bands("64-128K", "256K+")),
+    )
     assert plots.ttft_band_plot(run, tmp_path) is not None
     ticks, (one, two) = _lines(drawn["ttft_by_band.png"])
     assert ticks == ["0-64K", "64-128K", "128-256K", "256K+"]

@@ -44,9 +44,9 @@ async def test_run_replay_scrapes_server_metrics(simulator: Any, trace_path: Pat
         scrape_metrics=simulator.base_url.removesuffix("/v1") + "/metrics",
     )
     res = await run_replay(cfg)
-    scrape = res["points"][0]["scrape"]
-    assert scrape["failures"] == 0 and len(scrape["samples"]) >= 1
-    keys = set(scrape["samples"][0]["values"])
+    scrape = res.points[0].scrape
+    assert scrape is not None and scrape.failures == 0 and len(scrape.samples) >= 1
+    keys = set(scrape.samples[0].values)
     assert any("waiting" in k for k in keys) and any("usage" in k for k in keys)
 
 

@@ -48,15 +48,6 @@ class SLO:
         return {"ttft_ns": self.ttft_ns, "tpot_ns": self.tpot_ns, "e2e_ns": self.e2e_ns}
 
 
-def tpot_ns(r: RequestRecord) -> float | None:
-    """(E2E - TTFT) / (output tokens - 1); None with fewer than two output tokens."""
-    ttft = r.ttft_ns
-    out = r.output_tokens
-    if ttft is None or out <= 1:
-        return None
-    return (r.e2e_ns - ttft) / (out - 1)
-
-
 @dataclass
 class MetricContext:
     """What the metrics of one point read."""

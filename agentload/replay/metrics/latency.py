@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentload.replay.metrics.base import Metric, MetricContext, distribution, tpot_ns
+from agentload.replay.metrics.base import Metric, MetricContext, distribution
 
 __all__ = ["E2E", "ITL", "TPOT", "TTFT", "ClientLag"]
 
@@ -31,7 +31,7 @@ class TPOT(Metric):
     unit = "ms"
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
-        vals = (tpot_ns(r) for r in ctx.measured_ok)
+        vals = (r.tpot_ns for r in ctx.measured_ok)
         return distribution(v / 1e6 for v in vals if v is not None)
 
 

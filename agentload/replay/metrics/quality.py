@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from agentload.replay.metrics.base import SLO, Metric, MetricContext, tpot_ns
+from agentload.replay.metrics.base import SLO, Metric, MetricContext
 from agentload.replay.records import RequestRecord
 
 __all__ = [
@@ -38,7 +38,7 @@ def meets_slo(r: RequestRecord, slo: SLO) -> bool:
     if slo.ttft_ns is not None and (r.ttft_ns is None or r.ttft_ns > slo.ttft_ns):
         return False
     if slo.tpot_ns is not None:
-        t = tpot_ns(r)
+        t = r.tpot_ns
         if t is not None and t > slo.tpot_ns:
             return False
     return slo.e2e_ns is None or r.e2e_ns <= slo.e2e_ns
