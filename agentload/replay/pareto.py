@@ -15,9 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentload.replay.metrics import Metric
+from agentload.replay.metrics.throughput import (
+    OutputThroughput,
+    OutputThroughputPerGPU,
+    OutputThroughputPerMW,
+)
 from agentload.replay.results import ResultsDocument
 
-__all__ = ["Headline", "axis_of", "frontier", "headline", "points_xy"]
+__all__ = ["Headline", "axis_label", "axis_of", "frontier", "headline", "points_xy"]
 
 
 @dataclass(frozen=True)
@@ -30,25 +36,27 @@ class Headline:
     text: str
 
 
-def axis_of(results: ResultsDocument) -> tuple[str, str]:
-    """(aggregate tag, label) of the y axis: per MW when known, else per GPU, else total."""
+def axis_of(results: ResultsDocument) -> type[Metric]:
+    """The metric of the y axis: output throughput per MW when known, else per GPU, else
+    plain output throughput."""
+    for m in (OutputThroughputPerMW, OutputThroughputPerGPU):
+        if any(p.aggregates.value(m.tag) is not None for p in results.points):
+            return m
+    return OutputThroughput
 
-    def has(tag: str) -> bool:
-        return any(getattr(p.aggregates, tag) is not None for p in results.points)
 
-    if has("output_tps_per_mw"):
-        return "output_tps_per_mw", "output tok/s per MW"
-    if has("output_tps_per_gpu"):
-        return "output_tps_per_gpu", "output tok/s per GPU"
-    return "output_tps", "output tok/s (give --gpus for per GPU)"
+def axis_label(metric: type[Metric]) -> str:
+    """The y axis label of ``metric`` (from its metadata)."""
+    hint = "; give --gpus for per GPU" if metric is OutputThroughput else ""
+    return metric.label() + hint
 
 
 def points_xy(results: ResultsDocument, ytag: str) -> list[tuple[float, float, Any]]:
-    """``(x, y, label)`` of every point having both values."""
+    """``(x, y, label)`` of every point having both values (x: median tokens/s per user)."""
     out = []
     for p in results.points:
         tps = p.aggregates.tps_user
-        y = getattr(p.aggregates, ytag)
+        y = p.aggregates.value(ytag)
         if tps is not None and y is not None:
             out.append((tps.p50, float(y), p.concurrency or p.arrival_rate))
     return out

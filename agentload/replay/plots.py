@@ -11,18 +11,21 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from agentload.replay.metrics import BANDS
-from agentload.replay.pareto import axis_of, frontier, points_xy
+from agentload.replay.metrics.latency import E2E, TTFT
+from agentload.replay.metrics.quality import KVSurvival
+from agentload.replay.metrics.session import TokensPerSecondPerUser
+from agentload.replay.pareto import axis_label, axis_of, frontier, points_xy
 from agentload.replay.results import Point, ResultsDocument
 
 __all__ = ["all_plots"]
 
 
 def pareto_plot(runs: list[ResultsDocument], names: list[str], out: Path) -> Path | None:
-    ytag, ylabel = axis_of(runs[0])
+    ymetric = axis_of(runs[0])
     fig, ax = plt.subplots(figsize=(7, 4.5))
     drawn = False
     for run, name in zip(runs, names, strict=True):
-        pts = points_xy(run, ytag)
+        pts = points_xy(run, ymetric.tag)
         if not pts:
             continue
         drawn = True
@@ -38,8 +41,8 @@ def pareto_plot(runs: list[ResultsDocument], names: list[str], out: Path) -> Pat
         ax.axvline(t, color="grey", linewidth=0.8, linestyle=":")
     _style(
         ax,
-        "output tokens/s per user (median over sessions)",
-        ylabel,
+        TokensPerSecondPerUser.label("p50") + ", median over sessions",
+        axis_label(ymetric),
         "Throughput vs interactivity across the sweep",
     )
     return _save(fig, out / "pareto.png")
@@ -55,7 +58,7 @@ def ttft_band_plot(run: ResultsDocument, out: Path) -> Path | None:
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
     _category_lines(ax, lines, [name for name, _ in BANDS])
-    _style(ax, "context band (input tokens)", "TTFT p50 (ms)", "TTFT by context band")
+    _style(ax, "context band (input tokens)", TTFT.label("p50"), f"{TTFT.header} by context band")
     return _save(fig, out / "ttft_by_band.png")
 
 
@@ -77,8 +80,8 @@ def cdf_plot(run: ResultsDocument, out: Path) -> Path | None:
     if not drawn:
         plt.close(fig)
         return None
-    for ax, title in zip(axes, ("TTFT", "E2E"), strict=True):
-        _style(ax, f"{title} (ms)", "fraction of requests", f"{title} CDF")
+    for ax, m in zip(axes, (TTFT, E2E), strict=True):
+        _style(ax, m.label(), "fraction of requests", f"{m.header} CDF")
     return _save(fig, out / "latency_cdf.png")
 
 
@@ -97,8 +100,8 @@ def kv_plot(run: ResultsDocument, out: Path) -> Path | None:
     _style(
         ax,
         "preceding gap (idle time since the agent's previous call)",
-        "cached / reusable prefix tokens",
-        "KV survival vs gap",
+        KVSurvival.label(),
+        f"{KVSurvival.header} vs gap",
     )
     return _save(fig, out / "kv_survival.png")
 

@@ -7,10 +7,11 @@ import html
 from pathlib import Path
 from typing import Any
 
+from agentload.replay import metrics
 from agentload.replay.pareto import Headline, axis_of, headline, points_xy
 from agentload.replay.plots import all_plots
-from agentload.replay.results import Distribution, GroupAggregates, ResultsDocument
-from agentload.replay.summary import summary_rows
+from agentload.replay.results import Distribution, GroupAggregates, Point, ResultsDocument
+from agentload.replay.summary import group_columns, summary_columns
 
 __all__ = ["headlines", "text_summary", "write_report"]
 
@@ -25,10 +26,9 @@ def _f(v: Any, digits: int = 1) -> str:
 
 def headlines(results: ResultsDocument) -> list[Headline]:
     """The ``--target-tps-user`` statements for one run."""
-    ytag, label = axis_of(results)
-    pts = points_xy(results, ytag)
-    unit = label.split(" (")[0]
-    return [headline(pts, t, unit) for t in results.config.target_tps_user]
+    y = axis_of(results)
+    pts = points_xy(results, y.tag)
+    return [headline(pts, t, f"output {y.unit}") for t in results.config.target_tps_user]
 
 
 def _d(d: Distribution | None, stat: str) -> str:
@@ -62,23 +62,21 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 
 
 def _group_table(groups: dict[str, GroupAggregates], title: str) -> str:
-    rows = []
-    for name, g in groups.items():
-        rows.append(
-            [
-                name,
-                g.requests,
-                g.failed,
-                g.ttft_ms.p50 if g.ttft_ms else None,
-                g.ttft_ms.p99 if g.ttft_ms else None,
-                g.tpot_ms.p50 if g.tpot_ms else None,
-                g.e2e_ms.p50 if g.e2e_ms else None,
-            ]
-        )
-    return f"<h4>{html.escape(title)}</h4>" + _table(
-        ["group", "requests", "failed", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "E2E p50 ms"],
-        rows,
-    )
+    cols = group_columns()
+    rows = [[name, *(cell(g) for _, cell in cols)] for name, g in groups.items()]
+    return f"<h4>{html.escape(title)}</h4>" + _table(["group", *(h for h, _ in cols)], rows)
+
+
+def _row_tables(p: Point) -> list[str]:
+    """A table for every registered metric whose value is a list of rows (KV survival)."""
+    out = []
+    for m in metrics.registry():
+        rows = p.aggregates.value(m.tag) if m.row_columns else None
+        if rows:
+            heads = [h for _, h in m.row_columns]
+            cells = [[r.get(k) for k, _ in m.row_columns] for r in rows]
+            out.append(f"<h4>{html.escape(m.label())}</h4>" + _table(heads, cells))
+    return out
 
 
 def _run_section(run: ResultsDocument, name: str) -> str:
@@ -105,10 +103,10 @@ def _run_section(run: ResultsDocument, name: str) -> str:
             f"<p>--max-context {plan.max_context} left out "
             f"{len(plan.excluded_sessions)} session(s).</p>"
         )
-    rows = summary_rows(run)
-    if rows:
-        cols = list(rows[0])
-        parts.append(_table(cols, [[r[c] for c in cols] for r in rows]))
+    if run.points:
+        cols = summary_columns()
+        rows = [[c.get(p) for c in cols] for p in run.points]
+        parts.append(_table([c.label for c in cols], rows))
     for p in run.points:
         a = p.aggregates
         w = p.window
@@ -130,6 +128,7 @@ def _run_section(run: ResultsDocument, name: str) -> str:
         )
         parts.append(_group_table(a.by_band, "By context band"))
         parts.append(_group_table(a.by_depth, "By turn depth"))
+        parts += _row_tables(p)
     return "\n".join(parts)
 
 

@@ -55,6 +55,15 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class _MetricValues(_Model):
+    """Metric values by tag: typed fields for the built-in metrics, extra fields for others."""
+
+    def value(self, tag: str) -> Any:
+        """Metric ``tag``'s value as results.json holds it (None when absent): what a metric's
+        ``columns`` read."""
+        return self.model_dump(mode="json", include={tag}).get(tag)
+
+
 class Distribution(_Model):
     """Summary of a metric's values (metrics.base.distribution)."""
 
@@ -89,7 +98,7 @@ class Phases(_Model):
     drain: int = Field(description="requests sent after the measured window")
 
 
-class GroupAggregates(_Model):
+class GroupAggregates(_MetricValues):
     """The request-level metrics of one context band or turn-depth bucket."""
 
     requests: int = Field(description="measured requests in the group")
@@ -101,7 +110,7 @@ class GroupAggregates(_Model):
     slo_attainment: float | None = Field(description="fraction meeting every SLO")
 
 
-class Aggregates(_Model):
+class Aggregates(_MetricValues):
     """Every metric of a point, by tag (formulas: the metric classes in replay/metrics/);
     metrics registered by other code ride along as extra fields."""
 

@@ -123,3 +123,27 @@ def test_a_directory_without_results_is_one_line(
     assert run_cli(["report", str(tmp_path), "--out", str(tmp_path / "rep")]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"agentload: error: {tmp_path / 'results.json'}: no such results file"
+
+
+def test_kv_survival_is_read_and_tabulated_in_gap_order(results_dir: Path, tmp_path: Path) -> None:
+    raw = orjson.loads((results_dir / "results.json").read_bytes())
+
+    def row(bucket: str, lo: float, hi: float | None) -> dict[str, Any]:
+        n = int(lo) + 1
+        return dict(bucket=bucket, lo_s=lo, hi_s=hi, n=n, cached_tokens=n, ceiling_tokens=n)
+
+    scrambled = [row("0-1s", 0, 1), row("15-60s", 15, 60), row("1-5s", 1, 5), row("5-15s", 5, 15)]
+    raw["points"][0]["aggregates"]["kv_survival"] = [
+        {**r, "ratio": 1.0, "mean_ratio": 1.0} for r in scrambled
+    ]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "results.json").write_bytes(orjson.dumps(raw))
+    doc = load_results(tmp_path / "in")
+    order = ["0-1s", "1-5s", "5-15s", "15-60s"]
+    assert [b.bucket for b in doc.points[0].aggregates.kv_survival] == order
+    assert run_cli(["report", str(tmp_path / "in"), "--out", str(tmp_path / "rep")]) == 0
+    html = (tmp_path / "rep" / "report.html").read_text()
+    table = html.split("<h4>KV survival (cached / ceiling tokens)</h4>", 1)[1].split("</table>")[0]
+    assert [table.index(f"<td>{b}</td>") for b in order] == sorted(
+        table.index(f"<td>{b}</td>") for b in order
+    )

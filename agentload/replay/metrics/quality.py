@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from agentload.replay.metrics.base import SLO, Metric, MetricContext
+from agentload.replay.metrics.base import SLO, Column, Metric, MetricContext
 from agentload.replay.records import RequestRecord
 
 __all__ = [
@@ -82,7 +82,15 @@ class KVSurvival(Metric):
 
     tag = "kv_survival"
     header = "KV survival"
-    unit = "fraction"
+    unit = "cached / ceiling tokens"
+    row_columns = (
+        ("bucket", "preceding gap"),
+        ("n", "requests"),
+        ("cached_tokens", "cached tokens"),
+        ("ceiling_tokens", "ceiling tokens"),
+        ("ratio", "cached / ceiling"),
+        ("mean_ratio", "mean per-request ratio"),
+    )
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         rows = []
@@ -115,12 +123,21 @@ class KVSurvival(Metric):
         return rows
 
 
+def _phase(name: str) -> Callable[[Any], Any]:
+    return lambda v: v[name] if v else None
+
+
 class ErrorCounts(Metric):
     """Failed requests by kind (http_<status>, timeout, connect, reset, truncated,
     stream_error, context_overflow), over every request including warm-up."""
 
     tag = "errors"
     header = "errors"
+
+    @classmethod
+    def columns(cls) -> tuple[Column, ...]:
+        """One column: the failures of every kind."""
+        return (Column("errors", "errors", lambda v: sum(v.values()) if v else 0),)
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         return dict(Counter(r.error_kind for r in ctx.requests if r.error_kind is not None))
@@ -153,6 +170,14 @@ class PhaseCounts(Metric):
 
     tag = "phases"
     header = "requests per phase"
+
+    @classmethod
+    def columns(cls) -> tuple[Column, ...]:
+        """The measured and warm-up requests."""
+        return (
+            Column("requests_measured", "measured requests", _phase("measured")),
+            Column("requests_warmup", "warm-up requests", _phase("warmup")),
+        )
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         c = Counter(r.phase for r in ctx.requests)
