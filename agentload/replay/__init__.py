@@ -1,6 +1,7 @@
 """agentload.replay: identical, closed-loop agentic traffic against any endpoint.
 
 * ``plan``      — traces → per-session call graphs (bodies, digests, gaps, reuse ceilings)
+* ``salt``, ``reuse`` — the salt line, and the reuse ceiling of salted requests
 * ``shapes``    — load shapes and the salted, replicated session pool
 * ``schedule``  — runs one load point (lanes or Poisson arrivals, warm-up, windows)
 * ``client``    — the streaming HTTP client with precise timings (``netback``: its transport)

@@ -58,8 +58,8 @@ class RequestRecord:
     )
     ceiling_tokens: int = Field(
         default=0,
-        description="prompt tokens the target can have cached for this request (see "
-        "metrics.quality.KVSurvival)",
+        description="prompt tokens the target can have cached for this request, the KV "
+        "survival ceiling (see metrics.quality.KVSurvival)",
     )
     gap_ns: int | None = Field(
         default=None,

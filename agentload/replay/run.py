@@ -40,6 +40,7 @@ from agentload.replay.results import (
     Span,
     TimelineSample,
 )
+from agentload.replay.salt import new_nonce
 from agentload.replay.schedule import LoadShape, PointRun, PointRunner
 from agentload.replay.scrape import MetricsScraper
 
@@ -49,11 +50,12 @@ ProgressHook = Callable[[PointRunner, int, int], Any]
 
 
 def load_plans(
-    paths: Sequence[str], max_context: int | None
+    paths: Sequence[str], max_context: int | None, salt: bool = True
 ) -> tuple[list[SessionPlan], dict[str, Any]]:
-    """Plans of every session of the traces, what ``--max-context`` left out, and which traces
-    end early (a killed run: one warning line each on stderr; their complete calls are
-    replayed, each session as far as it was recorded)."""
+    """Plans of every session of the traces (with the salted reuse ceilings when ``salt``),
+    what ``--max-context`` left out, and which traces end early (a killed run: one warning
+    line each on stderr; their complete calls are replayed, each session as far as it was
+    recorded)."""
     traces = [load_trace(p) for p in trace_files(paths)]
     truncated = [
         {"file": t.path, "detail": str(t.truncated)} for t in traces if t.truncated is not None
@@ -65,7 +67,19 @@ def load_plans(
             file=sys.stderr,
             flush=True,
         )
-    plans = build_plans(traces)
+    plans = build_plans(traces, salted=salt)
+    unsalted = {
+        pl.trace_path for pl in plans if pl.calls[pl.order[0]].salted_ceiling_tokens is None
+    }
+    for trace in traces if salt else ():
+        if trace.path in unsalted:
+            print(
+                f"agentload: warning: {trace.path}: tokenizer {trace.header.tokenizer} cannot "
+                "be loaded; the KV-survival ceiling of salted requests counts the trace's "
+                "unsalted blocks",
+                file=sys.stderr,
+                flush=True,
+            )
     excluded: list[str] = []
     if max_context is not None:
         keep: list[SessionPlan] = []
@@ -107,7 +121,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     engine = get_engine(cfg.engine)
     if not cfg.extras:
         engine = engine.without_extras()
-    plans, exclusion = load_plans(cfg.traces, cfg.max_context)
+    plans, exclusion = load_plans(cfg.traces, cfg.max_context, cfg.salt)
     manifest = _manifest(plans)
     slo = SLO(**cfg.slo) if cfg.slo else None
     power = NvmlPower(cfg.gpus) if cfg.power == "nvml" else None
@@ -121,7 +135,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     )
     builder = BodyBuilder(cfg.model, engine, cfg.session_field or engine.session_field)
     points: list[Point] = []
-    run_nonce = secrets.token_hex(3)
+    run_nonce = f"{secrets.randbelow(10**6):06d}"
     interrupted = False
     try:
         await client.probe(cfg.model)
@@ -139,7 +153,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
                 seed=cfg.seed,
                 session_header=cfg.session_header or engine.session_header,
             )
-            runner = PointRunner(client, plans, builder, shape, nonce=f"{run_nonce}{i:x}")
+            runner = PointRunner(client, plans, builder, shape, nonce=new_nonce(run_nonce, i))
             await client.warm(level if not cfg.arrival_rate else 0)
             point = await _run_point(runner, cfg, slo, power, progress, i)
             points.append(point)

@@ -77,8 +77,17 @@ class SLOAttainment(Metric):
 class KVSurvival(Metric):
     """KV survival by preceding gap: for successful measured requests with a reported cached
     count, a preceding gap (actual idle time since the agent's previous call completed) and a
-    ceiling > 0, per gap bucket: Σ server cached tokens / Σ ceiling reusable prefix tokens
-    (token-weighted), plus the mean of the per-request ratios cached / ceiling."""
+    ceiling > 0, per gap bucket: Σ server cached tokens / Σ ceiling tokens (token-weighted),
+    plus the mean of the per-request ratios cached / ceiling.
+
+    The ceiling counts what the target can truly have cached for the request as sent, in
+    full blocks of agentload's tokenizer and the trace's block size. Salted (the default):
+    the longest prefix of the salted prompt shared with a call of the same session instance
+    that may run before it, or with any other replica (the tool schemas and system head
+    before the salt, and the salt's common leading tokens), see ``replay.reuse``; so against
+    the simulator the ratio is at most 1. Unsalted (``--no-salt``): the leading blocks the
+    recorded prompt shares with earlier calls of its session; replicas then share whole
+    prompts, so the ratio can exceed 1."""
 
     tag = "kv_survival"
     header = "KV survival"
