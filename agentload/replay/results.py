@@ -98,26 +98,33 @@ class Phases(_Model):
     drain: int = Field(description="requests sent after the measured window")
 
 
-class GroupAggregates(_MetricValues):
+class _RequestMetrics(_MetricValues):
+    """The request-level metrics, computed per point and per group (metrics.GROUP_METRICS)."""
+
+    ttft_ms: Distribution | None = Field(description="time to first token, ms")
+    tpot_ms: Distribution | None = Field(description="time per output token, ms")
+    e2e_ms: Distribution | None = Field(description="end-to-end latency, ms")
+    kv_survival: list[KVBucket] = Field(description="KV survival by preceding gap, in gap order")
+    slo_attainment: float | None = Field(description="fraction of requests meeting every SLO")
+
+    @field_validator("kv_survival")
+    @classmethod
+    def _by_gap(cls, v: list[KVBucket]) -> list[KVBucket]:
+        return sorted(v, key=lambda b: b.lo_s)
+
+
+class GroupAggregates(_RequestMetrics):
     """The request-level metrics of one context band or turn-depth bucket."""
 
     requests: int = Field(description="measured requests in the group")
     failed: int = Field(description="of which failed")
-    ttft_ms: Distribution | None = Field(description="TTFT, ms")
-    tpot_ms: Distribution | None = Field(description="TPOT, ms")
-    e2e_ms: Distribution | None = Field(description="E2E latency, ms")
-    kv_survival: list[KVBucket] = Field(description="KV survival by preceding gap")
-    slo_attainment: float | None = Field(description="fraction meeting every SLO")
 
 
-class Aggregates(_MetricValues):
+class Aggregates(_RequestMetrics):
     """Every metric of a point, by tag (formulas: the metric classes in replay/metrics/);
     metrics registered by other code ride along as extra fields."""
 
-    ttft_ms: Distribution | None = Field(description="time to first token, ms")
-    tpot_ms: Distribution | None = Field(description="time per output token, ms")
     itl_ms: Distribution | None = Field(description="inter-token latency (pooled), ms")
-    e2e_ms: Distribution | None = Field(description="end-to-end latency, ms")
     client_lag_ms: Distribution | None = Field(description="actual − scheduled send, ms")
     tps_user: Distribution | None = Field(description="output tokens/s per user (session)")
     session_latency_s: Distribution | None = Field(description="session (job) latency, s")
@@ -128,19 +135,12 @@ class Aggregates(_MetricValues):
     output_tps_per_gpu: float | None = Field(description="output tokens/s per GPU")
     output_tps_per_mw: float | None = Field(description="output tokens/s per MW")
     goodput: float | None = Field(description="requests/s meeting every SLO")
-    slo_attainment: float | None = Field(description="fraction of requests meeting every SLO")
-    kv_survival: list[KVBucket] = Field(description="KV survival by preceding gap")
     errors: dict[str, int] = Field(description="failed requests by kind")
     context_overflow: int = Field(description="requests rejected for context length")
     length_mismatch: int = Field(description="requests whose output length was not honoured")
     phases: Phases = Field(description="requests per phase")
     by_band: dict[str, GroupAggregates] = Field(description="groups by context band")
     by_depth: dict[str, GroupAggregates] = Field(description="groups by turn depth")
-
-    @field_validator("kv_survival")
-    @classmethod
-    def _by_gap(cls, v: list[KVBucket]) -> list[KVBucket]:
-        return sorted(v, key=lambda b: b.lo_s)
 
 
 class Span(_Model):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -60,8 +61,12 @@ def salt_target(messages: list[dict[str, Any]]) -> int:
     return 0
 
 
-def salt_messages(messages: list[dict[str, Any]], salt: str) -> list[dict[str, Any]]:
-    """A copy of ``messages`` with ``salt`` in front of the first system message's text."""
+def _edit_text(
+    messages: list[dict[str, Any]], edit: Callable[[str], str], add: str | None
+) -> list[dict[str, Any]]:
+    """A copy of ``messages`` with the salt target's text (its string content, or its first
+    text part) replaced by ``edit(text)``; a list content without a text part gets ``add`` as
+    its first part (when given)."""
     if not messages:
         return messages
     i = salt_target(messages)
@@ -69,36 +74,24 @@ def salt_messages(messages: list[dict[str, Any]], salt: str) -> list[dict[str, A
     content = msg.get("content")
     if isinstance(content, list):
         parts = [dict(p) if isinstance(p, dict) else p for p in content]
-        for p in parts:
-            if isinstance(p, dict) and p.get("type") == "text":
-                p["text"] = salt + str(p.get("text", ""))
-                break
-        else:
-            parts.insert(0, {"type": "text", "text": salt})
+        text = next((p for p in parts if isinstance(p, dict) and p.get("type") == "text"), None)
+        if text is not None:
+            text["text"] = edit(str(text.get("text", "")))
+        elif add is not None:
+            parts.insert(0, {"type": "text", "text": add})
         msg["content"] = parts
-    else:
-        msg["content"] = salt + (content or "")
+    elif isinstance(content, str) or add is not None:
+        msg["content"] = edit(content or "")
     out = list(messages)
     out[i] = msg
     return out
+
+
+def salt_messages(messages: list[dict[str, Any]], salt: str) -> list[dict[str, Any]]:
+    """A copy of ``messages`` with ``salt`` in front of the first system message's text."""
+    return _edit_text(messages, lambda text: salt + text, add=salt)
 
 
 def unsalt_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Undo ``salt_messages`` (messages without a salt line are returned unchanged)."""
-    if not messages:
-        return messages
-    i = salt_target(messages)
-    msg = dict(messages[i])
-    content = msg.get("content")
-    if isinstance(content, str):
-        msg["content"] = _SALT_RE.sub("", content, count=1)
-    elif isinstance(content, list):
-        parts = [dict(p) if isinstance(p, dict) else p for p in content]
-        for p in parts:
-            if isinstance(p, dict) and p.get("type") == "text":
-                p["text"] = _SALT_RE.sub("", str(p.get("text", "")), count=1)
-                break
-        msg["content"] = parts
-    out = list(messages)
-    out[i] = msg
-    return out
+    return _edit_text(messages, lambda text: _SALT_RE.sub("", text, count=1), add=None)
