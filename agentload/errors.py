@@ -17,6 +17,7 @@ with code 2. Anything else that escapes is a bug and shows a traceback.
      │    ├── EndpointUnreachableError
      │    └── ModelNotFoundError
      └── ReplayError            a replay that cannot run as configured
+          └── ResultsFormatError  a results.json that cannot be read (names the file and field)
 
 Context is attached where the error crosses a boundary, so the message alone tells the user
 what to fix: ``run.agentload.jsonl.zst:123: llm_call.usage.prompt_tokens: ...``.
@@ -32,6 +33,7 @@ __all__ = [
     "EndpointUnreachableError",
     "ModelNotFoundError",
     "ReplayError",
+    "ResultsFormatError",
     "SandboxError",
     "ScenarioError",
     "SchemaVersionError",
@@ -91,3 +93,8 @@ class ModelNotFoundError(EndpointError):
 
 class ReplayError(AgentloadError):
     """A replay cannot run as configured."""
+
+
+class ResultsFormatError(ReplayError):
+    """A replay results file cannot be read: not JSON, not a results file, another major
+    schema version, or a field missing or malformed; the message names the file and field."""

@@ -1,12 +1,16 @@
 """agentload.replay: identical, closed-loop agentic traffic against any endpoint.
 
 * ``plan``      — traces → per-session call graphs (bodies, digests, gaps, reuse ceilings)
+* ``salt``, ``reuse`` — the salt line, and the reuse ceiling of salted requests
 * ``shapes``    — load shapes and the salted, replicated session pool
 * ``schedule``  — runs one load point (lanes or Poisson arrivals, warm-up, windows)
 * ``client``    — the streaming HTTP client with precise timings (``netback``: its transport)
 * ``metrics``   — one class per metric, formulas in docstrings
-* ``run``       — a whole run: checks, probe, points, aggregates (``config``: its options)
-* ``results``, ``report``, ``plots``, ``pareto``, ``compare`` — outputs
+* ``config``    — ``ReplayConfig``: the options of a run and every check of their values
+* ``run``       — a whole run: plans, probe, points, aggregates
+* ``records``   — the request, session and window records (pydantic dataclasses)
+* ``results``   — ``ResultsDocument``: results.json, typed and versioned (write, read)
+* ``summary``, ``report``, ``plots``, ``pareto``, ``compare`` — outputs read from it
 * ``cli``       — ``agentload replay|report|compare``
 
 See docs/replay.md.

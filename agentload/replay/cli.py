@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
-from agentload.errors import ReplayError
+from agentload.errors import ConfigError
 from agentload.replay.config import ReplayConfig
-from agentload.replay.options import parse_levels, parse_slo
+from agentload.replay.results import ResultsDocument
 
 __all__ = ["register"]
 
@@ -70,45 +71,37 @@ def replay(
     """Replay traces against an endpoint: identical, closed-loop agentic traffic."""
     from agentload.replay.progress import Progress
     from agentload.replay.report import write_report
-    from agentload.replay.results import write_results, write_summary
+    from agentload.replay.results import write_results
     from agentload.replay.run import run_replay
+    from agentload.replay.summary import write_summary
 
-    if power is not None and power != "nvml":
-        raise ReplayError(f"--power {power!r}: only 'nvml' is supported (or use --power-watts)")
-    if power is not None and power_watts is not None:
-        raise ReplayError("give --power-watts or --power nvml, not both")
-    if concurrency < 1:
-        raise ReplayError("--concurrency must be >= 1")
-    if arrival_rate is not None and arrival_rate <= 0:
-        raise ReplayError("--arrival-rate must be > 0")
-    if arrival_rate is not None and sweep:
-        raise ReplayError("--sweep varies --concurrency; it cannot be combined with --arrival-rate")
-    levels = parse_levels(sweep) if sweep else [concurrency]
-    s = parse_slo(slo)
-    cfg = ReplayConfig(
-        traces=[str(t) for t in traces],
-        endpoint=endpoint,
-        model=model,
-        engine=engine,
-        extras=not no_extras,
-        levels=levels,
-        arrival_rate=arrival_rate,
-        duration_s=duration,
-        sessions=sessions,
-        gap_scale=gap_scale,
-        salt=not no_salt,
-        start_at=start_at,
-        slo=s.to_dict() if s else None,
-        gpus=gpus,
-        power_watts=power_watts,
-        power=power,
-        scrape_metrics=scrape_metrics,
-        target_tps_user=target_tps_user or [160.0],
-        timeout_s=timeout,
-        seed=seed,
-        session_header=session_header,
-        session_field=session_field,
-        max_context=max_context,
+    cfg = _config(
+        {
+            "traces": [str(t) for t in traces],
+            "endpoint": endpoint,
+            "model": model,
+            "engine": engine,
+            "extras": not no_extras,
+            "levels": sweep if sweep else [concurrency],
+            "arrival_rate": arrival_rate,
+            "duration_s": duration,
+            "sessions": sessions,
+            "gap_scale": gap_scale,
+            "salt": not no_salt,
+            "start_at": start_at,
+            "slo": slo,
+            "gpus": gpus,
+            "power_watts": power_watts,
+            "power": power,
+            "scrape_metrics": scrape_metrics,
+            "target_tps_user": target_tps_user or [160.0],
+            "timeout_s": timeout,
+            "seed": seed,
+            "session_header": session_header,
+            "session_field": session_field,
+            "max_context": max_context,
+        },
+        levels_option="--sweep" if sweep else "--concurrency",
     )
     results = asyncio.run(run_replay(cfg, Progress()))
     console = Console()
@@ -117,12 +110,36 @@ def replay(
         paths = [write_results(results, out), write_summary(results, out)]
         paths += write_report([results], out)
         console.print(f"wrote {', '.join(str(p) for p in paths[:3])} and {len(paths) - 3} PNGs")
-    if results.get("interrupted"):
+    if results.interrupted:
         console.print("interrupted: the results cover what ran before the interruption")
         raise typer.Exit(130)
 
 
-def _print_summary(console: Console, results: dict[str, object]) -> None:
+# ReplayConfig fields whose option is not ``--`` + the field name with dashes.
+_OPTIONS = {"duration_s": "--duration", "timeout_s": "--timeout", "extras": "--no-extras"}
+_OPTIONS |= {"salt": "--no-salt", "traces": "TRACES"}
+
+
+def _config(raw: dict[str, Any], levels_option: str) -> ReplayConfig:
+    """The ``ReplayConfig`` of the options given; a bad value is one ``ConfigError`` line that
+    names the option and the value as given: ``--sweep '1,x': write the ...``."""
+    try:
+        return ReplayConfig.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc, msg = err["loc"], err["msg"]
+        if not loc:  # a check across options: its message names them
+            raise ConfigError(msg) from None
+        field = str(loc[0])
+        option = levels_option if field == "levels" else _OPTIONS.get(field)
+        value = raw.get(field)
+        if isinstance(value, list) and len(loc) > 1 and isinstance(loc[1], int):
+            value = value[loc[1]]  # one repeated value (or the one --concurrency)
+        shown = repr(value) if isinstance(value, str) else str(value)
+        raise ConfigError(f"{option or '--' + field.replace('_', '-')} {shown}: {msg}") from None
+
+
+def _print_summary(console: Console, results: ResultsDocument) -> None:
     from agentload.replay.report import headlines, text_summary
 
     for line in text_summary(results):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentload.replay.results import summary_rows
+from agentload.replay.results import ResultsDocument
+from agentload.replay.summary import summary_rows
 
 __all__ = ["compare_results", "traffic_diff"]
 
@@ -24,10 +25,9 @@ _KEYS = (
 )
 
 
-def traffic_diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, list[str]]:
+def traffic_diff(a: ResultsDocument, b: ResultsDocument) -> dict[str, list[str]]:
     """Calls only in A, only in B, and in both with different digests."""
-    ma: dict[str, str] = a.get("digest_manifest", {})
-    mb: dict[str, str] = b.get("digest_manifest", {})
+    ma, mb = a.digest_manifest, b.digest_manifest
     return {
         "only_a": sorted(set(ma) - set(mb)),
         "only_b": sorted(set(mb) - set(ma)),
@@ -39,11 +39,11 @@ def _fmt(v: Any) -> str:
     return "-" if v is None else (f"{v:,.2f}" if isinstance(v, float) else str(v))
 
 
-def compare_results(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], bool]:
+def compare_results(a: ResultsDocument, b: ResultsDocument) -> tuple[list[str], bool]:
     """Lines to print, and whether the traffic was identical."""
     diff = traffic_diff(a, b)
     same = not any(diff.values())
-    n = len(a.get("digest_manifest", {}))
+    n = len(a.digest_manifest)
     lines = []
     if same:
         lines.append(f"traffic: IDENTICAL ({n} recorded calls, equal payload digests)")
@@ -58,7 +58,7 @@ def compare_results(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], bo
                 shown = ", ".join(diff[key][:10]) + (" …" if len(diff[key]) > 10 else "")
                 lines.append(f"  {len(diff[key])} call(s) {what}: {shown}")
     for k in ("gap_scale", "salt", "start_at", "engine"):
-        va, vb = a["config"].get(k), b["config"].get(k)
+        va, vb = getattr(a.config, k), getattr(b.config, k)
         if va != vb:
             lines.append(f"note: {k} differs (A {va}, B {vb})")
     ra = {r["concurrency"] or r["arrival_rate"]: r for r in summary_rows(a)}

@@ -1,10 +1,69 @@
-"""The configuration of one replay run (stored in results.json as ``config``)."""
+"""The configuration of one replay run (stored in results.json as ``config``), and every check
+of its values.
+
+``ReplayConfig`` is what the ``agentload replay`` options become; each field names its option.
+Its validators are the one place an option value is checked: ranges, choices, text forms
+(``--sweep 1,2,4``, ``--slo ttft=2s,tpot=50ms``) and the options that exclude each other. A bad
+value raises pydantic's ``ValidationError`` with the field as its location; the CLI turns that
+into one line naming the option.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+import re
+from typing import Annotated, Any, Literal
 
-__all__ = ["ReplayConfig"]
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from agentload.replay.engines import ENGINES
+from agentload.replay.metrics.base import SLO
+
+__all__ = ["ReplayConfig", "parse_duration_ns", "parse_levels", "parse_slo"]
+
+_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000}
+_DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ns|us|ms|s|m)?\s*$")
+_SLO_KEYS = ("ttft", "tpot", "e2e")
+
+
+def _bad(message: str) -> PydanticCustomError:
+    """A validation error whose message is ``message`` as written (no "Value error," prefix)."""
+    return PydanticCustomError("replay_option", message)
+
+
+def parse_duration_ns(text: str, default_unit: str = "s") -> int:
+    """``2s``, ``50ms``, ``1.5`` (default unit) → ns."""
+    m = _DUR.match(text)
+    if not m:
+        raise _bad(f"bad duration {text!r}; write e.g. 2s, 50ms, 1500us")
+    return int(float(m.group(1)) * _UNITS[m.group(2) or default_unit])
+
+
+def parse_slo(text: str) -> dict[str, int | None] | None:
+    """``ttft=2s,tpot=50ms,e2e=60s`` (any subset) → ``{"ttft_ns": …, "tpot_ns": …, "e2e_ns": …}``
+    (None when empty)."""
+    vals: dict[str, int] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key = key.strip().lower()
+        if not sep or key not in _SLO_KEYS:
+            raise _bad(
+                f"unknown objective {part.strip()!r}; write ttft=2s,tpot=50ms,e2e=60s (any subset)"
+            )
+        vals[f"{key}_ns"] = parse_duration_ns(value)
+    return SLO(**vals).to_dict() if vals else None
+
+
+def parse_levels(text: str) -> list[int]:
+    """``1,2,4,8`` → [1, 2, 4, 8] (kept in the given order; positivity is the field's check)."""
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise _bad(
+            "write the concurrency levels as integers separated by commas, e.g. 1,2,4,8"
+        ) from None
 
 
 class ReplayConfig(BaseModel):
@@ -12,30 +71,114 @@ class ReplayConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    traces: list[str] = Field(description="trace files replayed, in the order given")
-    endpoint: str = Field(description="OpenAI-compatible base URL (…/v1), credentials stripped")
-    model: str = Field(description="model name sent to the target")
+    traces: list[str] = Field(description="trace files replayed, in the order given (arguments)")
+    endpoint: str = Field(
+        description="OpenAI-compatible base URL (…/v1), credentials stripped (--endpoint)"
+    )
+    model: str = Field(description="model name sent to the target (--model)")
     engine: str = Field(
-        default="vllm", description="engine preset: vllm|sglang|trtllm|dynamo|openai"
+        default="vllm", description="engine preset: vllm|sglang|trtllm|dynamo|openai (--engine)"
     )
-    extras: bool = Field(default=True, description="send the preset's ignore_eos/min_tokens")
-    levels: list[int] = Field(default=[1], description="concurrency per point (sweep levels)")
-    arrival_rate: float | None = Field(default=None, description="Poisson sessions/s instead")
-    duration_s: float | None = Field(default=None, description="measured seconds per point")
-    sessions: int | None = Field(default=None, description="session instances per point")
-    gap_scale: float = Field(default=1.0, description="multiplier of recorded waits")
-    salt: bool = Field(default=True, description="unique prefix per session instance")
-    start_at: str = Field(default="random", description="random (mid-flight join) or zero")
-    slo: dict[str, int | None] | None = Field(default=None, description="SLO thresholds in ns")
-    gpus: int | None = Field(default=None, description="GPUs behind the endpoint")
-    power_watts: float | None = Field(default=None, description="constant power draw in W")
-    power: str | None = Field(default=None, description="'nvml' to measure energy")
-    scrape_metrics: str | None = Field(default=None, description="Prometheus URL scraped at 1 Hz")
-    target_tps_user: list[float] = Field(
-        default=[160.0], description="headline targets (tokens/s per user)"
+    extras: bool = Field(
+        default=True, description="send the preset's ignore_eos/min_tokens (--no-extras: off)"
     )
-    timeout_s: float = Field(default=600.0, description="per-request timeout")
-    seed: int = Field(default=0, description="seed of join points and arrivals")
-    session_header: str | None = Field(default=None, description="header carrying session id")
-    session_field: str | None = Field(default=None, description="body field carrying session id")
-    max_context: int | None = Field(default=None, description="leave out sessions above this")
+    levels: list[Annotated[int, Field(ge=1)]] = Field(
+        default=[1],
+        min_length=1,
+        description="concurrency per point, the sweep levels (--sweep 1,2,4 or --concurrency N)",
+    )
+    arrival_rate: float | None = Field(
+        default=None, gt=0, description="Poisson sessions/s instead of lanes (--arrival-rate)"
+    )
+    duration_s: float | None = Field(
+        default=None, gt=0, description="measured seconds per point (--duration)"
+    )
+    sessions: int | None = Field(
+        default=None, ge=1, description="session instances per point (--sessions)"
+    )
+    gap_scale: float = Field(
+        default=1.0, ge=0, description="multiplier of recorded waits (--gap-scale)"
+    )
+    salt: bool = Field(
+        default=True, description="unique prefix per session instance (--no-salt: off)"
+    )
+    start_at: Literal["random", "zero"] = Field(
+        default="random", description="random (mid-flight join) or zero (--start-at)"
+    )
+    slo: dict[str, Annotated[int, Field(ge=0)] | None] | None = Field(
+        default=None,
+        description="SLO thresholds in ns: ttft_ns, tpot_ns, e2e_ns (--slo ttft=2s,tpot=50ms)",
+    )
+    gpus: int | None = Field(default=None, ge=1, description="GPUs behind the endpoint (--gpus)")
+    power_watts: float | None = Field(
+        default=None, gt=0, description="constant power draw in W (--power-watts)"
+    )
+    power: Literal["nvml"] | None = Field(
+        default=None, description="'nvml' to measure energy (--power)"
+    )
+    scrape_metrics: str | None = Field(
+        default=None, description="Prometheus URL scraped at 1 Hz (--scrape-metrics)"
+    )
+    target_tps_user: list[Annotated[float, Field(gt=0)]] = Field(
+        default=[160.0],
+        min_length=1,
+        description="headline targets, tokens/s per user (--target-tps-user)",
+    )
+    timeout_s: float = Field(default=600.0, gt=0, description="per-request timeout (--timeout)")
+    seed: int = Field(default=0, description="seed of join points and arrivals (--seed)")
+    session_header: str | None = Field(
+        default=None, description="header carrying the session id (--session-header)"
+    )
+    session_field: str | None = Field(
+        default=None, description="body field carrying the session id (--session-field)"
+    )
+    max_context: int | None = Field(
+        default=None, ge=1, description="leave out sessions with a call above this (--max-context)"
+    )
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, v: str) -> str:
+        if v not in ENGINES:
+            raise _bad(f"unknown engine; choose one of: {', '.join(ENGINES)}")
+        return v
+
+    @field_validator("levels", mode="before")
+    @classmethod
+    def _levels_text(cls, v: Any) -> Any:
+        return parse_levels(v) if isinstance(v, str) else v
+
+    @field_validator("start_at", mode="before")
+    @classmethod
+    def _start_at_choice(cls, v: Any) -> Any:
+        if v not in ("random", "zero"):
+            raise _bad("choose random or zero")
+        return v
+
+    @field_validator("power", mode="before")
+    @classmethod
+    def _power_choice(cls, v: Any) -> Any:
+        if v is not None and v != "nvml":
+            raise _bad("only 'nvml' is supported (or give --power-watts)")
+        return v
+
+    @field_validator("slo", mode="before")
+    @classmethod
+    def _slo_text(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return parse_slo(v)
+        if isinstance(v, dict):
+            unknown = sorted(set(v) - {f"{k}_ns" for k in _SLO_KEYS})
+            if unknown:
+                raise _bad(
+                    f"unknown objective(s) {', '.join(unknown)}; use ttft_ns, tpot_ns, e2e_ns"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _exclusive(self) -> ReplayConfig:
+        if self.arrival_rate is not None and len(self.levels) > 1:
+            raise _bad("--sweep varies --concurrency; it cannot be combined with --arrival-rate")
+        if self.power is not None and self.power_watts is not None:
+            raise _bad("give --power-watts or --power nvml, not both")
+        return self

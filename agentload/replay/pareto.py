@@ -15,7 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Headline", "axis_of", "frontier", "headline", "points_xy"]
+from agentload.replay.metrics import Metric
+from agentload.replay.metrics.throughput import (
+    OutputThroughput,
+    OutputThroughputPerGPU,
+    OutputThroughputPerMW,
+)
+from agentload.replay.results import ResultsDocument
+
+__all__ = ["Headline", "axis_label", "axis_of", "frontier", "headline", "points_xy"]
 
 
 @dataclass(frozen=True)
@@ -28,29 +36,29 @@ class Headline:
     text: str
 
 
-def axis_of(results: dict[str, Any]) -> tuple[str, str]:
-    """(aggregate tag, label) of the y axis: per MW when known, else per GPU, else total."""
-    points = results.get("points", [])
-
-    def has(tag: str) -> bool:
-        return any(p["aggregates"].get(tag) is not None for p in points)
-
-    if has("output_tps_per_mw"):
-        return "output_tps_per_mw", "output tok/s per MW"
-    if has("output_tps_per_gpu"):
-        return "output_tps_per_gpu", "output tok/s per GPU"
-    return "output_tps", "output tok/s (give --gpus for per GPU)"
+def axis_of(results: ResultsDocument) -> type[Metric]:
+    """The metric of the y axis: output throughput per MW when known, else per GPU, else
+    plain output throughput."""
+    for m in (OutputThroughputPerMW, OutputThroughputPerGPU):
+        if any(p.aggregates.value(m.tag) is not None for p in results.points):
+            return m
+    return OutputThroughput
 
 
-def points_xy(results: dict[str, Any], ytag: str) -> list[tuple[float, float, Any]]:
-    """``(x, y, label)`` of every point having both values."""
+def axis_label(metric: type[Metric]) -> str:
+    """The y axis label of ``metric`` (from its metadata)."""
+    hint = "; give --gpus for per GPU" if metric is OutputThroughput else ""
+    return metric.label() + hint
+
+
+def points_xy(results: ResultsDocument, ytag: str) -> list[tuple[float, float, Any]]:
+    """``(x, y, label)`` of every point having both values (x: median tokens/s per user)."""
     out = []
-    for p in results.get("points", []):
-        agg = p["aggregates"]
-        tps = agg.get("tps_user") or {}
-        x, y = tps.get("p50"), agg.get(ytag)
-        if x is not None and y is not None:
-            out.append((float(x), float(y), p.get("concurrency") or p.get("arrival_rate")))
+    for p in results.points:
+        tps = p.aggregates.tps_user
+        y = p.aggregates.value(ytag)
+        if tps is not None and y is not None:
+            out.append((tps.p50, float(y), p.concurrency or p.arrival_rate))
     return out
 
 

@@ -27,10 +27,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentload.errors import ReplayError
+from agentload.errors import ReplayError, TokenizerError
 from agentload.hashing import canonical_json, sha256_hex
 from agentload.recorder.schema import LLMCallRecord
 from agentload.recorder.trace import Trace
+from agentload.replay.reuse import salted_ceilings
+from agentload.tokenizer import ChatTokenCounter
 
 __all__ = ["CallPlan", "Edge", "SessionPlan", "build_plans", "traffic_body"]
 
@@ -78,7 +80,8 @@ class CallPlan:
     """Recorded prompt tokens (server's when reported, else ours)."""
     ceiling_tokens: int
     """Prompt tokens reusable from earlier calls of the session: leading blocks of this call
-    already present in earlier calls' block lists, times the trace's block size."""
+    already present in earlier calls' block lists, times the trace's block size (the ceiling
+    of unsalted requests)."""
     rel_submit_ns: int
     """Recorded submit time, relative to the session's first submit."""
     rel_end_ns: int
@@ -86,7 +89,16 @@ class CallPlan:
     succs: list[str] = field(default_factory=list)
     recorded_gap_ns: int | None = None
     """Recorded wait after the previous call of the same agent (None for an agent's first)."""
+    salted_ceiling_tokens: int | None = None
+    """The ceiling of the call when salted (see ``reuse``); None when not computed (planned
+    without salting, or the trace's tokenizer cannot be loaded)."""
     _digest: str | None = None
+
+    def ceiling(self, salted: bool) -> int:
+        """The KV-survival ceiling of the call as sent (salted or not)."""
+        if salted and self.salted_ceiling_tokens is not None:
+            return self.salted_ceiling_tokens
+        return self.ceiling_tokens
 
     @property
     def digest(self) -> str:
@@ -147,23 +159,44 @@ def _expected(call: LLMCallRecord) -> int:
     return max(1, int(n))
 
 
-def build_plans(traces: Sequence[Trace]) -> list[SessionPlan]:
-    """Every session of every trace as a ``SessionPlan``; raises ``ReplayError`` when none has
-    a call."""
+def build_plans(traces: Sequence[Trace], salted: bool = True) -> list[SessionPlan]:
+    """Every session of every trace as a ``SessionPlan``, with the salted reuse ceilings when
+    ``salted`` (and the trace's tokenizer loads); raises ``ReplayError`` when none has a call."""
     plans: list[SessionPlan] = []
     for ti, trace in enumerate(traces):
         prefix = f"{ti}:" if len(traces) > 1 else ""
+        counter = _counter(trace) if salted else None
         by_session: dict[str, list[LLMCallRecord]] = {}
         for c in trace.calls.values():
             by_session.setdefault(c.session_id, []).append(c)
         for sid in sorted(
             by_session, key=lambda s: min(c.timings.submit_ns for c in by_session[s])
         ):
-            plans.append(_session_plan(trace, sid, by_session[sid], prefix))
+            plan = _session_plan(trace, sid, by_session[sid], prefix)
+            if counter is not None:
+                _salt_ceilings(plan, counter, trace.header.block_size)
+            plans.append(plan)
     if not plans:
         names = ", ".join(t.path for t in traces)
         raise ReplayError(f"{names}: no llm_call records to replay")
     return plans
+
+
+def _counter(trace: Trace) -> ChatTokenCounter | None:
+    """The trace's tokenizer (None when it cannot be loaded here, e.g. an hf: file)."""
+    try:
+        return ChatTokenCounter(trace.header.tokenizer)
+    except TokenizerError:
+        return None
+
+
+def _salt_ceilings(plan: SessionPlan, counter: ChatTokenCounter, block_size: int) -> None:
+    calls = [plan.calls[c] for c in plan.order]
+    index = {c.id: i for i, c in enumerate(calls)}
+    prompts = [(c.traffic["messages"], c.traffic.get("tools")) for c in calls]
+    succs = [[index[s] for s in c.succs] for c in calls]
+    for c, ceiling in zip(calls, salted_ceilings(counter, block_size, prompts, succs), strict=True):
+        c.salted_ceiling_tokens = ceiling
 
 
 def _session_plan(trace: Trace, sid: str, calls: list[LLMCallRecord], prefix: str) -> SessionPlan:

@@ -10,31 +10,26 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from agentload.replay.pareto import axis_of, frontier, points_xy
+from agentload.replay.metrics import BANDS
+from agentload.replay.metrics.latency import E2E, TTFT
+from agentload.replay.metrics.quality import KVSurvival
+from agentload.replay.metrics.session import TokensPerSecondPerUser
+from agentload.replay.pareto import axis_label, axis_of, frontier, points_xy
+from agentload.replay.results import Point, ResultsDocument
 
 __all__ = ["all_plots"]
 
 
-def _name(run: dict[str, Any], i: int) -> str:
-    return str(run.get("_name") or f"run {i + 1}")
-
-
-def _label(p: dict[str, Any]) -> str:
-    if p.get("concurrency") is not None:
-        return f"c={p['concurrency']}"
-    return f"rate={p.get('arrival_rate')}/s"
-
-
-def pareto_plot(runs: list[dict[str, Any]], out: Path) -> Path | None:
-    ytag, ylabel = axis_of(runs[0])
+def pareto_plot(runs: list[ResultsDocument], names: list[str], out: Path) -> Path | None:
+    ymetric = axis_of(runs[0])
     fig, ax = plt.subplots(figsize=(7, 4.5))
     drawn = False
-    for i, run in enumerate(runs):
-        pts = points_xy(run, ytag)
+    for run, name in zip(runs, names, strict=True):
+        pts = points_xy(run, ymetric.tag)
         if not pts:
             continue
         drawn = True
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=_name(run, i))
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=name)
         f = frontier(pts)
         ax.plot([p[0] for p in f], [p[1] for p in f], linestyle="--")
         for x, y, lab in pts:
@@ -42,143 +37,134 @@ def pareto_plot(runs: list[dict[str, Any]], out: Path) -> Path | None:
     if not drawn:
         plt.close(fig)
         return None
-    for t in runs[0].get("config", {}).get("target_tps_user", []):
+    for t in runs[0].config.target_tps_user:
         ax.axvline(t, color="grey", linewidth=0.8, linestyle=":")
     _style(
         ax,
-        "output tokens/s per user (median over sessions)",
-        ylabel,
+        TokensPerSecondPerUser.label("p50") + ", median over sessions",
+        axis_label(ymetric),
         "Throughput vs interactivity across the sweep",
     )
     return _save(fig, out / "pareto.png")
 
 
-def ttft_band_plot(run: dict[str, Any], out: Path) -> Path | None:
-    fig, ax = plt.subplots(figsize=(7, 4))
-    drawn = False
-    for p in run["points"]:
-        bands = p["aggregates"].get("by_band", {})
-        xs, ys = [], []
-        for name, vals in bands.items():
-            d = vals.get("ttft_ms")
-            if d:
-                xs.append(name)
-                ys.append(d["p50"])
-        if xs:
-            drawn = True
-            ax.plot(xs, ys, marker="o", label=_label(p))
-    if not drawn:
-        plt.close(fig)
+def ttft_band_plot(run: ResultsDocument, out: Path) -> Path | None:
+    lines = []
+    for p in run.points:
+        ys = {name: g.ttft_ms.p50 for name, g in p.aggregates.by_band.items() if g.ttft_ms}
+        if ys:
+            lines.append((p.load, ys))
+    if not lines:
         return None
-    _style(ax, "context band (input tokens)", "TTFT p50 (ms)", "TTFT by context band")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    _category_lines(ax, lines, [name for name, _ in BANDS])
+    _style(ax, "context band (input tokens)", TTFT.label("p50"), f"{TTFT.header} by context band")
     return _save(fig, out / "ttft_by_band.png")
 
 
-def cdf_plot(run: dict[str, Any], out: Path) -> Path | None:
+def cdf_plot(run: ResultsDocument, out: Path) -> Path | None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     drawn = False
-    for p in run["points"]:
-        ok = [r for r in p["requests"] if r["phase"] == "measured" and r["error_kind"] is None]
-        for ax, key in zip(axes, ("ttft_ns", "e2e_ns"), strict=True):
-            vals = sorted(r[key] / 1e6 for r in ok if r.get(key) is not None)
+    for p in run.points:
+        ok = [r for r in p.requests if r.phase == "measured" and r.ok]
+        series: tuple[list[int | None], list[int | None]] = (
+            [r.ttft_ns for r in ok],
+            [r.e2e_ns for r in ok],
+        )
+        for ax, ns in zip(axes, series, strict=True):
+            vals = sorted(v / 1e6 for v in ns if v is not None)
             if vals:
                 drawn = True
                 n = len(vals)
-                ax.plot(vals, [(i + 1) / n for i in range(n)], label=_label(p))
+                ax.plot(vals, [(i + 1) / n for i in range(n)], label=p.load)
     if not drawn:
         plt.close(fig)
         return None
-    for ax, title in zip(axes, ("TTFT", "E2E"), strict=True):
-        _style(ax, f"{title} (ms)", "fraction of requests", f"{title} CDF")
+    for ax, m in zip(axes, (TTFT, E2E), strict=True):
+        _style(ax, m.label(), "fraction of requests", f"{m.header} CDF")
     return _save(fig, out / "latency_cdf.png")
 
 
-def kv_plot(run: dict[str, Any], out: Path) -> Path | None:
-    fig, ax = plt.subplots(figsize=(7, 4))
-    drawn = False
-    for p in run["points"]:
-        rows = p["aggregates"].get("kv_survival") or []
+def kv_plot(run: ResultsDocument, out: Path) -> Path | None:
+    lines, lo = [], {}
+    for p in run.points:
+        rows = p.aggregates.kv_survival
         if rows:
-            drawn = True
-            ax.plot(
-                [r["bucket"] for r in rows], [r["ratio"] for r in rows], marker="o", label=_label(p)
-            )
-    if not drawn:
-        plt.close(fig)
+            lines.append((p.load, {r.bucket: r.ratio for r in rows}))
+            lo.update({r.bucket: r.lo_s for r in rows})
+    if not lines:
         return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    _category_lines(ax, lines, sorted(lo, key=lambda b: lo[b]))
     ax.set_ylim(0, 1.1)
     _style(
         ax,
         "preceding gap (idle time since the agent's previous call)",
-        "cached / reusable prefix tokens",
-        "KV survival vs gap",
+        KVSurvival.label(),
+        f"{KVSurvival.header} vs gap",
     )
     return _save(fig, out / "kv_survival.png")
 
 
-def pick_session(point: dict[str, Any]) -> int | None:
+def pick_session(point: Point) -> int | None:
     """The complete from-zero session with the most requests (else the busiest)."""
-    sessions = point.get("sessions", [])
-    full = [s for s in sessions if s["complete"] and s["joined_at_ns"] is None] or sessions
+    sessions = point.sessions
+    full = [s for s in sessions if s.complete and s.joined_at_ns is None] or sessions
     if not full:
         return None
-    return int(max(full, key=lambda s: (s["requests"], -s["session"]))["session"])
+    return max(full, key=lambda s: (s.requests, -s.session)).session
 
 
-def timeline_plot(run: dict[str, Any], out: Path) -> Path | None:
+def timeline_plot(run: ResultsDocument, out: Path) -> Path | None:
     candidates = []
-    for p in run["points"]:
+    for p in run.points:
         sid = pick_session(p)
         if sid is None:
             continue
-        s = next(x for x in p["sessions"] if x["session"] == sid)
-        candidates.append(((s["complete"] and s["joined_at_ns"] is None, s["requests"]), p, sid))
+        best = next(x for x in p.sessions if x.session == sid)
+        candidates.append(((best.complete and best.joined_at_ns is None, best.requests), p, sid))
     if not candidates:
         return None
     _, point, sid = max(candidates, key=lambda c: c[0])
-    reqs = [r for r in point["requests"] if r["session"] == sid]
+    reqs = [r for r in point.requests if r.session == sid]
     if not reqs:
         return None
     agents: list[str] = []
-    for r in sorted(reqs, key=lambda r: r["send_ns"]):
-        if r["agent"] not in agents:
-            agents.append(r["agent"])
-    t0 = min(r["send_ns"] for r in reqs)
+    for r in sorted(reqs, key=lambda r: r.send_ns):
+        if r.agent not in agents:
+            agents.append(r.agent)
+    t0 = min(r.send_ns for r in reqs)
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.45 * len(agents)))
     for r in reqs:
-        y = agents.index(r["agent"])
-        s = (r["send_ns"] - t0) / 1e9
-        e = (r["end_ns"] - t0) / 1e9
-        color = (
-            "lightgrey"
-            if r["phase"] == "warmup"
-            else ("tab:red" if r["error_kind"] else "tab:blue")
-        )
+        y = agents.index(r.agent)
+        s = (r.send_ns - t0) / 1e9
+        e = (r.end_ns - t0) / 1e9
+        color = "lightgrey" if r.phase == "warmup" else ("tab:red" if r.error_kind else "tab:blue")
         ax.barh(y, e - s, left=s, height=0.6, color=color)
-        if r.get("first_ns") is not None:
-            ax.barh(y, (r["first_ns"] - r["send_ns"]) / 1e9, left=s, height=0.6, color="tab:orange")
+        if r.first_ns is not None:
+            ax.barh(y, (r.first_ns - r.send_ns) / 1e9, left=s, height=0.6, color="tab:orange")
     ax.set_yticks(range(len(agents)))
     ax.set_yticklabels([a[-24:] for a in agents], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("seconds since the session's first request (orange: time to first token)")
-    ax.set_title(f"Session {sid} at {_label(point)}: requests per agent")
+    ax.set_title(f"Session {sid} at {point.load}: requests per agent")
     ax.grid(axis="x", alpha=0.3)
     return _save(fig, out / "session_timeline.png")
 
 
-def scrape_plot(run: dict[str, Any], out: Path) -> Path | None:
+def scrape_plot(run: ResultsDocument, out: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(9, 4))
     ax2 = ax.twinx()
     drawn = False
-    for p in run["points"]:
-        samples = (p.get("scrape") or {}).get("samples") or []
-        keys = sorted({k for s in samples for k in s["values"]})
+    for p in run.points:
+        samples = p.scrape.samples if p.scrape is not None else []
+        keys = sorted({k for s in samples for k in s.values})
         usage = [k for k in keys if "usage" in k.lower()][:2]
         waiting = [k for k in keys if "waiting" in k.lower()][:2]
         for k, axis, style in [*((k, ax, "-") for k in usage), *((k, ax2, ":") for k in waiting)]:
-            xs = [s["t_ns"] / 1e9 for s in samples if k in s["values"]]
-            ys = [s["values"][k] for s in samples if k in s["values"]]
-            axis.plot(xs, ys, style, label=f"{_label(p)} {k.split('{')[0]}")
+            xs = [s.t_ns / 1e9 for s in samples if k in s.values]
+            ys = [s.values[k] for s in samples if k in s.values]
+            axis.plot(xs, ys, style, label=f"{p.load} {k.split('{')[0]}")
             drawn = True
     if not drawn:
         plt.close(fig)
@@ -192,6 +178,19 @@ def scrape_plot(run: dict[str, Any], out: Path) -> Path | None:
     lines2 = ax2.get_legend_handles_labels()
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7)
     return _save(fig, out / "server_metrics.png")
+
+
+def _category_lines(ax: Any, lines: list[tuple[str, dict[str, float]]], order: list[str]) -> None:
+    """One line per ``(label, {category: y})`` over categories placed in ``order`` (unknown ones
+    after it). Matplotlib's own categorical axis would order them by first appearance, so two
+    points with different buckets would interleave them (``0-1s, 15-60s, 1-5s``)."""
+    seen = {c for _, ys in lines for c in ys}
+    cats = [c for c in order if c in seen] + sorted(seen - set(order))
+    pos = {c: i for i, c in enumerate(cats)}
+    for label, ys in lines:
+        xs = sorted(ys, key=pos.__getitem__)
+        ax.plot([pos[c] for c in xs], [ys[c] for c in xs], marker="o", label=label)
+    ax.set_xticks(range(len(cats)), cats)
 
 
 def _style(ax: Any, xlabel: str, ylabel: str, title: str) -> None:
@@ -210,12 +209,13 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def all_plots(runs: list[dict[str, Any]], out: Path) -> list[Path]:
-    """Every figure that has data; the Pareto overlays all runs, the others use the first."""
+def all_plots(runs: list[ResultsDocument], names: list[str], out: Path) -> list[Path]:
+    """Every figure that has data; the Pareto overlays all runs (labelled by ``names``), the
+    others use the first."""
     out.mkdir(parents=True, exist_ok=True)
     first = runs[0]
     made = [
-        pareto_plot(runs, out),
+        pareto_plot(runs, names, out),
         ttft_band_plot(first, out),
         cdf_plot(first, out),
         kv_plot(first, out),

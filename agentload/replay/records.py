@@ -1,69 +1,111 @@
-"""Per-request and per-session records of a replay point (times in ns from the point start)."""
+"""Per-request and per-session records of a replay point (times in ns from the point start).
+
+They are pydantic dataclasses: the scheduler builds them while a point runs, and the same
+classes are the ``requests``, ``sessions`` and ``window`` of a point in results.json (see
+``results``), so a record is written and read back by one definition. The derived values
+(``lag_ns``, ``ttft_ns``, ``e2e_ns``, ``tpot_ns``) are computed fields: written to
+results.json for readers, recomputed (never trusted) when a file is read.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from pydantic import Field, computed_field
+from pydantic.dataclasses import dataclass
 
-__all__ = ["RequestRecord", "SessionResult", "Window", "from_dict"]
+__all__ = ["RequestRecord", "SessionResult", "Window"]
 
 
 @dataclass(slots=True)
 class RequestRecord:
     """One request as sent and answered. Times are ns since the point's start."""
 
-    session: int
-    """Session instance number within the point."""
-    source: str
-    """Key of the recorded session it replays."""
-    agent: str
-    call: str
-    """Key of the recorded call (unique across the given traces)."""
-    seq: int
-    turn_depth: int
-    """The call's index within its agent (0 = the agent's first call)."""
-    phase: str
-    """warmup (unmeasured warm-up call), ramp (sent before the measured window),
-    measured, or drain (sent after the steady-state window ended)."""
-    digest: str
-    scheduled_ns: int
-    send_ns: int
-    end_ns: int
-    first_ns: int | None = None
-    status: int | None = None
-    error_kind: str | None = None
-    error: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_tokens: int | None = None
-    expected_tokens: int = 0
-    recorded_prompt_tokens: int = 0
-    mismatch: bool = False
-    """Server-reported completion tokens differ from the expected (pinned) length."""
-    ceiling_tokens: int = 0
-    gap_ns: int | None = None
-    """Actual idle time since the previous call of the same agent completed."""
-    recorded_gap_ns: int | None = None
-    finish_reason: str | None = None
-    itl_ns: list[int] = field(default_factory=list)
-    """Inter-chunk latencies: differences between consecutive content-event arrivals."""
+    session: int = Field(description="session instance number within the point")
+    source: str = Field(description="key of the recorded session it replays")
+    agent: str = Field(description="the recorded agent that made the call")
+    call: str = Field(description="key of the recorded call (unique across the given traces)")
+    seq: int = Field(description="the call's sequence number within its agent")
+    turn_depth: int = Field(description="the call's index within its agent (0 = its first)")
+    phase: str = Field(
+        description="warmup (unmeasured warm-up call), ramp (sent before the measured "
+        "window), measured, or drain (sent after the steady-state window ended)"
+    )
+    digest: str = Field(description="sha256 of the canonical unsalted traffic body")
+    scheduled_ns: int = Field(description="when the schedule wanted it sent")
+    send_ns: int = Field(description="when its first bytes went to the socket")
+    end_ns: int = Field(description="when its stream ended (or it failed)")
+    first_ns: int | None = Field(
+        default=None, description="arrival of the first content or tool-call chunk"
+    )
+    status: int | None = Field(default=None, description="HTTP status, when one came back")
+    error_kind: str | None = Field(
+        default=None,
+        description="None on success; http_<status>, timeout, connect, reset, truncated, "
+        "stream_error, context_overflow or client_error",
+    )
+    error: str | None = Field(default=None, description="what went wrong, in words")
+    prompt_tokens: int | None = Field(default=None, description="server-reported prompt tokens")
+    completion_tokens: int | None = Field(
+        default=None, description="server-reported completion tokens"
+    )
+    cached_tokens: int | None = Field(
+        default=None, description="server-reported cached prompt tokens"
+    )
+    expected_tokens: int = Field(default=0, description="the pinned output length")
+    recorded_prompt_tokens: int = Field(default=0, description="prompt tokens of the recording")
+    mismatch: bool = Field(
+        default=False,
+        description="server-reported completion tokens differ from the expected (pinned) length",
+    )
+    ceiling_tokens: int = Field(
+        default=0,
+        description="prompt tokens the target can have cached for this request, the KV "
+        "survival ceiling (see metrics.quality.KVSurvival)",
+    )
+    gap_ns: int | None = Field(
+        default=None,
+        description="actual idle time since the previous call of the same agent completed",
+    )
+    recorded_gap_ns: int | None = Field(
+        default=None, description="recorded wait after the agent's previous call"
+    )
+    finish_reason: str | None = Field(default=None, description="the server's finish reason")
+    itl_ns: list[int] = Field(
+        default_factory=list,
+        description="inter-chunk latencies: differences between consecutive content-event arrivals",
+    )
 
     @property
     def ok(self) -> bool:
         return self.error_kind is None
 
+    @computed_field(  # type: ignore[prop-decorator]
+        description="client lag: actual send minus scheduled send"
+    )
     @property
     def lag_ns(self) -> int:
-        """Client lag: actual send minus scheduled send."""
         return self.send_ns - self.scheduled_ns
 
+    @computed_field(  # type: ignore[prop-decorator]
+        description="time to first token: first chunk minus send"
+    )
+    @property
+    def ttft_ns(self) -> int | None:
+        return None if self.first_ns is None else self.first_ns - self.send_ns
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="end-to-end latency: stream end minus send"
+    )
     @property
     def e2e_ns(self) -> int:
         return self.end_ns - self.send_ns
 
+    @computed_field(  # type: ignore[prop-decorator]
+        description="time per output token: (E2E - TTFT) / (output tokens - 1); None below 2"
+    )
     @property
-    def ttft_ns(self) -> int | None:
-        return None if self.first_ns is None else self.first_ns - self.send_ns
+    def tpot_ns(self) -> float | None:
+        ttft, out = self.ttft_ns, self.output_tokens
+        return (self.e2e_ns - ttft) / (out - 1) if ttft is not None and out > 1 else None
 
     @property
     def output_tokens(self) -> int:
@@ -76,55 +118,32 @@ class RequestRecord:
     def input_tokens(self) -> int:
         return self.prompt_tokens if self.prompt_tokens is not None else self.recorded_prompt_tokens
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["lag_ns"] = self.lag_ns
-        d["ttft_ns"] = self.ttft_ns
-        d["e2e_ns"] = self.e2e_ns
-        out = self.output_tokens
-        ttft = self.ttft_ns
-        d["tpot_ns"] = (self.e2e_ns - ttft) / (out - 1) if ttft is not None and out > 1 else None
-        return d
-
 
 @dataclass(slots=True)
 class SessionResult:
     """One replayed session instance."""
 
-    session: int
-    source: str
-    lane: int
-    start_ns: int
-    end_ns: int
-    joined_at_ns: int | None
-    """Recorded time (from the session start) where the session joined; None = from zero."""
-    complete: bool
-    """Every planned call was sent (False when the run stopped first)."""
-    requests: int
-    warmup_requests: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    session: int = Field(description="session instance number within the point")
+    source: str = Field(description="key of the recorded session it replays")
+    lane: int = Field(description="the lane that ran it (-1 for Poisson arrivals)")
+    start_ns: int = Field(description="when it started")
+    end_ns: int = Field(description="when its last request ended")
+    joined_at_ns: int | None = Field(
+        description="recorded time (from the session start) where it joined; None = from zero"
+    )
+    complete: bool = Field(description="every planned call was sent (False: the run stopped)")
+    requests: int = Field(description="requests sent, warm-up included")
+    warmup_requests: int = Field(description="warm-up requests sent")
 
 
 @dataclass(slots=True)
 class Window:
     """The steady-state window of a point, ns since its start."""
 
-    start_ns: int
-    end_ns: int
-    rule: str
-    """How the window was chosen, in words."""
+    start_ns: int = Field(description="start of the measured window (end of warm-up)")
+    end_ns: int = Field(description="end of the measured window")
+    rule: str = Field(description="how the window was chosen, in words")
 
     @property
     def seconds(self) -> float:
         return max(0, self.end_ns - self.start_ns) / 1e9
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"start_ns": self.start_ns, "end_ns": self.end_ns, "rule": self.rule}
-
-
-def from_dict(cls: type[Any], data: dict[str, Any]) -> Any:
-    """Rebuild a record dataclass from its ``to_dict`` form (extra keys ignored)."""
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in names})

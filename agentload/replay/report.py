@@ -7,9 +7,11 @@ import html
 from pathlib import Path
 from typing import Any
 
+from agentload.replay import metrics
 from agentload.replay.pareto import Headline, axis_of, headline, points_xy
 from agentload.replay.plots import all_plots
-from agentload.replay.results import summary_rows
+from agentload.replay.results import Distribution, GroupAggregates, Point, ResultsDocument
+from agentload.replay.summary import group_columns, summary_columns
 
 __all__ = ["headlines", "text_summary", "write_report"]
 
@@ -22,35 +24,31 @@ def _f(v: Any, digits: int = 1) -> str:
     return str(v)
 
 
-def headlines(results: dict[str, Any]) -> list[Headline]:
+def headlines(results: ResultsDocument) -> list[Headline]:
     """The ``--target-tps-user`` statements for one run."""
-    ytag, label = axis_of(results)
-    pts = points_xy(results, ytag)
-    unit = label.split(" (")[0]
-    return [headline(pts, t, unit) for t in results["config"].get("target_tps_user", [160.0])]
+    y = axis_of(results)
+    pts = points_xy(results, y.tag)
+    return [headline(pts, t, f"output {y.unit}") for t in results.config.target_tps_user]
 
 
-def _d(agg: dict[str, Any], tag: str, q: str) -> str:
-    d = agg.get(tag)
-    return _f(d.get(q)) if d else "-"
+def _d(d: Distribution | None, stat: str) -> str:
+    return _f(getattr(d, stat)) if d is not None else "-"
 
 
-def text_summary(results: dict[str, Any]) -> list[str]:
+def text_summary(results: ResultsDocument) -> list[str]:
     """One line per point for the terminal."""
     lines = []
-    for p in results["points"]:
-        a = p["aggregates"]
-        ph = a["phases"]
-        w = p["window"]
-        load = f"c={p['concurrency']}" if p.get("concurrency") else f"rate={p['arrival_rate']}/s"
-        errs = sum(a["errors"].values())
+    for p in results.points:
+        a = p.aggregates
+        ph = a.phases
+        errs = sum(a.errors.values())
         lines.append(
-            f"{load}: {ph['measured']} measured requests (warm-up {ph['warmup']}, ramp "
-            f"{ph['ramp']}, drain {ph['drain']}) in a {(w['end_ns'] - w['start_ns']) / 1e9:.1f}s "
-            f"window | TTFT p50 {_d(a, 'ttft_ms', 'p50')} p99 {_d(a, 'ttft_ms', 'p99')} ms | "
-            f"TPOT p50 {_d(a, 'tpot_ms', 'p50')} ms | E2E p50 {_d(a, 'e2e_ms', 'p50')} ms | "
-            f"{_d(a, 'tps_user', 'p50')} tok/s/user | {_f(a['output_tps'])} output tok/s | "
-            f"errors {errs} (context overflow {a['context_overflow']})"
+            f"{p.load}: {ph.measured} measured requests (warm-up {ph.warmup}, ramp "
+            f"{ph.ramp}, drain {ph.drain}) in a {p.window.seconds:.1f}s "
+            f"window | TTFT p50 {_d(a.ttft_ms, 'p50')} p99 {_d(a.ttft_ms, 'p99')} ms | "
+            f"TPOT p50 {_d(a.tpot_ms, 'p50')} ms | E2E p50 {_d(a.e2e_ms, 'p50')} ms | "
+            f"{_d(a.tps_user, 'p50')} tok/s/user | {_f(a.output_tps)} output tok/s | "
+            f"errors {errs} (context overflow {a.context_overflow})"
         )
     return lines
 
@@ -63,79 +61,74 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _group_table(groups: dict[str, Any], title: str) -> str:
-    rows = []
-    for name, g in groups.items():
-        rows.append(
-            [
-                name,
-                g["requests"],
-                g["failed"],
-                (g.get("ttft_ms") or {}).get("p50"),
-                (g.get("ttft_ms") or {}).get("p99"),
-                (g.get("tpot_ms") or {}).get("p50"),
-                (g.get("e2e_ms") or {}).get("p50"),
-            ]
-        )
-    return f"<h4>{html.escape(title)}</h4>" + _table(
-        ["group", "requests", "failed", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "E2E p50 ms"],
-        rows,
-    )
+def _group_table(groups: dict[str, GroupAggregates], title: str) -> str:
+    cols = group_columns()
+    rows = [[name, *(cell(g) for _, cell in cols)] for name, g in groups.items()]
+    return f"<h4>{html.escape(title)}</h4>" + _table(["group", *(h for h, _ in cols)], rows)
 
 
-def _run_section(run: dict[str, Any], name: str) -> str:
-    cfg = run["config"]
+def _row_tables(p: Point) -> list[str]:
+    """A table for every registered metric whose value is a list of rows (KV survival)."""
+    out = []
+    for m in metrics.registry():
+        rows = p.aggregates.value(m.tag) if m.row_columns else None
+        if rows:
+            heads = [h for _, h in m.row_columns]
+            cells = [[r.get(k) for k, _ in m.row_columns] for r in rows]
+            out.append(f"<h4>{html.escape(m.label())}</h4>" + _table(heads, cells))
+    return out
+
+
+def _run_section(run: ResultsDocument, name: str) -> str:
+    cfg = run.config
     parts = [f"<h2>{html.escape(name)}</h2>"]
     parts.append(
         "<p>"
         + html.escape(
-            f"endpoint {cfg['endpoint']} · model {cfg['model']} · engine {cfg['engine']} · "
-            f"traces {', '.join(cfg['traces'])} · gap scale {cfg['gap_scale']} · "
-            f"start at {cfg['start_at']} · salt {'on' if cfg['salt'] else 'off'}"
+            f"endpoint {cfg.endpoint} · model {cfg.model} · engine {cfg.engine} · "
+            f"traces {', '.join(cfg.traces)} · gap scale {cfg.gap_scale} · "
+            f"start at {cfg.start_at} · salt {'on' if cfg.salt else 'off'}"
         )
         + "</p>"
     )
     parts += [f"<p class='headline'>{html.escape(h.text)}</p>" for h in headlines(run)]
-    plan = run.get("plan", {})
-    for t in plan.get("truncated_traces") or ():
+    plan = run.plan
+    for t in plan.truncated_traces:
         parts.append(
-            f"<p>{html.escape(str(t['file']))} is truncated ({html.escape(str(t['detail']))}): "
+            f"<p>{html.escape(t.file)} is truncated ({html.escape(t.detail)}): "
             "its sessions are replayed as far as they were recorded.</p>"
         )
-    if plan.get("excluded_sessions"):
+    if plan.excluded_sessions:
         parts.append(
-            f"<p>--max-context {plan['max_context']} left out "
-            f"{len(plan['excluded_sessions'])} session(s).</p>"
+            f"<p>--max-context {plan.max_context} left out "
+            f"{len(plan.excluded_sessions)} session(s).</p>"
         )
-    rows = summary_rows(run)
-    if rows:
-        cols = list(rows[0])
-        parts.append(_table(cols, [[r[c] for c in cols] for r in rows]))
-    for p in run["points"]:
-        a = p["aggregates"]
-        w = p["window"]
-        ph = a["phases"]
-        load = (
-            f"concurrency {p['concurrency']}"
-            if p.get("concurrency")
-            else f"rate {p['arrival_rate']}/s"
-        )
+    if run.points:
+        cols = summary_columns()
+        rows = [[c.get(p) for c in cols] for p in run.points]
+        parts.append(_table([c.label for c in cols], rows))
+    for p in run.points:
+        a = p.aggregates
+        w = p.window
+        ph = a.phases
+        load = f"concurrency {p.concurrency}" if p.concurrency else f"rate {p.arrival_rate}/s"
         parts.append(f"<h3>{html.escape(load)}</h3>")
         parts.append(
             "<p>"
             + html.escape(
-                f"Warm-up window 0–{p['warmup_window']['end_ns'] / 1e9:.2f}s "
-                f"({ph['warmup']} warm-up requests, {ph['ramp']} ramp requests); measured window "
-                f"{w['start_ns'] / 1e9:.2f}–{w['end_ns'] / 1e9:.2f}s ({ph['measured']} requests; "
-                f"{ph['drain']} after it). Window rule: {w['rule']}. Peak sessions in flight "
-                f"{p['max_active_sessions']}, peak requests in flight {p['max_inflight_requests']}. "
-                f"Errors: {a['errors'] or 'none'}; context overflow {a['context_overflow']}; "
-                f"length mismatches {a['length_mismatch']}."
+                f"Warm-up window 0–{p.warmup_window.end_ns / 1e9:.2f}s "
+                f"({ph.warmup} warm-up requests, {ph.ramp} ramp requests); measured window "
+                f"{w.start_ns / 1e9:.2f}–{w.end_ns / 1e9:.2f}s ({ph.measured} requests; "
+                f"{ph.drain} after it). Window rule: {w.rule}. Peak sessions in flight "
+                f"{p.max_active_sessions}, peak requests in flight {p.max_inflight_requests}. "
+                f"Errors: {a.errors or 'none'}; context overflow {a.context_overflow}; "
+                f"length mismatches {a.length_mismatch}."
             )
             + "</p>"
         )
-        parts.append(_group_table(a.get("by_band", {}), "By context band"))
-        parts.append(_group_table(a.get("by_depth", {}), "By turn depth"))
+        parts.append(_group_table(a.by_band, "By context band"))
+        parts.append(_group_table(a.by_depth, "By turn depth"))
+        parts += _row_tables(p)
     return "\n".join(parts)
 
 
@@ -147,16 +140,16 @@ _CSS = (
 )
 
 
-def write_report(runs: list[dict[str, Any]], out: Path) -> list[Path]:
+def write_report(runs: list[ResultsDocument], out: Path) -> list[Path]:
     """Write report.html and its PNGs into ``out``; returns [report.html, *pngs]."""
     out.mkdir(parents=True, exist_ok=True)
-    for i, run in enumerate(runs):
-        run.setdefault(
-            "_name", Path(run.get("_path", f"run {i + 1}")).parent.name or f"run {i + 1}"
-        )
-    pngs = all_plots(runs, out)
+    names = [
+        (run.path.parent.name if run.path is not None else "") or f"run {i + 1}"
+        for i, run in enumerate(runs)
+    ]
+    pngs = all_plots(runs, names, out)
     body = [f"<h1>agentload replay report</h1><p>{len(runs)} run(s).</p>"]
-    body += [_run_section(run, str(run["_name"])) for run in runs]
+    body += [_run_section(run, name) for run, name in zip(runs, names, strict=True)]
     for png in pngs:
         data = base64.b64encode(png.read_bytes()).decode()
         body.append(f"<h3>{html.escape(png.stem.replace('_', ' '))}</h3>")

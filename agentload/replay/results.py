@@ -1,110 +1,311 @@
-"""results.json and summary.csv: write, read, and the one-row-per-point summary."""
+"""results.json: the typed, versioned document of one replay run; write, read, summary.csv.
+
+``ResultsDocument`` is the one model of results.json: ``run`` builds it, ``report``,
+``compare`` and the CSV writer read it. Its ``schema`` is ``agentload.replay-results/MAJOR``
+(the trace schema's convention, ``recorder/schema.py``): a reader refuses another major
+version; a newer minor version may add fields, which are kept. ``load_results`` turns a file
+that is not JSON, not a results file, of another major version or missing a field into one
+``ResultsFormatError`` line naming the file (and the field).
+"""
 
 from __future__ import annotations
 
-import csv
 import os
 from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
-from agentload.errors import ReplayError
+from agentload.errors import ResultsFormatError
+from agentload.recorder.reader import format_validation_error
+from agentload.replay.config import ReplayConfig
+from agentload.replay.records import RequestRecord, SessionResult, Window
 
-__all__ = ["SUMMARY_COLUMNS", "load_results", "summary_rows", "write_results", "write_summary"]
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_MAJOR",
+    "Aggregates",
+    "Distribution",
+    "EngineInfo",
+    "Environment",
+    "GroupAggregates",
+    "KVBucket",
+    "Phases",
+    "PlanInfo",
+    "Point",
+    "ResultsDocument",
+    "ScrapeSample",
+    "ScrapeSummary",
+    "Span",
+    "TimelineSample",
+    "TruncatedTrace",
+    "load_results",
+    "write_results",
+]
 
-SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("concurrency", "concurrency"),
-    ("arrival_rate", "arrival_rate"),
-    ("requests_measured", "phases.measured"),
-    ("requests_warmup", "phases.warmup"),
-    ("window_s", "window_s"),
-    ("ttft_p50_ms", "ttft_ms.p50"),
-    ("ttft_p90_ms", "ttft_ms.p90"),
-    ("ttft_p99_ms", "ttft_ms.p99"),
-    ("ttft_mean_ms", "ttft_ms.mean"),
-    ("tpot_p50_ms", "tpot_ms.p50"),
-    ("tpot_p99_ms", "tpot_ms.p99"),
-    ("itl_p50_ms", "itl_ms.p50"),
-    ("itl_p99_ms", "itl_ms.p99"),
-    ("e2e_p50_ms", "e2e_ms.p50"),
-    ("e2e_p99_ms", "e2e_ms.p99"),
-    ("tps_user_p50", "tps_user.p50"),
-    ("tps_user_mean", "tps_user.mean"),
-    ("session_latency_p50_s", "session_latency_s.p50"),
-    ("jobs_per_hour", "jobs_per_hour"),
-    ("output_tps", "output_tps"),
-    ("total_tps", "total_tps"),
-    ("request_rate", "request_rate"),
-    ("output_tps_per_gpu", "output_tps_per_gpu"),
-    ("output_tps_per_mw", "output_tps_per_mw"),
-    ("goodput", "goodput"),
-    ("slo_attainment", "slo_attainment"),
-    ("errors", "errors_total"),
-    ("context_overflow", "context_overflow"),
-    ("length_mismatch", "length_mismatch"),
-    ("client_lag_p99_ms", "client_lag_ms.p99"),
-)
+SCHEMA_MAJOR = 1
+SCHEMA = f"agentload.replay-results/{SCHEMA_MAJOR}"
+_PREFIX = "agentload.replay-results/"
 
 
-def _get(point: dict[str, Any], path: str) -> Any:
-    agg = point["aggregates"]
-    if path == "concurrency" or path == "arrival_rate":
-        return point.get(path)
-    if path == "window_s":
-        w = point["window"]
-        return (w["end_ns"] - w["start_ns"]) / 1e9
-    if path == "errors_total":
-        return sum(agg.get("errors", {}).values())
-    cur: Any = agg
-    for part in path.split("."):
-        if not isinstance(cur, dict):
-            return None
-        cur = cur.get(part)
-    return cur
+class _Model(BaseModel):
+    # Fields a newer minor version adds are kept (and written back), never an error.
+    model_config = ConfigDict(extra="allow")
 
 
-def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per point with the ``SUMMARY_COLUMNS``."""
-    return [{name: _get(p, path) for name, path in SUMMARY_COLUMNS} for p in results["points"]]
+class _MetricValues(_Model):
+    """Metric values by tag: typed fields for the built-in metrics, extra fields for others."""
+
+    def value(self, tag: str) -> Any:
+        """Metric ``tag``'s value as results.json holds it (None when absent): what a metric's
+        ``columns`` read."""
+        return self.model_dump(mode="json", include={tag}).get(tag)
 
 
-def write_results(results: dict[str, Any], out: Path) -> Path:
+class Distribution(_Model):
+    """Summary of a metric's values (metrics.base.distribution)."""
+
+    n: int = Field(description="number of values")
+    mean: float = Field(description="arithmetic mean")
+    min: float = Field(description="smallest value")
+    p50: float = Field(description="median (linear between closest ranks)")
+    p90: float = Field(description="90th percentile")
+    p99: float = Field(description="99th percentile")
+    max: float = Field(description="largest value")
+
+
+class KVBucket(_Model):
+    """KV survival of the requests whose preceding gap lies in one bucket."""
+
+    bucket: str = Field(description="the gap bucket, e.g. 1-5s")
+    lo_s: float = Field(description="lower bound of the gap, s (inclusive)")
+    hi_s: float | None = Field(description="upper bound of the gap, s (exclusive); None: open")
+    n: int = Field(description="requests counted")
+    cached_tokens: int = Field(description="Σ server-reported cached prompt tokens")
+    ceiling_tokens: int = Field(description="Σ ceiling reusable tokens")
+    ratio: float = Field(description="cached_tokens / ceiling_tokens")
+    mean_ratio: float = Field(description="mean of the per-request ratios cached / ceiling")
+
+
+class Phases(_Model):
+    """Requests per phase."""
+
+    warmup: int = Field(description="unmeasured warm-up requests")
+    ramp: int = Field(description="requests sent before the measured window")
+    measured: int = Field(description="requests sent inside the measured window")
+    drain: int = Field(description="requests sent after the measured window")
+
+
+class _RequestMetrics(_MetricValues):
+    """The request-level metrics, computed per point and per group (metrics.GROUP_METRICS)."""
+
+    ttft_ms: Distribution | None = Field(description="time to first token, ms")
+    tpot_ms: Distribution | None = Field(description="time per output token, ms")
+    e2e_ms: Distribution | None = Field(description="end-to-end latency, ms")
+    kv_survival: list[KVBucket] = Field(description="KV survival by preceding gap, in gap order")
+    slo_attainment: float | None = Field(description="fraction of requests meeting every SLO")
+
+    @field_validator("kv_survival")
+    @classmethod
+    def _by_gap(cls, v: list[KVBucket]) -> list[KVBucket]:
+        return sorted(v, key=lambda b: b.lo_s)
+
+
+class GroupAggregates(_RequestMetrics):
+    """The request-level metrics of one context band or turn-depth bucket."""
+
+    requests: int = Field(description="measured requests in the group")
+    failed: int = Field(description="of which failed")
+
+
+class Aggregates(_RequestMetrics):
+    """Every metric of a point, by tag (formulas: the metric classes in replay/metrics/);
+    metrics registered by other code ride along as extra fields."""
+
+    itl_ms: Distribution | None = Field(description="inter-token latency (pooled), ms")
+    client_lag_ms: Distribution | None = Field(description="actual − scheduled send, ms")
+    tps_user: Distribution | None = Field(description="output tokens/s per user (session)")
+    session_latency_s: Distribution | None = Field(description="session (job) latency, s")
+    jobs_per_hour: float | None = Field(description="complete sessions per hour")
+    output_tps: float | None = Field(description="output tokens/s over the window")
+    total_tps: float | None = Field(description="input + output tokens/s over the window")
+    request_rate: float | None = Field(description="successful requests/s over the window")
+    output_tps_per_gpu: float | None = Field(description="output tokens/s per GPU")
+    output_tps_per_mw: float | None = Field(description="output tokens/s per MW")
+    goodput: float | None = Field(description="requests/s meeting every SLO")
+    errors: dict[str, int] = Field(description="failed requests by kind")
+    context_overflow: int = Field(description="requests rejected for context length")
+    length_mismatch: int = Field(description="requests whose output length was not honoured")
+    phases: Phases = Field(description="requests per phase")
+    by_band: dict[str, GroupAggregates] = Field(description="groups by context band")
+    by_depth: dict[str, GroupAggregates] = Field(description="groups by turn depth")
+
+
+class Span(_Model):
+    """A time span of a point, ns since its start."""
+
+    start_ns: int = Field(description="start")
+    end_ns: int = Field(description="end")
+
+
+class TimelineSample(_Model):
+    """The point's counters, sampled at 1 Hz."""
+
+    t_ns: int = Field(description="when, ns since the point's start")
+    active_sessions: int = Field(description="sessions in flight")
+    inflight: int = Field(description="requests in flight")
+    requests: int = Field(description="requests completed so far")
+    errors: int = Field(description="failed requests so far")
+    output_tokens: int = Field(description="output tokens received so far")
+
+
+class ScrapeSample(_Model):
+    """One scrape of the server's Prometheus metrics."""
+
+    t_ns: int = Field(description="when, ns since the point's start")
+    values: dict[str, float] = Field(description="the kept series: name{labels} → value")
+
+
+class ScrapeSummary(_Model):
+    """What ``--scrape-metrics`` collected during a point."""
+
+    url: str = Field(description="the scraped URL")
+    samples: list[ScrapeSample] = Field(description="the samples, in time order")
+    failures: int = Field(description="scrapes that failed")
+    last_error: str | None = Field(description="the last failure, in words")
+
+
+class Point(_Model):
+    """One load point (a concurrency level, or the arrival rate)."""
+
+    interrupted: bool = Field(description="the run was interrupted during this point")
+    concurrency: int | None = Field(description="lanes; None with an arrival rate")
+    arrival_rate: float | None = Field(description="Poisson sessions/s, or None")
+    wall_s: float = Field(description="wall-clock seconds the point ran")
+    warmup_window: Span = Field(description="from the start until every lane warmed up")
+    window: Window = Field(description="the measured (steady-state) window")
+    power_watts: float | None = Field(description="average power over the window, W")
+    max_active_sessions: int = Field(description="peak sessions in flight")
+    max_inflight_requests: int = Field(description="peak requests in flight")
+    aggregates: Aggregates = Field(description="every metric of the point")
+    timeline: list[TimelineSample] = Field(description="counters at 1 Hz")
+    scrape: ScrapeSummary | None = Field(description="server metrics, with --scrape-metrics")
+    sessions: list[SessionResult] = Field(description="every session instance")
+    requests: list[RequestRecord] = Field(description="every request")
+
+    @property
+    def load(self) -> str:
+        """``c=4`` or ``rate=2.0/s``."""
+        if self.concurrency is not None:
+            return f"c={self.concurrency}"
+        return f"rate={self.arrival_rate}/s"
+
+
+class Environment(_Model):
+    """Where the replay ran."""
+
+    agentload: str = Field(description="agentload version")
+    python: str = Field(description="Python version")
+    platform: str = Field(description="platform string")
+    cpu_count: int | None = Field(description="logical CPUs")
+    started_unix_ns: int = Field(description="wall-clock start of the run")
+
+
+class EngineInfo(_Model):
+    """The engine preset as used (after --no-extras)."""
+
+    name: str = Field(description="preset name")
+    ignore_eos: bool = Field(description="ignore_eos was sent")
+    min_tokens: bool = Field(description="min_tokens was sent")
+    include_usage: bool = Field(description="stream_options.include_usage was sent")
+
+
+class TruncatedTrace(_Model):
+    """A trace that ends early (a killed run)."""
+
+    file: str = Field(description="the trace file")
+    detail: str = Field(description="where and how it ends")
+
+
+class PlanInfo(_Model):
+    """What was planned from the traces."""
+
+    sessions: int = Field(description="recorded sessions replayed")
+    calls: int = Field(description="recorded calls in them")
+    max_context: int | None = Field(description="--max-context")
+    excluded_sessions: list[str] = Field(description="sessions --max-context left out")
+    truncated_traces: list[TruncatedTrace] = Field(description="traces that end early")
+
+
+class ResultsDocument(_Model):
+    """results.json (see the module docstring)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    schema_: str = Field(
+        default=SCHEMA, alias="schema", description="'agentload.replay-results/MAJOR'"
+    )
+    config: ReplayConfig = Field(description="the run's options")
+    environment: Environment = Field(description="where it ran")
+    engine: EngineInfo = Field(description="the engine preset as used")
+    plan: PlanInfo = Field(description="what was planned")
+    digest_manifest: dict[str, str] = Field(description="recorded call → payload digest")
+    interrupted: bool = Field(description="the run was interrupted (later points absent)")
+    points: list[Point] = Field(description="one per load point, in order")
+    _path: Path | None = PrivateAttr(default=None)
+
+    @field_validator("schema_")
+    @classmethod
+    def _known_major(cls, v: str) -> str:
+        major = v.removeprefix(_PREFIX).split(".", 1)[0]
+        if not v.startswith(_PREFIX) or major != str(SCHEMA_MAJOR):
+            raise PydanticCustomError(
+                "results_schema",
+                f"results schema {v!r} is not supported by this agentload (reads {SCHEMA}); "
+                "upgrade agentload to read it",
+            )
+        return v
+
+    @property
+    def path(self) -> Path | None:
+        """The file it was read from (None when built in memory)."""
+        return self._path
+
+
+def write_results(results: ResultsDocument, out: Path) -> Path:
     """Write ``results.json`` into ``out`` (atomically); returns its path."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    data = results.model_dump(mode="json", by_alias=True)
+    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
     os.replace(tmp, path)
     return path
 
 
-def write_summary(results: dict[str, Any], out: Path) -> Path:
-    """Write ``summary.csv`` (one row per point); returns its path."""
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "summary.csv"
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=[name for name, _ in SUMMARY_COLUMNS])
-        w.writeheader()
-        for row in summary_rows(results):
-            w.writerow({k: "" if v is None else v for k, v in row.items()})
-    return path
-
-
-def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a results.json (or the results.json inside a directory)."""
+def load_results(path: str | os.PathLike[str]) -> ResultsDocument:
+    """Read a results.json (or the results.json inside a directory); a file that cannot be
+    read as one is a ``ResultsFormatError`` naming the file and the field."""
     p = Path(path)
     if p.is_dir():
         p = p / "results.json"
     try:
         data: Any = orjson.loads(p.read_bytes())
     except FileNotFoundError:
-        raise ReplayError(f"{p}: no such results file") from None
+        raise ResultsFormatError(f"{p}: no such results file") from None
+    except OSError as exc:
+        raise ResultsFormatError(f"{p}: cannot read: {exc.strerror or exc}") from None
     except orjson.JSONDecodeError as exc:
-        raise ReplayError(f"{p}: not JSON ({exc})") from None
-    if not isinstance(data, dict) or not str(data.get("schema", "")).startswith(
-        "agentload.replay-results/"
-    ):
-        raise ReplayError(f"{p}: not an agentload replay results file")
-    data.setdefault("_path", str(p))
-    return data
+        raise ResultsFormatError(f"{p}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or not str(data.get("schema", "")).startswith(_PREFIX):
+        raise ResultsFormatError(f"{p}: not an agentload replay results file")
+    try:
+        doc = ResultsDocument.model_validate(data)
+    except ValidationError as exc:
+        more = exc.error_count() - 1
+        extra = f" (and {more} more problem{'s' * (more > 1)})" if more else ""
+        raise ResultsFormatError(f"{p}: {format_validation_error(exc, '')}{extra}") from None
+    doc._path = p
+    return doc

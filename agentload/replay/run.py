@@ -29,22 +29,33 @@ from agentload.replay.engines import get_engine
 from agentload.replay.metrics import SLO, MetricContext, aggregate
 from agentload.replay.plan import SessionPlan, build_plans
 from agentload.replay.power import NvmlPower, average_watts
+from agentload.replay.results import (
+    Aggregates,
+    EngineInfo,
+    Environment,
+    PlanInfo,
+    Point,
+    ResultsDocument,
+    ScrapeSummary,
+    Span,
+    TimelineSample,
+)
+from agentload.replay.salt import new_nonce
 from agentload.replay.schedule import LoadShape, PointRun, PointRunner
 from agentload.replay.scrape import MetricsScraper
 
 __all__ = ["load_plans", "run_replay"]
 
-SCHEMA = "agentload.replay-results/1"
-
 ProgressHook = Callable[[PointRunner, int, int], Any]
 
 
 def load_plans(
-    paths: Sequence[str], max_context: int | None
+    paths: Sequence[str], max_context: int | None, salt: bool = True
 ) -> tuple[list[SessionPlan], dict[str, Any]]:
-    """Plans of every session of the traces, what ``--max-context`` left out, and which traces
-    end early (a killed run: one warning line each on stderr; their complete calls are
-    replayed, each session as far as it was recorded)."""
+    """Plans of every session of the traces (with the salted reuse ceilings when ``salt``),
+    what ``--max-context`` left out, and which traces end early (a killed run: one warning
+    line each on stderr; their complete calls are replayed, each session as far as it was
+    recorded)."""
     traces = [load_trace(p) for p in trace_files(paths)]
     truncated = [
         {"file": t.path, "detail": str(t.truncated)} for t in traces if t.truncated is not None
@@ -56,7 +67,19 @@ def load_plans(
             file=sys.stderr,
             flush=True,
         )
-    plans = build_plans(traces)
+    plans = build_plans(traces, salted=salt)
+    unsalted = {
+        pl.trace_path for pl in plans if pl.calls[pl.order[0]].salted_ceiling_tokens is None
+    }
+    for trace in traces if salt else ():
+        if trace.path in unsalted:
+            print(
+                f"agentload: warning: {trace.path}: tokenizer {trace.header.tokenizer} cannot "
+                "be loaded; the KV-survival ceiling of salted requests counts the trace's "
+                "unsalted blocks",
+                file=sys.stderr,
+                flush=True,
+            )
     excluded: list[str] = []
     if max_context is not None:
         keep: list[SessionPlan] = []
@@ -79,30 +102,26 @@ def load_plans(
     }
 
 
-def _environment() -> dict[str, Any]:
-    return {
-        "agentload": __version__,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "started_unix_ns": time.time_ns(),
-    }
+def _environment() -> Environment:
+    return Environment(
+        agentload=__version__,
+        python=sys.version.split()[0],
+        platform=platform.platform(),
+        cpu_count=os.cpu_count(),
+        started_unix_ns=time.time_ns(),
+    )
 
 
 def _manifest(plans: Sequence[SessionPlan]) -> dict[str, str]:
     return {c.key: c.digest for pl in plans for c in pl.calls.values()}
 
 
-async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) -> dict[str, Any]:
+async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) -> ResultsDocument:
     """Run every point of ``cfg``; returns the results document (see ``results``)."""
     engine = get_engine(cfg.engine)
     if not cfg.extras:
         engine = engine.without_extras()
-    if cfg.start_at not in ("random", "zero"):
-        raise ReplayError(f"--start-at {cfg.start_at!r}: choose random or zero")
-    if cfg.gap_scale < 0:
-        raise ReplayError("--gap-scale must be >= 0")
-    plans, exclusion = load_plans(cfg.traces, cfg.max_context)
+    plans, exclusion = load_plans(cfg.traces, cfg.max_context, cfg.salt)
     manifest = _manifest(plans)
     slo = SLO(**cfg.slo) if cfg.slo else None
     power = NvmlPower(cfg.gpus) if cfg.power == "nvml" else None
@@ -115,8 +134,8 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         max_connections=max(8, top * width + 8),
     )
     builder = BodyBuilder(cfg.model, engine, cfg.session_field or engine.session_field)
-    points: list[dict[str, Any]] = []
-    run_nonce = secrets.token_hex(3)
+    points: list[Point] = []
+    run_nonce = f"{secrets.randbelow(10**6):06d}"
     interrupted = False
     try:
         await client.probe(cfg.model)
@@ -134,36 +153,31 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
                 seed=cfg.seed,
                 session_header=cfg.session_header or engine.session_header,
             )
-            runner = PointRunner(client, plans, builder, shape, nonce=f"{run_nonce}{i:x}")
+            runner = PointRunner(client, plans, builder, shape, nonce=new_nonce(run_nonce, i))
             await client.warm(level if not cfg.arrival_rate else 0)
             point = await _run_point(runner, cfg, slo, power, progress, i)
             points.append(point)
-            if point.get("interrupted"):
+            if point.interrupted:
                 interrupted = True
                 break
     finally:
         await client.aclose()
         if power is not None:
             power.close()
-    return {
-        "schema": SCHEMA,
-        "config": {**cfg.model_dump(), "endpoint": strip_credentials(cfg.endpoint)},
-        "environment": _environment(),
-        "engine": {
-            "name": engine.name,
-            "ignore_eos": engine.ignore_eos,
-            "min_tokens": engine.min_tokens,
-            "include_usage": engine.include_usage,
-        },
-        "plan": {
-            "sessions": len(plans),
-            "calls": sum(len(p.calls) for p in plans),
-            **exclusion,
-        },
-        "digest_manifest": manifest,
-        "interrupted": interrupted,
-        "points": points,
-    }
+    return ResultsDocument(
+        config=cfg.model_copy(update={"endpoint": strip_credentials(cfg.endpoint)}),
+        environment=_environment(),
+        engine=EngineInfo(
+            name=engine.name,
+            ignore_eos=engine.ignore_eos,
+            min_tokens=engine.min_tokens,
+            include_usage=engine.include_usage,
+        ),
+        plan=PlanInfo(sessions=len(plans), calls=sum(len(p.calls) for p in plans), **exclusion),
+        digest_manifest=manifest,
+        interrupted=interrupted,
+        points=points,
+    )
 
 
 async def _run_point(
@@ -173,7 +187,7 @@ async def _run_point(
     power: NvmlPower | None,
     progress: ProgressHook | None,
     index: int,
-) -> dict[str, Any]:
+) -> Point:
     side: list[asyncio.Task[Any]] = []
     scraper = None
     runner_task = asyncio.ensure_future(runner.run())
@@ -208,19 +222,19 @@ async def _run_point(
             power.samples, run.t0_ns + run.window.start_ns, run.t0_ns + run.window.end_ns
         )
     ctx = MetricContext(run.requests, run.sessions, run.window, cfg.gpus, watts, slo)
-    return {
-        "interrupted": interrupted,
-        "concurrency": None if cfg.arrival_rate else runner.shape.concurrency,
-        "arrival_rate": cfg.arrival_rate,
-        "wall_s": run.wall_s,
-        "warmup_window": {"start_ns": 0, "end_ns": run.warmup_end_ns},
-        "window": run.window.to_dict(),
-        "power_watts": watts,
-        "max_active_sessions": run.stats.max_active_sessions,
-        "max_inflight_requests": run.stats.max_inflight,
-        "aggregates": aggregate(ctx),
-        "timeline": run.timeline,
-        "scrape": scraper.summary() if scraper else None,
-        "sessions": [s.to_dict() for s in run.sessions],
-        "requests": [r.to_dict() for r in run.requests],
-    }
+    return Point(
+        interrupted=interrupted,
+        concurrency=None if cfg.arrival_rate else runner.shape.concurrency,
+        arrival_rate=cfg.arrival_rate,
+        wall_s=run.wall_s,
+        warmup_window=Span(start_ns=0, end_ns=run.warmup_end_ns),
+        window=run.window,
+        power_watts=watts,
+        max_active_sessions=run.stats.max_active_sessions,
+        max_inflight_requests=run.stats.max_inflight,
+        aggregates=Aggregates.model_validate(aggregate(ctx)),
+        timeline=[TimelineSample.model_validate(t) for t in run.timeline],
+        scrape=ScrapeSummary.model_validate(scraper.summary()) if scraper else None,
+        sessions=run.sessions,
+        requests=run.requests,
+    )

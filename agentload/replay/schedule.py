@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-import secrets
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,6 +29,7 @@ from agentload.replay.bodies import BodyBuilder
 from agentload.replay.client import StreamClient
 from agentload.replay.plan import CallPlan, SessionPlan
 from agentload.replay.records import RequestRecord, SessionResult, Window
+from agentload.replay.salt import new_nonce
 from agentload.replay.shapes import LiveStats, LoadShape, PointRun, SessionInstance, SessionSource
 
 __all__ = ["LiveStats", "LoadShape", "PointRun", "PointRunner", "SessionInstance"]
@@ -52,7 +52,7 @@ class PointRunner:
         self.builder = builder
         self.shape = shape
         self.clock = clock
-        self.source = SessionSource(plans, shape, nonce or secrets.token_hex(3))
+        self.source = SessionSource(plans, shape, nonce or new_nonce())
         self.stats = LiveStats()
         self.records: list[RequestRecord] = []
         self.sessions: list[SessionResult] = []
@@ -285,7 +285,7 @@ class PointRunner:
             expected_tokens=expected,
             recorded_prompt_tokens=call.prompt_tokens,
             mismatch=out.completion_tokens is not None and out.completion_tokens != expected,
-            ceiling_tokens=call.ceiling_tokens,
+            ceiling_tokens=call.ceiling(inst.salt is not None),
             gap_ns=None if prev_end is None else out.send_ns - prev_end,
             recorded_gap_ns=call.recorded_gap_ns,
             finish_reason=out.finish_reason,

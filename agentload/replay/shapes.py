@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentload.replay.bodies import make_salt
 from agentload.replay.plan import SessionPlan
 from agentload.replay.records import RequestRecord, SessionResult, Window
+from agentload.replay.salt import make_salt
 
 __all__ = ["LiveStats", "LoadShape", "PointRun", "SessionInstance", "SessionSource"]
 

@@ -110,9 +110,16 @@ def test_compare_detects_a_changed_trace(
     [
         (["--model", "nope"], "model 'nope' not served"),
         (["--slo", "ttft=fast"], "bad duration 'fast'"),
-        (["--slo", "latency=2s"], "bad --slo item"),
-        (["--engine", "tgi"], "unknown engine 'tgi'"),
-        (["--sweep", "1,x"], "bad --sweep"),
+        (["--slo", "latency=2s"], "--slo 'latency=2s': unknown objective 'latency=2s'"),
+        (["--engine", "tgi"], "--engine 'tgi': unknown engine; choose one of: vllm,"),
+        (["--sweep", "1,x"], "--sweep '1,x': write the concurrency levels as integers"),
+        (["--sweep", "2,0"], "--sweep '2,0': Input should be greater than or equal to 1"),
+        (["--concurrency", "0"], "--concurrency 0: Input should be greater than or equal to 1"),
+        (["--arrival-rate", "0"], "--arrival-rate 0.0: Input should be greater than 0"),
+        (["--gap-scale", "-1"], "--gap-scale -1.0: Input should be greater than or equal to 0"),
+        (["--timeout", "0"], "--timeout 0.0: Input should be greater than 0"),
+        (["--target-tps-user", "10", "--target-tps-user", "-5"], "--target-tps-user -5.0:"),
+        (["--power", "nvml", "--power-watts", "500"], "give --power-watts or --power nvml, not"),
         (["--power", "rapl"], "only 'nvml'"),
         (["--start-at", "middle"], "--start-at 'middle'"),
     ],
@@ -210,10 +217,10 @@ async def test_an_interrupted_run_keeps_what_it_measured(
     await asyncio.sleep(1.0)
     task.cancel()
     res = await task
-    assert res["interrupted"] is True and len(res["points"]) == 1
-    point = res["points"][0]
-    assert point["interrupted"] and point["requests"]
-    assert all(r["error_kind"] in (None, "client_error") for r in point["requests"])
+    assert res.interrupted is True and len(res.points) == 1
+    point = res.points[0]
+    assert point.interrupted and point.requests
+    assert all(r.error_kind in (None, "client_error") for r in point.requests)
 
 
 def test_ctrl_c_writes_partial_results(

@@ -128,3 +128,89 @@ def test_a_cyclic_call_graph_is_rejected(tmp_path: Path) -> None:
     asyncio.run(write())
     with pytest.raises(ReplayError, match="cycle"):
         plans_of(path)
+
+
+def test_salted_ceilings_match_real_salts(tmp_path: Path) -> None:
+    """The salted ceiling (computed once per recorded session with representative salts) is
+    what a brute force over real instances' salted prompts finds: exact for what an instance
+    shares with itself, an upper bound of what other instances share."""
+    import random
+
+    from agentload.recorder.prefix import PrefixHasher, hash_prompt
+    from agentload.replay.salt import make_salt, salt_messages
+    from agentload.tokenizer import ChatTokenCounter
+
+    path = agentic_trace(tmp_path / "t.jsonl", sessions=2, shape=Shape(system_words=37))
+    trace = load_trace(path)
+    plans = plans_of(path)
+    counter, block = ChatTokenCounter(trace.header.tokenizer), trace.header.block_size
+    rng = random.Random(7)
+    salts = [make_salt(f"{rng.randrange(10**9):09d}", rng.randrange(10**6)) for _ in range(3)]
+    # every call of every recorded session, sent by three instances
+    sent: dict[tuple[int, str], list[str]] = {}
+    for i, salt in enumerate(salts):
+        for pl in plans:
+            for c in pl.calls.values():
+                msgs = salt_messages(c.traffic["messages"], salt)
+                pp = hash_prompt(PrefixHasher(block), counter, msgs, c.traffic.get("tools"))
+                sent[(i, c.key)] = list(pp.state.blocks)
+
+    def lcp(a: list[str], b: list[str]) -> int:
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
+            n += 1
+        return n
+
+    for pl in plans:
+        after: dict[str, set[str]] = {}  # each call's successors, transitively
+        for cid in reversed(pl.order):
+            succs = pl.calls[cid].succs
+            after[cid] = set(succs).union(*(after[s] for s in succs))
+        for c in pl.calls.values():
+            mine = sent[(0, c.key)]
+            # the same instance's calls that may run before it: all but itself and its successors
+            before = [o for o in pl.calls.values() if o.id != c.id and o.id not in after[c.id]]
+            within = max((lcp(mine, sent[(0, o.key)]) for o in before), default=0)
+            cross = max(lcp(mine, sent[(i, k)]) for (i, k) in sent if i != 0)
+            assert c.salted_ceiling_tokens is not None
+            assert c.salted_ceiling_tokens >= max(within, cross) * block, c.key
+            if c.seq > 0:  # an agent's later call: its own history is the most it can reuse
+                assert c.salted_ceiling_tokens == within * block >= c.ceiling_tokens
+            else:  # an agent's first call: the tool schemas and the salt's head, at least
+                assert c.salted_ceiling_tokens >= cross * block > 0
+
+
+def test_a_tokenizer_that_cannot_load_keeps_the_unsalted_ceiling(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = agentic_trace(tmp_path / "t.jsonl")
+    header, rest = path.read_bytes().split(b"\n", 1)
+    assert b'"tokenizer":"o200k_base"' in header
+    missing = b'"tokenizer":"hf:' + str(tmp_path / "nope.json").encode() + b'"'
+    path.write_bytes(header.replace(b'"tokenizer":"o200k_base"', missing) + b"\n" + rest)
+    plans, _ = load_plans([str(path)], max_context=None)
+    calls = [c for pl in plans for c in pl.calls.values()]
+    assert calls and all(c.salted_ceiling_tokens is None for c in calls)
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"{path}: tokenizer hf:" in err and "cannot be loaded" in err
+    plans, _ = load_plans([str(path)], max_context=None, salt=False)  # nothing to warn about
+    assert capsys.readouterr().err == ""
+
+
+def test_every_salt_has_the_same_token_layout() -> None:
+    import random
+
+    from agentload.replay.salt import REPRESENTATIVE_SALTS, make_salt
+    from agentload.tokenizer import get_tokenizer
+
+    rng = random.Random(3)
+    salts = [make_salt(f"{rng.randrange(10**9):09d}", rng.randrange(10**9)) for _ in range(300)]
+    for name in ("o200k_base", "cl100k_base"):
+        tok = get_tokenizer(name)
+        layouts = {len(tok.encode(s)) for s in [*salts, *REPRESENTATIVE_SALTS]}
+        assert len(layouts) == 1, (name, layouts)
+        a, b = (tok.encode(s) for s in REPRESENTATIVE_SALTS)
+        assert a[:-2] == b[:-2] and a[-2] != b[-2] and a[-1] == b[-1]  # only the last digits
+    for nonce, index in (("abc", 1), ("0123456789", 1), ("012345678", 10**9)):
+        with pytest.raises(ValueError):
+            make_salt(nonce, index)

@@ -7,15 +7,15 @@ import io
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 from replay_helpers import plans_of
 from replay_servers import ChatServer
 from rich.console import Console
 
-from agentload.errors import ConfigError
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.client import StreamClient
+from agentload.replay.config import ReplayConfig, parse_duration_ns
 from agentload.replay.engines import get_engine
-from agentload.replay.options import parse_duration_ns, parse_levels, parse_slo
 from agentload.replay.power import average_watts
 from agentload.replay.progress import Progress
 from agentload.replay.schedule import LoadShape, PointRunner
@@ -59,13 +59,24 @@ def test_average_watts_interpolates_energy() -> None:
 def test_option_parsing() -> None:
     assert parse_duration_ns("50ms") == 50_000_000
     assert parse_duration_ns("1.5") == 1_500_000_000
-    slo = parse_slo("ttft=2s, tpot=50ms")
-    assert slo is not None and slo.ttft_ns == 2_000_000_000 and slo.tpot_ns == 50_000_000
-    assert slo.e2e_ns is None and parse_slo(None) is None
-    assert parse_levels("1,2,4") == [1, 2, 4]
+    base = {"traces": ["t.jsonl"], "endpoint": "http://127.0.0.1:1/v1", "model": "m"}
+    cfg = ReplayConfig.model_validate({**base, "slo": "ttft=2s, tpot=50ms", "levels": "1,2,4"})
+    assert cfg.slo is not None and cfg.slo["ttft_ns"] == 2_000_000_000
+    assert cfg.slo["tpot_ns"] == 50_000_000 and cfg.slo["e2e_ns"] is None
+    assert ReplayConfig.model_validate({**base, "slo": ""}).slo is None
+    assert cfg.levels == [1, 2, 4]
     for bad in ("0,1", "", "a"):
-        with pytest.raises(ConfigError):
-            parse_levels(bad)
+        with pytest.raises(ValidationError):
+            ReplayConfig.model_validate({**base, "levels": bad})
+    # the checks across options and of the Python form of --slo live in the model too
+    for bad_cfg, message in (
+        ({"levels": [1, 2], "arrival_rate": 2.0}, "cannot be combined with --arrival-rate"),
+        ({"power": "nvml", "power_watts": 500.0}, "not both"),
+        ({"slo": {"ttft": 5}}, r"unknown objective\(s\) ttft;"),
+    ):
+        with pytest.raises(ValidationError, match=message):
+            ReplayConfig.model_validate({**base, **bad_cfg})
+    assert ReplayConfig.model_validate({**base, "levels": [4], "arrival_rate": 2.0}).levels == [4]
 
 
 async def test_live_progress_renders_on_a_terminal(

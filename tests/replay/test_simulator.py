@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
-from replay_helpers import run_point
+from replay_helpers import plans_of, run_point
+from replay_traces import Shape, agentic_trace
 
 from agentload.replay.config import ReplayConfig
 from agentload.replay.metrics import MetricContext, aggregate
@@ -34,6 +36,36 @@ async def test_replay_against_the_simulator(simulator: Any, trace_path: Path) ->
     assert agg["length_mismatch"] == 0
 
 
+def test_salted_kv_survival_never_exceeds_its_ceiling(simulator: Any, tmp_path: Path) -> None:
+    # replicas of two recorded sessions, salted; one tool wait long enough for the 1-5s bucket
+    shape = Shape(tool_gap_s=1.1, child_gap_s=0.01, post_gap_s=0.01)
+    trace = agentic_trace(tmp_path / "t.jsonl", sessions=2, shape=shape)
+    cfg = ReplayConfig(
+        traces=[str(trace)],
+        endpoint=simulator.base_url,
+        model=simulator.model,
+        start_at="zero",
+        levels=[2, 3],
+        sessions=5,
+    )
+    res = asyncio.run(run_replay(cfg))
+    unsalted = {c.key: c.ceiling_tokens for pl in plans_of(trace) for c in pl.calls.values()}
+    for p in res.points:
+        reqs = [r for r in p.requests if r.ok and r.cached_tokens is not None]
+        assert len(reqs) == 5 * 7
+        # every request: what the server had cached is within the ceiling, agents' first calls
+        # (whose tool schemas and salt head other replicas share) included
+        assert all(r.cached_tokens <= r.ceiling_tokens for r in reqs)
+        assert any(r.cached_tokens > unsalted[r.call] for r in reqs if r.turn_depth == 0)
+        rows = {b.bucket: b for b in p.aggregates.kv_survival}
+        assert set(rows) == {"0-1s", "1-5s"}
+        # the instant profile evicts nothing: everything reusable was reused, exactly
+        assert all(b.ratio == 1.0 and b.mean_ratio == 1.0 for b in rows.values())
+        # the trace's unsalted blocks, the ceiling before, gave ratios above 1
+        kv = [r for r in reqs if r.gap_ns is not None and r.ceiling_tokens > 0]
+        assert sum(r.cached_tokens for r in kv) > sum(unsalted[r.call] for r in kv)
+
+
 async def test_run_replay_scrapes_server_metrics(simulator: Any, trace_path: Path) -> None:
     cfg = ReplayConfig(
         traces=[str(trace_path)],
@@ -44,9 +76,9 @@ async def test_run_replay_scrapes_server_metrics(simulator: Any, trace_path: Pat
         scrape_metrics=simulator.base_url.removesuffix("/v1") + "/metrics",
     )
     res = await run_replay(cfg)
-    scrape = res["points"][0]["scrape"]
-    assert scrape["failures"] == 0 and len(scrape["samples"]) >= 1
-    keys = set(scrape["samples"][0]["values"])
+    scrape = res.points[0].scrape
+    assert scrape is not None and scrape.failures == 0 and len(scrape.samples) >= 1
+    keys = set(scrape.samples[0].values)
     assert any("waiting" in k for k in keys) and any("usage" in k for k in keys)
 
 

@@ -1,16 +1,19 @@
 """Replay metrics: one small class per metric, formula in its docstring, graphlib-ordered.
 
-``aggregate(ctx)`` computes every metric for one point, plus the request-level ones by turn
-depth and by context band.
+``aggregate(ctx)`` computes every registered metric for one point, plus the request-level
+ones by turn depth and by context band. ``METRICS`` is the registry: summary.csv, the report
+and the plots read each metric's metadata from it (``registry()``), so ``register`` is the
+one step that adds a metric to every output.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from agentload.replay.metrics.base import (
     SLO,
+    Column,
     Metric,
     MetricContext,
     compute_all,
@@ -49,6 +52,7 @@ __all__ = [
     "GROUP_METRICS",
     "METRICS",
     "SLO",
+    "Column",
     "Metric",
     "MetricContext",
     "aggregate",
@@ -57,15 +61,18 @@ __all__ = [
     "depth_bucket",
     "distribution",
     "meets_slo",
+    "register",
+    "registry",
     "serving_ns",
 ]
 
+# Registry order is the order of summary.csv's columns and of the report's tables.
 METRICS: tuple[type[Metric], ...] = (
+    PhaseCounts,
     TTFT,
     TPOT,
     ITL,
     E2E,
-    ClientLag,
     TokensPerSecondPerUser,
     SessionLatency,
     JobsPerHour,
@@ -80,9 +87,27 @@ METRICS: tuple[type[Metric], ...] = (
     ErrorCounts,
     ContextOverflow,
     LengthMismatch,
-    PhaseCounts,
+    ClientLag,
 )
 GROUP_METRICS: tuple[type[Metric], ...] = (TTFT, TPOT, E2E, KVSurvival, SLOAttainment)
+
+M = TypeVar("M", bound=type[Metric])
+
+
+def register(metric: M) -> M:
+    """Add ``metric`` to the registry, after the others (a class decorator): ``aggregate``
+    computes it, results.json holds it, summary.csv and the report show its ``columns``."""
+    global METRICS
+    if any(m.tag == metric.tag for m in METRICS):
+        raise ValueError(f"a metric tagged {metric.tag!r} is already registered")
+    METRICS = (*METRICS, metric)
+    return metric
+
+
+def registry() -> tuple[type[Metric], ...]:
+    """The registered metrics, in output order."""
+    return METRICS
+
 
 BANDS: tuple[tuple[str, int], ...] = (
     ("0-64K", 64 * 1024),

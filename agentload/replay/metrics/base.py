@@ -1,14 +1,21 @@
-"""Metric plumbing: the context a metric reads, distributions, and the dependency order.
+"""Metric plumbing: the context a metric reads, distributions, the dependency order, and the
+metadata that drives every output.
 
 A metric is one small class with ``tag``, ``header``, ``unit``, ``requires`` (tags of metrics
 it reads) and ``compute(ctx, deps)``; its docstring states its formula. ``compute_all`` runs
 the registry in ``graphlib`` order, so a metric can read the values of the ones it requires.
+
+The same class says how it is shown: ``label`` is its name on plot axes and table headers
+(``TTFT p50 (ms)``); ``columns`` are its cells in summary.csv and the report's tables (one
+per statistic in ``stats`` for a distribution, else its value); a metric whose value is a
+list of rows names them in ``row_columns`` and gets a table of its own in the report. So a
+new metric is one class: registered, it is computed, written, tabulated and plotted.
 """
 
 from __future__ import annotations
 
 import graphlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
@@ -16,7 +23,7 @@ from typing import Any, ClassVar
 from agentload.quantiles import percentile
 from agentload.replay.records import RequestRecord, SessionResult, Window
 
-__all__ = ["SLO", "Metric", "MetricContext", "compute_all", "distribution"]
+__all__ = ["SLO", "Column", "Metric", "MetricContext", "compute_all", "distribution"]
 
 
 def distribution(values: Iterable[float]) -> dict[str, float] | None:
@@ -48,15 +55,6 @@ class SLO:
         return {"ttft_ns": self.ttft_ns, "tpot_ns": self.tpot_ns, "e2e_ns": self.e2e_ns}
 
 
-def tpot_ns(r: RequestRecord) -> float | None:
-    """(E2E - TTFT) / (output tokens - 1); None with fewer than two output tokens."""
-    ttft = r.ttft_ns
-    out = r.output_tokens
-    if ttft is None or out <= 1:
-        return None
-    return (r.e2e_ns - ttft) / (out - 1)
-
-
 @dataclass
 class MetricContext:
     """What the metrics of one point read."""
@@ -86,6 +84,24 @@ class MetricContext:
         return [r for r in self.requests if r.ok and w.start_ns <= r.end_ns <= w.end_ns]
 
 
+@dataclass(frozen=True)
+class Column:
+    """One cell of a metric in summary.csv and in the report's tables."""
+
+    name: str
+    """The summary.csv column, e.g. ``ttft_p50_ms``."""
+    label: str
+    """The report's header, e.g. ``TTFT p50 (ms)``."""
+    cell: Callable[[Any], Any]
+    """The metric's value (as results.json holds it) → the cell; None when absent."""
+
+
+def _stat_column(tag: str, unit: str, stat: str) -> str:
+    """``ttft_ms`` + ``p50`` → ``ttft_p50_ms`` (a unit suffix stays last); ``tps_user_p50``."""
+    stem, sep, suffix = tag.rpartition("_")
+    return f"{stem}_{stat}_{suffix}" if sep and suffix == unit else f"{tag}_{stat}"
+
+
 class Metric:
     """Base of the metric classes (see the module docstring)."""
 
@@ -93,9 +109,36 @@ class Metric:
     header: ClassVar[str]
     unit: ClassVar[str] = ""
     requires: ClassVar[tuple[str, ...]] = ()
+    stats: ClassVar[tuple[str, ...]] = ()
+    """For a metric whose value is a ``distribution``: the statistics it shows."""
+    row_columns: ClassVar[tuple[tuple[str, str], ...]] = ()
+    """For a metric whose value is a list of rows: (key, header) of each column of its table."""
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         raise NotImplementedError
+
+    @classmethod
+    def label(cls, stat: str | None = None) -> str:
+        """Its name on an axis or in a header: ``TTFT p50 (ms)``, ``goodput (req/s)``."""
+        name = f"{cls.header} {stat}" if stat else cls.header
+        return f"{name} ({cls.unit})" if cls.unit else name
+
+    @classmethod
+    def columns(cls) -> tuple[Column, ...]:
+        """Its cells in summary.csv and the report's tables: one per ``stats`` entry of a
+        distribution, none for a table of rows, else the value itself."""
+        if cls.stats:
+            return tuple(
+                Column(_stat_column(cls.tag, cls.unit, s), cls.label(s), _pick(s))
+                for s in cls.stats
+            )
+        if cls.row_columns:
+            return ()
+        return (Column(cls.tag, cls.label(), lambda v: v),)
+
+
+def _pick(stat: str) -> Callable[[Any], Any]:
+    return lambda v: v.get(stat) if v else None
 
 
 def compute_all(ctx: MetricContext, metrics: Sequence[type[Metric]]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentload.replay.metrics.base import Metric, MetricContext, distribution, tpot_ns
+from agentload.replay.metrics.base import Metric, MetricContext, distribution
 
 __all__ = ["E2E", "ITL", "TPOT", "TTFT", "ClientLag"]
 
@@ -16,6 +16,7 @@ class TTFT(Metric):
     tag = "ttft_ms"
     header = "TTFT"
     unit = "ms"
+    stats = ("p50", "p90", "p99", "mean")
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         return distribution(r.ttft_ns / 1e6 for r in ctx.measured_ok if r.ttft_ns is not None)
@@ -29,9 +30,10 @@ class TPOT(Metric):
     tag = "tpot_ms"
     header = "TPOT"
     unit = "ms"
+    stats = ("p50", "p99")
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
-        vals = (tpot_ns(r) for r in ctx.measured_ok)
+        vals = (r.tpot_ns for r in ctx.measured_ok)
         return distribution(v / 1e6 for v in vals if v is not None)
 
 
@@ -42,6 +44,7 @@ class ITL(Metric):
     tag = "itl_ms"
     header = "ITL"
     unit = "ms"
+    stats = ("p50", "p99")
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         return distribution(g / 1e6 for r in ctx.measured_ok for g in r.itl_ns)
@@ -53,6 +56,7 @@ class E2E(Metric):
     tag = "e2e_ms"
     header = "E2E"
     unit = "ms"
+    stats = ("p50", "p99")
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         return distribution(r.e2e_ns / 1e6 for r in ctx.measured_ok)
@@ -65,6 +69,7 @@ class ClientLag(Metric):
     tag = "client_lag_ms"
     header = "client lag"
     unit = "ms"
+    stats = ("p99",)
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         return distribution(r.lag_ns / 1e6 for r in ctx.requests if r.phase != "warmup")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from agentload.replay.metrics.base import SLO, Metric, MetricContext, tpot_ns
+from agentload.replay.metrics.base import SLO, Column, Metric, MetricContext
 from agentload.replay.records import RequestRecord
 
 __all__ = [
@@ -38,7 +38,7 @@ def meets_slo(r: RequestRecord, slo: SLO) -> bool:
     if slo.ttft_ns is not None and (r.ttft_ns is None or r.ttft_ns > slo.ttft_ns):
         return False
     if slo.tpot_ns is not None:
-        t = tpot_ns(r)
+        t = r.tpot_ns
         if t is not None and t > slo.tpot_ns:
             return False
     return slo.e2e_ns is None or r.e2e_ns <= slo.e2e_ns
@@ -77,12 +77,29 @@ class SLOAttainment(Metric):
 class KVSurvival(Metric):
     """KV survival by preceding gap: for successful measured requests with a reported cached
     count, a preceding gap (actual idle time since the agent's previous call completed) and a
-    ceiling > 0, per gap bucket: Σ server cached tokens / Σ ceiling reusable prefix tokens
-    (token-weighted), plus the mean of the per-request ratios cached / ceiling."""
+    ceiling > 0, per gap bucket: Σ server cached tokens / Σ ceiling tokens (token-weighted),
+    plus the mean of the per-request ratios cached / ceiling.
+
+    The ceiling counts what the target can truly have cached for the request as sent, in
+    full blocks of agentload's tokenizer and the trace's block size. Salted (the default):
+    the longest prefix of the salted prompt shared with a call of the same session instance
+    that may run before it, or with any other replica (the tool schemas and system head
+    before the salt, and the salt's common leading tokens), see ``replay.reuse``; so against
+    the simulator the ratio is at most 1. Unsalted (``--no-salt``): the leading blocks the
+    recorded prompt shares with earlier calls of its session; replicas then share whole
+    prompts, so the ratio can exceed 1."""
 
     tag = "kv_survival"
     header = "KV survival"
-    unit = "fraction"
+    unit = "cached / ceiling tokens"
+    row_columns = (
+        ("bucket", "preceding gap"),
+        ("n", "requests"),
+        ("cached_tokens", "cached tokens"),
+        ("ceiling_tokens", "ceiling tokens"),
+        ("ratio", "cached / ceiling"),
+        ("mean_ratio", "mean per-request ratio"),
+    )
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         rows = []
@@ -115,12 +132,21 @@ class KVSurvival(Metric):
         return rows
 
 
+def _phase(name: str) -> Callable[[Any], Any]:
+    return lambda v: v[name] if v else None
+
+
 class ErrorCounts(Metric):
     """Failed requests by kind (http_<status>, timeout, connect, reset, truncated,
     stream_error, context_overflow), over every request including warm-up."""
 
     tag = "errors"
     header = "errors"
+
+    @classmethod
+    def columns(cls) -> tuple[Column, ...]:
+        """One column: the failures of every kind."""
+        return (Column("errors", "errors", lambda v: sum(v.values()) if v else 0),)
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         return dict(Counter(r.error_kind for r in ctx.requests if r.error_kind is not None))
@@ -153,6 +179,14 @@ class PhaseCounts(Metric):
 
     tag = "phases"
     header = "requests per phase"
+
+    @classmethod
+    def columns(cls) -> tuple[Column, ...]:
+        """The measured and warm-up requests."""
+        return (
+            Column("requests_measured", "measured requests", _phase("measured")),
+            Column("requests_warmup", "warm-up requests", _phase("warmup")),
+        )
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         c = Counter(r.phase for r in ctx.requests)

@@ -25,8 +25,9 @@ class TokensPerSecondPerUser(Metric):
     excluded); distribution over sessions."""
 
     tag = "tps_user"
-    header = "tokens/s/user"
+    header = "output tokens/s per user"
     unit = "tok/s"
+    stats = ("p50", "mean")
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         by: dict[int, list[RequestRecord]] = defaultdict(list)
@@ -47,6 +48,7 @@ class SessionLatency(Metric):
     tag = "session_latency_s"
     header = "session latency"
     unit = "s"
+    stats = ("p50",)
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         return distribution(
@@ -61,8 +63,8 @@ class JobsPerHour(Metric):
     / window seconds × 3600."""
 
     tag = "jobs_per_hour"
-    header = "jobs/hour"
-    unit = "1/h"
+    header = "jobs"
+    unit = "per hour"
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         w = ctx.window

@@ -21,7 +21,7 @@ class OutputThroughput(Metric):
     steady-state window [W, D] / (D − W)."""
 
     tag = "output_tps"
-    header = "output tok/s"
+    header = "output throughput"
     unit = "tok/s"
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
@@ -34,7 +34,7 @@ class TotalThroughput(Metric):
     window / window seconds; input = server-reported prompt tokens (else recorded)."""
 
     tag = "total_tps"
-    header = "total tok/s"
+    header = "total throughput"
     unit = "tok/s"
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
@@ -48,8 +48,8 @@ class RequestThroughput(Metric):
     """Requests/s: successful requests ending inside the window / window seconds."""
 
     tag = "request_rate"
-    header = "req/s"
-    unit = "1/s"
+    header = "request rate"
+    unit = "req/s"
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         s = ctx.window.seconds
@@ -60,8 +60,8 @@ class OutputThroughputPerGPU(Metric):
     """Output tokens/s per GPU: output_tps / --gpus (None when --gpus is not given)."""
 
     tag = "output_tps_per_gpu"
-    header = "output tok/s/GPU"
-    unit = "tok/s"
+    header = "output throughput per GPU"
+    unit = "tok/s per GPU"
     requires = ("output_tps",)
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
@@ -74,8 +74,8 @@ class OutputThroughputPerMW(Metric):
     power from --power-watts, or NVML energy over the window with --power nvml."""
 
     tag = "output_tps_per_mw"
-    header = "output tok/s/MW"
-    unit = "tok/s/MW"
+    header = "output throughput per MW"
+    unit = "tok/s per MW"
     requires = ("output_tps",)
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
