@@ -3,11 +3,14 @@ from, and the bounded output capture (keeps the head and the tail, counts the re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import select
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from agentload.errors import SandboxError
 
-__all__ = ["DEFAULT_CAPTURE_BYTES", "Capture", "base_env", "check_command"]
+__all__ = ["DEFAULT_CAPTURE_BYTES", "Capture", "base_env", "check_command", "pump"]
 
 DEFAULT_CAPTURE_BYTES = 8 * 1024 * 1024
 
@@ -18,6 +21,28 @@ def check_command(sandbox_id: str, closed: bool, argv: Sequence[str]) -> None:
         raise SandboxError(f"sandbox {sandbox_id} is closed")
     if not argv:
         raise SandboxError("empty command")
+
+
+def pump(
+    source: Any, read: Callable[[], bytes], feed: Callable[[bytes], None], deadline_ns: int
+) -> bool:
+    """Feed what ``read()`` returns whenever ``source`` (a file descriptor or socket) is readable,
+    until end of file (True) or ``deadline_ns`` on the perf_counter clock (False). A source that
+    is closed under us (the sandbox is closing) counts as end of file."""
+    while True:
+        remaining = (deadline_ns - time.perf_counter_ns()) / 1e9
+        if remaining <= 0:
+            return False
+        try:
+            ready, _, _ = select.select([source], [], [], min(remaining, 1.0))
+            if not ready:
+                continue
+            data = read()
+        except (OSError, ValueError):
+            return True
+        if not data:
+            return True
+        feed(data)
 
 
 def base_env(home: str) -> dict[str, str]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import socket
 import sys
 import threading
@@ -32,7 +31,13 @@ from docker.errors import APIError, DockerException, NotFound
 from agentload.errors import SandboxError
 from agentload.protocols import ExecResult
 from agentload.sandboxes import lifecycle
-from agentload.sandboxes.capture import DEFAULT_CAPTURE_BYTES, Capture, base_env, check_command
+from agentload.sandboxes.capture import (
+    DEFAULT_CAPTURE_BYTES,
+    Capture,
+    base_env,
+    check_command,
+    pump,
+)
 from agentload.sandboxes.image import ImageInfo
 from agentload.scenarios.models import SandboxSpec
 
@@ -245,26 +250,17 @@ def _close_stream(sock: Any) -> None:
 def _pump(sock: Any, cap: Capture, deadline_ns: int) -> bool:
     """Read Docker's multiplexed exec stream into ``cap`` until EOF (True) or the deadline."""
     buf = bytearray()
-    while True:
-        remaining = (deadline_ns - time.perf_counter_ns()) / 1e9
-        if remaining <= 0:
-            return False
-        try:
-            ready, _, _ = select.select([sock], [], [], min(remaining, 1.0))
-        except (OSError, ValueError):
-            return True  # the socket was closed under us (the sandbox is closing)
-        if not ready:
-            continue
-        try:
-            data = sock.read(65536) if hasattr(sock, "read") else sock.recv(65536)
-        except (OSError, ValueError):
-            return True
-        if not data:
-            return True
-        buf += data
+
+    def read() -> bytes:
+        return bytes(sock.read(65536) if hasattr(sock, "read") else sock.recv(65536))
+
+    def demux(data: bytes) -> None:  # frames: 8-byte header (stream, size) + payload
+        buf.extend(data)
         while len(buf) >= 8:
             size = int.from_bytes(buf[4:8], "big")
             if len(buf) < 8 + size:
                 break
             cap.feed(bytes(buf[8 : 8 + size]))
             del buf[: 8 + size]
+
+    return pump(sock, read, demux, deadline_ns)

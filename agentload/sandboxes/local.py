@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-import select
 import shutil
 import signal
 import subprocess
@@ -27,7 +26,13 @@ from pathlib import Path
 from agentload.errors import SandboxError
 from agentload.protocols import ExecResult
 from agentload.sandboxes import lifecycle
-from agentload.sandboxes.capture import DEFAULT_CAPTURE_BYTES, Capture, base_env, check_command
+from agentload.sandboxes.capture import (
+    DEFAULT_CAPTURE_BYTES,
+    Capture,
+    base_env,
+    check_command,
+    pump,
+)
 from agentload.scenarios.models import SandboxSpec
 
 __all__ = ["LocalSandbox"]
@@ -147,17 +152,4 @@ def _killpg(pid: int) -> None:
 
 def _pump(fd: int, cap: Capture, deadline_ns: int) -> bool:
     """Read ``fd`` into ``cap`` until EOF (True) or the deadline (False)."""
-    while True:
-        remaining = (deadline_ns - time.perf_counter_ns()) / 1e9
-        if remaining <= 0:
-            return False
-        try:
-            ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
-        except (OSError, ValueError):
-            return True
-        if not ready:
-            continue
-        data = os.read(fd, 65536)
-        if not data:
-            return True
-        cap.feed(data)
+    return pump(fd, lambda: os.read(fd, 65536), cap.feed, deadline_ns)
