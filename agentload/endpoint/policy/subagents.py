@@ -5,15 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentload.contract import (
-    CODE_SEARCH,
-    FILE_READER,
-    LIST_FILES,
-    READ_FILE,
-    RUN_TESTS,
-    SEARCH_CODE,
-    TEST_RUNNER,
-)
+from agentload import contract
 from agentload.endpoint.policy.facts import extract, ticked
 from agentload.endpoint.policy.reading import (
     Call,
@@ -40,9 +32,9 @@ def summary_reply(ctx: Ctx) -> Decision:
     prose = prose_for(ctx)
     n = ctx.policy.config.summary_tokens.sample(ctx.rng)
     title = {
-        CODE_SEARCH: "Search results",
-        FILE_READER: "File summary",
-        TEST_RUNNER: "Test results",
+        contract.CODE_SEARCH: "Search results",
+        contract.FILE_READER: "File summary",
+        contract.TEST_RUNNER: "Test results",
     }.get(ctx.conv.role or "", "Summary")
     return Decision(
         prose.report(f"{title}: {first_sentence(ctx.task)[:80]}", n),
@@ -56,22 +48,24 @@ def _code_search(ctx: Ctx) -> list[Call]:
     cfg, rng = ctx.policy.config, ctx.rng
     before, after = cfg.read_window
     calls: list[Call] = []
-    if READ_FILE in ctx.offered:
+    if contract.READ_FILE in ctx.offered:
         for loc in unread_locations(ctx, ctx.last, ("hit",))[: rng.randint(1, 2)]:
             args = window_args(ctx, loc, before // 2, after // 2)
-            calls.append((READ_FILE, args))
-            note_call(ctx, READ_FILE, args)
-    if calls or SEARCH_CODE not in ctx.offered:
+            calls.append((contract.READ_FILE, args))
+            note_call(ctx, contract.READ_FILE, args)
+    if calls or contract.SEARCH_CODE not in ctx.offered:
         return calls
     pool = [i for i in task_idents(ctx.task) if not is_used(ctx, i)]
     pool += [i for i in ctx.facts.defs if not is_used(ctx, i)]
     for ident in list(dict.fromkeys(pool))[: 2 if ctx.conv.turns == 0 else 1]:
         pat = rf"(def|class) {ident}\b" if known_def(ctx, ident) and rng.random() < 0.4 else ident
-        calls.append((SEARCH_CODE, {"pattern": pat, "max_results": cfg.search_max_results}))
+        calls.append(
+            (contract.SEARCH_CODE, {"pattern": pat, "max_results": cfg.search_max_results})
+        )
         ctx.searched.add(pat)
     if not calls:
         for loc in unread_locations(ctx, ctx.facts, ("hit",))[:1]:
-            calls.append((READ_FILE, window_args(ctx, loc, before // 2, after // 2)))
+            calls.append((contract.READ_FILE, window_args(ctx, loc, before // 2, after // 2)))
     return calls
 
 
@@ -92,16 +86,16 @@ def _file_reader(ctx: Ctx) -> list[Call]:
         args: dict[str, Any] = {"path": p}
         if rng.random() >= cfg.subagent_whole_file_prob:
             args.update(start_line=1, end_line=span)
-        calls.append((READ_FILE, args))
-        note_call(ctx, READ_FILE, args)
+        calls.append((contract.READ_FILE, args))
+        note_call(ctx, contract.READ_FILE, args)
     if calls:
         return calls
     conts = continuations(ctx, span)
     if conts:
-        return [(READ_FILE, conts[0])]
-    if ctx.conv.turns == 0 and LIST_FILES in ctx.offered:
+        return [(contract.READ_FILE, conts[0])]
+    if ctx.conv.turns == 0 and contract.LIST_FILES in ctx.offered:
         dirs = [t.rstrip("/") for t in ticked(ctx.task) if "/" in t or t.endswith("/")]
-        return [(LIST_FILES, {"path": dirs[0]} if dirs else {})]
+        return [(contract.LIST_FILES, {"path": dirs[0]} if dirs else {})]
     return []
 
 
@@ -114,11 +108,11 @@ def _test_target(ctx: Ctx) -> str | None:
 
 def _test_runner(ctx: Ctx) -> list[Call]:
     cfg, rng = ctx.policy.config, ctx.rng
-    if not ctx.ran_targets and RUN_TESTS in ctx.offered:
+    if not ctx.ran_targets and contract.RUN_TESTS in ctx.offered:
         target = _test_target(ctx)
-        return [(RUN_TESTS, {"target": target} if target else {})]
+        return [(contract.RUN_TESTS, {"target": target} if target else {})]
     calls: list[Call] = []
-    if READ_FILE in ctx.offered:
+    if contract.READ_FILE in ctx.offered:
         # Traceback frames innermost first, then pytest's ``path:line:`` report lines.
         frames = list(reversed(unread_locations(ctx, ctx.facts, ("trace",))))
         frames += unread_locations(ctx, ctx.facts, ("hit",))
@@ -128,24 +122,30 @@ def _test_runner(ctx: Ctx) -> list[Call]:
                 continue
             seen.add(loc.path)
             args = window_args(ctx, loc, 15, 25)
-            calls.append((READ_FILE, args))
-            note_call(ctx, READ_FILE, args)
+            calls.append((contract.READ_FILE, args))
+            note_call(ctx, contract.READ_FILE, args)
             if len(calls) >= rng.randint(1, 2):
                 break
     if calls:
         return calls
     failed = [t for t in ctx.facts.failed_tests if t not in ctx.ran_targets]
-    if failed and RUN_TESTS in ctx.offered and rng.random() < 0.5:
-        return [(RUN_TESTS, {"target": failed[0]})]
-    if SEARCH_CODE in ctx.offered:
+    if failed and contract.RUN_TESTS in ctx.offered and rng.random() < 0.5:
+        return [(contract.RUN_TESTS, {"target": failed[0]})]
+    if contract.SEARCH_CODE in ctx.offered:
         names = [t.rsplit(".", 1)[-1] for t in ctx.facts.failed_tests]
         names = [n for n in names if not is_used(ctx, n)]
         if names:
-            return [(SEARCH_CODE, {"pattern": names[0], "max_results": cfg.search_max_results})]
+            return [
+                (contract.SEARCH_CODE, {"pattern": names[0], "max_results": cfg.search_max_results})
+            ]
     return []
 
 
-_SUB = {CODE_SEARCH: _code_search, FILE_READER: _file_reader, TEST_RUNNER: _test_runner}
+_SUB = {
+    contract.CODE_SEARCH: _code_search,
+    contract.FILE_READER: _file_reader,
+    contract.TEST_RUNNER: _test_runner,
+}
 
 
 def subagent(ctx: Ctx) -> Decision:
@@ -155,7 +155,7 @@ def subagent(ctx: Ctx) -> Decision:
     planned = max(0, min(max_turns - 1, conv.stable_rng.randint(lo, hi)))
     if conv.turns >= planned:
         return summary_reply(ctx)
-    calls = _SUB[conv.role or CODE_SEARCH](ctx)
+    calls = _SUB[conv.role or contract.CODE_SEARCH](ctx)
     if not calls:
         return summary_reply(ctx)
     prose = prose_for(ctx)
