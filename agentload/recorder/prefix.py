@@ -21,14 +21,22 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agentload.hashing import content_id
 from agentload.tokenizer import ChatTokenCounter
 
-__all__ = ["PrefixHasher", "PrefixState", "PromptPrefix", "chain_blocks", "hash_prompt"]
+__all__ = [
+    "PrefixHasher",
+    "PrefixState",
+    "PromptPrefix",
+    "chain_blocks",
+    "common_blocks",
+    "hash_prompt",
+    "seen_blocks",
+]
 
 
 def _h(prev: bytes, ids: Sequence[int]) -> bytes:
@@ -43,6 +51,30 @@ def chain_blocks(token_ids: Sequence[int], block_size: int = 16) -> list[str]:
         prev = _h(prev, token_ids[i : i + block_size])
         out.append(prev.hex())
     return out
+
+
+def _leading(n: int, holds: Callable[[int], bool]) -> int:
+    """How many of positions 0..n-1 satisfy ``holds`` from the start. Chained hashes make it a
+    prefix property (equal block k means equal blocks 0..k), so a binary search finds it."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if holds(mid):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def seen_blocks(blocks: Sequence[str], seen: Container[str]) -> int:
+    """Leading blocks of a prompt's chained block list that are in ``seen`` (the blocks of
+    earlier prompts): the prefix those prompts already hold."""
+    return _leading(len(blocks), lambda k: blocks[k] in seen)
+
+
+def common_blocks(a: Sequence[str], b: Sequence[str]) -> int:
+    """Leading blocks two prompts' chained block lists share."""
+    return _leading(min(len(a), len(b)), lambda k: a[k] == b[k])
 
 
 @dataclass(frozen=True)

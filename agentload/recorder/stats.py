@@ -57,6 +57,7 @@ from typing import Any
 
 from agentload.intervals import union_ns
 from agentload.quantiles import percentile
+from agentload.recorder.prefix import seen_blocks
 from agentload.recorder.schema import LLMCallRecord, ToolCallRecord
 from agentload.recorder.trace import Trace
 
@@ -141,14 +142,7 @@ def _prefix_reuse(trace: Trace) -> float | None:
         seen: set[str] = set()
         for c in sorted(calls, key=lambda c: (c.timings.submit_ns, c.seq)):
             blocks = trace.blocks(c)
-            # Chained hashes: the seen blocks of a prompt are a prefix of it (binary search).
-            lo, hi = 0, len(blocks)
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if blocks[mid - 1] in seen:
-                    lo = mid
-                else:
-                    hi = mid - 1
+            lo = seen_blocks(blocks, seen)
             seen_tokens += bs * lo
             seen.update(blocks[lo:])
             total_tokens += c.usage.prompt_tokens_ours

@@ -29,6 +29,7 @@ from typing import Any
 
 from agentload.errors import ReplayError, TokenizerError
 from agentload.hashing import canonical_json, sha256_hex
+from agentload.recorder.prefix import seen_blocks
 from agentload.recorder.schema import LLMCallRecord
 from agentload.recorder.trace import Trace
 from agentload.replay.reuse import salted_ceilings
@@ -212,11 +213,7 @@ def _session_plan(trace: Trace, sid: str, calls: list[LLMCallRecord], prefix: st
     plans: dict[str, CallPlan] = {}
     for c in calls:
         blocks = trace.blocks(c)
-        n = 0
-        for h in blocks:
-            if h not in seen:
-                break
-            n += 1
+        n = seen_blocks(blocks, seen)
         seen.update(blocks)
         exp = _expected(c)
         plans[c.id] = CallPlan(

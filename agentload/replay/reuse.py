@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import graphlib
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from agentload.recorder.prefix import PrefixHasher, hash_prompt
+from agentload.recorder.prefix import PrefixHasher, common_blocks, hash_prompt, seen_blocks
 from agentload.replay.salt import REPRESENTATIVE_SALTS, salt_messages, salt_target
 from agentload.tokenizer import ChatTokenCounter
 
@@ -39,24 +39,6 @@ __all__ = ["Prompt", "salted_ceilings"]
 
 Prompt = tuple[list[dict[str, Any]], list[dict[str, Any]] | None]
 """A request's (messages, tools) as recorded (unsalted)."""
-
-
-def _leading(n: int, same: Callable[[int], bool]) -> int:
-    """How many leading positions satisfy ``same`` (true then false, as chained block hashes
-    are: equal block k means equal blocks 0..k); binary search."""
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if same(mid):
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-def _lcp(a: Sequence[str], b: Sequence[str]) -> int:
-    """Leading blocks two chained block lists share."""
-    return _leading(min(len(a), len(b)), lambda k: a[k] == b[k])
 
 
 def _descendants(succs: Sequence[Sequence[int]]) -> list[int]:
@@ -106,9 +88,9 @@ def salted_ceilings(
     out = []
     seen: set[str] = set()
     for i, b in enumerate(blocks):
-        within = sum(1 for _ in itertools.takewhile(seen.__contains__, b))  # earlier calls
+        within = seen_blocks(b, seen)  # earlier calls
         later = (blocks[j] for j in range(i + 1, len(blocks)) if not desc[i] >> j & 1)
-        within = max(within, max((_lcp(b, other) for other in later), default=0))
+        within = max(within, max((common_blocks(b, other) for other in later), default=0))
         seen.update(b)
         cross = _cross_tokens(counter, prompts[i]) // block_size
         out.append(max(within, cross) * block_size)
