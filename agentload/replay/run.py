@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import platform
-import secrets
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -40,7 +39,7 @@ from agentload.replay.results import (
     Span,
     TimelineSample,
 )
-from agentload.replay.salt import new_nonce
+from agentload.replay.salt import new_nonce, new_run_id
 from agentload.replay.schedule import LoadShape, PointRun, PointRunner
 from agentload.replay.scrape import MetricsScraper
 
@@ -135,7 +134,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     )
     builder = BodyBuilder(cfg.model, engine, cfg.session_field or engine.session_field)
     points: list[Point] = []
-    run_nonce = f"{secrets.randbelow(10**6):06d}"
+    run_nonce = new_run_id()
     interrupted = False
     try:
         await client.probe(cfg.model)

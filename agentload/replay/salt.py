@@ -22,6 +22,7 @@ __all__ = [
     "REPRESENTATIVE_SALTS",
     "make_salt",
     "new_nonce",
+    "new_run_id",
     "salt_messages",
     "salt_target",
     "unsalt_messages",
@@ -32,10 +33,14 @@ NONCE_DIGITS = 9
 _INDEX_DIGITS = 9
 
 
+def new_run_id() -> str:
+    """6 random digits naming one replay run in its salts."""
+    return f"{secrets.randbelow(10**6):06d}"
+
+
 def new_nonce(run: str | None = None, point: int = 0) -> str:
-    """A salt nonce: 6 digits naming the run (random unless given) and 3 the point."""
-    run = run if run is not None else f"{secrets.randbelow(10**6):06d}"
-    return f"{run}{point % 1000:03d}"
+    """A salt nonce: 6 digits naming the run (``new_run_id`` unless given) and 3 the point."""
+    return f"{run if run is not None else new_run_id()}{point % 1000:03d}"
 
 
 def make_salt(nonce: str, index: int) -> str:
