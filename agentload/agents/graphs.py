@@ -42,7 +42,7 @@ from langgraph.types import Send
 
 from agentload import contract
 from agentload.agents.limits import SessionEnd
-from agentload.agents.runtime import AgentRuntime, orchestrator_id, subagent_id
+from agentload.agents.runtime import AgentRuntime, AgentSettings, orchestrator_id, subagent_id
 from agentload.agents.steps import (
     ToolOutcome,
     call_model,
@@ -141,7 +141,7 @@ async def orchestrator_agent(
     rt.last_orch_end_ns = rt.clock()
     if turn.prompt_tokens >= s.context_target:
         raise SessionEnd("context_target")
-    done = not turn.tool_calls and state.get("follow_ups_sent", 0) >= len(s.follow_ups)
+    done = not turn.tool_calls and not _follow_ups_left(state, s)
     if not done and seq + 1 >= s.max_rounds:
         raise SessionEnd("max_rounds")
     return {
@@ -152,14 +152,18 @@ async def orchestrator_agent(
     }
 
 
+def _follow_ups_left(state: OrchestratorState, settings: AgentSettings) -> bool:
+    """The scenario has a follow-up the user has not sent yet."""
+    return state.get("follow_ups_sent", 0) < len(settings.follow_ups)
+
+
 def route_orchestrator(
     state: OrchestratorState, *, runtime: Runtime[AgentRuntime]
 ) -> list[Send] | str:
     """After an answer without tool calls: ``follow_up`` while the scenario has follow-ups left,
     else END (the task is done); otherwise one ``Send`` per delegation and one for direct tools."""
     if not state.get("tool_calls"):
-        left = state.get("follow_ups_sent", 0) < len(runtime.context.settings.follow_ups)
-        return "follow_up" if left else END
+        return "follow_up" if _follow_ups_left(state, runtime.context.settings) else END
     call_id = state["call_id"]
     sends: list[Send] = []
     direct: list[tuple[int, dict[str, Any]]] = []
