@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentload.hashing import content_id
 from agentload.recorder.prefix import PrefixHasher, PromptPrefix, hash_prompt
 from agentload.recorder.schema import (
     LLMCallRecord,
@@ -27,7 +26,6 @@ from agentload.recorder.schema import (
     ToolCallRef,
     Usage,
 )
-from agentload.recorder.secrets import scrub_json
 from agentload.recorder.writer import TraceWriter
 from agentload.tokenizer import ChatTokenCounter
 
@@ -53,7 +51,6 @@ class CallCapture:
         self.writer = writer
         self.counter = counter
         self.hasher = PrefixHasher(writer.header.block_size)
-        self._scrubbed: dict[str, tuple[Any, str] | None] = {}  # id -> None (clean) or scrubbed
 
     async def llm_call(
         self,
@@ -76,11 +73,11 @@ class CallCapture:
         ``body`` is the request body exactly as sent (messages, tools, parameters);
         ``usage`` the server's usage object (or None); ``tool_calls`` OpenAI-shaped dicts.
         """
-        scrubbed = [self._scrub(m) for m in body["messages"]]
+        scrubbed = [self.writer.scrubbed(m) for m in body["messages"]]
         messages = [m for m, _ in scrubbed]
         tools: list[dict[str, Any]] | None = body.get("tools") or None
         if tools:
-            tools = self._scrub(tools)[0]
+            tools = self.writer.scrubbed(tools)[0]
         pp = hash_prompt(
             self.hasher, self.counter, messages, tools, owner=call_id,
             message_ids=[mid for _, mid in scrubbed],
@@ -116,15 +113,6 @@ class CallCapture:
         await self.writer.write(rec)
         return rec
 
-    def _scrub(self, value: Any) -> tuple[Any, str]:
-        """``value`` without secrets (recorded content never holds one, and its id is the hash
-        of what is recorded) and its content id; each distinct content is scanned once."""
-        vid = content_id(value)
-        if vid not in self._scrubbed:
-            clean = scrub_json(value)
-            self._scrubbed[vid] = None if clean is value else (clean, content_id(clean))
-        return self._scrubbed[vid] or (value, vid)
-
     async def _prompt_blobs(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, pp: PromptPrefix
     ) -> None:
@@ -142,7 +130,7 @@ class CallCapture:
         """The reply as the next request will carry it, as a blob; its id (None: no reply)."""
         if not (content or tool_calls):
             return None
-        reply, reply_id = self._scrub(assistant_message(content, tool_calls))
+        reply, reply_id = self.writer.scrubbed(assistant_message(content, tool_calls))
         # Token ids of the reply are cached now: the next call carries it in its history.
         if not self.writer.has_blob(reply_id):
             await self.writer.blob(

@@ -10,7 +10,7 @@ and fsyncs on close, so a process killed at any moment leaves a file whose compl
 are all readable. ``close`` ends the file with an ``event`` of kind ``trace_end``: a file
 without it was not closed by its writer (a killed run), which the reader reports as truncated
 even when the cut fell exactly between two frames. Blob content is scrubbed of secrets before
-its id is computed; every serialized record passes through the byte scrubber too.
+its id is computed; every other serialized record passes through the byte scrubber.
 """
 
 from __future__ import annotations
@@ -38,13 +38,15 @@ _STOP = object()
 _MAX_FRAME = 8 << 20  # a burst of records is cut into frames of at most ~8 MiB (bounded memory)
 
 
-def encode_record(record: BaseModel | dict[str, Any]) -> bytes:
-    """One JSON line (with newline), secrets scrubbed."""
+def encode_record(record: BaseModel | dict[str, Any], *, scrub: bool = True) -> bytes:
+    """One JSON line (with newline), secrets scrubbed (``scrub=False``: the caller scrubbed
+    the content already, as ``TraceWriter.blob`` does)."""
     if isinstance(record, BaseModel):
         data = record.model_dump(mode="json", by_alias=True, exclude_none=True)
     else:
         data = record
-    return scrub_bytes(orjson.dumps(data)) + b"\n"
+    line = orjson.dumps(data)
+    return (scrub_bytes(line) if scrub else line) + b"\n"
 
 
 class TraceWriter:
@@ -69,6 +71,7 @@ class TraceWriter:
         self._task: asyncio.Task[None] | None = None
         self._file: Any = None
         self._blobs: set[str] = set()
+        self._scrubbed: dict[str, tuple[Any, str] | None] = {}  # id -> None (clean) or scrubbed
         self.records_written = 0
         self.bytes_written = 0
 
@@ -99,18 +102,36 @@ class TraceWriter:
 
     def write_nowait(self, record: BaseModel | dict[str, Any]) -> None:
         """Same as ``write`` for synchronous callers on the writer's event loop."""
+        self._enqueue(encode_record(record))
+
+    def _enqueue(self, line: bytes) -> None:
         self._check_open()
-        self._queue.put_nowait(encode_record(record))
+        self._queue.put_nowait(line)
         self.records_written += 1
+
+    def scrubbed(self, value: Any) -> tuple[Any, str]:
+        """``value`` as this file records it (secrets scrubbed) and its content id: the id a
+        blob of it gets. Each distinct content is scanned once per file."""
+        vid = content_id(value)
+        if vid not in self._scrubbed:
+            clean = scrub_json(value)
+            if clean is value:
+                self._scrubbed[vid] = None
+            else:
+                cid = content_id(clean)
+                self._scrubbed[vid] = (clean, cid)
+                self._scrubbed[cid] = None  # the scrubbed content is clean
+        return self._scrubbed[vid] or (value, vid)
 
     async def blob(self, kind: str, content: Any, tokens: int | None = None) -> str:
         """Intern content; the blob record is written once per file, before first use. Content
-        is scrubbed of secrets first, so the id returned is the hash of what the file holds."""
-        content = scrub_json(content)
-        bid = content_id(content)
+        is scrubbed of secrets first (``scrubbed``), so the id returned is the hash of what the
+        file holds."""
+        content, bid = self.scrubbed(content)
         if bid not in self._blobs:
             self._blobs.add(bid)
-            await self.write(BlobRecord(id=bid, kind=kind, content=content, tokens=tokens))  # type: ignore[arg-type]
+            rec = BlobRecord(id=bid, kind=kind, content=content, tokens=tokens)  # type: ignore[arg-type]
+            self._enqueue(encode_record(rec, scrub=False))  # scrubbed above, before hashing
         return bid
 
     def has_blob(self, blob_id: str) -> bool:
