@@ -1,0 +1,28 @@
+"""Fixtures of the reliability suite: the fault server (``faultserver.py``) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from faultserver import FaultPlan, FaultServer
+
+
+@pytest.fixture
+def fault_server() -> Iterator[Callable[..., FaultServer]]:
+    """Factory: ``fault_server(chat=["ok", "500"], ...)`` starts one; all stopped at teardown."""
+    started: list[FaultServer] = []
+
+    def make(**plan: object) -> FaultServer:
+        srv = FaultServer(FaultPlan(**plan)).start()  # type: ignore[arg-type]
+        started.append(srv)
+        return srv
+
+    yield make
+    for srv in started:
+        srv.stop()
