@@ -7,8 +7,8 @@
 * ``generate``, ``eval``             — agentload.agents.cli
 * ``replay``, ``report``, ``compare``  — agentload.replay.cli
 
-Any ``AgentloadError`` becomes one line on stderr and exit code 2; anything else is a bug and
-shows a traceback.
+Any ``AgentloadError`` and any usage error (an unknown option, a value of the wrong type)
+becomes one line on stderr and exit code 2; anything else is a bug and shows a traceback.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import typer
 from agentload import __version__
 from agentload.errors import AgentloadError
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "one_line"]
 
 # typer >= 0.2x carries its own fork of click (``typer._click``) and no longer depends on click:
 # its usage errors derive from ``typer.TyperException``. Older typer re-exports click's.
@@ -73,23 +73,40 @@ for _mod in _AREAS:
     _area.register(app)
 
 
+def one_line(text: str) -> str:
+    """``text`` as one printable line: control and bidi characters (a user's input, echoed back,
+    may carry newlines, NULs or a right-to-left override) are shown escaped."""
+    return "".join(_escape(ch) for ch in text.strip())
+
+
+def _escape(ch: str) -> str:
+    if ch.isprintable() and not ("\u202a" <= ch <= "\u202e" or "\u2066" <= ch <= "\u2069"):
+        return ch
+    return ch.encode("unicode_escape").decode("ascii")
+
+
+def _usage_line(exc: Exception) -> str:
+    """A usage error as one line: the command, what is wrong, where help is."""
+    fmt = getattr(exc, "format_message", None)
+    message = " ".join(str(fmt() if callable(fmt) else exc).split())
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", "") or "agentload"
+    return f"{path}: {message} (see '{path} --help')"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, mapping user errors to one line and exit code 2."""
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="agentload", standalone_mode=False)
     except AgentloadError as exc:
-        print(f"agentload: error: {exc}", file=sys.stderr)
+        print(f"agentload: error: {one_line(str(exc))}", file=sys.stderr)
         sys.exit(2)
     except typer.Abort:
         print("agentload: aborted", file=sys.stderr)
         sys.exit(130)
-    except _UsageError as exc:  # bad options or arguments: click-style usage message
-        show = getattr(exc, "show", None)
-        if callable(show):
-            show()
-        else:  # pragma: no cover
-            print(f"agentload: error: {exc}", file=sys.stderr)
+    except _UsageError as exc:  # bad options or arguments: one line, pointing at --help
+        print(f"agentload: error: {one_line(_usage_line(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -11,7 +11,7 @@ import pytest
 import typer
 
 from agentload import __version__
-from agentload.cli import app, main
+from agentload.cli import app, main, one_line
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -88,3 +88,21 @@ def test_user_error_is_one_line_and_exit_2(
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("agentload: error: ")
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["generate", "-n", "abc"], ["generate", "--bogus"], ["nope"], ["replay"], ["trace", "stats"]],
+)
+def test_usage_errors_are_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(argv, capsys)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("agentload: error: agentload"), err
+    assert "--help" in err
+
+
+def test_echoed_input_cannot_break_the_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["scenarios", "show", "quick", "-c", "seed=\r\nforged line\x1b[2J"], capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and "\\r\\nforged line\\x1b[2J" in err, err
+    assert one_line("a\u202eb\x00") == "a\\u202eb\\x00"
