@@ -23,7 +23,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -41,6 +40,7 @@ from agentload.sandboxes.capture import (
     pump,
 )
 from agentload.sandboxes.reap import MARKER, new_exec_id, sweep
+from agentload.sandboxes.tempdirs import SANDBOX_HOMES, owned_tempdir
 from agentload.scenarios.models import SandboxSpec
 
 __all__ = ["LocalSandbox"]
@@ -77,7 +77,7 @@ class LocalSandbox:
         self._key = f"{self.id}-{uuid.uuid4().hex[:8]}"
         self._memory = settings.memory_bytes()
         self._capture_bytes = capture_bytes
-        self._tmp = tempfile.mkdtemp(prefix="agentload-sandbox-")
+        self._tmp = str(owned_tempdir(SANDBOX_HOMES))  # a kill -9 leaves it to `sandbox cleanup`
         self._env = {**base_env(self._tmp), "PATH": _path_env()}
         self._procs: dict[int, str] = {}  # pid of each running command -> its marker
         self._lock = threading.RLock()
