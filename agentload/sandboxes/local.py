@@ -124,8 +124,9 @@ class LocalSandbox:
         cap = Capture(self._capture_bytes)
         assert proc.stdout is not None
         out = proc.stdout.fileno()
-        pidfd = os.pidfd_open(proc.pid)  # readable once the command's own process has exited
+        pidfd = -1
         try:
+            pidfd = os.pidfd_open(proc.pid)  # readable once the command's own process exited
             finished = _pump(out, cap, start + int(timeout_s * 1e9), until=pidfd)
             # the leader is not reaped yet, so its process group id cannot have been recycled
             sweep(marker, proc.pid)
@@ -134,8 +135,13 @@ class LocalSandbox:
                 code: int | None = proc.wait(timeout=2.0)
             except subprocess.TimeoutExpired:  # unkillable (uninterruptible sleep): give up on it
                 code = None
+        except OSError as exc:  # no pidfd (out of file descriptors): the command cannot run
+            sweep(marker, proc.pid)
+            proc.wait()
+            raise SandboxError(f"sandbox {self.id}: cannot watch the command: {exc}") from None
         finally:
-            os.close(pidfd)
+            if pidfd >= 0:
+                os.close(pidfd)
             proc.stdout.close()
             with self._lock:
                 self._procs.pop(proc.pid, None)
