@@ -1,9 +1,11 @@
 """Temporary directories that name their owner, so ``sandbox cleanup`` can tell a crashed run's
 leftovers from a live run's.
 
-``owned_tempdir(prefix)`` makes ``<tempdir>/<prefix><pid>-<start>-<random>``: the creating
+``owned_tempdir(prefix)`` makes ``<tempdir>/<prefix><pid>-<start>-<host>-<random>``: the creating
 process's pid and its start time (clock ticks since boot, field 22 of ``/proc/<pid>/stat``), so a
-pid that was recycled by another process does not pass for the owner. ``generate``'s workspaces
+pid that was recycled by another process does not pass for the owner, and 6 hex digits of its host
+name, so a directory made in another host or container that shares the temp dir is never judged
+by this machine's processes. ``generate``'s workspaces
 (``agentload-ws-``) and the local sandbox's private ``HOME`` (``agentload-sandbox-``) are made
 this way; a normal end, an exception, Ctrl-C or SIGTERM removes them, and a ``kill -9`` leaves
 them for :func:`cleanup_dirs`, which removes those whose owner is gone and keeps the others.
@@ -14,9 +16,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from agentload.hashing import content_id
 
 __all__ = [
     "PREFIXES",
@@ -31,7 +36,7 @@ __all__ = [
 WORKSPACES = "agentload-ws-"
 SANDBOX_HOMES = "agentload-sandbox-"
 PREFIXES = (WORKSPACES, SANDBOX_HOMES)
-_OWNED = re.compile(r"^(?:agentload-ws-|agentload-sandbox-)(\d+)-(\d+)-")
+_OWNED = re.compile(r"^(?:agentload-ws-|agentload-sandbox-)(\d+)-(\d+)-([0-9a-f]{6})-")
 
 
 def _start_ticks(pid: int) -> int | None:
@@ -48,16 +53,24 @@ def _start_ticks(pid: int) -> int | None:
         return None
 
 
+def _host() -> str:
+    return content_id(socket.gethostname())[:6]
+
+
 def owned_tempdir(prefix: str) -> Path:
     """A new private directory in the temp dir whose name says which process made it."""
     pid = os.getpid()
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{pid}-{_start_ticks(pid) or 0}-"))
+    owner = f"{pid}-{_start_ticks(pid) or 0}-{_host()}"
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{owner}-"))
 
 
 def owner_of(path: Path) -> tuple[int, int] | None:
-    """``(pid, start ticks)`` from an owned directory's name; None for any other name."""
+    """``(pid, start ticks)`` from the name of a directory owned by a process of this host;
+    None for any other name."""
     m = _OWNED.match(path.name)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    if m is None or m.group(3) != _host():
+        return None
+    return int(m.group(1)), int(m.group(2))
 
 
 def _alive(pid: int, start: int) -> bool:
@@ -81,8 +94,8 @@ class DirsReport:
     kept_live: list[Path] = field(default_factory=list)
     """Their owner is running."""
     kept_unknown: list[Path] = field(default_factory=list)
-    """No owner in the name (made by an agentload before owners were recorded), or not
-    removable: left for a person to judge."""
+    """No owner of this host in the name (made by an agentload before owners were recorded, or
+    on another host or container), or not removable: left for a person to judge."""
 
 
 def cleanup_dirs(tmp: Path | None = None) -> DirsReport:

@@ -64,10 +64,13 @@ def test_cleanup_removes_a_dead_owners_dirs_and_keeps_a_live_ones(
     dead.kill()  # SIGKILL: nothing of the child's own cleanup runs
     dead.communicate(timeout=10)
     assert all(d.is_dir() for d in dead_dirs)  # left behind
-    recycled = tmp / f"agentload-ws-{os.getpid()}-1-abcdefgh"  # a live pid, another start time
+    pid, start, host = dead_dirs[0].name.removeprefix("agentload-ws-").split("-")[:3]
+    recycled = tmp / f"agentload-ws-{os.getpid()}-1-{host}-abcdefgh"  # live pid, other start
+    elsewhere = "ffffff" if host != "ffffff" else "000000"
+    abroad = tmp / f"agentload-ws-{pid}-{start}-{elsewhere}-abcdefgh"  # another host's
     unknown = tmp / "agentload-ws-0ld4f0rm"  # no owner in the name: an older agentload's
     other = tmp / "someone-else"
-    for d in (recycled, unknown, other):
+    for d in (recycled, abroad, unknown, other):
         d.mkdir()
 
     out = subprocess.run(
@@ -84,15 +87,15 @@ def test_cleanup_removes_a_dead_owners_dirs_and_keeps_a_live_ones(
     assert sorted(lines[:3]) == [f"removed {d}" for d in removed]
     assert lines[-1] == (
         f"3 temp dir(s) removed; 2 kept (their agentload process is running); "
-        f"1 kept (owner unknown: {unknown})"
+        f"2 kept (owner unknown: {', '.join(map(str, sorted([abroad, unknown])))})"
     )
     assert not any(d.exists() for d in removed)
-    assert all(d.is_dir() for d in [*live_dirs, unknown, other])
+    assert all(d.is_dir() for d in [*live_dirs, abroad, unknown, other])
     assert live.poll() is None
     # the same from the library, now that only the live owner's and the unknown one are left
     report = cleanup_dirs(tmp)
     assert (report.removed, sorted(report.kept_live), report.kept_unknown) == (
         [],
         sorted(live_dirs),
-        [unknown],
+        sorted([abroad, unknown]),
     )
