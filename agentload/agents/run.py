@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from agentload.errors import (
 from agentload.recorder import make_header
 from agentload.recorder.capture import CallCapture
 from agentload.recorder.writer import TraceWriter
+from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
 from agentload.tokenizer import ChatTokenCounter
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ async def generate(opts: GenerateOptions, progress: ProgressSink | None = None) 
         client = ChatClient(
             base_url, model=model, retries=opts.retries, backoff_s=opts.retry_backoff_s
         )
-        workdir = Path(tempfile.mkdtemp(prefix="agentload-ws-"))
+        workdir = owned_tempdir(WORKSPACES)  # a kill -9 leaves it to `agentload sandbox cleanup`
         try:
             async with TraceWriter(path, header) as writer:
                 capture = CallCapture(writer, ChatTokenCounter(header.tokenizer))

@@ -24,25 +24,40 @@ def check_command(sandbox_id: str, closed: bool, argv: Sequence[str]) -> None:
 
 
 def pump(
-    source: Any, read: Callable[[], bytes], feed: Callable[[bytes], None], deadline_ns: int
+    source: Any,
+    read: Callable[[], bytes],
+    feed: Callable[[bytes], None],
+    deadline_ns: int,
+    until: int | None = None,
 ) -> bool:
     """Feed what ``read()`` returns whenever ``source`` (a file descriptor or socket) is readable,
     until end of file (True) or ``deadline_ns`` on the perf_counter clock (False). A source that
-    is closed under us (the sandbox is closing) counts as end of file."""
+    is closed under us (the sandbox is closing) counts as end of file.
+
+    With ``until`` (a pidfd: readable once its process exited), the end is that process's exit
+    instead (True): a source that reaches end of file first is no longer read, and one that stays
+    open (a leftover child holds it) does not keep the caller waiting."""
+    sources = [source]
     while True:
         remaining = (deadline_ns - time.perf_counter_ns()) / 1e9
         if remaining <= 0:
             return False
+        waiting = [*sources, *(() if until is None else (until,))]
         try:
-            ready, _, _ = select.select([source], [], [], min(remaining, 1.0))
+            ready, _, _ = select.select(waiting, [], [], min(remaining, 1.0))
+            if until is not None and until in ready:
+                return True
             if not ready:
                 continue
             data = read()
         except (OSError, ValueError):
+            data = b""
+        if data:
+            feed(data)
+        elif until is None:
             return True
-        if not data:
-            return True
-        feed(data)
+        else:
+            sources = []
 
 
 def base_env(home: str) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import typer
 
@@ -45,21 +46,43 @@ def cleanup_cmd(
         False, "--all", help="also remove containers of agentload processes still running"
     ),
 ) -> None:
-    """Remove sandbox containers that a crashed agentload process left behind."""
+    """Remove what a crashed (kill -9) agentload process left behind: its sandbox containers and
+    its temp directories (workspaces, local sandbox homes)."""
+    from agentload.errors import DockerUnavailableError
     from agentload.sandboxes.cleanup import cleanup
     from agentload.sandboxes.docker_host import connect_docker
+    from agentload.sandboxes.tempdirs import cleanup_dirs
 
-    report = cleanup(connect_docker(), include_live=include_live)
-    for cid in report.removed:
-        typer.echo(f"removed {cid}")
-    typer.echo(
-        f"{len(report.removed)} container(s) removed"
-        + (
-            f"; {len(report.kept_live)} kept (their agentload process is running)"
-            if report.kept_live
-            else ""
+    dirs = cleanup_dirs()  # never a live process's, --all or not
+    for path in dirs.removed:
+        typer.echo(f"removed {path}")
+    try:
+        client = connect_docker()
+    except DockerUnavailableError as exc:
+        typer.echo(f"containers not checked: {exc}")
+    else:
+        report = cleanup(client, include_live=include_live)
+        for cid in report.removed:
+            typer.echo(f"removed {cid}")
+        typer.echo(
+            f"{len(report.removed)} container(s) removed"
+            + (
+                f"; {len(report.kept_live)} kept (their agentload process is running)"
+                if report.kept_live
+                else ""
+            )
         )
-    )
+    parts = [f"{len(dirs.removed)} temp dir(s) removed"]
+    if dirs.kept_live:
+        parts.append(f"{len(dirs.kept_live)} kept (their agentload process is running)")
+    if dirs.kept_unknown:
+        parts.append(f"{len(dirs.kept_unknown)} kept (owner unknown: {_names(dirs.kept_unknown)})")
+    typer.echo("; ".join(parts))
+
+
+def _names(paths: list[Path]) -> str:
+    shown = ", ".join(str(p) for p in paths[:3])
+    return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,14 +1,22 @@
 """The Docker sandbox: one long-lived container per session, commands run with ``exec``.
 
-* ``sleep infinity`` keeps the container up; every tool command is an ``exec`` in ``/workspace``
-  (the session's workspace, bind-mounted read-write).
+* A shell that reaps orphans (``_REAPER``) keeps the container up as pid 1; every tool command is
+  an ``exec`` in ``/workspace`` (the session's workspace, bind-mounted read-write).
 * No network (``network_mode="none"``), memory (no swap), CPU and pids caps, a read-only root
   filesystem with a tmpfs ``/tmp``, all capabilities dropped, ``no-new-privileges``, and a
   non-root user (the workspace owner, or ``nobody`` when root owns it).
 * Every exec is bounded twice: inside, ``timeout -k 2 T`` (SIGTERM at T, SIGKILL 2 s later); on the
-  host, the output stream is read with a deadline of T + 4 s, after which the command's process
-  group is killed from a second exec and the result says ``timed_out``. A hung command can never
-  block the caller longer than that.
+  host, the output stream is read with a deadline of T + 4 s, after which the command's processes
+  are swept from a second exec and the result says ``timed_out``. A hung command can never block
+  the caller longer than that.
+* **Nothing a command started outlives it.** A wrapper shell runs the command with a marker of
+  its own in the environment, waits for it, then kills its process group and every process that
+  carries its marker, daemons that ``setsid`` included (``reap.SWEEP_SH``: shell built-ins only, so
+  it works while the pids cap is exhausted), and only then exits. So when ``exec`` returns the
+  sandbox is as the command found it: a fork bomb that returned, a background ``sleep`` or a
+  ``nohup`` daemon cannot starve the next command of pids or hold its output open. Concurrent
+  commands carry different markers and never kill each other's processes. Pid 1 reaps the killed
+  orphans, so they give their pids back at once.
 * Labelled ``agentload.session=ID`` (plus the creating pid and host), removed by ``close()``, on
   SIGTERM/SIGHUP and at exit (``lifecycle``); ``agentload sandbox cleanup`` removes leftovers.
 """
@@ -21,7 +29,6 @@ import socket
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +46,7 @@ from agentload.sandboxes.capture import (
     pump,
 )
 from agentload.sandboxes.image import ImageInfo
+from agentload.sandboxes.reap import MARKER, SWEEP_SH, new_exec_id
 from agentload.scenarios.models import SandboxSpec
 
 __all__ = [
@@ -53,8 +61,32 @@ PID_LABEL = "agentload.pid"
 HOST_LABEL = "agentload.host"
 _KILL_GRACE_S = 2.0
 _HOST_GRACE_S = 2.0
-_WRAP = 'echo $$ > "$1"; t=$2; shift 2; exec timeout -k {grace} "$t" "$@"'
-_WRAP_NO_TIMEOUT = 'echo $$ > "$1"; shift 2; exec "$@"'
+# argv: marker id, timeout, command... The command runs in its own process group (``timeout``
+# makes one) with the marker exported; when it ends, its leftovers are swept, then the wrapper
+# exits with the command's status.
+_WRAP = f"""{SWEEP_SH}id=$1; t=$2; shift 2
+{MARKER}=$id; export {MARKER}
+timeout -k {int(_KILL_GRACE_S)} "$t" "$@" &
+pg=$!
+wait "$pg"; rc=$?
+unset {MARKER}
+sweep "$id" "$pg"
+exit "$rc"
+"""
+# Without ``timeout`` there is no process group of the command's own: the marker alone finds its
+# processes. It runs in the foreground so that SIGINT is not ignored in it (an ``&`` list ignores
+# SIGINT; ``timeout`` resets that).
+_WRAP_NO_TIMEOUT = f"""{SWEEP_SH}id=$1; shift 2
+{MARKER}=$id; export {MARKER}
+(exec "$@"); rc=$?
+unset {MARKER}
+sweep "$id" ""
+exit "$rc"
+"""
+_SWEEP_ONLY = SWEEP_SH + 'sweep "$1" ""'
+# pid 1: keeps the container up and reaps the orphans a sweep kills (a shell's ``wait`` reaps any
+# child, not only its own jobs), so their pids come back at once.
+_REAPER = "while :; do sleep 86400 & wait; done"
 
 
 def _user_for(workspace: Path) -> str:
@@ -99,7 +131,7 @@ class DockerSandbox:
         try:
             self._container = client.containers.run(
                 image.tag,
-                ["sleep", "infinity"],
+                ["sh", "-c", _REAPER],
                 detach=True,
                 labels=labels,
                 network_mode="none",
@@ -145,11 +177,12 @@ class DockerSandbox:
     def exec(
         self, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None
     ) -> ExecResult:
-        """Run ``argv`` in ``/workspace``; returns when it ends or ``timeout_s`` (+ grace) passes."""
+        """Run ``argv`` in ``/workspace``; returns when it ends or ``timeout_s`` (+ grace) passes,
+        and in either case only once every process it started is dead."""
         check_command(self.id, self._closed, argv)
-        pidfile = f"/tmp/.agentload-exec-{uuid.uuid4().hex[:12]}"
-        script = _WRAP.format(grace=int(_KILL_GRACE_S)) if self.has_timeout else _WRAP_NO_TIMEOUT
-        cmd = ["sh", "-c", script, "sh", pidfile, f"{timeout_s:g}", *argv]
+        marker = new_exec_id()
+        script = _WRAP if self.has_timeout else _WRAP_NO_TIMEOUT
+        cmd = ["sh", "-c", script, "sh", marker, f"{timeout_s:g}", *argv]
         api = self._client.api
         start = time.perf_counter_ns()
         try:
@@ -171,7 +204,7 @@ class DockerSandbox:
         try:
             finished = _pump(sock, cap, host_deadline)
             if not finished:
-                self._kill_group(pidfile)
+                self._sweep(marker)
                 _pump(sock, cap, time.perf_counter_ns() + 1_000_000_000)
         finally:
             _close_stream(sock)
@@ -202,12 +235,10 @@ class DockerSandbox:
             time.sleep(0.01)
         return None
 
-    def _kill_group(self, pidfile: str) -> None:
-        script = (
-            f'p=$(cat {pidfile} 2>/dev/null) && {{ kill -9 -- -"$p" 2>/dev/null; kill -9 "$p"; }}'
-        )
+    def _sweep(self, marker: str) -> None:
+        """Kill, from a second exec, every process of the command that carries ``marker``."""
         with contextlib.suppress(DockerException):
-            self._container.exec_run(["sh", "-c", script])
+            self._container.exec_run(["sh", "-c", _SWEEP_ONLY, "sh", marker])
 
     def close(self) -> None:
         """Remove the container (idempotent; safe from another thread or a signal handler)."""

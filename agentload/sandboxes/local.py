@@ -5,18 +5,24 @@ session (process group) with a clean environment (nothing of the user's, API key
 ``RLIMIT_AS`` = the memory cap, no core files and files of at most 1 GiB. There is **no network
 isolation and no pids cap** (``RLIMIT_NPROC`` counts every process of the user, not the sandbox's),
 which is why ``auto`` announces the fallback with a warning line.
+
+**Nothing a command started outlives it.** ``exec`` returns when the command's own process exits
+(or times out), not when the last holder of its output lets go; before it returns, ``reap.sweep``
+kills the command's process group and every process that carries the command's marker in its
+environment, daemons that ``setsid`` included. Only those processes are ever signalled: the marker
+is a random id of this one command, checked again through a pidfd just before the kill, and the
+group leader stays unreaped until the sweep is done so its group id cannot be recycled. Concurrent
+commands have different markers and never kill each other's processes. (Linux: it reads ``/proc``
+and uses pidfds.)
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -33,6 +39,8 @@ from agentload.sandboxes.capture import (
     check_command,
     pump,
 )
+from agentload.sandboxes.reap import MARKER, new_exec_id, sweep
+from agentload.sandboxes.tempdirs import SANDBOX_HOMES, owned_tempdir
 from agentload.scenarios.models import SandboxSpec
 
 __all__ = ["LocalSandbox"]
@@ -69,9 +77,9 @@ class LocalSandbox:
         self._key = f"{self.id}-{uuid.uuid4().hex[:8]}"
         self._memory = settings.memory_bytes()
         self._capture_bytes = capture_bytes
-        self._tmp = tempfile.mkdtemp(prefix="agentload-sandbox-")
+        self._tmp = str(owned_tempdir(SANDBOX_HOMES))  # a kill -9 leaves it to `sandbox cleanup`
         self._env = {**base_env(self._tmp), "PATH": _path_env()}
-        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._procs: dict[int, str] = {}  # pid of each running command -> its marker
         self._lock = threading.RLock()
         self._closed = False
         lifecycle.register(self._key, self.close)
@@ -90,14 +98,16 @@ class LocalSandbox:
     def exec(
         self, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None
     ) -> ExecResult:
-        """Run ``argv`` in the workspace; killed (whole process group) after ``timeout_s``."""
+        """Run ``argv`` in the workspace; killed after ``timeout_s``. Returns once the command's
+        process has exited and every process it started is dead."""
         check_command(self.id, self._closed, argv)
+        marker = new_exec_id()
         start = time.perf_counter_ns()
         try:
             proc = subprocess.Popen(
                 list(argv),
                 cwd=self.workdir,
-                env={**self._env, **(env or {})},
+                env={**self._env, **(env or {}), MARKER: marker},
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -110,20 +120,28 @@ class LocalSandbox:
             missing = 127 if isinstance(exc, FileNotFoundError) else 126
             return ExecResult(missing, msg, False, start, end)
         with self._lock:
-            self._procs[proc.pid] = proc
+            self._procs[proc.pid] = marker
         cap = Capture(self._capture_bytes)
         assert proc.stdout is not None
+        out = proc.stdout.fileno()
+        pidfd = -1
         try:
-            finished = _pump(proc.stdout.fileno(), cap, start + int(timeout_s * 1e9))
-            if not finished:
-                _killpg(proc.pid)
-                _pump(proc.stdout.fileno(), cap, time.perf_counter_ns() + 1_000_000_000)
+            pidfd = os.pidfd_open(proc.pid)  # readable once the command's own process exited
+            finished = _pump(out, cap, start + int(timeout_s * 1e9), until=pidfd)
+            # the leader is not reaped yet, so its process group id cannot have been recycled
+            sweep(marker, proc.pid)
+            _pump(out, cap, time.perf_counter_ns() + 1_000_000_000)  # what is left in the pipe
             try:
                 code: int | None = proc.wait(timeout=2.0)
-            except subprocess.TimeoutExpired:
-                _killpg(proc.pid)
+            except subprocess.TimeoutExpired:  # unkillable (uninterruptible sleep): give up on it
                 code = None
+        except OSError as exc:  # no pidfd (out of file descriptors): the command cannot run
+            sweep(marker, proc.pid)
+            proc.wait()
+            raise SandboxError(f"sandbox {self.id}: cannot watch the command: {exc}") from None
         finally:
+            if pidfd >= 0:
+                os.close(pidfd)
             proc.stdout.close()
             with self._lock:
                 self._procs.pop(proc.pid, None)
@@ -138,18 +156,14 @@ class LocalSandbox:
             if self._closed:
                 return
             self._closed = True
-            procs = list(self._procs.values())
+            running = list(self._procs.items())
         lifecycle.unregister(self._key)
-        for proc in procs:
-            _killpg(proc.pid)
+        for _pid, marker in running:  # the marker alone: the exec thread may reap the leader now
+            sweep(marker)
         shutil.rmtree(self._tmp, ignore_errors=True)
 
 
-def _killpg(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-def _pump(fd: int, cap: Capture, deadline_ns: int) -> bool:
-    """Read ``fd`` into ``cap`` until EOF (True) or the deadline (False)."""
-    return pump(fd, lambda: os.read(fd, 65536), cap.feed, deadline_ns)
+def _pump(fd: int, cap: Capture, deadline_ns: int, until: int | None = None) -> bool:
+    """Read ``fd`` into ``cap`` until EOF, or the exit of ``until``'s process (True), or the
+    deadline (False)."""
+    return pump(fd, lambda: os.read(fd, 65536), cap.feed, deadline_ns, until)

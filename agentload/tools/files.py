@@ -59,7 +59,7 @@ def list_files(root: Path, path: str | None) -> str:
     for dirpath, dirnames, filenames in os.walk(real):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
         rel = Path(dirpath).relative_to(real_root)
-        out.extend((rel / f).as_posix() for f in filenames if not f.endswith(".pyc"))
+        out.extend(_printable((rel / f).as_posix()) for f in filenames if not f.endswith(".pyc"))
     out.sort()
     if not out:
         return f"(no files under {shown})\n"
@@ -68,6 +68,12 @@ def list_files(root: Path, path: str | None) -> str:
     if more > 0:
         text += f"[... {more} more files; list a subdirectory]\n"
     return text
+
+
+def _printable(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 (``os`` gives them as lone surrogates, which
+    no tool output may carry) shown as U+FFFD."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def edit_file(root: Path, path: str, old: str, new: str) -> str:

@@ -7,9 +7,10 @@ import re
 
 from agentload.tools.result import ToolError
 
-__all__ = ["LINE_WIDTH", "SEARCH_SCRIPT", "check_pattern", "search_argv"]
+__all__ = ["LINE_WIDTH", "PATTERN_MAX", "SEARCH_SCRIPT", "check_pattern", "search_argv"]
 
 LINE_WIDTH = 240
+PATTERN_MAX = 10_000
 
 # argv: pattern, base path (relative to the cwd = workspace), max hits, line width.
 # Prints `path:line: text` hits (sorted walk, no symlinks, no binaries), then `#total N`.
@@ -51,10 +52,12 @@ def check_pattern(pattern: str) -> None:
     """Compile ``pattern`` (cheap, no matching) so a bad regex is a clear tool error."""
     if not pattern:
         raise ToolError("`pattern` is empty")
+    if len(pattern) > PATTERN_MAX:
+        raise ToolError(f"`pattern` is {len(pattern)} characters long (at most {PATTERN_MAX})")
     try:
         re.compile(pattern)
-    except re.error as exc:
-        raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
+    except (re.error, OverflowError, RecursionError) as exc:  # a{99999999999}, ((((...))))
+        raise ToolError(f"invalid regular expression {pattern[:200]!r}: {exc}") from None
 
 
 def search_argv(pattern: str, base: str, max_results: int) -> list[str]:

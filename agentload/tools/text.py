@@ -8,9 +8,10 @@ from pathlib import Path
 
 from agentload.tools.result import ToolError
 
-__all__ = ["WORKSPACE", "normalise_test_output", "resolve_path", "truncate_head_tail"]
+__all__ = ["PATH_MAX", "WORKSPACE", "normalise_test_output", "resolve_path", "truncate_head_tail"]
 
 WORKSPACE = "/workspace"
+PATH_MAX = 4096
 
 _RAN = re.compile(r"^(Ran \d+ tests?) in \d+(?:\.\d+)?s$", re.MULTILINE)
 _PYTEST_SUMMARY = re.compile(r"^(=+ .*?) in \d+(?:\.\d+)?s(?: \([0-9:]+\))? (=+)$", re.MULTILINE)
@@ -51,6 +52,8 @@ def resolve_path(root: Path, path: str | None) -> tuple[Path, str]:
     leaves the workspace, through ``..``, an absolute path or a symlink."""
     real_root = Path(os.path.realpath(root))
     p = (path or "").strip()
+    if len(p) > PATH_MAX or "\0" in p:  # the toolbox refuses NUL already; os.path would raise
+        raise ToolError(f"path is not usable: longer than {PATH_MAX} characters or contains NUL")
     if p in ("", ".", WORKSPACE, WORKSPACE + "/"):
         return real_root, "."
     if p.startswith(WORKSPACE + "/"):

@@ -4,6 +4,12 @@
 missing file, bad regex, timeout, a sandbox that died): the failure becomes ``error: ...`` text the
 model reads, and ``ToolResult.error`` says the same for the recorder.
 
+Whatever the model sends is checked here, once, against the tool's ``ToolSpec`` before any tool
+sees it (:func:`_parse_args`): a JSON object with only the spec's keys, each required one present,
+each value of its schema type (``enum`` respected); every string is valid Unicode (no lone
+surrogates), has no NUL character and at most ``MAX_ARG_CHARS`` characters. Paths are checked
+where they are resolved (``text.resolve_path``). Error messages are cut like any tool output.
+
 Where each tool runs: ``run_tests`` and ``search_code`` execute in the sandbox (bounded by the
 scenario's per-tool timeouts); ``read_file``, ``list_files`` and ``edit_file`` are served on the
 host from the workspace directory, which is the sandbox's ``/workspace`` bind mount.
@@ -29,10 +35,13 @@ from agentload.tools.result import ToolError, ToolResult
 from agentload.tools.search import check_pattern, search_argv
 from agentload.tools.text import normalise_test_output, resolve_path, truncate_head_tail
 
-__all__ = ["TOOL_NAMES", "Toolbox"]
+__all__ = ["MAX_ARG_CHARS", "TOOL_NAMES", "Toolbox"]
 
 TOOL_NAMES = contract.DIRECT_TOOLS
+MAX_ARG_CHARS = 1_000_000
+"""The longest string argument any tool takes (``edit_file``'s ``old``/``new`` may be big)."""
 _TARGET_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./:\-\[\]]*$")
+_TARGET_MAX = 1000
 _SAFETY_S = 15.0  # on top of a sandboxed tool's own timeout: the exec bounds itself before this
 
 
@@ -70,17 +79,19 @@ class Toolbox:
     async def call(self, name: str, arguments: str | Mapping[str, Any] | None) -> ToolResult:
         """Run tool ``name``; its failures come back as text, never as exceptions."""
         start = time.perf_counter_ns()
+        cap = self.scenario.tool_output_max_chars
         try:
-            handler = self._handlers.get(name)
+            handler = self._handlers.get(name) if isinstance(name, str) else None
             if handler is None:
-                raise ToolError(f"unknown tool {name!r}; available: {', '.join(self.names)}")
+                shown, _ = truncate_head_tail(repr(name), 200)
+                raise ToolError(f"unknown tool {shown}; available: {', '.join(self.names)}")
             out = await handler(_parse_args(contract.TOOLS[name], arguments))
         except ToolError as exc:
-            return _failure(str(exc), start, timed_out=exc.timed_out)
+            return _failure(str(exc), start, cap, timed_out=exc.timed_out)
         except SandboxError as exc:
-            return _failure(f"sandbox: {exc}", start, sandbox_id=self.sandbox.id)
+            return _failure(f"sandbox: {exc}", start, cap, sandbox_id=self.sandbox.id)
         except OSError as exc:
-            return _failure(f"{exc.strerror or exc}", start)
+            return _failure(f"{exc.strerror or exc}", start, cap)
         text, cut = truncate_head_tail(out.text, self.scenario.tool_output_max_chars)
         raw = out.raw_bytes if out.raw_bytes is not None else len(out.text.encode())
         return ToolResult(
@@ -161,8 +172,9 @@ class Toolbox:
         s = self.scenario
         if not target:
             return list(s.test_command), ""
-        if not _TARGET_RE.match(target):
-            raise ToolError(f"bad test target {target!r}: use a test id, module or file path")
+        if len(target) > _TARGET_MAX or not _TARGET_RE.match(target):
+            shown, _ = truncate_head_tail(repr(target), 200)
+            raise ToolError(f"bad test target {shown}: use a test id, module or file path")
         if s.test_target_command is None:
             return list(s.test_command), "[this scenario cannot narrow its tests: ran them all]\n"
         return [a.replace("{target}", target) for a in s.test_target_command], ""
@@ -199,8 +211,14 @@ class Toolbox:
 
 
 def _failure(
-    message: str, start: int, sandbox_id: str | None = None, *, timed_out: bool = False
+    message: str,
+    start: int,
+    max_chars: int,
+    sandbox_id: str | None = None,
+    *,
+    timed_out: bool = False,
 ) -> ToolResult:
+    message, _ = truncate_head_tail(message, max_chars)
     text = f"error: {message}\n"
     return ToolResult(
         text=text,
@@ -213,42 +231,67 @@ def _failure(
     )
 
 
-def _parse_args(
-    spec: contract.ToolSpec, arguments: str | Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """Arguments checked against the tool's spec in ``agentload.contract``."""
-    name = spec.name
+def _decode(arguments: object) -> dict[Any, Any]:
+    """The arguments as a dict: a JSON object (text) or a mapping; nothing else."""
     if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
-        raw: Any = {}
-    elif isinstance(arguments, str):
+        return {}
+    if isinstance(arguments, str):
         try:
             raw = json.loads(arguments)
         except json.JSONDecodeError as exc:
             raise ToolError(f"arguments are not valid JSON: {exc.msg} at char {exc.pos}") from None
+        except (ValueError, RecursionError) as exc:  # a 5000-digit number, nesting 100000 deep
+            raise ToolError(f"arguments are not usable JSON: {str(exc)[:200]}") from None
     else:
-        raw = dict(arguments)
-    if not isinstance(raw, dict):
+        raw = arguments
+    if not isinstance(raw, Mapping):
         raise ToolError("arguments must be a JSON object")
+    return dict(raw)
+
+
+def _check_text(key: str, value: str) -> str:
+    if len(value) > MAX_ARG_CHARS:
+        raise ToolError(f"{key} is too long: {len(value)} characters (at most {MAX_ARG_CHARS})")
+    if "\0" in value:
+        raise ToolError(f"{key} contains a NUL character (\\u0000): no argument may contain one")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolError(
+            f"{key} is not valid Unicode: a lone surrogate at character {exc.start}"
+        ) from None
+    return value
+
+
+def _check_value(key: str, prop: Mapping[str, Any], value: Any) -> Any:
+    kind = prop.get("type")
+    if kind == "integer":
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise ToolError(f"{key} must be an integer")
+        try:
+            value = int(value)
+        except ValueError:
+            shown, _ = truncate_head_tail(repr(value), 100)
+            raise ToolError(f"{key} must be an integer, not {shown}") from None
+    elif kind == "string":
+        if not isinstance(value, str):
+            raise ToolError(f"{key} must be a string")
+        value = _check_text(key, value)
+    if "enum" in prop and value not in prop["enum"]:
+        raise ToolError(f"{key} must be one of {', '.join(map(str, prop['enum']))}")
+    return value
+
+
+def _parse_args(spec: contract.ToolSpec, arguments: object) -> dict[str, Any]:
+    """Arguments checked against the tool's spec in ``agentload.contract``."""
+    name = spec.name
+    raw = _decode(arguments)
     props = spec.properties
     for key in raw:
         if key not in props:
-            raise ToolError(f"unknown argument {key!r} for {name} (valid: {', '.join(props)})")
+            shown, _ = truncate_head_tail(repr(key), 100)
+            raise ToolError(f"unknown argument {shown} for {name} (valid: {', '.join(props)})")
     for key in spec.required:
         if raw.get(key) is None:
             raise ToolError(f"{name} needs the argument {key!r}")
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        if value is None:
-            continue
-        kind = props[key].get("type")
-        if kind == "integer":
-            if isinstance(value, bool) or not isinstance(value, int | str):
-                raise ToolError(f"{key} must be an integer")
-            try:
-                value = int(value)
-            except ValueError:
-                raise ToolError(f"{key} must be an integer, not {value!r}") from None
-        elif kind == "string" and not isinstance(value, str):
-            raise ToolError(f"{key} must be a string")
-        out[key] = value
-    return out
+    return {k: _check_value(k, props[k], v) for k, v in raw.items() if v is not None}

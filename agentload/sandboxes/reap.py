@@ -1,0 +1,115 @@
+"""A command's leftovers never outlive it: the marker each command carries and the sweep.
+
+Every sandboxed command starts with ``AGENTLOAD_EXEC=<id>`` in its environment, a random id of
+its own, which every process it starts inherits, daemons that ``setsid`` out of its process group
+included. When the command returns (or times out), the sweep kills, with SIGKILL:
+
+* its process group (the fast path against a fork bomb: one signal reaches the whole group);
+* every process whose ``/proc/<pid>/environ`` carries its marker;
+
+and repeats until a scan finds no live process with the marker (at most ``ROUNDS`` rounds, and on
+the host at most ``BUDGET_S``), since a fork bomb forks while it is being killed. Concurrent
+commands in one sandbox have different ids, so one command's sweep never touches another's
+processes. What it cannot reach: a process that rewrites its own environment and leaves the
+process group (the Docker sandbox's caps and removal still bound it).
+
+The Docker sandbox runs ``SWEEP_SH`` inside the container (shell built-ins only, so it works while
+the pids cap is exhausted); the local sandbox calls :func:`sweep` on the host, where only
+processes that carry the marker are signalled, each through a pidfd opened before the marker is
+checked again, so a recycled pid is never hit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+import uuid
+
+__all__ = ["BUDGET_S", "MARKER", "ROUNDS", "SWEEP_SH", "new_exec_id", "sweep"]
+
+MARKER = "AGENTLOAD_EXEC"
+ROUNDS = 50
+BUDGET_S = 2.0
+
+# ``sweep ID PGID``: kill -9 the group PGID (when given) and every process whose environment
+# carries MARKER=ID, until a scan finds none alive. Built-ins only (kill, read, case, test): no
+# fork, so it works while the pids cap is exhausted. dash's ``read`` drops the NUL separators of
+# /proc/PID/environ, so the marker is matched as a substring; every id has the same length, so a
+# prefix of another id cannot match.
+SWEEP_SH = f"""
+sweep() {{
+  r=0
+  while [ $r -lt {ROUNDS} ]; do
+    r=$((r + 1)); live=
+    [ -n "$2" ] && kill -9 -- "-$2"
+    for e in /proc/[0-9]*/environ; do
+      p=${{e#/proc/}}; p=${{p%/environ}}
+      [ "$p" = "$$" ] && continue
+      while IFS= read -r l || [ -n "$l" ]; do
+        case $l in *"{MARKER}=$1"*) kill -9 "$p" && live=1; break ;; esac
+      done < "$e"
+    done
+    [ -z "$live" ] && return 0
+  done
+  return 1
+}} 2>/dev/null
+"""
+
+
+def new_exec_id() -> str:
+    """A fresh marker value (32 hex digits: every id has the same length)."""
+    return uuid.uuid4().hex
+
+
+def _environ(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return fh.read()
+    except OSError:  # gone, a kernel thread, or not ours to read
+        return b""
+
+
+def _marked(needle: bytes) -> list[str]:
+    """Pids whose environment has the entry ``needle`` (zombies have none: they are skipped)."""
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+    return [p for p in pids if needle in b"\0" + _environ(p)]
+
+
+def _kill_marked(pid: str, needle: bytes) -> None:
+    """SIGKILL ``pid`` only if it still carries the marker once a pidfd pins the process."""
+    try:
+        fd = os.pidfd_open(int(pid))
+    except OSError:  # gone already
+        return
+    try:
+        if needle in b"\0" + _environ(pid):
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+    finally:
+        os.close(fd)
+
+
+def sweep(exec_id: str, pgid: int | None = None) -> int:
+    """Kill the process group ``pgid`` and every process carrying ``exec_id`` (on this host).
+
+    Returns the number of rounds that found a marked process still alive (0: nothing was left).
+    The caller keeps the group leader unreaped until this returns, so ``pgid`` cannot have been
+    recycled.
+    """
+    needle = f"\0{MARKER}={exec_id}\0".encode()
+    deadline = time.monotonic() + BUDGET_S
+    for rounds in range(ROUNDS):
+        if pgid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        live = _marked(needle)
+        if not live or time.monotonic() > deadline:
+            return rounds
+        for pid in live:
+            _kill_marked(pid, needle)
+    return ROUNDS
