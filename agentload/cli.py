@@ -19,6 +19,7 @@ import sys
 import typer
 
 from agentload import __version__
+from agentload.auth import redact_text
 from agentload.errors import AgentloadError
 
 __all__ = ["app", "main"]
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         rv = command.main(args=argv, prog_name="agentload", standalone_mode=False)
     except AgentloadError as exc:
-        print(f"agentload: error: {exc}", file=sys.stderr)
+        print(f"agentload: error: {redact_text(str(exc))}".replace("\n", " "), file=sys.stderr)
         sys.exit(2)
     except typer.Abort:
         print("agentload: aborted", file=sys.stderr)
