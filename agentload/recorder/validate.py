@@ -97,6 +97,8 @@ def validate_trace(path: str | os.PathLike[str]) -> ValidationReport:
             if rec.llm_call_id not in calls:
                 orphans.setdefault(rec.llm_call_id, reader.lineno)
     report.truncated = reader.truncated
+    if report.header is None:  # cut inside its first frame: nothing in it can be used
+        raise TraceFormatError(f"{name}: no header record (file cut before its first record?)")
     for dep, (lineno, i) in wanted.items():
         if dep not in ids:
             raise TraceFormatError(
