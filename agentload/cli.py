@@ -19,6 +19,7 @@ import sys
 import typer
 
 from agentload import __version__
+from agentload.auth import redact_text
 from agentload.errors import AgentloadError
 
 __all__ = ["app", "main", "one_line"]
@@ -100,13 +101,13 @@ def main(argv: list[str] | None = None) -> None:
     try:
         rv = command.main(args=argv, prog_name="agentload", standalone_mode=False)
     except AgentloadError as exc:
-        print(f"agentload: error: {one_line(str(exc))}", file=sys.stderr)
+        print(f"agentload: error: {one_line(redact_text(str(exc)))}", file=sys.stderr)
         sys.exit(2)
     except typer.Abort:
         print("agentload: aborted", file=sys.stderr)
         sys.exit(130)
     except _UsageError as exc:  # bad options or arguments: one line, pointing at --help
-        print(f"agentload: error: {one_line(_usage_line(exc))}", file=sys.stderr)
+        print(f"agentload: error: {one_line(redact_text(_usage_line(exc)))}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

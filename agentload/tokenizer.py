@@ -35,6 +35,7 @@ __all__ = [
     "ChatTokenCounter",
     "Tokenizer",
     "get_tokenizer",
+    "is_tokenizer_name",
     "render_message",
     "render_tools",
     "write_tiktoken_cache",
@@ -130,6 +131,11 @@ class _HFTokenizer:
     def encode(self, text: str) -> list[int]:
         ids: list[int] = self._tok.encode(text, add_special_tokens=False).ids
         return ids
+
+
+def is_tokenizer_name(name: str) -> bool:
+    """True for a name ``get_tokenizer`` understands (without loading it)."""
+    return name in _SPECS or (name.startswith("hf:") and len(name) > 3)
 
 
 @functools.cache

@@ -21,8 +21,10 @@ import orjson
 import typer
 from rich.console import Console
 
+from agentload.agents.llm import DEFAULT_CALL_TIMEOUT_S
 from agentload.agents.progress import make_progress, summary_table
 from agentload.agents.run import GenerateOptions, RunResult, generate, summary_rows
+from agentload.auth import redact_text, userinfo_warning
 
 __all__ = ["FAILED_REASONS", "register", "run_command", "run_generate"]
 
@@ -39,6 +41,9 @@ class SandboxChoice(StrEnum):
 def run_generate(opts: GenerateOptions, *, json_out: bool = False) -> RunResult:
     """Run ``generate`` with progress, signals and the summary (what the commands call)."""
     err = Console(stderr=True)
+    warning = userinfo_warning(opts.endpoint) if opts.endpoint else None
+    if warning:
+        print(warning, file=sys.stderr)
     progress = make_progress(err, opts.scenario.context_target)
 
     async def main() -> RunResult:
@@ -78,7 +83,7 @@ def run_generate(opts: GenerateOptions, *, json_out: bool = False) -> RunResult:
         for st in result.sessions:
             if st.detail:
                 out.print(
-                    f"{st.session_id}: {st.end_reason}: {st.detail}",
+                    f"{st.session_id}: {st.end_reason}: {redact_text(st.detail)}",
                     markup=False, highlight=False, soft_wrap=True,
                 )  # fmt: skip
         if opts.evaluate and rows:
@@ -109,6 +114,16 @@ _OUT = typer.Option(Path("traces"), "--out", "-o", help="Directory of the trace 
 _SANDBOX = typer.Option(
     None, "--sandbox", help="Where tools run (default: the scenario's, normally auto)."
 )
+_CALL_TIMEOUT = typer.Option(
+    DEFAULT_CALL_TIMEOUT_S,
+    "--call-timeout",
+    metavar="SECONDS",
+    help="The most one call attempt may take: connecting, the first byte, every gap between "
+    "chunks and the whole stream. A stream that stalls, drips or never ends is cut there.",
+)
+_RETRIES = typer.Option(
+    3, "--retries", metavar="N", help="Retries of a failed call (0: give up at once)."
+)
 _KEEP = typer.Option(False, "--keep-workspaces", help="Keep the sessions' workspace copies.")
 _JSON = typer.Option(False, "--json", help="Print one JSON object instead of the table.")
 
@@ -133,6 +148,8 @@ _RUN_OPTIONS = (
     _param("seed", int | None, _SEED),
     _param("out", Path, _OUT),
     _param("sandbox", SandboxChoice | None, _SANDBOX),
+    _param("call_timeout_s", float, _CALL_TIMEOUT),
+    _param("retries", int, _RETRIES),
     _param("evaluate", bool, _EVAL),
     _param("keep_workspaces", bool, _KEEP),
     _param("json_out", bool, _JSON),

@@ -9,11 +9,22 @@ the last chunk. Timings are ``time.perf_counter_ns`` readings (injectable ``cloc
 every chunk, first token (first content or tool-call delta), last token. Tool-call deltas are
 reassembled by their ``index``.
 
-Failures: connection errors, timeouts, 429 and 5xx are retried (``retries`` times, exponential
-backoff, each retry reported through ``on_retry``); then ``SessionEnd("endpoint_error")``. When
-the server says how long to wait (``Retry-After``: seconds or an HTTP date, as rate-limited
-APIs send with 429/503), the wait is at least that, up to ``max_retry_after_s``. A 400 that
-says the prompt is too long is ``SessionEnd("context_limit")`` at once.
+Failures: connection errors, timeouts, 429 and 5xx, a stream cut or garbled mid-way, and a
+stream that ends before its reply is complete are retried (``retries`` times, exponential
+backoff, each retry reported through ``on_retry`` just before it is sent); then
+``SessionEnd("endpoint_error")``. When the server says how long to wait (``Retry-After``:
+seconds or an HTTP date, as rate-limited APIs send with 429/503), the wait is at least that, up
+to ``max_retry_after_s``. A 400 that says the prompt is too long is ``SessionEnd("context_limit")``
+at once.
+
+Time limits: one attempt — connecting, the first byte, every gap between chunks and the whole
+stream — gets at most ``call_timeout_s``; a stream that stalls, drips or never ends is cut
+there. With a ``deadline`` (the session's wall budget), an attempt is also cut when the deadline
+passes, and a retry whose wait would end past it is not made: ``SessionEnd("wall_budget")``.
+So a call gives up within ``(retries + 1) * call_timeout_s`` plus the backoff waits.
+
+The base URL's query parameters go on every request; its ``user:password@`` goes nowhere
+(``agentload.auth.split_base_url``); messages name the URL with its secrets masked.
 """
 
 from __future__ import annotations
@@ -29,8 +40,8 @@ from typing import Any
 import openai
 import orjson
 
-from agentload.agents.limits import SessionEnd
-from agentload.auth import api_key_from_env
+from agentload.agents.limits import Deadline, SessionEnd
+from agentload.auth import api_key_from_env, redact_text, redact_url, split_base_url
 from agentload.errortext import is_context_overflow
 
 try:  # openai >= 3 speaks through its `httpx2` fork; older releases through httpx itself
@@ -40,12 +51,15 @@ except ImportError:  # pragma: no cover - depends on the installed openai
 from agentload.recorder.schema import Timings
 
 __all__ = [
+    "DEFAULT_CALL_TIMEOUT_S",
     "DUMMY_API_KEY",
     "ChatClient",
     "LLMResult",
 ]
 
 DUMMY_API_KEY = "agentload-simulator"
+DEFAULT_CALL_TIMEOUT_S = 300.0
+"""The most one attempt of a call may take (``--call-timeout``), first byte to last."""
 _RAW = "X-Stainless-Raw-Response"
 
 Clock = Callable[[], int]
@@ -91,33 +105,54 @@ class ChatClient:
         api_key: str | None = None,
         retries: int = 3,
         backoff_s: float = 0.5,
-        timeout_s: float = 600.0,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
         clock: Clock = time.perf_counter_ns,
         max_retry_after_s: float = 120.0,
     ) -> None:
-        self.base_url = base_url
+        clean, query = split_base_url(base_url)
+        self.base_url = redact_url(base_url)
+        """The URL as messages show it (secrets masked)."""
         self.model = model
         self.retries = retries
         self.backoff_s = backoff_s
+        self.call_timeout_s = call_timeout_s
         self.max_retry_after_s = max_retry_after_s
         self.clock = clock
         self._client = openai.AsyncOpenAI(
-            base_url=base_url,
+            base_url=clean,
             api_key=api_key or api_key_from_env() or DUMMY_API_KEY,
             max_retries=0,
-            timeout=timeout_s,
+            timeout=call_timeout_s,
+            default_query=query or None,
         )
 
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def complete(self, body: dict[str, Any], on_retry: RetryHook | None = None) -> LLMResult:
-        """Send ``body`` (streamed); retry transient failures; raise ``SessionEnd`` at the end."""
+    async def complete(
+        self,
+        body: dict[str, Any],
+        on_retry: RetryHook | None = None,
+        deadline: Deadline | None = None,
+    ) -> LLMResult:
+        """Send ``body`` (streamed); retry transient failures; raise ``SessionEnd`` at the end
+        (see the module docstring for the time limits)."""
         attempt = 0
         while True:
             attempt += 1
+            left = deadline.remaining_s() if deadline is not None else None
+            by_budget = left is not None and left < self.call_timeout_s
             try:
-                result = await self._once(body)
+                async with asyncio.timeout(left if by_budget else self.call_timeout_s):
+                    result = await self._once(body)
+            except TimeoutError:
+                if by_budget:
+                    raise SessionEnd(
+                        "wall_budget",
+                        f"the session's wall-clock budget ran out during a call to "
+                        f"{self.base_url} (attempt {attempt})",
+                    ) from None
+                text = f"no complete reply within {self.call_timeout_s:g}s (--call-timeout)"
             except openai.BadRequestError as exc:
                 text = _error_text(exc)
                 if is_context_overflow(text):
@@ -129,21 +164,40 @@ class ChatClient:
                 text = _error_text(exc)
                 if isinstance(exc, openai.APIStatusError) and is_context_overflow(text):
                     raise SessionEnd("context_limit", text) from None
-                if attempt > self.retries:
-                    raise SessionEnd(
-                        "endpoint_error", f"{self.base_url}: {text} (after {attempt} attempts)"
-                    ) from None
-                delay = self.backoff_s * 2 ** (attempt - 1)
-                asked = _retry_after_s(exc)
-                if asked is not None:
-                    delay = max(delay, min(asked, self.max_retry_after_s))
-                    text += f" (retry after {delay:g}s, as the server asked)"
-                if on_retry is not None:
-                    await on_retry(attempt, text)
-                await asyncio.sleep(delay)
+                await self._wait_to_retry(attempt, text, _retry_after_s(exc), on_retry, deadline)
                 continue
-            result.attempts = attempt
-            return result
+            else:
+                result.attempts = attempt
+                return result
+            await self._wait_to_retry(attempt, text, None, on_retry, deadline)
+
+    async def _wait_to_retry(
+        self,
+        attempt: int,
+        text: str,
+        asked: float | None,
+        on_retry: RetryHook | None,
+        deadline: Deadline | None,
+    ) -> None:
+        """Back off before attempt ``attempt + 1``, or raise ``SessionEnd`` when no retry is
+        left (``endpoint_error``) or the wait would outlast the wall budget (``wall_budget``)."""
+        if attempt > self.retries:
+            raise SessionEnd(
+                "endpoint_error", f"{self.base_url}: {text} (after {attempt} attempts)"
+            )
+        delay = self.backoff_s * 2 ** (attempt - 1)
+        if asked is not None:
+            delay = max(delay, min(asked, self.max_retry_after_s))
+            text += f" (retry after {delay:g}s, as the server asked)"
+        left = deadline.remaining_s() if deadline is not None else None
+        if left is not None and left <= delay:
+            raise SessionEnd(
+                "wall_budget",
+                f"{self.base_url}: {text}; the wall-clock budget ends before the retry",
+            )
+        await asyncio.sleep(delay)
+        if on_retry is not None:
+            await on_retry(attempt, text)
 
     async def _once(self, body: dict[str, Any]) -> LLMResult:
         clock = self.clock
@@ -160,12 +214,15 @@ class ChatClient:
             options={"headers": {"Content-Type": "application/json", _RAW: "stream"}},
             stream=True,
         )
+        done = False
         try:
             async for line in response.aiter_lines():
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
-                if data != "[DONE]":  # read on to the end: the connection goes back to the pool
+                if data == "[DONE]":  # read on to the end: the connection goes back to the pool
+                    done = True
+                else:
                     acc.feed(orjson.loads(data), clock(), submit)
         except openai.APIError:
             raise
@@ -173,10 +230,13 @@ class ChatClient:
             raise _StreamBroken(f"bad chunk from the endpoint: {exc}") from exc
         except Exception as exc:  # httpx read errors mid-stream
             if type(exc).__module__.startswith(("httpx", "httpcore")):
-                raise _StreamBroken(str(exc) or type(exc).__name__) from exc
+                why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                raise _StreamBroken(f"the stream broke off ({why})") from exc
             raise
         finally:
             await response.aclose()
+        if not done and acc.finish is None:
+            raise _StreamBroken("the stream ended before the reply was complete (no [DONE])")
         return acc.result(submit)
 
 
@@ -267,6 +327,11 @@ def _retry_after_s(exc: BaseException) -> float | None:
 
 
 def _error_text(exc: BaseException) -> str:
+    """One line of what went wrong, secrets masked (a server may echo the key it was sent)."""
+    return redact_text(_raw_error_text(exc)).replace("\n", " ")
+
+
+def _raw_error_text(exc: BaseException) -> str:
     if isinstance(exc, openai.APIStatusError):
         body = exc.body
         if isinstance(body, dict):

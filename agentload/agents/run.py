@@ -9,6 +9,11 @@
   workspace copy and sandbox.
 * Trace: one file per run holding every session, ``OUT/{scenario}-seed{seed}-{UTC time}
   .agentload.jsonl.zst``; its header carries the resolved scenario, its hash and the seed.
+  ``--out`` naming a ``*.agentload.jsonl[.zst]`` file is that file (it must not exist yet);
+  anything else is a directory, created if missing. Both are checked (a file can be created
+  there) before the endpoint is contacted, so a bad ``--out`` is one line at once.
+* Time limits: every call attempt gets ``call_timeout_s`` (the ``/models`` probe
+  ``min(call_timeout_s, 10)``), ``retries`` retries.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import math
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -24,10 +31,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
-from agentload.agents.llm import ChatClient
+from agentload.agents.llm import DEFAULT_CALL_TIMEOUT_S, ChatClient
 from agentload.agents.session import SessionSetup, run_session
 from agentload.agents.tracing import SessionStats
-from agentload.auth import api_key_from_env, refused_key_message
+from agentload.auth import api_key_from_env, redact_url, refused_key_message, split_base_url
 from agentload.errors import (
     ConfigError,
     EndpointError,
@@ -46,6 +53,9 @@ if TYPE_CHECKING:
 __all__ = ["GenerateOptions", "ProgressSink", "RunResult", "check_endpoint", "generate"]
 
 SIM_MODEL = "agentload-sim"
+PROBE_TIMEOUT_S = 10.0
+"""The longest the ``GET /models`` probe may take (less when ``--call-timeout`` is less)."""
+TRACE_SUFFIXES = (".agentload.jsonl.zst", ".agentload.jsonl")
 
 
 class ProgressSink(Protocol):
@@ -71,7 +81,10 @@ class GenerateOptions:
     evaluate: bool = False
     keep_workspaces: bool = False
     retries: int = 3
+    """Retries of a failed call (``--retries``); 0 gives up after the first failure."""
     retry_backoff_s: float = 0.5
+    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+    """The most one call attempt may take, first byte to last (``--call-timeout``)."""
     simulator: str = "process"
     """Where the built-in simulator runs: ``process`` (a child process, its own GIL) or
     ``thread`` (in this process)."""
@@ -88,17 +101,26 @@ class RunResult:
     model: str = ""
 
 
-async def check_endpoint(base_url: str, model: str | None) -> str:
-    """``GET {base_url}/models``: the model to use; one-line errors when it cannot work."""
+async def check_endpoint(
+    base_url: str, model: str | None, timeout_s: float = PROBE_TIMEOUT_S
+) -> str:
+    """``GET {base_url}/models`` within ``timeout_s``: the model to use; one-line errors when
+    it cannot work."""
     key = api_key_from_env()
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    url = base_url.rstrip("/") + "/models"
+    clean, query = split_base_url(base_url)
+    shown = redact_url(base_url)
+    url = clean + "/models"
     try:
-        async with httpx.AsyncClient(timeout=10.0) as http:
-            resp = await http.get(url, headers=headers)
-    except httpx.HTTPError as exc:
+        async with (
+            asyncio.timeout(timeout_s),
+            httpx.AsyncClient(timeout=timeout_s) as http,
+        ):
+            resp = await http.get(url, headers=headers, params=query)
+    except (httpx.HTTPError, TimeoutError) as exc:
+        why = f"no answer within {timeout_s:g}s" if isinstance(exc, TimeoutError) else str(exc)
         raise EndpointUnreachableError(
-            f"{base_url}: endpoint does not answer ({type(exc).__name__}: {exc})"
+            f"{shown}: endpoint does not answer ({type(exc).__name__}: {why or 'no detail'})"
         ) from None
     if resp.status_code in (401, 403):
         raise EndpointError(refused_key_message(url, resp.status_code, resp.content))
@@ -109,18 +131,19 @@ async def check_endpoint(base_url: str, model: str | None) -> str:
     if model is not None:
         if ids and model not in ids:
             raise ModelNotFoundError(
-                f"{base_url}: model {model!r} is not served; available: {', '.join(ids)}"
+                f"{shown}: model {model!r} is not served; available: {', '.join(ids)}"
             )
         return model
     if not ids:
-        raise ConfigError(f"{base_url}: cannot list the served models; pass --model NAME")
+        raise ConfigError(f"{shown}: cannot list the served models; pass --model NAME")
     return ids[0]
 
 
 @contextlib.asynccontextmanager
 async def _endpoint(opts: GenerateOptions, seed: int) -> AsyncIterator[tuple[str, str]]:
     if opts.endpoint:
-        model = await check_endpoint(opts.endpoint, opts.model)
+        probe_s = min(PROBE_TIMEOUT_S, opts.call_timeout_s)
+        model = await check_endpoint(opts.endpoint, opts.model, probe_s)
         yield opts.endpoint, model
         return
     srv: Any
@@ -152,17 +175,60 @@ def trace_path(out: Path, scenario: str, seed: int) -> Path:
     return path
 
 
-async def generate(opts: GenerateOptions, progress: ProgressSink | None = None) -> RunResult:
-    """Run the sessions (see the module docstring); the trace is closed in every case."""
-    from agentload.scenarios import scenario_hash
+def prepare_trace_path(out: Path, scenario: str, seed: int) -> Path:
+    """The trace file ``--out`` stands for, its directory created and tried for writing;
+    ``ConfigError`` naming ``--out`` when it cannot work (see the module docstring)."""
+    named = out.name.endswith(TRACE_SUFFIXES)
+    folder = out.parent if named else out
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(
+            f"--out {out}: {folder} is a file; --out names a directory or a new "
+            f"*{TRACE_SUFFIXES[0]} file"
+        )
+    if named and out.exists():
+        raise ConfigError(f"--out {out}: the file exists; agentload never overwrites a trace")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):  # can a file be created there?
+            pass
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot write there: {exc.strerror or exc}") from None
+    return out if named else trace_path(out, scenario, seed)
 
-    s = opts.scenario
+
+def check_options(opts: GenerateOptions) -> None:
+    """One-line ``ConfigError`` for option values that cannot work."""
     if opts.sessions < 1 or opts.parallel < 1:
         raise ConfigError("--sessions and --parallel must be at least 1")
+    if opts.retries < 0 or opts.retries > 100:
+        raise ConfigError(f"--retries {opts.retries}: must be 0..100")
+    t = opts.call_timeout_s
+    if not math.isfinite(t) or t <= 0 or t > 86_400:
+        raise ConfigError(f"--call-timeout {t:g}: must be more than 0 and at most 86400 seconds")
+
+
+async def generate(opts: GenerateOptions, progress: ProgressSink | None = None) -> RunResult:
+    """Run the sessions (see the module docstring); the trace is closed in every case."""
+    s = opts.scenario
+    check_options(opts)
     seed = s.seed if opts.seed is None else opts.seed
     kind = opts.sandbox or s.sandbox.kind
     t0 = time.perf_counter_ns()
-    path = trace_path(Path(opts.out), s.name, seed)
+    path = prepare_trace_path(Path(opts.out), s.name, seed)
+    return await _run(opts, path, seed, kind, t0, progress)
+
+
+async def _run(
+    opts: GenerateOptions,
+    path: Path,
+    seed: int,
+    kind: str,
+    t0: int,
+    progress: ProgressSink | None,
+) -> RunResult:
+    from agentload.scenarios import scenario_hash
+
+    s = opts.scenario
     async with _endpoint(opts, seed) as (base_url, model):
         header = make_header(
             endpoint=base_url,
@@ -173,9 +239,13 @@ async def generate(opts: GenerateOptions, progress: ProgressSink | None = None) 
             seed=seed,
             generator={"sessions": opts.sessions, "parallel": opts.parallel, "sandbox": kind},
         )
-        result = RunResult(trace_path=path, endpoint=base_url, model=model)
+        result = RunResult(trace_path=path, endpoint=redact_url(base_url), model=model)
         client = ChatClient(
-            base_url, model=model, retries=opts.retries, backoff_s=opts.retry_backoff_s
+            base_url,
+            model=model,
+            retries=opts.retries,
+            backoff_s=opts.retry_backoff_s,
+            call_timeout_s=opts.call_timeout_s,
         )
         workdir = owned_tempdir(WORKSPACES)  # a kill -9 leaves it to `agentload sandbox cleanup`
         try:

@@ -90,17 +90,34 @@ async def call_model(
         body["seed"] = s.seed
     call_id = agent_call_id(agent_id, seq)
 
+    failed = 0  # attempts that gave no reply: each is one event (retry, or the last: error)
+    start = rt.clock()
+
     async def on_retry(attempt: int, error: str) -> None:
+        nonlocal failed
+        failed = attempt
         await rt.recorder.event(
             "retry", agent_id=agent_id, call_id=call_id, attempt=attempt, error=error
         )
 
-    try:
-        result = await rt.client.complete(body, on_retry=on_retry)
-    except SessionEnd as end:
+    async def failure(reason: str, error: str) -> None:
         await rt.recorder.event(
-            "error", agent_id=agent_id, call_id=call_id, reason=end.reason, error=end.detail
+            "error",
+            agent_id=agent_id,
+            call_id=call_id,
+            attempt=failed + 1,
+            reason=reason,
+            error=error,
+            elapsed_s=round((rt.clock() - start) / 1e9, 3),
         )
+
+    try:
+        result = await rt.client.complete(body, on_retry=on_retry, deadline=rt.deadline)
+    except SessionEnd as end:
+        await failure(end.reason, end.detail)
+        raise
+    except asyncio.CancelledError:  # Ctrl-C, SIGTERM, or a sibling's end cancels the call
+        await failure("cancelled", "the call was cancelled while in flight")
         raise
     calls = [{**tc, "id": tool_call_id(call_id, i)} for i, tc in enumerate(result.tool_calls)]
     rec = await rt.recorder.llm_call(

@@ -75,7 +75,9 @@ class Header(_Model):
     created_at: str = Field(description="UTC ISO-8601 creation time")
     clock: ClockAnchor = Field(description="wall-clock anchor of the monotonic ns timestamps")
     tokenizer: str = Field(description="tokenizer of our own token counts, e.g. o200k_base")
-    block_size: int = Field(default=16, description="tokens per prefix block in llm_call.prefix")
+    block_size: int = Field(
+        default=16, ge=1, description="tokens per prefix block in llm_call.prefix"
+    )
     endpoint: str | None = Field(
         default=None, description="endpoint base URL, credentials stripped"
     )
@@ -133,7 +135,9 @@ class BlobRecord(_Model):
     id: str = Field(description="blake2b-128 hex of the canonical JSON of `content`")
     kind: Literal["message", "tools", "text"] = Field(description="what the content is")
     content: Any = Field(description="the message dict / tools list / text")
-    tokens: int | None = Field(default=None, description="our token count of its framing piece")
+    tokens: int | None = Field(
+        default=None, ge=0, description="our token count of its framing piece"
+    )
 
 
 class RequestParams(_Model):
@@ -172,13 +176,19 @@ class ResponseRecord(_Model):
 class Usage(_Model):
     """Token counts: the server's when reported, and ours always."""
 
-    prompt_tokens: int | None = Field(default=None, description="server-reported prompt tokens")
-    completion_tokens: int | None = Field(default=None, description="server-reported completion")
-    cached_tokens: int | None = Field(
-        default=None, description="server-reported cached prompt tokens"
+    prompt_tokens: int | None = Field(
+        default=None, ge=0, description="server-reported prompt tokens"
     )
-    prompt_tokens_ours: int = Field(description="our count under the framing convention")
-    completion_tokens_ours: int | None = Field(default=None, description="our count of the output")
+    completion_tokens: int | None = Field(
+        default=None, ge=0, description="server-reported completion"
+    )
+    cached_tokens: int | None = Field(
+        default=None, ge=0, description="server-reported cached prompt tokens"
+    )
+    prompt_tokens_ours: int = Field(ge=0, description="our count under the framing convention")
+    completion_tokens_ours: int | None = Field(
+        default=None, ge=0, description="our count of the output"
+    )
 
 
 class Timings(_Model):
@@ -201,7 +211,7 @@ class PrefixInfo(_Model):
     """
 
     base: str | None = Field(default=None, description="llm_call id whose blocks this extends")
-    base_blocks: int = Field(default=0, description="blocks taken from the base call")
+    base_blocks: int = Field(default=0, ge=0, description="blocks taken from the base call")
     blocks: list[str] = Field(default_factory=list, description="new block hashes (16 hex chars)")
 
 
@@ -212,7 +222,7 @@ class LLMCallRecord(_Model):
     id: str = Field(description="call id, unique in the file")
     session_id: str = Field(description="session of the calling agent")
     agent_id: str = Field(description="the calling agent")
-    seq: int = Field(description="0-based index of the call within its agent")
+    seq: int = Field(ge=0, description="0-based index of the call within its agent")
     request: RequestParams = Field(description="request parameters besides the messages")
     messages: list[str] = Field(description="blob ids of the request messages, in order")
     response: ResponseRecord = Field(default_factory=ResponseRecord, description="the answer")
@@ -240,8 +250,10 @@ class ToolCallRecord(_Model):
     end_ns: int = Field(description="monotonic ns when its result was ready")
     exit_code: int | None = Field(default=None, description="process exit code, if any")
     timed_out: bool = Field(default=False, description="the tool hit its timeout")
-    output_bytes: int = Field(default=0, description="bytes of the tool's output")
-    output_tokens: int | None = Field(default=None, description="our tokens of the text returned")
+    output_bytes: int = Field(default=0, ge=0, description="bytes of the tool's output")
+    output_tokens: int | None = Field(
+        default=None, ge=0, description="our tokens of the text returned"
+    )
     truncated: bool = Field(default=False, description="output was cut to the size limit")
     sandbox_id: str | None = Field(default=None, description="container / sandbox it ran in")
     error: str | None = Field(default=None, description="tool error text, if any")

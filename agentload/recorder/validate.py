@@ -5,8 +5,11 @@ id is the content id of what it holds (``agentload.hashing.content_id``: a blob 
 was written, or scrubbed after it was hashed, is caught), and checks the references between
 records: an ``llm_call`` names only blobs written before it (messages, tools
 list, response) and only earlier calls as its prefix base; a ``tool_call`` names an
-``llm_call`` of the file. A broken reference is a damaged file: ``TraceFormatError`` naming ``file:line``
-and the field, like a record that does not validate.
+``llm_call`` of the file; every ``llm_call.depends_on`` id is a ``tool_call`` or an ``agent`` of
+the file. The header names a tokenizer agentload knows (``o200k_base``, ``cl100k_base``,
+``hf:PATH``); the schema itself rejects a ``block_size`` under 1 and negative counts. A broken
+reference is a damaged file: ``TraceFormatError`` naming ``file:line`` and the field, like a
+record that does not validate.
 """
 
 from __future__ import annotations
@@ -18,7 +21,14 @@ from dataclasses import dataclass, field
 from agentload.errors import TraceFormatError
 from agentload.hashing import content_id
 from agentload.recorder.reader import Truncation, read_trace
-from agentload.recorder.schema import BlobRecord, Header, LLMCallRecord, ToolCallRecord
+from agentload.recorder.schema import (
+    AgentRecord,
+    BlobRecord,
+    Header,
+    LLMCallRecord,
+    ToolCallRecord,
+)
+from agentload.tokenizer import is_tokenizer_name
 
 __all__ = ["ValidationReport", "validate_trace"]
 
@@ -45,6 +55,8 @@ def validate_trace(path: str | os.PathLike[str]) -> ValidationReport:
     blobs: set[str] = set()
     calls: set[str] = set()
     orphans: dict[str, int] = {}  # tool calls naming a call not (yet) seen: llm_call id -> line
+    ids: set[str] = set()  # tool_call and agent ids: what depends_on may name
+    wanted: dict[str, tuple[int, int]] = {}  # depends_on id not (yet) seen -> (line, index)
     name = os.path.basename(str(path))
 
     def fail(what: str) -> None:
@@ -54,6 +66,13 @@ def validate_trace(path: str | os.PathLike[str]) -> ValidationReport:
         report.counts[rec.type] += 1
         if isinstance(rec, Header):
             report.header = rec
+            if not is_tokenizer_name(rec.tokenizer):
+                fail(
+                    f"header.tokenizer: unknown tokenizer {rec.tokenizer!r} (o200k_base, "
+                    "cl100k_base or hf:PATH/tokenizer.json)"
+                )
+        elif isinstance(rec, AgentRecord):
+            ids.add(rec.id)
         elif isinstance(rec, BlobRecord):
             if content_id(rec.content) != rec.id:
                 fail(f"blob.id: {rec.id} is not the content id of the blob's content")
@@ -69,10 +88,22 @@ def validate_trace(path: str | os.PathLike[str]) -> ValidationReport:
             base = rec.prefix.base if rec.prefix is not None else None
             if base is not None and base not in calls:
                 fail(f"llm_call.prefix.base: no earlier llm_call {base}")
+            for i, dep in enumerate(rec.depends_on):
+                if dep not in ids:
+                    wanted.setdefault(dep, (reader.lineno, i))
             calls.add(rec.id)
-        elif isinstance(rec, ToolCallRecord) and rec.llm_call_id not in calls:
-            orphans.setdefault(rec.llm_call_id, reader.lineno)
+        elif isinstance(rec, ToolCallRecord):
+            ids.add(rec.id)
+            if rec.llm_call_id not in calls:
+                orphans.setdefault(rec.llm_call_id, reader.lineno)
     report.truncated = reader.truncated
+    if report.header is None:  # cut inside its first frame: nothing in it can be used
+        raise TraceFormatError(f"{name}: no header record (file cut before its first record?)")
+    for dep, (lineno, i) in wanted.items():
+        if dep not in ids:
+            raise TraceFormatError(
+                f"{name}:{lineno}: llm_call.depends_on.{i}: no tool_call or agent {dep}"
+            )
     for call_id, lineno in orphans.items():
         if call_id not in calls:
             raise TraceFormatError(f"{name}:{lineno}: tool_call.llm_call_id: no llm_call {call_id}")

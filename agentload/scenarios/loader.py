@@ -11,7 +11,8 @@ The line is found by walking the YAML node tree (``yaml.compose``) along the err
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -35,6 +36,8 @@ __all__ = [
 
 DEFAULT_SCENARIO = "coding-session"
 _PRESETS = "presets"
+_MAX_INT = 2**53
+"""No scenario number is larger: past this, JSON readers lose precision and limits mean nothing."""
 
 
 @dataclass
@@ -94,9 +97,15 @@ def _read(path: Path) -> _Source:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(f"{label}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"{label}: not a YAML text file (byte {exc.start} is not UTF-8)"
+        ) from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
+    except RecursionError:
+        raise ScenarioError(f"{label}: invalid YAML: nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{label}:{mark.line + 1}" if mark is not None else label
@@ -148,6 +157,8 @@ def _parse_override(text: str) -> tuple[list[str], Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
+    except RecursionError:
+        raise ScenarioError(f"-c {text}: the value is nested too deeply") from None
     return key.strip().split("."), value
 
 
@@ -233,6 +244,35 @@ def _error(exc: ValidationError, chain: list[_Source], ovr: list[tuple[list[str]
     return f"{_where(loc, chain, ovr)}: {field}: {msg}{more}"
 
 
+def _numbers(
+    value: Any, loc: tuple[str | int, ...] = ()
+) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    """Every int and float in the merged data, with its field path."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _numbers(v, (*loc, str(k)))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _numbers(v, (*loc, i))
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield loc, value
+
+
+def _check_numbers(
+    data: dict[str, Any], chain: list[_Source], ovr: list[tuple[list[str], str]]
+) -> None:
+    """``ScenarioError`` for a number no field can mean: infinite, NaN, or beyond 2**53."""
+    for loc, v in _numbers(data):
+        field = ".".join(str(p) for p in loc)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ScenarioError(f"{_where(loc, chain, ovr)}: {field}: must be a finite number")
+        if abs(v) > _MAX_INT:
+            shown = f"{v:.3g}" if isinstance(v, float) else f"a {len(str(abs(v)))}-digit number"
+            raise ScenarioError(
+                f"{_where(loc, chain, ovr)}: {field}: {shown} is too large (at most 2**53)"
+            )
+
+
 def load_scenario(name_or_path: str = DEFAULT_SCENARIO, overrides: Sequence[str] = ()) -> Scenario:
     """A preset name or a YAML path, merged over what it ``extends``, with ``-c`` overrides."""
     chain = _load_chain(name_or_path)
@@ -244,6 +284,7 @@ def load_scenario(name_or_path: str = DEFAULT_SCENARIO, overrides: Sequence[str]
         keys, value = _parse_override(text)
         _apply_override(merged, keys, value, text)
         parsed.append((keys, text))
+    _check_numbers(merged, chain, parsed)
     try:
         return Scenario.model_validate(merged)
     except ValidationError as exc:

@@ -133,7 +133,7 @@ class SandboxSpec(_Model):
         description="Docker image; null: the offline image built from the host's Python",
     )
     memory: str = Field(default="2g", description="memory cap of the sandbox (e.g. 512m, 2g)")
-    cpus: float = Field(default=2.0, gt=0, description="CPU cap (Docker nano-CPUs)")
+    cpus: float = Field(default=2.0, gt=0, le=1024, description="CPU cap (Docker nano-CPUs)")
     pids: int = Field(default=512, ge=16, description="most processes in the sandbox")
 
     @field_validator("memory")
@@ -141,6 +141,8 @@ class SandboxSpec(_Model):
     def _size(cls, v: str) -> str:
         if parse_size(v) < 32 * 1024**2:
             raise ValueError("must be at least 32m")
+        if parse_size(v) > 1024**4:
+            raise ValueError("must be at most 1t")
         return v
 
     def memory_bytes(self) -> int:

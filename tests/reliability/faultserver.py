@@ -13,12 +13,17 @@ chat request (0-based, counted over the server's life) gets ``plan.chat[n % len(
 ``drip``        a valid reply written one byte per ``plan.drip_s`` seconds
 ``malformed``   a 200 event stream whose events are not JSON
 ``endless``     a 200 event stream of content chunks that never ends (no ``[DONE]``)
+``401``         HTTP 401 whose message echoes the ``Authorization`` header it was sent (as
+                some servers quote the key they refuse)
 ==============  ==========================================================================
 
 ``plan.models`` is ``ok`` or ``blackhole`` (the ``/models`` probe itself never answers);
 ``accept_only=True`` makes the listener accept connections and never read or write (a load
 balancer's black hole). Every request is counted by path and fault (``counts``); ``stop()``
 closes every connection. Each connection handles requests one after another (keep-alive).
+``requests`` logs each request's method, raw path (query included) and headers. ``port=N``
+listens on that port (``SO_REUSEADDR``): a stopped server can be replaced by a new one on the
+same address, as an endpoint that restarts.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import orjson
 
 __all__ = ["FAULTS", "FaultPlan", "FaultServer"]
 
-FAULTS = ("ok", "500", "429", "reset", "stall", "blackhole", "drip", "malformed", "endless")
+FAULTS = ("ok", "500", "429", "reset", "stall", "blackhole", "drip", "malformed", "endless", "401")
 _CAP_S = 600.0
 """No handler outlives this, whatever the client does (bounded loops)."""
 
@@ -69,6 +74,8 @@ class FaultServer:
     plan: FaultPlan = field(default_factory=FaultPlan)
     counts: Counter[str] = field(default_factory=Counter)
     bodies: list[bytes] = field(default_factory=list)
+    requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+    port: int = 0
 
     def __post_init__(self) -> None:
         self._n = 0
@@ -79,7 +86,8 @@ class FaultServer:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._server: asyncio.Server | None = None
         self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", self.port))
         self.port: int = self._sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
 
@@ -172,6 +180,7 @@ class FaultServer:
                 k, v = line.split(":", 1)
                 headers[k.strip().lower()] = v.strip()
         body = await reader.readexactly(int(headers.get("content-length") or 0))
+        self.requests.append((method, path, headers))
         path = path.split("?", 1)[0]
         if method == "GET" and path.endswith("/models"):
             self.counts[f"models:{self.plan.models}"] += 1
@@ -186,10 +195,16 @@ class FaultServer:
         fault = self._next_fault()
         self.counts[f"chat:{fault}"] += 1
         self.bodies.append(body)
-        return await self._chat(fault, writer)
+        return await self._chat(fault, writer, headers)
 
-    async def _chat(self, fault: str, writer: asyncio.StreamWriter) -> bool:
+    async def _chat(
+        self, fault: str, writer: asyncio.StreamWriter, headers: dict[str, str]
+    ) -> bool:
         plan = self.plan
+        if fault == "401":
+            said = f"invalid key in {headers.get('authorization', 'no header')!r}"
+            await _send(writer, 401, _error(said))
+            return True
         if fault == "500":
             await _send(writer, 500, _error("internal error (fault server)"))
             return True
@@ -249,7 +264,13 @@ def _error(message: str) -> bytes:
 
 
 async def _send(writer: asyncio.StreamWriter, status: int, body: bytes, extra: str = "") -> None:
-    reason = {200: "OK", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error"}
+    reason = {
+        200: "OK",
+        401: "Unauthorized",
+        404: "Not Found",
+        429: "Too Many Requests",
+        500: "Internal Server Error",
+    }
     head = (
         f"HTTP/1.1 {status} {reason.get(status, 'Status')}\r\n"
         f"content-type: application/json\r\ncontent-length: {len(body)}\r\n{extra}\r\n"

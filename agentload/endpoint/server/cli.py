@@ -42,6 +42,8 @@ def serve(
     from agentload.auth import API_KEY_ENV, api_key_from_env
     from agentload.endpoint.server.server import SimulatorServer, bind_socket
 
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port {port}: must be 0..65535 (0 picks a free port)")
     api_key = api_key_from_env() if require_api_key else None
     if require_api_key and api_key is None:
         raise ConfigError(
@@ -57,7 +59,10 @@ def serve(
         api_key=api_key,
     )
     config = srv.config()  # loads the TLS files, if any, before the port is taken
-    sock = bind_socket(host, port)
+    try:
+        sock = bind_socket(host, port)
+    except ConfigError as exc:
+        raise ConfigError(f"--host {host} --port {port}: {exc}") from None
     srv.host, srv.port = host, sock.getsockname()[1]
     p = srv.simulator.profile
     typer.echo(

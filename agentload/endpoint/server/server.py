@@ -30,6 +30,7 @@ __all__ = ["SimulatorServer", "bind_socket"]
 
 def bind_socket(host: str, port: int) -> socket.socket:
     """A listening TCP socket; ``ConfigError`` when the address is taken or invalid."""
+    sock: socket.socket | None = None
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         family = infos[0][0]
@@ -39,8 +40,11 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, port))
         sock.listen(2048)
-    except OSError as exc:
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    except (OSError, OverflowError) as exc:
+        if sock is not None:
+            sock.close()
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ConfigError(f"cannot listen on {host}:{port}: {why}") from None
     sock.setblocking(False)
     return sock
 

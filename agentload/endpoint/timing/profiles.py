@@ -48,15 +48,23 @@ class Profile(BaseModel):
     overhead_ms: float = Field(
         default=5.0, ge=0, description="Fixed scheduling/network overhead added to every TTFT (ms)."
     )
-    max_batch: int = Field(default=256, ge=1, description="Most sequences running at once.")
+    max_batch: int = Field(
+        default=256, ge=1, le=1 << 20, description="Most sequences running at once."
+    )
     kv_capacity_tokens: int = Field(
-        default=1_048_576, ge=16, description="KV cache capacity in tokens (blocks × block_size)."
+        default=1_048_576,
+        ge=16,
+        le=1 << 40,
+        description="KV cache capacity in tokens (blocks × block_size).",
     )
     block_size: int = Field(
-        default=16, ge=1, description="KV block size in tokens (prefix-cache unit)."
+        default=16, ge=1, le=1 << 16, description="KV block size in tokens (prefix-cache unit)."
     )
     max_context: int = Field(
-        default=1_048_576, ge=16, description="Longest prompt + completion accepted (tokens)."
+        default=1_048_576,
+        ge=16,
+        le=1 << 40,
+        description="Longest prompt + completion accepted (tokens).",
     )
     policy: PolicyConfig | None = Field(
         default=None,
@@ -111,9 +119,15 @@ def load_profile(name_or_path: str | Path | Profile) -> Profile:
                 f"{', '.join(sorted(shipped))}"
             )
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read profile: {exc}") from None
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read profile: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not a YAML text file (byte {exc.start} is not UTF-8)") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a profile is a YAML mapping")
     data.setdefault("name", path.stem)

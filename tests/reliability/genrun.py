@@ -1,0 +1,87 @@
+"""Helpers of the reliability suite: ``agentload generate`` as a subprocess against a fault
+server, its trace read back and its model calls accounted for."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from agentload.cli import main
+from agentload.recorder import Trace, load_trace
+
+HARD_TIMEOUT_S = 60
+"""No run may take longer: a hang fails the test instead of blocking the suite."""
+FAST = ["-s", "quick", "--sandbox", "local"]
+
+
+@dataclass
+class Run:
+    proc: subprocess.CompletedProcess[str]
+    wall_s: float
+    out: Path
+
+    @property
+    def trace_path(self) -> Path:
+        (path,) = self.out.glob("*.agentload.jsonl.zst")
+        return path
+
+    def trace(self) -> Trace:
+        return load_trace(self.trace_path)
+
+
+def generate(
+    out: Path, *args: str, env: dict[str, str] | None = None, timeout: float = HARD_TIMEOUT_S
+) -> Run:
+    """``agentload generate -s quick --sandbox local -o OUT ARGS`` in a subprocess."""
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentload", "generate", *FAST, "-o", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+    return Run(proc, time.monotonic() - t0, out)
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """A trace's model-call attempts: every attempt is an ``llm_call`` (it got a reply), a
+    ``retry`` event (it failed, another followed) or an ``error`` event naming its call (it
+    failed and was the last)."""
+
+    ok: int
+    retried: int
+    failed_last: int
+
+    @property
+    def total(self) -> int:
+        return self.ok + self.retried + self.failed_last
+
+
+def attempts(trace: Trace) -> Attempts:
+    retried = sum(1 for e in trace.events if e.kind == "retry")
+    last = sum(1 for e in trace.events if e.kind == "error" and "call_id" in e.details)
+    return Attempts(ok=len(trace.calls), retried=retried, failed_last=last)
+
+
+def session_wall_s(trace: Trace) -> float:
+    (s,) = trace.sessions.values()
+    assert s.end_ns is not None
+    return (s.end_ns - s.start_ns) / 1e9
+
+
+def validate_cli(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``agentload trace validate PATH`` (the CLI, in this process) says the file is whole."""
+    with pytest.raises(SystemExit) as exc:
+        main(["trace", "validate", str(path)])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 0, out + err
+    assert "OK: whole file" in out
