@@ -5,7 +5,7 @@ chat request (0-based, counted over the server's life) gets ``plan.chat[n % len(
 
 ==============  ==========================================================================
 ``ok``          a streamed reply: ``plan.tokens`` content chunks, usage, ``[DONE]``
-``500``         HTTP 500 with an OpenAI-shaped error body
+``500``         HTTP 500 with an OpenAI-shaped error body that echoes the request line
 ``429``         HTTP 429 with ``Retry-After: plan.retry_after_s``
 ``reset``       half the chunks, then a TCP reset (``SO_LINGER`` 0)
 ``stall``       the status line and headers, one chunk, then nothing until the client leaves
@@ -17,8 +17,11 @@ chat request (0-based, counted over the server's life) gets ``plan.chat[n % len(
 
 ``plan.models`` is ``ok`` or ``blackhole`` (the ``/models`` probe itself never answers);
 ``accept_only=True`` makes the listener accept connections and never read or write (a load
-balancer's black hole). Every request is counted by path and fault (``counts``); ``stop()``
-closes every connection. Each connection handles requests one after another (keep-alive).
+balancer's black hole). Every request is counted by path and fault (``counts``) and its
+request target (path and query) kept in ``targets``; ``stop()`` closes every connection. Each
+connection handles requests one after another (keep-alive). ``FaultServer(plan, port=p)``
+listens on a given port (``SO_REUSEADDR``): a server stopped mid-run can be replaced by a new
+one on the same port.
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ class FaultServer:
     plan: FaultPlan = field(default_factory=FaultPlan)
     counts: Counter[str] = field(default_factory=Counter)
     bodies: list[bytes] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    port: int = 0
 
     def __post_init__(self) -> None:
         self._n = 0
@@ -79,7 +84,8 @@ class FaultServer:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._server: asyncio.Server | None = None
         self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", self.port))
         self.port: int = self._sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
 
@@ -145,6 +151,10 @@ class FaultServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = _Conn(writer, asyncio.current_task())  # type: ignore[arg-type]
+        sock = writer.get_extra_info("socket")
+        if sock is not None:  # each write goes out at once, as a real server's would
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._conns.append(conn)
         try:
             async with asyncio.timeout(_CAP_S):
@@ -172,7 +182,8 @@ class FaultServer:
                 k, v = line.split(":", 1)
                 headers[k.strip().lower()] = v.strip()
         body = await reader.readexactly(int(headers.get("content-length") or 0))
-        path = path.split("?", 1)[0]
+        self.targets.append(path)
+        target, path = path, path.split("?", 1)[0]
         if method == "GET" and path.endswith("/models"):
             self.counts[f"models:{self.plan.models}"] += 1
             if self.plan.models == "blackhole":
@@ -186,12 +197,12 @@ class FaultServer:
         fault = self._next_fault()
         self.counts[f"chat:{fault}"] += 1
         self.bodies.append(body)
-        return await self._chat(fault, writer)
+        return await self._chat(fault, writer, f"{method} {target}")
 
-    async def _chat(self, fault: str, writer: asyncio.StreamWriter) -> bool:
+    async def _chat(self, fault: str, writer: asyncio.StreamWriter, request: str) -> bool:
         plan = self.plan
         if fault == "500":
-            await _send(writer, 500, _error("internal error (fault server)"))
+            await _send(writer, 500, _error(f"internal error (fault server) at {request}"))
             return True
         if fault == "429":
             extra = f"Retry-After: {plan.retry_after_s}\r\n"
