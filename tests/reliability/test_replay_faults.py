@@ -174,6 +174,17 @@ def test_a_run_against_a_black_hole_ends_by_its_duration(
     assert srv.chat_requests == sum(srv.counts[k] for k in srv.counts if k.startswith("chat:"))
 
 
+def test_an_arrival_rate_the_client_cannot_keep_up_with_still_ends_by_its_duration(
+    fault_server: Callable[..., FaultServer], replay: Callable[..., Run]
+) -> None:
+    """The arrival loop, always behind schedule, still lets the deadline run."""
+    srv = fault_server()
+    run = replay(srv.base_url, "--arrival-rate", "1e9", "--duration", "0.5", "--timeout", "1")
+    assert run.code == 0 and run.results is not None
+    assert run.results["points"][0]["wall_s"] < 0.5 + 1.0 + 1.0
+    assert len(run.requests) == srv.chat_requests == run.ok > 0
+
+
 @pytest.mark.parametrize(
     "plan", [{"models": "blackhole"}, {"accept_only": True}], ids=["models-probe", "accept-only"]
 )
