@@ -9,6 +9,9 @@ line, never written), and a URL is shown only with its secrets masked.
   value (``api_key``, ``token``, ``sig`` ...) replaced by ``***``.
 * ``redact_text(text)``: every URL in ``text`` redacted, and the environment's key values masked
   (a server may echo the key it was sent in its error message).
+* ``url_secrets(url)`` / ``hide_secrets(text, secrets)``: the credentials a URL carries (its
+  password, secret query values; as written and percent-decoded), and ``text`` with each of
+  them masked wherever it appears (a server may echo them in a message that is no URL).
 * ``userinfo_warning(url)``: the one-line warning for a URL that carries ``user:password@``
   (agentload sends it nowhere: the key travels as ``Authorization: Bearer``, from the
   environment).
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import orjson
 
@@ -28,11 +31,13 @@ __all__ = [
     "API_KEY_ENV",
     "MASK",
     "api_key_from_env",
+    "hide_secrets",
     "is_secret_param",
     "redact_text",
     "redact_url",
     "refused_key_message",
     "split_base_url",
+    "url_secrets",
     "userinfo_warning",
 ]
 
@@ -134,6 +139,29 @@ def redact_text(text: str) -> str:
         value = os.environ.get(name)
         if value and len(value) >= 4:
             text = text.replace(value, MASK)
+    return text
+
+
+def url_secrets(url: str) -> list[str]:
+    """The credentials ``url`` carries (its password, the values of secret-looking query
+    parameters), as written and percent-decoded, longest first: what no message may contain."""
+    try:
+        parts = urlsplit(url)
+        found = [parts.password or ""]
+    except ValueError:
+        return []
+    for piece in parts.query.split("&"):
+        name, sep, value = piece.partition("=")
+        if sep and is_secret_param(name):
+            found.append(value)
+    found += [unquote(s) for s in found]
+    return sorted({s for s in found if s}, key=len, reverse=True)
+
+
+def hide_secrets(text: str, secrets: list[str]) -> str:
+    """``text`` with each of ``secrets`` (e.g. ``url_secrets(url)``) replaced by ``***``."""
+    for secret in secrets:
+        text = text.replace(secret, MASK)
     return text
 
 

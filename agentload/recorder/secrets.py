@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
+from agentload.auth import redact_url
 from agentload.hashing import canonical_json
 
 __all__ = ["REDACTED", "scrub_bytes", "scrub_json", "strip_credentials"]
@@ -55,14 +55,6 @@ def scrub_json(value: Any) -> Any:
 
 
 def strip_credentials(url: str | None) -> str | None:
-    """A URL without user:password and without key-like query parameters."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc += f":{parts.port}"
-    query = "&".join(
-        q for q in parts.query.split("&") if q and not re.match(r"(?i)(api[-_]?key|key|token)=", q)
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    """A URL with its password and key-like query values masked
+    (``agentload.auth.redact_url``, the one copy)."""
+    return redact_url(url) if url else url

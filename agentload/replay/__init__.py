@@ -10,6 +10,7 @@
 * ``run``       — a whole run: plans, probe, points, aggregates
 * ``records``   — the request, session and window records (pydantic dataclasses)
 * ``results``   — ``ResultsDocument``: results.json, typed and versioned (write, read)
+* ``verdict``   — the exit code of a run (0, 2, 3, 130), decided in one place
 * ``summary``, ``report``, ``plots``, ``pareto``, ``compare`` — outputs read from it
 * ``cli``       — ``agentload replay|report|compare``
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,6 +11,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
+from agentload.auth import userinfo_warning
 from agentload.errors import ConfigError
 from agentload.replay.config import ReplayConfig
 from agentload.replay.results import ResultsDocument
@@ -64,16 +66,22 @@ def replay(
     max_context: Annotated[
         int | None, typer.Option(help="Leave out sessions with a call above N tokens.")
     ] = None,
-    timeout: Annotated[float, typer.Option(help="Per-request timeout in seconds.")] = 600.0,
+    timeout: Annotated[
+        float, typer.Option(help="Per-request timeout in seconds (the probe: at most 10).")
+    ] = 600.0,
+    max_error_rate: Annotated[
+        float, typer.Option(help="Exit 3 when a larger share of the requests failed.")
+    ] = 0.5,
     seed: Annotated[int, typer.Option(help="Seed of join points and arrivals.")] = 0,
     out: Annotated[Path | None, typer.Option(help="Write results, CSV and report here.")] = None,
 ) -> None:
     """Replay traces against an endpoint: identical, closed-loop agentic traffic."""
     from agentload.replay.progress import Progress
     from agentload.replay.report import write_report
-    from agentload.replay.results import write_results
+    from agentload.replay.results import prepare_out_dir, write_results
     from agentload.replay.run import run_replay
     from agentload.replay.summary import write_summary
+    from agentload.replay.verdict import ExitCode, verdict
 
     cfg = _config(
         {
@@ -82,7 +90,7 @@ def replay(
             "model": model,
             "engine": engine,
             "extras": not no_extras,
-            "levels": sweep if sweep else [concurrency],
+            "levels": sweep if sweep is not None else [concurrency],
             "arrival_rate": arrival_rate,
             "duration_s": duration,
             "sessions": sessions,
@@ -96,13 +104,19 @@ def replay(
             "scrape_metrics": scrape_metrics,
             "target_tps_user": target_tps_user or [160.0],
             "timeout_s": timeout,
+            "max_error_rate": max_error_rate,
             "seed": seed,
             "session_header": session_header,
             "session_field": session_field,
             "max_context": max_context,
         },
-        levels_option="--sweep" if sweep else "--concurrency",
+        levels_option="--sweep" if sweep is not None else "--concurrency",
     )
+    if out is not None:
+        prepare_out_dir(out)
+    warning = userinfo_warning(cfg.endpoint)
+    if warning:
+        print(warning, file=sys.stderr)
     results = asyncio.run(run_replay(cfg, Progress()))
     console = Console()
     _print_summary(console, results)
@@ -110,9 +124,11 @@ def replay(
         paths = [write_results(results, out), write_summary(results, out)]
         paths += write_report([results], out)
         console.print(f"wrote {', '.join(str(p) for p in paths[:3])} and {len(paths) - 3} PNGs")
-    if results.interrupted:
-        console.print("interrupted: the results cover what ran before the interruption")
-        raise typer.Exit(130)
+    end = verdict(results)
+    if end.line is not None:
+        console.print(end.line, highlight=False, soft_wrap=True)
+    if end.code != ExitCode.OK:
+        raise typer.Exit(int(end.code))
 
 
 # ReplayConfig fields whose option is not ``--`` + the field name with dashes.
@@ -156,8 +172,9 @@ def report(
 ) -> None:
     """Rebuild the HTML report from results; several runs overlay on one Pareto plot."""
     from agentload.replay.report import write_report
-    from agentload.replay.results import load_results
+    from agentload.replay.results import load_results, prepare_out_dir
 
+    prepare_out_dir(out)
     runs = [load_results(p) for p in results]
     paths = write_report(runs, out)
     Console().print(f"wrote {paths[0]} ({len(paths) - 1} PNGs)")

@@ -13,6 +13,17 @@ A *content event* is a chunk whose delta has non-empty ``content``, ``reasoning_
 ``tool_calls``; TTFT is the first one. No retries: every failure becomes an ``Outcome`` with
 an error kind (``http_<status>``, ``context_overflow``, ``timeout``, ``connect``, ``reset``,
 ``truncated``, ``stream_error``) and never an exception.
+
+Every network step is bounded. ``--timeout`` bounds each request as a whole, from the moment
+it is due (a wait for a free connection included) to the end of its stream, however the
+endpoint trickles or stalls. The ``/models`` probe and the connection warm-up are bounded by
+``probe_timeout_s`` (``min(--timeout, PROBE_TIMEOUT_S)``): an endpoint that accepts the
+connection and never answers is one ``EndpointUnreachableError`` line within that bound.
+Request URLs are the base URL's path plus the endpoint's (``/models``, ``/chat/completions``)
+with the base URL's query kept after it (``…/v1/chat/completions?api-version=…``) and its
+``user:password@`` sent nowhere (the key travels as ``Authorization: Bearer``); a URL is
+shown only through ``agentload.auth.redact_url``, and the credentials it or the API key carry
+are scrubbed out of every error text.
 """
 
 from __future__ import annotations
@@ -24,18 +35,34 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import httpcore
 import httpx
 import orjson
 
-from agentload.auth import refused_key_message
+from agentload.auth import (
+    hide_secrets,
+    redact_url,
+    refused_key_message,
+    split_base_url,
+    url_secrets,
+)
 from agentload.errors import EndpointError, EndpointUnreachableError, ModelNotFoundError
 from agentload.errortext import is_context_overflow
-from agentload.recorder.secrets import strip_credentials
 from agentload.replay.netback import AsyncioBackend, KernelStamps, SocketStream
 
-__all__ = ["Outcome", "StreamClient"]
+__all__ = ["PROBE_TIMEOUT_S", "Outcome", "StreamClient", "endpoint_url"]
+
+PROBE_TIMEOUT_S = 10.0
+"""Longest wait for the ``/models`` probe, and for the warm-up before each point."""
+
+
+def endpoint_url(base_url: str, path: str) -> str:
+    """``path`` appended to the base URL's path, the base URL's query kept after it:
+    ``endpoint_url("http://h/v1?api-version=1", "/models")`` → ``http://h/v1/models?api-version=1``."""
+    clean, query = split_base_url(base_url)  # no user:password@: it is sent nowhere
+    return clean + path + (f"?{urlencode(query)}" if query else "")
 
 
 @dataclass(slots=True)
@@ -75,14 +102,18 @@ class StreamClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.probe_timeout_s = min(timeout_s, PROBE_TIMEOUT_S)
         self.clock = clock
         hdrs = {"content-type": "application/json", "accept": "text/event-stream"}
         if api_key:
             hdrs["authorization"] = f"Bearer {api_key}"
         hdrs.update(headers or {})
-        self._url = self.base_url + "/chat/completions"
+        self._url = endpoint_url(self.base_url, "/chat/completions")
+        self._models_url = endpoint_url(self.base_url, "/models")
+        self._secrets = url_secrets(base_url) + ([api_key] if api_key else [])
         self._headers = hdrs
-        self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0))
+        # Streams are bounded as a whole (``chat``), so reads and writes need no timer each.
+        self._timeout = httpx.Timeout(None, connect=min(timeout_s, 30.0))
         # One TLS context for every connection (building one costs ~30 ms); none for http.
         self._verify: ssl.SSLContext | bool = (
             ssl.create_default_context() if self.base_url.startswith("https") else False
@@ -130,12 +161,27 @@ class StreamClient:
         if self._stamps is not None:
             self._stamps.close()
 
+    def hide(self, text: str) -> str:
+        """``text`` with every credential of the base URL and the API key replaced."""
+        return hide_secrets(text, self._secrets)
+
     async def probe(self, model: str) -> list[str]:
-        """GET ``/models``: raises ``EndpointUnreachableError`` / ``ModelNotFoundError``."""
-        url = self.base_url + "/models"
-        shown = strip_credentials(url)
+        """GET ``/models`` within ``probe_timeout_s``: raises ``EndpointUnreachableError`` /
+        ``ModelNotFoundError``."""
+        shown = redact_url(self._models_url)
+        limit = self.probe_timeout_s
         try:
-            r = await self._client.get(url, timeout=10.0)
+            async with asyncio.timeout(limit):
+                r = await self._client.get(self._models_url, timeout=limit)
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            what = (
+                "no connection"
+                if isinstance(exc, httpx.ConnectTimeout)
+                else "connected, but no answer"
+            )
+            raise EndpointUnreachableError(
+                f"{shown}: endpoint unreachable ({what} within {limit:g}s)"
+            ) from None
         except httpx.HTTPError as exc:
             hint = (
                 " (a private CA: point SSL_CERT_FILE at its PEM bundle)"
@@ -143,10 +189,10 @@ class StreamClient:
                 else ""
             )
             raise EndpointUnreachableError(
-                f"{shown}: endpoint unreachable ({type(exc).__name__}: {exc}){hint}"
+                self.hide(f"{shown}: endpoint unreachable ({type(exc).__name__}: {exc}){hint}")
             ) from None
         if r.status_code in (401, 403):
-            raise EndpointError(refused_key_message(str(shown), r.status_code, r.content))
+            raise EndpointError(self.hide(refused_key_message(shown, r.status_code, r.content)))
         if r.status_code != 200:
             raise EndpointUnreachableError(f"{shown}: HTTP {r.status_code} from the models list")
         try:
@@ -155,46 +201,65 @@ class StreamClient:
             raise EndpointUnreachableError(f"{shown}: not an OpenAI models list") from None
         if model not in ids:
             raise ModelNotFoundError(
-                f"{shown}: model {model!r} not served; available: {', '.join(ids) or 'none'}"
+                self.hide(
+                    f"{shown}: model {model!r} not served; available: {', '.join(ids) or 'none'}"
+                )
             )
         return ids
 
     async def warm(self, n: int, parallel: int = 64) -> int:
         """Open up to ``n`` pooled connections ahead of the load (one ``GET /models`` each), so
-        connection setup is not inside the first requests' TTFT; returns how many opened."""
+        connection setup is not inside the first requests' TTFT; returns how many opened.
+        Best effort, and done within ``probe_timeout_s``: a connection not open by then is
+        closed, and the load opens it when it needs it."""
         want = max(0, min(n, self.max_connections) - len(self._all))
         gate = asyncio.Semaphore(parallel)
-        url = self.base_url + "/models"
+        limit = self.probe_timeout_s
+        clients = [self._new_client(1) for _ in range(want)]
 
-        async def one() -> bool:
+        async def one(client: httpx.AsyncClient) -> bool:
             async with gate:
-                client = self._new_client(1)
-                try:
-                    r = await client.get(url, timeout=10.0)
-                    await r.aread()
-                except (httpx.HTTPError, OSError):
-                    await client.aclose()
-                    return False
-                self._all.append(client)
-                self._idle.append(client)
+                r = await client.get(self._models_url, timeout=limit)
+                await r.aread()
                 return True
 
-        return sum(await asyncio.gather(*(one() for _ in range(want))))
+        tasks = [asyncio.ensure_future(one(c)) for c in clients]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=limit)
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        opened = 0
+        for client, task in zip(clients, tasks, strict=True):
+            if not task.cancelled() and task.exception() is None:
+                self._all.append(client)
+                self._idle.append(client)
+                opened += 1
+            else:
+                await client.aclose()
+        return opened
 
     async def chat(self, body: bytes, headers: Mapping[str, str] | None = None) -> Outcome:
-        """Send one streaming request; never raises for endpoint failures."""
+        """Send one streaming request, within ``timeout_s`` from now (a wait for a free
+        connection included); never raises for endpoint failures."""
         clock = self.clock
-        async with self._slots:
-            client = self._idle.pop() if self._idle else None
-            if client is None:
-                client = self._new_client(1)
-                self._all.append(client)
-            out = Outcome(send_ns=clock())
-            try:
-                await self._chat(client, body, headers, out)
-            finally:
-                out.end_ns = clock()
-                self._idle.append(client)
+        out = Outcome(send_ns=clock())
+        try:
+            async with asyncio.timeout(self.timeout_s), self._slots:
+                client = self._idle.pop() if self._idle else None
+                if client is None:
+                    client = self._new_client(1)
+                    self._all.append(client)
+                out.send_ns = clock()
+                try:
+                    await self._chat(client, body, headers, out)
+                finally:
+                    self._idle.append(client)
+        except TimeoutError:
+            out.error_kind, out.error = "timeout", f"no complete answer in {self.timeout_s:g}s"
+        out.end_ns = clock()
+        if out.error is not None:
+            out.error = self.hide(out.error)
         return out
 
     async def _chat(
@@ -205,35 +270,32 @@ class StreamClient:
         out: Outcome,
     ) -> None:
         try:
-            async with asyncio.timeout(self.timeout_s):
-                clock = self.clock
+            clock = self.clock
 
-                async def trace(event: str, info: Any) -> None:
-                    # The send time is when the request's first bytes go to the socket, not
-                    # when the client started preparing it.
-                    if event == "http11.send_request_headers.started":
-                        out.send_ns = clock()
+            async def trace(event: str, info: Any) -> None:
+                # The send time is when the request's first bytes go to the socket, not
+                # when the client started preparing it.
+                if event == "http11.send_request_headers.started":
+                    out.send_ns = clock()
 
-                req = client.build_request(
-                    "POST", self._url, content=body, headers=headers, extensions={"trace": trace}
-                )
-                resp = await client.send(req, stream=True)
-                try:
-                    out.status = resp.status_code
-                    if resp.status_code != 200:
-                        text = (await resp.aread())[:2000]
-                        out.error_kind = (
-                            "context_overflow"
-                            if resp.status_code in (400, 413, 422) and is_context_overflow(text)
-                            else f"http_{resp.status_code}"
-                        )
-                        out.error = text.decode("utf-8", "replace")[:300]
-                    else:
-                        await self._read_stream(resp, out)
-                finally:
-                    await resp.aclose()
-        except TimeoutError:
-            out.error_kind, out.error = "timeout", f"no complete answer in {self.timeout_s:g}s"
+            req = client.build_request(
+                "POST", self._url, content=body, headers=headers, extensions={"trace": trace}
+            )
+            resp = await client.send(req, stream=True)
+            try:
+                out.status = resp.status_code
+                if resp.status_code != 200:
+                    text = (await resp.aread())[:2000]
+                    out.error_kind = (
+                        "context_overflow"
+                        if resp.status_code in (400, 413, 422) and is_context_overflow(text)
+                        else f"http_{resp.status_code}"
+                    )
+                    out.error = text.decode("utf-8", "replace")[:300]
+                else:
+                    await self._read_stream(resp, out)
+            finally:
+                await resp.aclose()
         except httpx.TimeoutException as exc:
             out.error_kind, out.error = "timeout", f"{type(exc).__name__}"
         except httpx.ConnectError as exc:

@@ -36,7 +36,10 @@ def parse_duration_ns(text: str, default_unit: str = "s") -> int:
     m = _DUR.match(text)
     if not m:
         raise _bad(f"bad duration {text!r}; write e.g. 2s, 50ms, 1500us")
-    return int(float(m.group(1)) * _UNITS[m.group(2) or default_unit])
+    ns = int(float(m.group(1)) * _UNITS[m.group(2) or default_unit])
+    if ns <= 0:
+        raise _bad(f"duration {text!r} must be more than 0")
+    return ns
 
 
 def parse_slo(text: str) -> dict[str, int | None] | None:
@@ -57,9 +60,10 @@ def parse_slo(text: str) -> dict[str, int | None] | None:
 
 
 def parse_levels(text: str) -> list[int]:
-    """``1,2,4,8`` → [1, 2, 4, 8] (kept in the given order; positivity is the field's check)."""
+    """``1,2,4,8`` → [1, 2, 4, 8] (kept in the given order; positivity is the field's check).
+    An empty list or an empty item (``1,,2``) is refused."""
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        return [int(x) for x in text.split(",")]
     except ValueError:
         raise _bad(
             "write the concurrency levels as integers separated by commas, e.g. 1,2,4,8"
@@ -88,16 +92,25 @@ class ReplayConfig(BaseModel):
         description="concurrency per point, the sweep levels (--sweep 1,2,4 or --concurrency N)",
     )
     arrival_rate: float | None = Field(
-        default=None, gt=0, description="Poisson sessions/s instead of lanes (--arrival-rate)"
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Poisson sessions/s instead of lanes (--arrival-rate)",
     )
     duration_s: float | None = Field(
-        default=None, gt=0, description="measured seconds per point (--duration)"
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="measured seconds per point (--duration)",
     )
     sessions: int | None = Field(
         default=None, ge=1, description="session instances per point (--sessions)"
     )
     gap_scale: float = Field(
-        default=1.0, ge=0, description="multiplier of recorded waits (--gap-scale)"
+        default=1.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="multiplier of recorded waits (--gap-scale)",
     )
     salt: bool = Field(
         default=True, description="unique prefix per session instance (--no-salt: off)"
@@ -105,13 +118,16 @@ class ReplayConfig(BaseModel):
     start_at: Literal["random", "zero"] = Field(
         default="random", description="random (mid-flight join) or zero (--start-at)"
     )
-    slo: dict[str, Annotated[int, Field(ge=0)] | None] | None = Field(
+    slo: dict[str, Annotated[int, Field(gt=0)] | None] | None = Field(
         default=None,
         description="SLO thresholds in ns: ttft_ns, tpot_ns, e2e_ns (--slo ttft=2s,tpot=50ms)",
     )
     gpus: int | None = Field(default=None, ge=1, description="GPUs behind the endpoint (--gpus)")
     power_watts: float | None = Field(
-        default=None, gt=0, description="constant power draw in W (--power-watts)"
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="constant power draw in W (--power-watts)",
     )
     power: Literal["nvml"] | None = Field(
         default=None, description="'nvml' to measure energy (--power)"
@@ -119,12 +135,25 @@ class ReplayConfig(BaseModel):
     scrape_metrics: str | None = Field(
         default=None, description="Prometheus URL scraped at 1 Hz (--scrape-metrics)"
     )
-    target_tps_user: list[Annotated[float, Field(gt=0)]] = Field(
+    target_tps_user: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(
         default=[160.0],
         min_length=1,
         description="headline targets, tokens/s per user (--target-tps-user)",
     )
-    timeout_s: float = Field(default=600.0, gt=0, description="per-request timeout (--timeout)")
+    timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="per-request timeout, s: each request as a whole, and at most "
+        "PROBE_TIMEOUT_S for the /models probe and warm-up (--timeout)",
+    )
+    max_error_rate: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="failed share of all requests above which the run exits 3 (--max-error-rate)",
+    )
     seed: int = Field(default=0, description="seed of join points and arrivals (--seed)")
     session_header: str | None = Field(
         default=None, description="header carrying the session id (--session-header)"

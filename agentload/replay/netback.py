@@ -6,10 +6,12 @@ read; at thousands of streams that bookkeeping is most of the client's CPU. This
 a non-blocking socket directly: one ``loop.add_reader`` callback per connection (registered
 once, removed only to pause a full buffer or on close) receives each block with
 ``sock.recvmsg`` into a small queue, and ``read`` hands blocks out in order. Writes go through
-``loop.sock_sendall`` (a direct ``send`` when the socket has room). Reads take no per-read
-timeout: replay bounds every request as a whole (``asyncio.timeout`` in the client), and
-connects still honour theirs. Errors are mapped to httpcore's exceptions, which httpx maps to
-its own as usual. HTTPS endpoints keep httpcore's default backend.
+``loop.sock_sendall`` (a direct ``send`` when the socket has room). Connects, reads and
+writes honour the timeout httpcore passes (``ConnectTimeout``, ``ReadTimeout``,
+``WriteTimeout``); a read that finds data waiting sets no timer, and replay's streaming
+requests pass none (it bounds each request as a whole with ``asyncio.timeout`` in the client,
+one timer per request instead of one per read). Errors are mapped to httpcore's exceptions,
+which httpx maps to its own as usual. HTTPS endpoints keep httpcore's default backend.
 
 Kernel receive timestamps (Linux): with ``SO_TIMESTAMPNS`` on, every ``recvmsg`` also returns
 when the kernel received the data (for TCP: the newest segment in that block), so a busy event
@@ -252,19 +254,31 @@ class SocketStream(httpcore.AsyncNetworkStream):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        blocks = self._blocks
-        while not blocks:
-            if self._exc is not None:
-                raise httpcore.ReadError(str(self._exc))
-            if self._eof or self._closed:
-                return b""
+    async def _wait_readable(self) -> None:
+        """Until a block is buffered, or the connection failed, ended or was closed."""
+        while not (self._blocks or self._exc is not None or self._eof or self._closed):
             waiter = self._loop.create_future()
             self._waiter = waiter
             try:
                 await waiter
             finally:
                 self._waiter = None
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        blocks = self._blocks
+        if not blocks:
+            if timeout is None:
+                await self._wait_readable()
+            else:
+                try:
+                    async with asyncio.timeout(timeout):
+                        await self._wait_readable()
+                except TimeoutError:
+                    raise httpcore.ReadTimeout(f"no data within {timeout:g}s") from None
+            if not blocks:
+                if self._exc is not None:
+                    raise httpcore.ReadError(str(self._exc))
+                return b""
         data, ts = blocks.popleft()
         if len(data) > max_bytes:
             blocks.appendleft((data[max_bytes:], ts))
@@ -279,7 +293,10 @@ class SocketStream(httpcore.AsyncNetworkStream):
         if not buffer:
             return
         try:
-            await self._loop.sock_sendall(self._sock, buffer)
+            async with asyncio.timeout(timeout):
+                await self._loop.sock_sendall(self._sock, buffer)
+        except TimeoutError:
+            raise httpcore.WriteTimeout(f"could not write within {timeout:g}s") from None
         except OSError as exc:
             raise httpcore.WriteError(str(exc)) from exc
 

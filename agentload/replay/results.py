@@ -18,7 +18,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from agentload.errors import ResultsFormatError
+from agentload.errors import ConfigError, ResultsFormatError
 from agentload.recorder.reader import format_validation_error
 from agentload.replay.config import ReplayConfig
 from agentload.replay.records import RequestRecord, SessionResult, Window
@@ -42,6 +42,7 @@ __all__ = [
     "TimelineSample",
     "TruncatedTrace",
     "load_results",
+    "prepare_out_dir",
     "write_results",
 ]
 
@@ -272,6 +273,21 @@ class ResultsDocument(_Model):
     def path(self) -> Path | None:
         """The file it was read from (None when built in memory)."""
         return self._path
+
+
+def prepare_out_dir(out: Path, option: str = "--out") -> Path:
+    """Create ``out`` (with its parents) and check a file can be written in it, so that a bad
+    ``--out`` is one ``ConfigError`` line before any work, not a traceback after it."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{option} {out}: exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".agentload-write-check-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"{option} {out}: cannot write there ({exc.strerror or exc})") from None
+    return out
 
 
 def write_results(results: ResultsDocument, out: Path) -> Path:

@@ -16,10 +16,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentload import __version__
-from agentload.auth import api_key_from_env
+from agentload.auth import api_key_from_env, redact_url
 from agentload.errors import ReplayError
 from agentload.recorder.paths import trace_files
-from agentload.recorder.secrets import strip_credentials
 from agentload.recorder.trace import load_trace
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.client import StreamClient
@@ -164,7 +163,12 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         if power is not None:
             power.close()
     return ResultsDocument(
-        config=cfg.model_copy(update={"endpoint": strip_credentials(cfg.endpoint)}),
+        config=cfg.model_copy(
+            update={
+                "endpoint": redact_url(cfg.endpoint),
+                "scrape_metrics": cfg.scrape_metrics and redact_url(cfg.scrape_metrics),
+            }
+        ),
         environment=_environment(),
         engine=EngineInfo(
             name=engine.name,

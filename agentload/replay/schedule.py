@@ -186,6 +186,10 @@ class PointRunner:
                 t += int(rng.expovariate(rate) * 1e9)
                 if not await self._sleep_until(t):
                     break
+                if t <= self.clock():
+                    # Behind schedule (a rate the loop cannot keep up with): let the sessions
+                    # and the deadline run, or this loop would never give them a turn.
+                    await asyncio.sleep(0)
             self._mark_drain()
 
     async def _sleep_until(self, t: int) -> bool:

@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from agentload.auth import hide_secrets, redact_url, url_secrets
+
 __all__ = ["KEEP_WORDS", "MetricsScraper", "parse_prometheus"]
 
 KEEP_WORDS = ("kv", "cache", "waiting", "running", "queue", "preempt", "num_requests", "usage")
@@ -69,12 +71,13 @@ class MetricsScraper:
                     self.samples.append({"t_ns": t - self.t0, "values": values})
                 except (httpx.HTTPError, ValueError) as exc:
                     self.failures += 1
-                    self.last_error = f"{type(exc).__name__}: {exc}"[:200]
+                    error = f"{type(exc).__name__}: {exc}"
+                    self.last_error = hide_secrets(error, url_secrets(self.url))[:200]
                 await asyncio.sleep(max(0.0, self.interval - (self.clock() - t) / 1e9))
 
     def summary(self) -> dict[str, Any]:
         return {
-            "url": self.url,
+            "url": redact_url(self.url),
             "samples": self.samples,
             "failures": self.failures,
             "last_error": self.last_error,

@@ -107,7 +107,7 @@ async def test_keys_and_authorization_headers_never_reach_the_file(
     # The file stays a valid trace, with everything else intact.
     trace = load_trace(path)
     assert trace.truncated is None
-    assert trace.header.endpoint == "https://llm.example.com/v1"
+    assert trace.header.endpoint == "https://admin:***@llm.example.com/v1?api_key=***"
     msgs = trace.messages(trace.calls["c0"])
     assert msgs[0]["content"] == "Use the key [REDACTED] to call the API."
     assert trace.tool_calls["t"].name == "run_tests"
@@ -159,6 +159,8 @@ def test_scrub_json_returns_clean_values_unchanged() -> None:
 
 
 def test_strip_credentials() -> None:
-    assert strip_credentials("http://u:p@host:8000/v1?token=abc&x=1") == "http://host:8000/v1?x=1"
+    assert strip_credentials("http://u:p@host:8000/v1?token=abc&x=1") == (
+        "http://u:***@host:8000/v1?token=***&x=1"
+    )
     assert strip_credentials("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
     assert strip_credentials(None) is None

@@ -15,11 +15,12 @@ from faultserver import FaultPlan, FaultServer
 
 @pytest.fixture
 def fault_server() -> Iterator[Callable[..., FaultServer]]:
-    """Factory: ``fault_server(chat=["ok", "500"], ...)`` starts one; all stopped at teardown."""
+    """Factory: ``fault_server(chat=["ok", "500"], ...)`` starts one (``port=`` to listen on a
+    given port); all stopped at teardown."""
     started: list[FaultServer] = []
 
-    def make(**plan: object) -> FaultServer:
-        srv = FaultServer(FaultPlan(**plan)).start()  # type: ignore[arg-type]
+    def make(port: int = 0, **plan: object) -> FaultServer:
+        srv = FaultServer(FaultPlan(**plan), port=port).start()  # type: ignore[arg-type]
         started.append(srv)
         return srv
 

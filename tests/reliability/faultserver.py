@@ -5,7 +5,7 @@ chat request (0-based, counted over the server's life) gets ``plan.chat[n % len(
 
 ==============  ==========================================================================
 ``ok``          a streamed reply: ``plan.tokens`` content chunks, usage, ``[DONE]``
-``500``         HTTP 500 with an OpenAI-shaped error body
+``500``         HTTP 500 with an OpenAI-shaped error body that echoes the request line
 ``429``         HTTP 429 with ``Retry-After: plan.retry_after_s``
 ``reset``       half the chunks, then a TCP reset (``SO_LINGER`` 0)
 ``stall``       the status line and headers, one chunk, then nothing until the client leaves
@@ -23,7 +23,7 @@ balancer's black hole). Every request is counted by path and fault (``counts``);
 closes every connection. Each connection handles requests one after another (keep-alive).
 ``requests`` logs each request's method, raw path (query included) and headers. ``port=N``
 listens on that port (``SO_REUSEADDR``): a stopped server can be replaced by a new one on the
-same address, as an endpoint that restarts.
+same address, as an endpoint that restarts. ``targets`` is the request targets alone.
 """
 
 from __future__ import annotations
@@ -76,6 +76,11 @@ class FaultServer:
     bodies: list[bytes] = field(default_factory=list)
     requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     port: int = 0
+
+    @property
+    def targets(self) -> list[str]:
+        """Each request's target (path and query), in arrival order."""
+        return [target for _, target, _ in self.requests]
 
     def __post_init__(self) -> None:
         self._n = 0
@@ -153,6 +158,10 @@ class FaultServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = _Conn(writer, asyncio.current_task())  # type: ignore[arg-type]
+        sock = writer.get_extra_info("socket")
+        if sock is not None:  # each write goes out at once, as a real server's would
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._conns.append(conn)
         try:
             async with asyncio.timeout(_CAP_S):
@@ -181,7 +190,7 @@ class FaultServer:
                 headers[k.strip().lower()] = v.strip()
         body = await reader.readexactly(int(headers.get("content-length") or 0))
         self.requests.append((method, path, headers))
-        path = path.split("?", 1)[0]
+        target, path = path, path.split("?", 1)[0]
         if method == "GET" and path.endswith("/models"):
             self.counts[f"models:{self.plan.models}"] += 1
             if self.plan.models == "blackhole":
@@ -195,10 +204,10 @@ class FaultServer:
         fault = self._next_fault()
         self.counts[f"chat:{fault}"] += 1
         self.bodies.append(body)
-        return await self._chat(fault, writer, headers)
+        return await self._chat(fault, writer, headers, f"{method} {target}")
 
     async def _chat(
-        self, fault: str, writer: asyncio.StreamWriter, headers: dict[str, str]
+        self, fault: str, writer: asyncio.StreamWriter, headers: dict[str, str], request: str
     ) -> bool:
         plan = self.plan
         if fault == "401":
@@ -206,7 +215,7 @@ class FaultServer:
             await _send(writer, 401, _error(said))
             return True
         if fault == "500":
-            await _send(writer, 500, _error("internal error (fault server)"))
+            await _send(writer, 500, _error(f"internal error (fault server) at {request}"))
             return True
         if fault == "429":
             extra = f"Retry-After: {plan.retry_after_s}\r\n"
