@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from docker.errors import DockerException, NotFound
 
 from agentload.sandboxes.docker import HOST_LABEL, PID_LABEL, SESSION_LABEL
+from agentload.sandboxes.tempdirs import pid_alive
 
 __all__ = ["CleanupReport", "cleanup"]
 
@@ -29,15 +29,7 @@ def _owner_alive(labels: dict[str, str]) -> bool:
         pid = int(labels.get(PID_LABEL, ""))
     except ValueError:
         return False
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def cleanup(client: Any, *, include_live: bool = False) -> CleanupReport:

@@ -31,6 +31,7 @@ __all__ = [
     "cleanup_dirs",
     "owned_tempdir",
     "owner_of",
+    "pid_alive",
 ]
 
 WORKSPACES = "agentload-ws-"
@@ -73,17 +74,22 @@ def owner_of(path: Path) -> tuple[int, int] | None:
     return int(m.group(1)), int(m.group(2))
 
 
-def _alive(pid: int, start: int) -> bool:
-    ticks = _start_ticks(pid)
-    if ticks is not None:
-        return start == 0 or ticks == start
-    try:  # no /proc entry: ask the kernel directly
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one we may not signal exists too)."""
+    try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
     return True
+
+
+def _alive(pid: int, start: int) -> bool:
+    ticks = _start_ticks(pid)
+    if ticks is not None:
+        return start == 0 or ticks == start
+    return pid_alive(pid)  # no /proc entry: ask the kernel directly
 
 
 @dataclass
