@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import datetime
 import math
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from agentload.errors import (
 )
 from agentload.recorder import make_header
 from agentload.recorder.capture import CallCapture
+from agentload.recorder.paths import TRACE_SUFFIXES, writable_dir
 from agentload.recorder.writer import TraceWriter
 from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
 from agentload.tokenizer import ChatTokenCounter
@@ -55,7 +55,6 @@ __all__ = ["GenerateOptions", "ProgressSink", "RunResult", "check_endpoint", "ge
 SIM_MODEL = "agentload-sim"
 PROBE_TIMEOUT_S = 10.0
 """The longest the ``GET /models`` probe may take (less when ``--call-timeout`` is less)."""
-TRACE_SUFFIXES = (".agentload.jsonl.zst", ".agentload.jsonl")
 
 
 class ProgressSink(Protocol):
@@ -167,11 +166,11 @@ def trace_path(out: Path, scenario: str, seed: int) -> Path:
     """A new trace file name under ``out`` (never overwrites an existing file)."""
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     base = out / f"{scenario}-seed{seed}-{stamp}"
-    path = base.with_name(base.name + ".agentload.jsonl.zst")
+    path = base.with_name(base.name + TRACE_SUFFIXES[0])
     n = 1
     while path.exists():
         n += 1
-        path = base.with_name(f"{base.name}-{n}.agentload.jsonl.zst")
+        path = base.with_name(f"{base.name}-{n}{TRACE_SUFFIXES[0]}")
     return path
 
 
@@ -187,12 +186,7 @@ def prepare_trace_path(out: Path, scenario: str, seed: int) -> Path:
         )
     if named and out.exists():
         raise ConfigError(f"--out {out}: the file exists; agentload never overwrites a trace")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):  # can a file be created there?
-            pass
-    except OSError as exc:
-        raise ConfigError(f"--out {out}: cannot write there: {exc.strerror or exc}") from None
+    writable_dir(folder, f"--out {out}")
     return out if named else trace_path(out, scenario, seed)
 
 

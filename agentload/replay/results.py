@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic_core import PydanticCustomError
 
 from agentload.errors import ConfigError, ResultsFormatError
+from agentload.recorder.paths import writable_dir
 from agentload.recorder.reader import format_validation_error
 from agentload.replay.config import ReplayConfig
 from agentload.replay.records import RequestRecord, SessionResult, Window
@@ -276,18 +277,11 @@ class ResultsDocument(_Model):
 
 
 def prepare_out_dir(out: Path, option: str = "--out") -> Path:
-    """Create ``out`` (with its parents) and check a file can be written in it, so that a bad
-    ``--out`` is one ``ConfigError`` line before any work, not a traceback after it."""
+    """Create ``out`` and check a file can be written in it, so that a bad ``--out`` is one
+    ``ConfigError`` line before any work, not a traceback after it."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{option} {out}: exists and is not a directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".agentload-write-check-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise ConfigError(f"{option} {out}: cannot write there ({exc.strerror or exc})") from None
-    return out
+    return writable_dir(out, f"{option} {out}")
 
 
 def write_results(results: ResultsDocument, out: Path) -> Path:
