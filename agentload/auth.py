@@ -135,11 +135,8 @@ def userinfo_warning(url: str) -> str | None:
 def redact_text(text: str) -> str:
     """``text`` with every URL redacted and the environment's API key values masked."""
     text = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
-    for name in API_KEY_ENV:
-        value = os.environ.get(name)
-        if value and len(value) >= 4:
-            text = text.replace(value, MASK)
-    return text
+    keys = [v for v in (os.environ.get(name) for name in API_KEY_ENV) if v and len(v) >= 4]
+    return hide_secrets(text, keys)
 
 
 def url_secrets(url: str) -> list[str]:

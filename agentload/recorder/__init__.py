@@ -61,7 +61,7 @@ def make_header(**fields: object) -> Header:
     import time
 
     from agentload import __version__
-    from agentload.recorder.secrets import strip_credentials
+    from agentload.auth import redact_url
 
     mono = time.perf_counter_ns()
     unix = time.time_ns()
@@ -75,6 +75,7 @@ def make_header(**fields: object) -> Header:
         ),
     }
     base.update(fields)
-    if isinstance(base.get("endpoint"), str):
-        base["endpoint"] = strip_credentials(base["endpoint"])  # type: ignore[arg-type]
+    endpoint = base.get("endpoint")
+    if isinstance(endpoint, str):
+        base["endpoint"] = redact_url(endpoint)
     return Header.model_validate(base)

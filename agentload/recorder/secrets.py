@@ -12,10 +12,9 @@ from typing import Any
 
 import orjson
 
-from agentload.auth import redact_url
 from agentload.hashing import canonical_json
 
-__all__ = ["REDACTED", "scrub_bytes", "scrub_json", "strip_credentials"]
+__all__ = ["REDACTED", "scrub_bytes", "scrub_json"]
 
 REDACTED = "[REDACTED]"
 
@@ -52,9 +51,3 @@ def scrub_json(value: Any) -> Any:
     if _RE.search(raw) is None:
         return value
     return orjson.loads(scrub_bytes(raw))
-
-
-def strip_credentials(url: str | None) -> str | None:
-    """A URL with its password and key-like query values masked
-    (``agentload.auth.redact_url``, the one copy)."""
-    return redact_url(url) if url else url

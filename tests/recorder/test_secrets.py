@@ -16,7 +16,7 @@ from agentload.recorder import (
     TraceWriter,
     load_trace,
 )
-from agentload.recorder.secrets import scrub_bytes, scrub_json, strip_credentials
+from agentload.recorder.secrets import scrub_bytes, scrub_json
 from agentload.recorder.validate import validate_trace
 from agentload.tokenizer import ChatTokenCounter
 
@@ -156,11 +156,3 @@ def test_scrub_json_returns_clean_values_unchanged() -> None:
     clean = {"role": "user", "content": "nothing to hide"}
     assert scrub_json(clean) is clean
     assert scrub_json({"api_key": SECRETS[6]}) == {"api_key": "[REDACTED]"}
-
-
-def test_strip_credentials() -> None:
-    assert strip_credentials("http://u:p@host:8000/v1?token=abc&x=1") == (
-        "http://u:***@host:8000/v1?token=***&x=1"
-    )
-    assert strip_credentials("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
-    assert strip_credentials(None) is None
