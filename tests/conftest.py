@@ -1,10 +1,13 @@
-"""Shared fixtures: the network guard, Docker availability, the simulated endpoint."""
+"""Shared fixtures: the network guard, Docker availability, the simulated endpoint, the real engine."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -63,3 +66,50 @@ def simulator() -> Iterator[Any]:
 
     with SimulatorServer(profile="instant", model="agentload-sim", seed=0) as srv:
         yield srv
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A real llama.cpp ``llama-server`` (``scripts/llama-server.sh``): its base URL
+    (``.../v1``), the model name it answers to, its context size and its slots."""
+
+    url: str
+    model: str
+    ctx: int
+    slots: int
+
+    @property
+    def root(self) -> str:
+        """The server's root URL (``/health``, ``/metrics``, ``/props``)."""
+        return self.url.removesuffix("/v1")
+
+
+def engine_required() -> bool:
+    """CI sets AGENTLOAD_REQUIRE_ENGINE=1: an engine test that would skip fails instead."""
+    return os.environ.get("AGENTLOAD_REQUIRE_ENGINE", "") not in ("", "0")
+
+
+@pytest.fixture(scope="session")
+def engine() -> Engine:
+    """The real engine that ``scripts/llama-server.sh start`` runs (AGENTLOAD_ENGINE_URL, default
+    http://127.0.0.1:18500/v1); skips without one, fails instead under AGENTLOAD_REQUIRE_ENGINE=1.
+    Its context size and slot count are read from the server's own ``/props``."""
+    url = os.environ.get("AGENTLOAD_ENGINE_URL", "http://127.0.0.1:18500/v1").rstrip("/")
+    root = url.removesuffix("/v1")
+    try:
+        with urllib.request.urlopen(f"{root}/props", timeout=10) as resp:
+            props = json.load(resp)
+    except (OSError, ValueError) as exc:
+        reason = (
+            f"no llama-server answers at {root} ({exc}); start one: scripts/llama-server.sh start"
+        )
+        if engine_required():
+            pytest.fail(f"{reason} (AGENTLOAD_REQUIRE_ENGINE=1 turns this skip into a failure)")
+        pytest.skip(reason)
+    settings = props.get("default_generation_settings") or {}
+    return Engine(
+        url=url,
+        model=os.environ.get("AGENTLOAD_ENGINE_MODEL", "gemma"),
+        ctx=int(settings.get("n_ctx") or props.get("n_ctx") or 0),
+        slots=int(props.get("total_slots") or 1),
+    )
