@@ -129,7 +129,7 @@ start() {
   fi
   log "starting llama-server on 127.0.0.1:$PORT (ctx $CTX, $PARALLEL slots, -t $threads)"
   setsid "$bin" -m "$gguf" --host 127.0.0.1 --port "$PORT" -c "$CTX" -np "$PARALLEL" \
-    -t "$threads" --jinja --chat-template-file "$TEMPLATE" --alias gemma --metrics \
+    -t "$threads" --kv-unified --jinja --chat-template-file "$TEMPLATE" --alias gemma --metrics \
     --no-webui >"$D/server.log" 2>&1 </dev/null 8>&- 9>&- &
   echo $! >"$D/server.pid"
   for _ in $(seq 1 120); do

@@ -32,9 +32,17 @@ def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
 def test_tools_are_offered_and_calls_parsed(engine: Any) -> None:
-    """With our template and `--jinja`, a required tool call comes back as a parsed
-    `tool_calls` entry whose arguments are a JSON object."""
+    """With our template and `--jinja`, tool calls come back parsed into `tool_calls`, at
+    least one with arguments that are a JSON object (the tiny model also emits calls cut off
+    at max_tokens, with invalid JSON: what generate's harness must survive)."""
     body = {
         "model": engine.model,
         "messages": [
@@ -43,15 +51,15 @@ def test_tools_are_offered_and_calls_parsed(engine: Any) -> None:
         ],
         "tools": contract.tool_schemas(("search_code", "read_file")),
         "tool_choice": "required",
-        "max_tokens": 64,
+        "max_tokens": 160,
         "temperature": 0,
     }
     out = _post(engine.url, body)
     msg = out["choices"][0]["message"]
     calls = msg.get("tool_calls") or []
     assert calls, f"no tool call parsed: {msg!r}"
-    assert calls[0]["function"]["name"] in ("search_code", "read_file")
-    assert isinstance(json.loads(calls[0]["function"]["arguments"]), dict)
+    assert {c["function"]["name"] for c in calls} <= {"search_code", "read_file"}
+    assert any(_json_object(c["function"]["arguments"]) for c in calls), calls
     assert out["usage"]["prompt_tokens"] > 100  # the tool definitions are in the prompt
 
 
