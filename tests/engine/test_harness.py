@@ -89,7 +89,7 @@ def test_a_quick_session_with_small_max_tokens_ends_for_its_own_reason(
     proc = subprocess.run(
         [sys.executable, "-m", "agentload", "generate", "-s", "quick", *SMALL,
          "--endpoint", engine.url, "--model", engine.model, "--sandbox", "local",
-         "--call-timeout", "30", "--retries", "1", "--json", "--out", str(tmp_path)],
+         "--call-timeout", "60", "--retries", "1", "--json", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=150, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
