@@ -192,7 +192,10 @@ def scrape_plot(run: ResultsDocument, out: Path) -> Path | None:
         plt.close(fig)
         return None
     ax.set_xlabel("seconds since the point started")
-    ax.set_ylabel("KV cache usage (solid)" if ax.get_lines() else "")
+    if ax.get_lines():
+        ax.set_ylabel("KV cache usage (solid)")
+    else:  # no usage series (llama.cpp has none): no empty left axis
+        ax.set_yticks([])
     ax2.set_ylabel("requests waiting / running / processing (dotted)")
     ax.set_title("Server metrics (scraped at 1 Hz)")
     ax.grid(alpha=0.3)
