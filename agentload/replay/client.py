@@ -377,6 +377,13 @@ def _event(ev: Any, out: Outcome) -> bool:
         details = usage.get("prompt_tokens_details")
         if isinstance(details, dict) and details.get("cached_tokens") is not None:
             out.cached_tokens = details["cached_tokens"]
+    timings = ev.get("timings")
+    if out.cached_tokens is None and isinstance(timings, dict):
+        # llama.cpp's own account of the prompt tokens reused from its cache (older builds
+        # report it only here, not in usage.prompt_tokens_details)
+        n = timings.get("cache_n")
+        if isinstance(n, int) and n >= 0:
+            out.cached_tokens = n
     choices = ev.get("choices")
     if not choices:
         return False
