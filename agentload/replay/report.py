@@ -9,8 +9,13 @@ from typing import Any
 
 from agentload.replay import metrics
 from agentload.replay.pareto import Headline, axis_of, headline, points_xy
-from agentload.replay.plots import all_plots
-from agentload.replay.results import Distribution, GroupAggregates, Point, ResultsDocument
+from agentload.replay.results import (
+    LIVE_NOTE,
+    Distribution,
+    GroupAggregates,
+    Point,
+    ResultsDocument,
+)
 from agentload.replay.summary import group_columns, summary_columns
 
 __all__ = ["headlines", "text_summary", "write_report"]
@@ -36,8 +41,8 @@ def _d(d: Distribution | None, stat: str) -> str:
 
 
 def text_summary(results: ResultsDocument) -> list[str]:
-    """One line per point for the terminal."""
-    lines = []
+    """One line per point for the terminal (after LIVE_NOTE for a live run)."""
+    lines = [LIVE_NOTE] if results.mode == "live" else []
     for p in results.points:
         a = p.aggregates
         ph = a.phases
@@ -82,15 +87,20 @@ def _row_tables(p: Point) -> list[str]:
 def _run_section(run: ResultsDocument, name: str) -> str:
     cfg = run.config
     parts = [f"<h2>{html.escape(name)}</h2>"]
-    parts.append(
-        "<p>"
-        + html.escape(
+    if run.live is not None:
+        live = run.live
+        what = (
+            f"LIVE · {live.command} -s {live.scenario} · endpoint {cfg.endpoint} · model "
+            f"{cfg.model} · {cfg.sessions} sessions per point · sandbox {live.sandbox} · "
+            f"traces {', '.join(cfg.traces)}"
+        )
+    else:
+        what = (
             f"endpoint {cfg.endpoint} · model {cfg.model} · engine {cfg.engine} · "
             f"traces {', '.join(cfg.traces)} · gap scale {cfg.gap_scale} · "
             f"start at {cfg.start_at} · salt {'on' if cfg.salt else 'off'}"
         )
-        + "</p>"
-    )
+    parts.append(f"<p>{html.escape(what)}</p>")
     parts += [f"<p class='headline'>{html.escape(h.text)}</p>" for h in headlines(run)]
     plan = run.plan
     for t in plan.truncated_traces:
@@ -104,7 +114,7 @@ def _run_section(run: ResultsDocument, name: str) -> str:
             f"{len(plan.excluded_sessions)} session(s).</p>"
         )
     if run.points:
-        cols = summary_columns()
+        cols = summary_columns(run.points)
         rows = [[c.get(p) for c in cols] for p in run.points]
         parts.append(_table([c.label for c in cols], rows))
     for p in run.points:
@@ -142,20 +152,28 @@ _CSS = (
 
 def write_report(runs: list[ResultsDocument], out: Path) -> list[Path]:
     """Write report.html and its PNGs into ``out``; returns [report.html, *pngs]."""
+    from agentload.replay.plots import all_plots  # matplotlib: only when a report is drawn
+
     out.mkdir(parents=True, exist_ok=True)
     names = [
         (run.path.parent.name if run.path is not None else "") or f"run {i + 1}"
         for i, run in enumerate(runs)
     ]
     pngs = all_plots(runs, names, out)
-    body = [f"<h1>agentload replay report</h1><p>{len(runs)} run(s).</p>"]
+    live = sum(1 for run in runs if run.mode == "live")
+    kind = "live benchmark" if live == len(runs) else "replay"
+    body = [f"<h1>agentload {kind} report</h1>"]
+    if live:
+        body.append(f"<p class='live'><b>{html.escape(LIVE_NOTE)}</b></p>")
+    body.append(f"<p>{len(runs)} run(s)" + (f", {live} of them live" if live else "") + ".</p>")
     body += [_run_section(run, name) for run, name in zip(runs, names, strict=True)]
     for png in pngs:
         data = base64.b64encode(png.read_bytes()).decode()
         body.append(f"<h3>{html.escape(png.stem.replace('_', ' '))}</h3>")
         body.append(f"<img alt='{png.stem}' src='data:image/png;base64,{data}'>")
     doc = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>agentload replay report</title>"
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>agentload {kind} report</title>"
         f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>"
     )
     path = out / "report.html"
