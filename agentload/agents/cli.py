@@ -120,7 +120,7 @@ def run_generate(
                 out.print(line, markup=False, highlight=False, soft_wrap=True)
             shown = ", ".join(p.name for p in written[:3])
             out.print(f"results: {folder} ({shown})", markup=False, highlight=False, soft_wrap=True)
-            if not report:
+            if folder is not None and folder / "report.html" not in written:
                 out.print(
                     f"report: agentload report {folder} --out {folder}",
                     markup=False, highlight=False, soft_wrap=True,

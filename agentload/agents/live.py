@@ -422,12 +422,13 @@ def _timeline(
 
 
 def write_live(doc: ResultsDocument, out: Path, report: bool = True) -> list[Path]:
-    """Write results.json, summary.csv and (with ``report``) report.html and its PNGs into
-    ``out``; returns their paths."""
+    """Write results.json, summary.csv and (with ``report``, when a request succeeded: a run
+    whose every call failed has nothing to draw) report.html and its PNGs into ``out``;
+    returns their paths."""
     from agentload.replay.summary import write_summary
 
     paths = [write_results(doc, out), write_summary(doc, out)]
-    if report:
+    if report and any(r.ok for p in doc.points for r in p.requests):
         from agentload.replay.report import write_report  # matplotlib: seconds to import
 
         paths += write_report([doc], out)
