@@ -21,7 +21,7 @@ import orjson
 import typer
 from rich.console import Console
 
-from agentload.agents.live import run_points, write_live
+from agentload.agents.live import run_points
 from agentload.agents.llm import DEFAULT_CALL_TIMEOUT_S
 from agentload.agents.progress import make_progress, summary_table
 from agentload.agents.run import GenerateOptions, RunResult, generate, summary_rows
@@ -59,7 +59,7 @@ def run_generate(
         print(warning, file=sys.stderr)
     progress = make_progress(err, opts.scenario.context_target)
 
-    async def main() -> tuple[list[RunResult], ResultsDocument | None, Path | None]:
+    async def main() -> tuple[list[RunResult], ResultsDocument | None, Path | None, list[Path]]:
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         if task is not None:
@@ -67,17 +67,16 @@ def run_generate(
         try:
             async with progress:
                 if bench is None:
-                    return [await generate(opts, progress)], None, None
-                return await run_points(opts, bench, progress)
+                    return [await generate(opts, progress)], None, None, []
+                return await run_points(opts, bench, progress, report)
         finally:
             loop.remove_signal_handler(signal.SIGTERM)
 
     try:
-        runs, doc, folder = asyncio.run(main())
+        runs, doc, folder, written = asyncio.run(main())
     except asyncio.CancelledError:
         print("agentload: terminated", file=sys.stderr)
         raise typer.Exit(143) from None
-    written = write_live(doc, folder, report) if doc is not None and folder is not None else []
     result = runs[0]
     rows = [row for run in runs for row in summary_rows(run)]
     if json_out:

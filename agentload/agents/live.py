@@ -33,6 +33,7 @@ import contextlib
 import dataclasses
 import itertools
 import re
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -120,26 +121,40 @@ async def _power(cfg: ReplayConfig) -> AsyncIterator[NvmlPower | None]:
 
 
 async def run_points(
-    opts: GenerateOptions, cfg: ReplayConfig, progress: ProgressSink | None = None
-) -> tuple[list[RunResult], ResultsDocument, Path]:
+    opts: GenerateOptions,
+    cfg: ReplayConfig,
+    progress: ProgressSink | None = None,
+    report: bool = True,
+) -> tuple[list[RunResult], ResultsDocument, Path, list[Path]]:
     """One generate run per level of ``cfg.levels`` (its ``parallel``); the results document
-    of them all and the folder it belongs in."""
-    levels = cfg.levels
+    of them all, the folder it is written to (``write_live``) and the files written there.
+    Interrupted (Ctrl-C, SIGTERM), it writes what ran — the points so far and the interrupted
+    one, its sessions ``interrupted`` — then lets the interruption go on."""
+    s = opts.scenario
+    seed = s.seed if opts.seed is None else opts.seed
+    base = _prepare_trace_path(Path(opts.out), s.name, seed)
+    folder = results_dir(base)
+    one = len(cfg.levels) == 1
     runs: list[RunResult] = []
+    path = base
     async with _power(cfg) as power:
-        if len(levels) == 1:
-            runs.append(await generate(dataclasses.replace(opts, parallel=levels[0]), progress))
-            base = runs[0].trace_path
-        else:
-            s = opts.scenario
-            base = _prepare_trace_path(
-                Path(opts.out), s.name, s.seed if opts.seed is None else opts.seed
-            )
-            for level in levels:
-                point = dataclasses.replace(opts, parallel=level, out=_point_trace(base, level))
+        try:
+            for level in cfg.levels:
+                path = base if one else _point_trace(base, level)
+                point = dataclasses.replace(opts, parallel=level, out=path)
                 runs.append(await generate(point, progress))
-    samples = power.samples if power is not None else None
-    return runs, live_results(runs, opts, cfg, samples), results_dir(base)
+        except asyncio.CancelledError:
+            if path.exists():
+                runs.append(RunResult(trace_path=path))
+            if runs:
+                levels = cfg.levels[: len(runs)]
+                doc = live_results(runs, opts, cfg.model_copy(update={"levels": levels}))
+                write_live(doc, folder, report)
+                print(f"agentload: interrupted; the live results of what ran: {folder}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+            raise
+    doc = live_results(runs, opts, cfg, power.samples if power is not None else None)
+    return runs, doc, folder, write_live(doc, folder, report)
 
 
 def live_results(
@@ -164,8 +179,8 @@ def live_results(
         config=cfg.model_copy(
             update={
                 "traces": [str(r.trace_path) for r in runs],
-                "endpoint": runs[0].endpoint,
-                "model": runs[0].model,
+                "endpoint": first.endpoint or runs[0].endpoint,
+                "model": first.model or runs[0].model,
                 "engine": "openai",
                 "extras": False,
                 "sessions": opts.sessions,
@@ -202,9 +217,9 @@ def live_results(
                 LivePoint(
                     trace=str(r.trace_path),
                     parallel=level,
-                    end_reasons=dict(Counter(str(st.end_reason) for st in r.sessions)),
+                    end_reasons=dict(Counter(str(st.end_reason) for st in t.sessions.values())),
                 )
-                for r, level in zip(runs, cfg.levels, strict=True)
+                for r, t, level in zip(runs, traces, cfg.levels, strict=True)
             ],
         ),
     )

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import csv
 import json
+import signal
 import statistics
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,3 +189,33 @@ def test_bad_benchmark_options_are_one_line(tmp_path: Path, args: list[str], say
     line = one_error_line(agentload("generate", *SMALL, "--out", str(tmp_path), *args))
     assert says in line, line
     assert not list(tmp_path.iterdir())
+
+
+def test_sigterm_mid_run_writes_the_results_of_what_ran(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentload", "generate", "-s", "quick", "--sandbox", "local",
+         "--out", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            files = list(tmp_path.glob("*.zst"))
+            if files and len(load_trace(files[0]).calls) >= 3:
+                break
+            time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    (path,) = tmp_path.glob("*.zst")
+    folder = tmp_path / path.name.removesuffix(".agentload.jsonl.zst")
+    assert f"the live results of what ran: {folder}" in err
+    doc = load_results(folder)
+    (point,) = doc.points
+    assert doc.interrupted and point.interrupted
+    assert [s.complete for s in point.sessions] == [False]
+    assert {r.call for r in point.requests if r.ok} == set(load_trace(path).calls)
