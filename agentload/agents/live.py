@@ -45,7 +45,7 @@ from agentload.recorder.paths import TRACE_SUFFIXES
 from agentload.recorder.schema import LLMCallRecord
 from agentload.recorder.trace import Trace, load_trace
 from agentload.replay.config import ReplayConfig
-from agentload.replay.metrics import SLO, MetricContext, aggregate
+from agentload.replay.metrics import SLO, MetricContext, aggregate, prompt_token_ratio
 from agentload.replay.plan import SessionPlan, build_plans
 from agentload.replay.power import NvmlPower, average_watts
 from agentload.replay.records import (
@@ -207,6 +207,7 @@ def live_results(
         digest_manifest={c.key: c.digest for pl in plans for c in pl.calls.values()},
         interrupted=any(p.interrupted for p in points),
         points=points,
+        prompt_token_ratio=prompt_token_ratio(r for p in points for r in p.requests),
         live=LiveInfo(
             command="eval" if opts.evaluate else "generate",
             scenario=first.scenario or opts.scenario.name,
@@ -318,6 +319,7 @@ def _requests(
                     cached_tokens=u.cached_tokens,
                     expected_tokens=cp.expected_tokens,
                     recorded_prompt_tokens=cp.prompt_tokens,
+                    prompt_tokens_ours=cp.ours(False),
                     ceiling_tokens=cp.ceiling_tokens,
                     recorded_gap_ns=cp.recorded_gap_ns,
                     finish_reason=c.response.finish_reason,

@@ -67,6 +67,7 @@ def agent_settings(scenario: Scenario, model: str, seed: int | None) -> AgentSet
             ),
             tools=tuple(spec.tools),
             max_turns=spec.max_turns,
+            max_tokens=spec.max_tokens,
         )
         for kind, spec in scenario.subagents.items()
     }
@@ -77,6 +78,7 @@ def agent_settings(scenario: Scenario, model: str, seed: int | None) -> AgentSet
         context_target=scenario.context_target,
         max_parallel_delegations=scenario.orchestrator.max_parallel_delegations,
         subagents=subs,
+        max_tokens=scenario.orchestrator.max_tokens,
         seed=seed,
         follow_ups=tuple(scenario.follow_ups),
     )

@@ -28,8 +28,10 @@ from agentload.replay.metrics.quality import (
     KVSurvival,
     LengthMismatch,
     PhaseCounts,
+    PromptTokenRatio,
     SLOAttainment,
     meets_slo,
+    prompt_token_ratio,
 )
 from agentload.replay.metrics.session import (
     JobsPerHour,
@@ -67,6 +69,7 @@ __all__ = [
     "depth_bucket",
     "distribution",
     "meets_slo",
+    "prompt_token_ratio",
     "register",
     "registry",
     "serving_ns",
@@ -90,6 +93,7 @@ METRICS: tuple[type[Metric], ...] = (
     Goodput,
     SLOAttainment,
     KVSurvival,
+    PromptTokenRatio,
     ErrorCounts,
     ContextOverflow,
     LengthMismatch,
