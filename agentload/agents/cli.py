@@ -21,10 +21,14 @@ import orjson
 import typer
 from rich.console import Console
 
+from agentload.agents.live import run_points
 from agentload.agents.llm import DEFAULT_CALL_TIMEOUT_S
 from agentload.agents.progress import make_progress, summary_table
 from agentload.agents.run import GenerateOptions, RunResult, generate, summary_rows
 from agentload.auth import redact_text, userinfo_warning
+from agentload.replay.cli import config_from_options
+from agentload.replay.config import ReplayConfig
+from agentload.replay.results import ResultsDocument
 
 __all__ = ["FAILED_REASONS", "register", "run_command", "run_generate"]
 
@@ -38,31 +42,43 @@ class SandboxChoice(StrEnum):
     local = "local"
 
 
-def run_generate(opts: GenerateOptions, *, json_out: bool = False) -> RunResult:
-    """Run ``generate`` with progress, signals and the summary (what the commands call)."""
+def run_generate(
+    opts: GenerateOptions,
+    *,
+    json_out: bool = False,
+    bench: ReplayConfig | None = None,
+    report: bool = True,
+) -> RunResult:
+    """Run ``generate`` with progress, signals and the summary (what the commands call); with
+    ``bench`` (the live benchmark's options: levels, GPUs, power), one run per level and the
+    benchmark files beside the traces (``agents.live``; report.html only with ``report``).
+    Returns the (first) run."""
     err = Console(stderr=True)
     warning = userinfo_warning(opts.endpoint) if opts.endpoint else None
     if warning:
         print(warning, file=sys.stderr)
     progress = make_progress(err, opts.scenario.context_target)
 
-    async def main() -> RunResult:
+    async def main() -> tuple[list[RunResult], ResultsDocument | None, Path | None, list[Path]]:
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         if task is not None:
             loop.add_signal_handler(signal.SIGTERM, task.cancel)
         try:
             async with progress:
-                return await generate(opts, progress)
+                if bench is None:
+                    return [await generate(opts, progress)], None, None, []
+                return await run_points(opts, bench, progress, report)
         finally:
             loop.remove_signal_handler(signal.SIGTERM)
 
     try:
-        result = asyncio.run(main())
+        runs, doc, folder, written = asyncio.run(main())
     except asyncio.CancelledError:
         print("agentload: terminated", file=sys.stderr)
         raise typer.Exit(143) from None
-    rows = summary_rows(result)
+    result = runs[0]
+    rows = [row for run in runs for row in summary_rows(run)]
     if json_out:
         payload = {
             "trace": str(result.trace_path),
@@ -71,6 +87,9 @@ def run_generate(opts: GenerateOptions, *, json_out: bool = False) -> RunResult:
             "wall_s": result.wall_ns / 1e9,
             "sessions": rows,
         }
+        if written:
+            payload["traces"] = [str(run.trace_path) for run in runs]
+            payload["results"] = str(written[0])
         if opts.evaluate:
             passed = sum(1 for r in rows if r["eval_passed"])
             payload["pass_rate"] = passed / len(rows) if rows else None
@@ -79,8 +98,12 @@ def run_generate(opts: GenerateOptions, *, json_out: bool = False) -> RunResult:
         out = Console()
         if not out.is_terminal:
             out = Console(width=140)
-        out.print(summary_table(rows, evaluate=opts.evaluate))
-        for st in result.sessions:
+        levels = bench.levels if bench is not None else [opts.parallel]
+        for run, level in zip(runs, levels, strict=False):
+            if len(runs) > 1:
+                out.print(f"point: --parallel {level}", highlight=False)
+            out.print(summary_table(summary_rows(run), evaluate=opts.evaluate))
+        for st in (st for run in runs for st in run.sessions):
             if st.detail:
                 out.print(
                     f"{st.session_id}: {st.end_reason}: {redact_text(st.detail)}",
@@ -89,9 +112,23 @@ def run_generate(opts: GenerateOptions, *, json_out: bool = False) -> RunResult:
         if opts.evaluate and rows:
             passed = sum(1 for r in rows if r["eval_passed"])
             out.print(f"eval: {passed}/{len(rows)} sessions pass ({100 * passed / len(rows):.0f}%)")
-        out.print(f"trace: {result.trace_path}", markup=False, highlight=False, soft_wrap=True)
-    failed = [st for st in result.sessions if st.end_reason in FAILED_REASONS]
-    if failed and len(failed) == len(result.sessions):
+        if doc is not None:
+            from agentload.replay.report import text_summary  # matplotlib: only when needed
+
+            for line in text_summary(doc):
+                out.print(line, markup=False, highlight=False, soft_wrap=True)
+            shown = ", ".join(p.name for p in written[:3])
+            out.print(f"results: {folder} ({shown})", markup=False, highlight=False, soft_wrap=True)
+            if folder is not None and folder / "report.html" not in written:
+                out.print(
+                    f"report: agentload report {folder} --out {folder}",
+                    markup=False, highlight=False, soft_wrap=True,
+                )  # fmt: skip
+        for run in runs:
+            out.print(f"trace: {run.trace_path}", markup=False, highlight=False, soft_wrap=True)
+    sessions = [st for run in runs for st in run.sessions]
+    failed = [st for st in sessions if st.end_reason in FAILED_REASONS]
+    if failed and len(failed) == len(sessions):
         raise typer.Exit(1)
     return result
 
@@ -129,6 +166,18 @@ _JSON = typer.Option(False, "--json", help="Print one JSON object instead of the
 
 
 _EVAL = typer.Option(False, "--eval", help="Run the scenario's success check after each session.")
+_SWEEP = typer.Option(
+    None,
+    "--sweep",
+    metavar="P1,P2,...",
+    help="Live benchmark points: one run of --sessions per parallelism level, e.g. 1,4,16 "
+    "(instead of --parallel).",
+)
+_GPUS = typer.Option(None, "--gpus", min=1, help="GPUs behind the endpoint (per-GPU figures).")
+_POWER_WATTS = typer.Option(
+    None, "--power-watts", metavar="W", help="Power draw of the target in W (per-MW figures)."
+)
+_POWER = typer.Option(None, "--power", metavar="nvml", help="'nvml': measure the GPUs' energy.")
 
 
 def _param(name: str, annotation: Any, option: Any) -> inspect.Parameter:
@@ -153,7 +202,22 @@ _RUN_OPTIONS = (
     _param("evaluate", bool, _EVAL),
     _param("keep_workspaces", bool, _KEEP),
     _param("json_out", bool, _JSON),
+    _param("sweep", str | None, _SWEEP),
+    _param("gpus", int | None, _GPUS),
+    _param("power_watts", float | None, _POWER_WATTS),
+    _param("power", str | None, _POWER),
 )
+
+
+def bench_config(kw: dict[str, Any]) -> ReplayConfig:
+    """The live benchmark's options (popped from ``kw``), checked as replay checks its own:
+    a bad ``--sweep``, ``--gpus`` or ``--power`` is one line naming the option."""
+    sweep = kw.pop("sweep")
+    raw = {"traces": [], "endpoint": "", "model": "", "engine": "openai", "extras": False}
+    raw |= {"salt": False, "start_at": "zero", "sessions": kw["sessions"]}
+    raw |= {k: kw.pop(k) for k in ("gpus", "power_watts", "power")}
+    raw["levels"] = sweep if sweep is not None else [kw["parallel"]]
+    return config_from_options(raw, "--sweep" if sweep is not None else "--parallel")
 
 
 def run_command(doc: str, *, evaluate: bool | None = None) -> Callable[..., None]:
@@ -166,12 +230,18 @@ def run_command(doc: str, *, evaluate: bool | None = None) -> Callable[..., None
         json_out = kw.pop("json_out")
         sandbox = kw.pop("sandbox")
         kw.setdefault("evaluate", evaluate)
+        # The HTML report (matplotlib: seconds) for a real target or a benchmark option; a
+        # run on the built-in simulator writes results.json and summary.csv only.
+        report = kw["endpoint"] is not None or any(
+            kw[k] is not None for k in ("sweep", "gpus", "power_watts", "power")
+        )
+        bench = bench_config(kw)
         opts = GenerateOptions(
             scenario=load_scenario(kw.pop("scenario"), kw.pop("config")),
             sandbox=sandbox.value if sandbox is not None else None,
             **kw,
         )
-        run_generate(opts, json_out=json_out)
+        run_generate(opts, json_out=json_out, bench=bench, report=report)
 
     params = [p for p in _RUN_OPTIONS if evaluate is None or p.name != "evaluate"]
     setattr(command, "__signature__", inspect.Signature(params))  # noqa: B010 (typer reads it)

@@ -7,10 +7,12 @@
 * ``shapes``    — load shapes and the salted, replicated session pool
 * ``schedule``  — runs one load point (lanes or Poisson arrivals, warm-up, windows)
 * ``client``    — the streaming HTTP client with precise timings (``netback``: its transport)
-* ``metrics``   — one class per metric, formulas in docstrings
+* ``metrics``   — one class per metric, formulas in docstrings (``tasks``: pass rate and
+  solved tasks of a live eval run)
 * ``config``    — ``ReplayConfig``: the options of a run and every check of their values
 * ``run``       — a whole run: plans, probe, points, aggregates
-* ``records``   — the request, session and window records (pydantic dataclasses)
+* ``records``   — the request, session and window records (pydantic dataclasses), the
+  measured window and the phase of each request
 * ``results``   — ``ResultsDocument``: results.json, typed and versioned (write, read)
 * ``verdict``   — the exit code of a run (0, 2, 3, 130), decided in one place
 * ``summary``, ``report``, ``plots``, ``pareto``, ``compare`` — outputs read from it

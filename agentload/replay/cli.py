@@ -16,7 +16,7 @@ from agentload.errors import ConfigError
 from agentload.replay.config import ReplayConfig
 from agentload.replay.results import ResultsDocument
 
-__all__ = ["register"]
+__all__ = ["config_from_options", "register"]
 
 
 def replay(
@@ -93,7 +93,7 @@ def replay(
     from agentload.replay.summary import write_summary
     from agentload.replay.verdict import ExitCode, verdict
 
-    cfg = _config(
+    cfg = config_from_options(
         {
             "traces": [str(t) for t in traces],
             "endpoint": endpoint,
@@ -147,7 +147,7 @@ _OPTIONS = {"duration_s": "--duration", "timeout_s": "--timeout", "extras": "--n
 _OPTIONS |= {"salt": "--no-salt", "traces": "TRACES"}
 
 
-def _config(raw: dict[str, Any], levels_option: str) -> ReplayConfig:
+def config_from_options(raw: dict[str, Any], levels_option: str) -> ReplayConfig:
     """The ``ReplayConfig`` of the options given; a bad value is one ``ConfigError`` line that
     names the option and the value as given: ``--sweep '1,x': write the ...``."""
     try:

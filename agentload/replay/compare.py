@@ -1,4 +1,8 @@
-"""``agentload compare A B``: identical traffic? (digest manifests) and metric deltas."""
+"""``agentload compare A B``: identical traffic? (digest manifests) and metric deltas.
+
+A live run (``mode: live``) sent what the target's own outputs led its agents to send, so
+its traffic is not compared (the line says why); the metrics are.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,10 @@ _KEYS = (
     "output_tps_per_mw",
     "goodput",
     "jobs_per_hour",
+    "pass_rate",
+    "solved_per_hour",
+    "solved_per_hour_per_gpu",
+    "solved_per_hour_per_mw",
     "errors",
 )
 
@@ -42,10 +50,15 @@ def _fmt(v: Any) -> str:
 def compare_results(a: ResultsDocument, b: ResultsDocument) -> tuple[list[str], bool]:
     """Lines to print, and whether the traffic was identical."""
     diff = traffic_diff(a, b)
-    same = not any(diff.values())
+    same = not any(diff.values()) and a.mode == b.mode == "replay"
     n = len(a.digest_manifest)
     lines = []
-    if same:
+    if "live" in (a.mode, b.mode):
+        lines.append(
+            f"traffic: not compared (A {a.mode}, B {b.mode}): in a live run the target's own "
+            "outputs drove the agents, so each system received different traffic"
+        )
+    elif same:
         lines.append(f"traffic: IDENTICAL ({n} recorded calls, equal payload digests)")
     else:
         lines.append("traffic: DIFFERENT")
@@ -57,7 +70,7 @@ def compare_results(a: ResultsDocument, b: ResultsDocument) -> tuple[list[str], 
             if diff[key]:
                 shown = ", ".join(diff[key][:10]) + (" …" if len(diff[key]) > 10 else "")
                 lines.append(f"  {len(diff[key])} call(s) {what}: {shown}")
-    for k in ("gap_scale", "salt", "start_at", "engine"):
+    for k in ("gap_scale", "salt", "start_at", "engine") if a.mode == b.mode == "replay" else ():
         va, vb = getattr(a.config, k), getattr(b.config, k)
         if va != vb:
             lines.append(f"note: {k} differs (A {va}, B {vb})")

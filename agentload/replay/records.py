@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import Field, computed_field
 from pydantic.dataclasses import dataclass
 
-__all__ = ["RequestRecord", "SessionResult", "Window"]
+__all__ = ["RequestRecord", "SessionResult", "Window", "label_phases", "steady_window"]
 
 
 @dataclass(slots=True)
@@ -147,6 +147,10 @@ class SessionResult:
     complete: bool = Field(description="every planned call was sent (False: the run stopped)")
     requests: int = Field(description="requests sent, warm-up included")
     warmup_requests: int = Field(description="warm-up requests sent")
+    eval_passed: bool | None = Field(
+        default=None,
+        description="the session's success check passed (a live ``eval`` run); None: not checked",
+    )
 
 
 @dataclass(slots=True)
@@ -160,3 +164,28 @@ class Window:
     @property
     def seconds(self) -> float:
         return max(0, self.end_ns - self.start_ns) / 1e9
+
+
+def steady_window(start_ns: int, drain_ns: int, requests: list[RequestRecord], rule: str) -> Window:
+    """The measured window ``[start, drain]`` (``rule`` says how they were chosen); when the
+    load ended before ``start`` (no steady state), the whole run after ``start``."""
+    if drain_ns > start_ns:
+        return Window(start_ns, drain_ns, rule)
+    ends = [r.end_ns for r in requests if r.phase != "warmup"]
+    last = max(ends) if ends else start_ns
+    return Window(
+        start_ns,
+        max(last, start_ns),
+        "no steady state reached (load ended before warm-up did): the whole post-warm-up run",
+    )
+
+
+def label_phases(requests: list[RequestRecord], window: Window) -> None:
+    """Label every request but warm-up by its send time: ``ramp`` before the window,
+    ``measured`` inside it, ``drain`` after it."""
+    for r in requests:
+        if r.phase != "warmup":
+            t = r.send_ns
+            r.phase = (
+                "ramp" if t < window.start_ns else "drain" if t > window.end_ns else "measured"
+            )

@@ -9,8 +9,13 @@ from typing import Any
 
 from agentload.replay import metrics
 from agentload.replay.pareto import Headline, axis_of, headline, points_xy
-from agentload.replay.plots import all_plots
-from agentload.replay.results import Distribution, GroupAggregates, Point, ResultsDocument
+from agentload.replay.results import (
+    LIVE_NOTE,
+    Distribution,
+    GroupAggregates,
+    Point,
+    ResultsDocument,
+)
 from agentload.replay.summary import group_columns, summary_columns
 
 __all__ = ["headlines", "run_lines", "text_summary", "write_report"]
@@ -52,8 +57,10 @@ def run_lines(results: ResultsDocument) -> list[str]:
 
 
 def text_summary(results: ResultsDocument) -> list[str]:
-    """The run's lines, then one line per point, for the terminal."""
-    lines = run_lines(results)
+    """The run's lines (after LIVE_NOTE for a live run), then one line per point, for the
+    terminal."""
+    lines = [LIVE_NOTE] if results.mode == "live" else []
+    lines += run_lines(results)
     for p in results.points:
         a = p.aggregates
         ph = a.phases
@@ -81,7 +88,7 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 def _summary_table(points: list[Point]) -> str:
     """The summary: one row per column of summary.csv, one column per point (a sweep has a
     handful of points and the registry some forty columns, so this way it fits the page)."""
-    cols = summary_columns()
+    cols = summary_columns(points)
     rows = [[c.label, *(c.get(p) for p in points)] for c in cols]
     return _table(["", *(p.load for p in points)], rows).replace(
         "<table>", "<table class='summary'>", 1
@@ -131,15 +138,20 @@ def _row_tables(p: Point) -> list[str]:
 def _run_section(run: ResultsDocument, name: str) -> str:
     cfg = run.config
     parts = [f"<h2>{html.escape(name)}</h2>"]
-    parts.append(
-        "<p>"
-        + html.escape(
+    if run.live is not None:
+        live = run.live
+        what = (
+            f"LIVE · {live.command} -s {live.scenario} · endpoint {cfg.endpoint} · model "
+            f"{cfg.model} · {cfg.sessions} sessions per point · sandbox {live.sandbox} · "
+            f"traces {', '.join(cfg.traces)}"
+        )
+    else:
+        what = (
             f"endpoint {cfg.endpoint} · model {cfg.model} · engine {cfg.engine} · "
             f"traces {', '.join(cfg.traces)} · gap scale {cfg.gap_scale} · "
             f"start at {cfg.start_at} · salt {'on' if cfg.salt else 'off'}"
         )
-        + "</p>"
-    )
+    parts.append(f"<p>{html.escape(what)}</p>")
     parts += [f"<p class='headline'>{html.escape(h.text)}</p>" for h in headlines(run)]
     plan = run.plan
     for t in plan.truncated_traces:
@@ -192,20 +204,28 @@ _CSS = (
 
 def write_report(runs: list[ResultsDocument], out: Path) -> list[Path]:
     """Write report.html and its PNGs into ``out``; returns [report.html, *pngs]."""
+    from agentload.replay.plots import all_plots  # matplotlib: only when a report is drawn
+
     out.mkdir(parents=True, exist_ok=True)
     names = [
         (run.path.parent.name if run.path is not None else "") or f"run {i + 1}"
         for i, run in enumerate(runs)
     ]
     pngs = all_plots(runs, names, out)
-    body = [f"<h1>agentload replay report</h1><p>{len(runs)} run(s).</p>"]
+    live = sum(1 for run in runs if run.mode == "live")
+    kind = "live benchmark" if live == len(runs) else "replay"
+    body = [f"<h1>agentload {kind} report</h1>"]
+    if live:
+        body.append(f"<p class='live'><b>{html.escape(LIVE_NOTE)}</b></p>")
+    body.append(f"<p>{len(runs)} run(s)" + (f", {live} of them live" if live else "") + ".</p>")
     body += [_run_section(run, name) for run, name in zip(runs, names, strict=True)]
     for png in pngs:
         data = base64.b64encode(png.read_bytes()).decode()
         body.append(f"<h3>{html.escape(png.stem.replace('_', ' '))}</h3>")
         body.append(f"<img alt='{png.stem}' src='data:image/png;base64,{data}'>")
     doc = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>agentload replay report</title>"
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>agentload {kind} report</title>"
         f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>"
     )
     path = out / "report.html"

@@ -6,13 +6,17 @@
 version; a newer minor version may add fields, which are kept. ``load_results`` turns a file
 that is not JSON, not a results file, of another major version or missing a field into one
 ``ResultsFormatError`` line naming the file (and the field).
+
+The same document describes a live benchmark (``agentload generate``/``eval``, ``mode:
+live``): there the agents ran against the target itself, so each system received the traffic
+its own outputs caused; ``live`` says what ran. A file without ``mode`` is a replay.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
@@ -25,6 +29,7 @@ from agentload.replay.config import ReplayConfig
 from agentload.replay.records import RequestRecord, SessionResult, Window
 
 __all__ = [
+    "LIVE_NOTE",
     "SCHEMA",
     "SCHEMA_MAJOR",
     "Aggregates",
@@ -34,6 +39,8 @@ __all__ = [
     "Environment",
     "GroupAggregates",
     "KVBucket",
+    "LiveInfo",
+    "LivePoint",
     "Phases",
     "PlanInfo",
     "Point",
@@ -51,6 +58,11 @@ __all__ = [
 SCHEMA_MAJOR = 1
 SCHEMA = f"agentload.replay-results/{SCHEMA_MAJOR}"
 _PREFIX = "agentload.replay-results/"
+LIVE_NOTE = (
+    "LIVE benchmark: real agents ran against the target, so its own outputs decided every "
+    "next request; traffic differs between systems (agentload replay sends identical traffic)."
+)
+"""The sentence the report and the terminal summary open a live run with."""
 
 
 class _Model(BaseModel):
@@ -279,6 +291,25 @@ class PlanInfo(_Model):
         return f"--max-context {self.max_context} (--fit {self.fit}): {', '.join(parts)}"
 
 
+class LivePoint(_Model):
+    """One point of a live run: its own generate run of the sessions."""
+
+    trace: str = Field(description="the trace the point recorded")
+    parallel: int = Field(description="sessions running at once (--parallel or --sweep level)")
+    end_reasons: dict[str, int] = Field(description="sessions by end reason")
+
+
+class LiveInfo(_Model):
+    """What a live run (``mode: live``) ran: the scenario and how its agents were run."""
+
+    command: Literal["generate", "eval"] = Field(description="generate, or eval (checked)")
+    scenario: str = Field(description="scenario name")
+    scenario_hash: str | None = Field(description="content hash of the resolved scenario")
+    sandbox: str = Field(description="where the tools ran: docker or local")
+    retries: int = Field(description="retries of a failed call (--retries)")
+    points: list[LivePoint] = Field(description="one per point, in order")
+
+
 class ResultsDocument(_Model):
     """results.json (see the module docstring)."""
 
@@ -287,7 +318,15 @@ class ResultsDocument(_Model):
     schema_: str = Field(
         default=SCHEMA, alias="schema", description="'agentload.replay-results/MAJOR'"
     )
-    config: ReplayConfig = Field(description="the run's options")
+    mode: Literal["replay", "live"] = Field(
+        default="replay",
+        description="replay (recorded traffic, identical for every target) or live (agents "
+        "driven by the target's own outputs; see LIVE_NOTE)",
+    )
+    config: ReplayConfig = Field(
+        description="the run's options (a live run: its traces, endpoint, model, levels, "
+        "sessions per point, power and GPUs; no salt, no pinned lengths, start at zero)"
+    )
     environment: Environment = Field(description="where it ran")
     engine: EngineInfo = Field(description="the engine preset as used")
     plan: PlanInfo = Field(description="what was planned")
@@ -300,6 +339,7 @@ class ResultsDocument(_Model):
         "has both, at every point (None when the server reported none)",
     )
     points: list[Point] = Field(description="one per load point, in order")
+    live: LiveInfo | None = Field(default=None, description="what a live run ran (else None)")
     _path: Path | None = PrivateAttr(default=None)
 
     @field_validator("schema_")

@@ -43,7 +43,7 @@ from agentload.replay.salt import new_nonce, new_run_id
 from agentload.replay.schedule import LoadShape, PointRun, PointRunner
 from agentload.replay.scrape import MetricsScraper
 
-__all__ = ["load_plans", "run_replay"]
+__all__ = ["load_plans", "run_environment", "run_replay"]
 
 ProgressHook = Callable[[PointRunner, int, int], Any]
 
@@ -99,7 +99,7 @@ def load_plans(
     }
 
 
-def _environment() -> Environment:
+def run_environment() -> Environment:
     return Environment(
         agentload=__version__,
         python=sys.version.split()[0],
@@ -168,7 +168,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
                 "scrape_metrics": cfg.scrape_metrics and redact_url(cfg.scrape_metrics),
             }
         ),
-        environment=_environment(),
+        environment=run_environment(),
         engine=EngineInfo(
             name=engine.name,
             ignore_eos=engine.ignore_eos,

@@ -28,7 +28,13 @@ from typing import Any
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.client import StreamClient
 from agentload.replay.plan import CallPlan, SessionPlan
-from agentload.replay.records import RequestRecord, SessionResult, Window
+from agentload.replay.records import (
+    RequestRecord,
+    SessionResult,
+    Window,
+    label_phases,
+    steady_window,
+)
 from agentload.replay.salt import new_nonce
 from agentload.replay.shapes import LiveStats, LoadShape, PointRun, SessionInstance, SessionSource
 
@@ -88,12 +94,7 @@ class PointRunner:
             self.warm_end = end
         self._take_sample()
         window = self._window(end)
-        for r in self.records:
-            if r.phase != "warmup":
-                t = r.send_ns
-                r.phase = (
-                    "ramp" if t < window.start_ns else "drain" if t > window.end_ns else "measured"
-                )
+        label_phases(self.records, window)
         self.sessions.sort(key=lambda s: s.session)
         return PointRun(
             t0_ns=self.t0,
@@ -109,20 +110,12 @@ class PointRunner:
     def _window(self, end: int) -> Window:
         w = self.warm_end - self.t0
         d = (self.drain_at if self.drain_at is not None else end) - self.t0
-        if d > w:
-            return Window(
-                w,
-                d,
-                "from the end of warm-up (every lane past its warm-up) to the "
-                "moment the run stopped sending at full load (duration deadline, "
-                "first idle lane, or last arrival)",
-            )
-        ends = [r.end_ns for r in self.records if r.phase != "warmup"]
-        last = max(ends) if ends else w
-        return Window(
+        return steady_window(
             w,
-            max(last, w),
-            "no steady state reached (load ended before warm-up did): the whole post-warm-up run",
+            d,
+            self.records,
+            "from the end of warm-up (every lane past its warm-up) to the moment the run "
+            "stopped sending at full load (duration deadline, first idle lane, or last arrival)",
         )
 
     async def _deadline(self) -> None:

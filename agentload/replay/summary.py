@@ -43,9 +43,17 @@ def _metric_columns(m: type[Metric]) -> list[SummaryColumn]:
     return [SummaryColumn(c.name, c.label, getter(c)) for c in m.columns()]
 
 
-def summary_columns() -> list[SummaryColumn]:
-    """The point's load and window, then every registered metric's columns."""
-    return [*_POINT_COLUMNS, *(c for m in metrics.registry() for c in _metric_columns(m))]
+def summary_columns(points: Sequence[Point] | None = None) -> list[SummaryColumn]:
+    """The point's load and window, then every registered metric's columns; given the run's
+    ``points``, an ``optional`` metric without a value at any of them is left out."""
+    shown = [
+        m
+        for m in metrics.registry()
+        if not m.optional
+        or points is None
+        or any(p.aggregates.value(m.tag) is not None for p in points)
+    ]
+    return [*_POINT_COLUMNS, *(c for m in shown for c in _metric_columns(m))]
 
 
 def group_columns(
@@ -68,7 +76,7 @@ def _group_cell(tag: str, c: Column) -> Callable[[GroupAggregates], Any]:
 
 def summary_rows(results: ResultsDocument) -> list[dict[str, Any]]:
     """One row per point: ``{column name: value}``."""
-    cols = summary_columns()
+    cols = summary_columns(results.points)
     return [{c.name: c.get(p) for c in cols} for p in results.points]
 
 
@@ -77,7 +85,7 @@ def write_summary(results: ResultsDocument, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "summary.csv"
     with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=[c.name for c in summary_columns()])
+        w = csv.DictWriter(f, fieldnames=[c.name for c in summary_columns(results.points)])
         w.writeheader()
         for row in summary_rows(results):
             w.writerow({k: "" if v is None else v for k, v in row.items()})

@@ -52,7 +52,7 @@ def test_the_key_from_the_environment_works_and_is_never_written(
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     proc = agentload(*_generate(keyed, tmp_path, "-c", "context_target=12000"))
     assert proc.returncode == 0, proc.stderr
-    [trace] = list(tmp_path.iterdir())
+    [trace] = list(tmp_path.glob("*.zst"))
     with trace.open("rb") as f:
         text = zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True).read()
     assert b'"type":"llm_call"' in text and KEY.encode() not in text

@@ -34,6 +34,10 @@ def _trace_bytes(out: Path) -> bytes:
 def _assert_no_secret(run: Run) -> None:
     shown = {"stdout": run.proc.stdout, "stderr": run.proc.stderr}
     shown["trace"] = _trace_bytes(run.out).decode("utf-8", "replace")
+    # The live benchmark's files beside the trace (results.json holds the endpoint and errors).
+    for path in run.out.glob("*/*"):
+        if path.suffix in (".json", ".csv", ".html"):
+            shown[path.name] = path.read_text(errors="replace")
     for where, text in shown.items():
         for secret in SECRETS:
             assert secret not in text, f"{secret} in {where}:\n{text[-2000:]}"
@@ -47,6 +51,7 @@ def test_a_run_sends_secrets_only_where_documented(
     assert run.proc.returncode == 0, run.proc.stderr
     _assert_no_secret(run)
     assert _trace_bytes(tmp_path)  # there is a trace to search
+    assert list(tmp_path.glob("*/results.json"))  # and a live results file
     # One warning line about the URL's user:password (masked), and nothing sent with it.
     warnings = [ln for ln in run.proc.stderr.splitlines() if "warning" in ln]
     assert len(warnings) == 1 and "agent:***@" in warnings[0]

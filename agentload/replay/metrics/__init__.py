@@ -39,6 +39,12 @@ from agentload.replay.metrics.session import (
     TokensPerSecondPerUser,
     serving_ns,
 )
+from agentload.replay.metrics.tasks import (
+    PassRate,
+    SolvedTasksPerHour,
+    SolvedTasksPerHourPerGPU,
+    SolvedTasksPerHourPerMW,
+)
 from agentload.replay.metrics.throughput import (
     OutputThroughput,
     OutputThroughputPerGPU,
@@ -92,6 +98,10 @@ METRICS: tuple[type[Metric], ...] = (
     ContextOverflow,
     LengthMismatch,
     ClientLag,
+    PassRate,
+    SolvedTasksPerHour,
+    SolvedTasksPerHourPerGPU,
+    SolvedTasksPerHourPerMW,
 )
 GROUP_METRICS: tuple[type[Metric], ...] = (TTFT, TPOT, E2E, KVSurvival, SLOAttainment)
 
@@ -149,8 +159,12 @@ def _grouped(ctx: MetricContext, key: Callable[[RequestRecord], str]) -> dict[st
 
 
 def aggregate(ctx: MetricContext) -> dict[str, Any]:
-    """Every metric of a point, and ``by_depth`` / ``by_band`` groups."""
+    """Every metric of a point (an ``optional`` one only when it has a value), and
+    ``by_depth`` / ``by_band`` groups."""
     vals = compute_all(ctx, METRICS)
+    for m in METRICS:
+        if m.optional and vals[m.tag] is None:
+            del vals[m.tag]
     order = [name for name, _ in BANDS]
     by_band = _grouped(ctx, band_of)
     vals["by_band"] = {k: by_band[k] for k in order if k in by_band}

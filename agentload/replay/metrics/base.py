@@ -113,6 +113,9 @@ class Metric:
     """For a metric whose value is a ``distribution``: the statistics it shows."""
     row_columns: ClassVar[tuple[tuple[str, str], ...]] = ()
     """For a metric whose value is a list of rows: (key, header) of each column of its table."""
+    optional: ClassVar[bool] = False
+    """A metric of some runs only (eval's pass rate): when it is None it is left out of the
+    point's aggregates, and a run with no value at any point shows no column for it."""
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         raise NotImplementedError
