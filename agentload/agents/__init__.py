@@ -1,6 +1,6 @@
 """The agents of ``agentload generate``: a LangGraph orchestrator and its sub-agents.
 
-Role markers, tool names and schemas are ``agentload.contract`` (shared with the tools, the
+Roles, tool names and schemas are ``agentload.contract`` (shared with the tools, the
 scenarios and the simulator's policy). Modules:
 
 * ``graphs``    — the orchestrator graph and one sub-agent graph per kind

@@ -146,15 +146,18 @@ async def _endpoint(opts: GenerateOptions, seed: int) -> AsyncIterator[tuple[str
         yield opts.endpoint, model
         return
     srv: Any
+    from agentload.agents.simproc import scenario_pacing
+
     profile, model = opts.scenario.endpoint.profile, opts.model or SIM_MODEL
+    pacing = scenario_pacing(opts.scenario)  # the model's own habits, set server-side
     if opts.simulator == "process":
         from agentload.agents.simproc import SimulatorProcess
 
-        srv = SimulatorProcess(profile=profile, model=model, seed=seed)
+        srv = SimulatorProcess(profile=profile, model=model, seed=seed, pacing=pacing)
     else:
         from agentload.endpoint import SimulatorServer
 
-        srv = SimulatorServer(profile=profile, model=model, seed=seed)
+        srv = SimulatorServer(profile=profile, model=model, seed=seed, policy_overrides=pacing)
     await asyncio.to_thread(srv.start)
     try:
         yield srv.base_url, srv.model

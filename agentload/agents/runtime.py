@@ -62,7 +62,7 @@ class ToolRunner(Protocol):
 
 @dataclass(frozen=True)
 class SubagentSettings:
-    """One sub-agent kind: its full system prompt (marker first), tools and turn limit."""
+    """One sub-agent kind: its system prompt, tools and turn limit."""
 
     system_prompt: str
     tools: tuple[str, ...]

@@ -59,12 +59,10 @@ class SessionSetup:
 
 
 def agent_settings(scenario: Scenario, model: str, seed: int | None) -> AgentSettings:
-    """The agents' settings from a scenario (role markers built here, from the contract)."""
+    """The agents' settings from a scenario."""
     subs = {
         kind: SubagentSettings(
-            system_prompt=build_subagent_prompt(
-                contract.marker(kind, max_turns=spec.max_turns), spec.system_prompt
-            ),
+            system_prompt=build_subagent_prompt(spec.system_prompt),
             tools=tuple(spec.tools),
             max_turns=spec.max_turns,
         )
@@ -162,11 +160,6 @@ async def _first_prompt(
         build_orchestrator_prompt,
         root=place.root,
         files=place.files,
-        marker_line=contract.marker(
-            contract.ORCHESTRATOR,
-            context_target=settings.context_target,
-            max_rounds=settings.max_rounds,
-        ),
         instructions=scenario.orchestrator.system_prompt,
         task=scenario.task,
         tools=contract.tool_schemas(settings.orchestrator_tools),

@@ -13,7 +13,7 @@ import hmac
 import itertools
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import orjson
@@ -61,6 +61,7 @@ class Simulator:
         clock: Clock | None = None,
         tokenizer: str = DEFAULT_TOKENIZER,
         policy: PolicyConfig | None = None,
+        policy_overrides: Mapping[str, Any] | None = None,
     ) -> None:
         self.profile = load_profile(profile if isinstance(profile, Profile) else str(profile))
         self.model = model
@@ -69,7 +70,10 @@ class Simulator:
         self.counter = ChatTokenCounter(tokenizer)
         self.hasher = PrefixHasher(self.profile.block_size)
         self.tokens = text_tokens(tokenizer)
-        self.policy = Policy(seed, self.tokens, policy or self.profile.policy)
+        config = policy or self.profile.policy or PolicyConfig()
+        if policy_overrides:
+            config = PolicyConfig.model_validate({**config.model_dump(), **policy_overrides})
+        self.policy = Policy(seed, self.tokens, config)
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._tag = os.urandom(3).hex()
