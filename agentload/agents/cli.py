@@ -21,6 +21,7 @@ import orjson
 import typer
 from rich.console import Console
 
+from agentload.agents.calibrate import TokenRatio
 from agentload.agents.llm import DEFAULT_CALL_TIMEOUT_S
 from agentload.agents.progress import make_progress, summary_table
 from agentload.agents.run import GenerateOptions, RunResult, generate, summary_rows
@@ -36,6 +37,16 @@ class SandboxChoice(StrEnum):
     auto = "auto"
     docker = "docker"
     local = "local"
+
+
+def token_line(t: TokenRatio) -> str:
+    """The summary's token-unit line: the measured server/ours ratio, or why it is 1."""
+    if t.error is not None:
+        return f"tokens: server/ours 1 (not measured: {t.error})"
+    return (
+        f"tokens: server/ours {t.ratio:.3f} ({t.sample_tokens_server:,} server tokens for "
+        f"{t.sample_tokens_ours:,} of ours); scenario sizes are server tokens"
+    )
 
 
 def run_generate(opts: GenerateOptions, *, json_out: bool = False) -> RunResult:
@@ -69,6 +80,7 @@ def run_generate(opts: GenerateOptions, *, json_out: bool = False) -> RunResult:
             "endpoint": result.endpoint,
             "model": result.model,
             "wall_s": result.wall_ns / 1e9,
+            "token_ratio": result.tokens.ratio if result.tokens else None,
             "sessions": rows,
         }
         if opts.evaluate:
@@ -89,6 +101,8 @@ def run_generate(opts: GenerateOptions, *, json_out: bool = False) -> RunResult:
         if opts.evaluate and rows:
             passed = sum(1 for r in rows if r["eval_passed"])
             out.print(f"eval: {passed}/{len(rows)} sessions pass ({100 * passed / len(rows):.0f}%)")
+        if result.tokens is not None:
+            out.print(token_line(result.tokens), markup=False, highlight=False, soft_wrap=True)
         out.print(f"trace: {result.trace_path}", markup=False, highlight=False, soft_wrap=True)
     failed = [st for st in result.sessions if st.end_reason in FAILED_REASONS]
     if failed and len(failed) == len(result.sessions):

@@ -139,7 +139,9 @@ async def orchestrator_agent(
         depends_on=state.get("depends_on", []),
     )
     rt.last_orch_end_ns = rt.clock()
-    if turn.prompt_tokens >= s.context_target:
+    # context_target is in server tokens: the server's count, else ours times the run's ratio.
+    server = turn.result.prompt_tokens
+    if (server if server is not None else turn.prompt_tokens * s.token_ratio) >= s.context_target:
         raise SessionEnd("context_target")
     done = not turn.tool_calls and not _follow_ups_left(state, s)
     if not done and seq + 1 >= s.max_rounds:

@@ -83,6 +83,8 @@ class AgentSettings:
     temperature: float | None = None
     seed: int | None = None
     follow_ups: tuple[str, ...] = ()
+    token_ratio: float = 1.0
+    """Server tokens per token of ours (``agents.calibrate``): for replies without usage."""
 
 
 @dataclass
