@@ -1,8 +1,8 @@
 """One token unit: how many of the server's tokens one of ours is, measured once per run.
 
 ``generate`` counts tokens with its own tokenizer (``agentload.tokenizer``, o200k by default),
-while the server under test counts with its model's: Gemma's tokenizer gave 28% more tokens
-than o200k on the same prompt. The scenario's sizes (``orchestrator.initial_context_tokens``,
+while the server under test counts with its model's: Gemma 3's tokenizer gives 18-28% more
+tokens than o200k on agentload's prompts. The scenario's sizes (``orchestrator.initial_context_tokens``,
 ``context_target``) are meant in the server's tokens, so before the sessions start
 ``calibrate`` sends one small request:
 

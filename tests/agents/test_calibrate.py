@@ -2,10 +2,10 @@
 
 Against the simulator the ratio is exactly 1 (it counts with our tokenizer); a simulator that
 counts with another tokenizer stands in for a real model's server: a real Hugging Face
-``tokenizer.json`` made here (words cut into runs of five letters: ~22% more tokens than
-o200k on this text, as Gemma's count is ~28% more). The first prompt then lands on the scenario's size in *its* tokens, and the ratio
-is in the header, the stats and the summary. A server without ``/completions`` gives one
-warning and ratio 1.
+``tokenizer.json`` made here (words cut into runs of five letters: ~25% more tokens than
+o200k on this text, about what Gemma 3 counts). The first prompt then lands on the scenario's
+size in *its* tokens, and the ratio is in the header, the stats and the summary. A server
+without ``/completions`` gives one warning and ratio 1.
 """
 
 from __future__ import annotations
