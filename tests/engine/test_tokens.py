@@ -1,8 +1,9 @@
 """One token unit against a real engine: llama.cpp's llama-server serving Gemma 3 270M.
 
 Gemma's tokenizer counts well above o200k on agentload's prompts (the issue saw 28% more on
-every call; 1.18 on the calibration text here). ``generate`` measures that ratio before its sessions (one text completion of a
-sample of the first prompt), records it in the trace header and the JSON summary, and sizes
+every call; 1.18 on the calibration text here). ``generate`` measures that ratio before its
+sessions (one text completion of a sample of the first prompt), records it in the trace
+header and the JSON summary, and sizes
 the orchestrator's first prompt by ``initial_context_tokens / ratio`` of ours, so the engine's
 own count of that prompt lands on the scenario's size. One short run: the session is cut by
 a 2-second wall budget (an 8K-token first call takes far longer on CPU); then the first
