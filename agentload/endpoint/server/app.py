@@ -1,4 +1,5 @@
-"""The simulated server's HTTP surface (Starlette): chat completions, models, health, metrics.
+"""The simulated server's HTTP surface (Starlette): chat and text completions, models, health,
+metrics.
 
 ``Simulator`` holds one server's state (profile, engine, policy, token and prefix caches);
 ``build_app`` wraps it in a Starlette application. Prompt tokens are counted with
