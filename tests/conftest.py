@@ -5,12 +5,20 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Property tests are deterministic: the same examples on every run and machine (a failure found
+# once is found again, and no run fails on an example the previous one never tried).
+settings.register_profile("agentload", derandomize=True, database=None)
+settings.load_profile("agentload")
 
 
 @pytest.fixture
@@ -89,6 +97,33 @@ def engine_required() -> bool:
     return os.environ.get("AGENTLOAD_REQUIRE_ENGINE", "") not in ("", "0")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Engine tests run last: CI builds the engine while the other tests run."""
+    items.sort(key=lambda item: item.get_closest_marker("engine") is not None)
+
+
+def _wait_for_engine_start() -> str | None:
+    """When the engine is still being built and started in the background (CI:
+    AGENTLOAD_ENGINE_READY_FILE names the file its exit code will be written to), wait for it,
+    bounded by AGENTLOAD_ENGINE_WAIT_S (default 1800 s). ``None`` when it started, else why not."""
+    ready = os.environ.get("AGENTLOAD_ENGINE_READY_FILE")
+    if not ready:
+        return None
+    path = Path(ready)
+    deadline = time.monotonic() + float(os.environ.get("AGENTLOAD_ENGINE_WAIT_S", "1800"))
+    while not path.exists():
+        if time.monotonic() > deadline:
+            return f"the engine's build and start did not finish in time ({ready} never appeared)"
+        time.sleep(2)
+    rc = path.read_text().strip()
+    if rc == "0":
+        return None
+    log = path.with_name("start.log")
+    lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+    last = lines[-1] if lines else "no log"
+    return f"scripts/llama-server.sh start exited {rc}: {last}"
+
+
 @pytest.fixture(scope="session")
 def engine() -> Engine:
     """The real engine that ``scripts/llama-server.sh start`` runs (AGENTLOAD_ENGINE_URL, default
@@ -96,16 +131,18 @@ def engine() -> Engine:
     Its context size and slot count are read from the server's own ``/props``."""
     url = os.environ.get("AGENTLOAD_ENGINE_URL", "http://127.0.0.1:18500/v1").rstrip("/")
     root = url.removesuffix("/v1")
-    try:
-        with urllib.request.urlopen(f"{root}/props", timeout=10) as resp:
-            props = json.load(resp)
-    except (OSError, ValueError) as exc:
-        reason = (
-            f"no llama-server answers at {root} ({exc}); start one: scripts/llama-server.sh start"
-        )
+    why = _wait_for_engine_start()
+    props: dict[str, Any] = {}
+    if why is None:
+        try:
+            with urllib.request.urlopen(f"{root}/props", timeout=10) as resp:
+                props = json.load(resp)
+        except (OSError, ValueError) as exc:
+            why = f"no llama-server answers at {root} ({exc}); start one: scripts/llama-server.sh start"
+    if why is not None:
         if engine_required():
-            pytest.fail(f"{reason} (AGENTLOAD_REQUIRE_ENGINE=1 turns this skip into a failure)")
-        pytest.skip(reason)
+            pytest.fail(f"{why} (AGENTLOAD_REQUIRE_ENGINE=1 turns this skip into a failure)")
+        pytest.skip(why)
     settings = props.get("default_generation_settings") or {}
     return Engine(
         url=url,

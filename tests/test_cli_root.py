@@ -106,3 +106,10 @@ def test_echoed_input_cannot_break_the_line(capsys: pytest.CaptureFixture[str]) 
     assert code == 2
     assert err.count("\n") == 1 and "\\r\\nforged line\\x1b[2J" in err, err
     assert one_line("a\u202eb\x00") == "a\\u202eb\\x00"
+
+
+def test_one_line_clips_a_pasted_server_error() -> None:
+    line = one_line("endpoint said: " + "y" * 1100)
+    assert line.startswith("endpoint said: yyy") and line.endswith("[515 more characters]")
+    assert len(line) < 650
+    assert one_line("short") == "short"

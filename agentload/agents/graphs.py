@@ -7,6 +7,7 @@ Orchestrator::
                  │                    ├→ test_runner ───┼→ collect → agent   run concurrently)
                  │                    ├→ file_reader ───┘
                  │                    ├→ follow_up → agent  (answered early: the user's next request)
+                 │                    ├→ resume → agent  (the reply was cut at max_tokens)
                  └────────────────────┴→ END  (done; limits raise SessionEnd)
 
 * ``agent``: one model call with the whole history. A limit it reaches (``context_target``,
@@ -15,6 +16,10 @@ Orchestrator::
 * ``follow_up``: the model answered (no tool calls) before the context target and the
   scenario has follow-ups left: the next one becomes a new user message, as a person keeps a
   coding-agent session going. Without any left, the answer ends the session (``done``).
+* ``resume``: the reply was cut at the length limit (``finish_reason: length``) without tool
+  calls: a cut reply is not an answer, so the harness asks the model to continue, as a person
+  would. A reply cut inside a tool call is handled by ``tools`` (the call is malformed: a tool
+  error says so). After ``MAX_CUT_REPLIES`` cut replies in a row the session ends ``length``.
 * ``tools``: the reply's direct tool calls through the toolbox (concurrently unless one edits).
 * ``code_search`` / ``test_runner`` / ``file_reader``: one ``delegate`` call each: a sub-agent
   with a fresh context runs to its summary (at most ``max_parallel_delegations`` at a time).
@@ -24,7 +29,11 @@ Orchestrator::
 Sub-agent (one graph per kind)::
 
     START → agent ─route_subagent─┬→ tools → agent
+                                  ├→ resume → agent  (cut at max_tokens, turns left)
                                   └→ finish → END
+
+A sub-agent's reply cut at the length limit is resumed the same way while it has turns left
+(at most ``MAX_CUT_REPLIES`` in a row); a summary still cut says so.
 
 The session-scoped pieces (endpoint client, toolbox, recorder) come in as the run-time context
 (``AgentRuntime``), so the graphs compile once per process.
@@ -53,6 +62,8 @@ from agentload.agents.steps import (
 from agentload.agents.tracing import ToolFacts
 
 __all__ = [
+    "MAX_CUT_REPLIES",
+    "RESUME_PROMPT",
     "OrchestratorState",
     "SubagentState",
     "build_orchestrator_graph",
@@ -62,6 +73,16 @@ __all__ = [
     "route_subagent",
     "subagent_graph",
 ]
+
+
+MAX_CUT_REPLIES = 3
+"""The most replies in a row an agent may have cut at ``max_tokens``; the orchestrator's next one
+ends the session ``length`` (a sub-agent's, its run)."""
+RESUME_PROMPT = (
+    "Your last reply was cut off at the output limit of {max_tokens} tokens. Continue from "
+    "where it stopped, more briefly, or call a tool."
+)
+"""The user message that asks an agent to go on after a reply cut at the length limit."""
 
 
 def _append(old: list[Any], new: list[Any]) -> list[Any]:
@@ -87,6 +108,7 @@ class OrchestratorState(TypedDict, total=False):
     depends_on: list[str]
     results: Annotated[dict[int, ToolOutcome], _merge_results]
     follow_ups_sent: int
+    cuts: int
 
 
 class SubagentState(TypedDict, total=False):
@@ -100,6 +122,7 @@ class SubagentState(TypedDict, total=False):
     seq: int
     depends_on: list[str]
     summary: str
+    cuts: int
 
 
 class ToolsTask(TypedDict):
@@ -137,13 +160,21 @@ async def orchestrator_agent(
         messages=state["messages"],
         tools=contract.tool_schemas(s.orchestrator_tools),
         depends_on=state.get("depends_on", []),
+        max_tokens=s.max_tokens,
     )
     rt.last_orch_end_ns = rt.clock()
     # context_target is in server tokens: the server's count, else ours times the run's ratio.
     server = turn.result.prompt_tokens
     if (server if server is not None else turn.prompt_tokens * s.token_ratio) >= s.context_target:
         raise SessionEnd("context_target")
-    done = not turn.tool_calls and not _follow_ups_left(state, s)
+    cuts = _cuts(state.get("cuts", 0), turn.cut)
+    if cuts >= MAX_CUT_REPLIES:
+        raise SessionEnd(
+            "length",
+            f"{cuts} orchestrator replies in a row were cut at max_tokens {s.max_tokens} "
+            "(finish_reason length)",
+        )
+    done = not turn.tool_calls and not cuts and not _follow_ups_left(state, s)
     if not done and seq + 1 >= s.max_rounds:
         raise SessionEnd("max_rounds")
     return {
@@ -151,7 +182,13 @@ async def orchestrator_agent(
         "tool_calls": turn.tool_calls,
         "call_id": turn.call_id,
         "seq": seq + 1,
+        "cuts": cuts,
     }
+
+
+def _cuts(before: int, cut: bool) -> int:
+    """Replies cut at the length limit in a row, this one included."""
+    return before + 1 if cut else 0
 
 
 def _follow_ups_left(state: OrchestratorState, settings: AgentSettings) -> bool:
@@ -162,9 +199,12 @@ def _follow_ups_left(state: OrchestratorState, settings: AgentSettings) -> bool:
 def route_orchestrator(
     state: OrchestratorState, *, runtime: Runtime[AgentRuntime]
 ) -> list[Send] | str:
-    """After an answer without tool calls: ``follow_up`` while the scenario has follow-ups left,
-    else END (the task is done); otherwise one ``Send`` per delegation and one for direct tools."""
+    """After a reply without tool calls: ``resume`` when it was cut at the length limit, else
+    ``follow_up`` while the scenario has follow-ups left, else END (the task is done);
+    otherwise one ``Send`` per delegation and one for direct tools."""
     if not state.get("tool_calls"):
+        if state.get("cuts", 0):
+            return "resume"
         return "follow_up" if _follow_ups_left(state, runtime.context.settings) else END
     call_id = state["call_id"]
     sends: list[Send] = []
@@ -270,6 +310,24 @@ async def follow_up(state: OrchestratorState, *, runtime: Runtime[AgentRuntime])
     }
 
 
+async def orchestrator_resume(
+    state: OrchestratorState, *, runtime: Runtime[AgentRuntime]
+) -> dict[str, Any]:
+    """After a reply cut at the length limit: a user message asking to go on."""
+    rt = runtime.context
+    agent_id = orchestrator_id(rt.session_id)
+    return await _resume(rt, agent_id, rt.settings.max_tokens, state.get("call_id"))
+
+
+async def _resume(
+    rt: AgentRuntime, agent_id: str, max_tokens: int | None, after: str | None
+) -> dict[str, Any]:
+    """``RESUME_PROMPT`` as the next user message (recorded as a ``continue`` event)."""
+    await rt.recorder.event("continue", agent_id=agent_id, after=after)
+    prompt = RESUME_PROMPT.format(max_tokens=max_tokens if max_tokens is not None else "?")
+    return {"messages": [{"role": "user", "content": prompt}], "depends_on": []}
+
+
 def collect(state: OrchestratorState) -> dict[str, Any]:
     """Append the tool results in tool-call order; the next call depends on them."""
     results = state.get("results", {})
@@ -293,16 +351,18 @@ def build_orchestrator_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
         g.add_node(kind, delegate, input_schema=DelegateTask)
     g.add_node("collect", collect)
     g.add_node("follow_up", follow_up)
+    g.add_node("resume", orchestrator_resume)
     g.add_edge(START, "agent")
     g.add_conditional_edges(
         "agent",
         route_orchestrator,
-        path_map=["tools", *contract.SUBAGENT_ROLES, "follow_up", END],
+        path_map=["tools", *contract.SUBAGENT_ROLES, "follow_up", "resume", END],
     )
     for name in ("tools", *contract.SUBAGENT_ROLES):
         g.add_edge(name, "collect")
     g.add_edge("collect", "agent")
     g.add_edge("follow_up", "agent")
+    g.add_edge("resume", "agent")
     return g.compile(name="orchestrator")
 
 
@@ -319,20 +379,26 @@ async def subagent_agent(state: SubagentState, *, runtime: Runtime[AgentRuntime]
         messages=state["messages"],
         tools=contract.tool_schemas(sub.tools),
         depends_on=state.get("depends_on", []),
+        max_tokens=sub.max_tokens,
     )
     return {
         "messages": [turn.message],
         "tool_calls": turn.tool_calls,
         "call_id": turn.call_id,
         "seq": seq + 1,
+        "cuts": _cuts(state.get("cuts", 0), turn.cut),
     }
 
 
 def route_subagent(state: SubagentState, *, runtime: Runtime[AgentRuntime]) -> str:
-    """``tools`` while the reply calls tools and turns remain; else ``finish``."""
+    """While turns remain: ``tools`` when the reply calls tools, ``resume`` when it was cut at
+    the length limit (fewer than ``MAX_CUT_REPLIES`` in a row); else ``finish``."""
     max_turns = runtime.context.settings.subagents[state["role"]].max_turns
-    if state.get("tool_calls") and state.get("seq", 0) < max_turns:
-        return "tools"
+    if state.get("seq", 0) < max_turns:
+        if state.get("tool_calls"):
+            return "tools"
+        if 0 < state.get("cuts", 0) < MAX_CUT_REPLIES:
+            return "resume"
     return "finish"
 
 
@@ -352,12 +418,23 @@ async def subagent_tools(state: SubagentState, *, runtime: Runtime[AgentRuntime]
     }
 
 
+async def subagent_resume(
+    state: SubagentState, *, runtime: Runtime[AgentRuntime]
+) -> dict[str, Any]:
+    """After a sub-agent's reply cut at the length limit: a user message asking to go on."""
+    rt = runtime.context
+    sub = rt.settings.subagents[state["role"]]
+    return await _resume(rt, state["agent_id"], sub.max_tokens, state.get("call_id"))
+
+
 def subagent_finish(state: SubagentState) -> dict[str, Any]:
     """The summary: the last reply's text (or a note when it stopped without one)."""
     last = state["messages"][-1] if state.get("messages") else {}
     text = str(last.get("content") or "").strip() if last.get("role") == "assistant" else ""
     if not text:
         text = f"({state['role']} stopped after {state.get('seq', 0)} calls without a summary)"
+    elif state.get("cuts", 0):
+        text += "\n[this summary was cut at the length limit]"
     return {"summary": text}
 
 
@@ -368,10 +445,12 @@ def build_subagent_graph(kind: str) -> CompiledStateGraph[Any, Any, Any, Any]:
     g = StateGraph(SubagentState, context_schema=AgentRuntime)
     g.add_node("agent", subagent_agent)
     g.add_node("tools", subagent_tools)
+    g.add_node("resume", subagent_resume)
     g.add_node("finish", subagent_finish)
     g.add_edge(START, "agent")
-    g.add_conditional_edges("agent", route_subagent, path_map=["tools", "finish"])
+    g.add_conditional_edges("agent", route_subagent, path_map=["tools", "resume", "finish"])
     g.add_edge("tools", "agent")
+    g.add_edge("resume", "agent")
     g.add_edge("finish", END)
     return g.compile(name=kind)
 

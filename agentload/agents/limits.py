@@ -12,6 +12,8 @@ Reasons (recorded as ``session.end_reason``):
 * ``wall_budget``    the session's wall-clock budget ran out
 * ``endpoint_error`` the endpoint kept failing after the retries
 * ``context_limit``  the endpoint refused a prompt longer than its context
+* ``length``         the orchestrator's replies kept being cut at ``max_tokens``
+                     (``finish_reason: length``) after the continuations the harness asks for
 * ``interrupted``    Ctrl-C / SIGTERM
 * ``error``          a bug or an unexpected failure (the message says which)
 """
@@ -31,18 +33,22 @@ END_REASONS: Final = (
     "wall_budget",
     "endpoint_error",
     "context_limit",
+    "length",
     "interrupted",
     "error",
 )
 
 
 class SessionEnd(Exception):
-    """Ends a session cleanly with a recorded reason."""
+    """Ends a session cleanly with a recorded reason; ``cause`` says more where one reason has
+    several (an ``endpoint_error`` after the retries, or a request the endpoint will refuse
+    again: ``agentload.agents.llm.classify``)."""
 
-    def __init__(self, reason: str, detail: str = "") -> None:
+    def __init__(self, reason: str, detail: str = "", *, cause: str | None = None) -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+        self.cause = cause
 
 
 class Deadline:

@@ -9,13 +9,17 @@ the last chunk. Timings are ``time.perf_counter_ns`` readings (injectable ``cloc
 every chunk, first token (first content or tool-call delta), last token. Tool-call deltas are
 reassembled by their ``index``.
 
-Failures: connection errors, timeouts, 429 and 5xx, a stream cut or garbled mid-way, and a
-stream that ends before its reply is complete are retried (``retries`` times, exponential
-backoff, each retry reported through ``on_retry`` just before it is sent); then
+Failures are classified once (:func:`classify`): connection errors, timeouts, a stream cut or
+garbled, 429, 502/503/504 and a plain 500 are retried (``retries`` times, exponential backoff,
+each retry reported through ``on_retry`` just before it is sent); then
 ``SessionEnd("endpoint_error")``. When the server says how long to wait (``Retry-After``:
 seconds or an HTTP date, as rate-limited APIs send with 429/503), the wait is at least that, up
-to ``max_retry_after_s``. A 400 that says the prompt is too long is ``SessionEnd("context_limit")``
-at once.
+to ``max_retry_after_s``. An error that says the prompt is too long is
+``SessionEnd("context_limit")`` at once; one that will repeat — another 4xx (400, 401, 404,
+422), a 500 whose text says the request is malformed (llama.cpp's "Failed to parse tool call
+arguments as JSON"), or a 500 whose text is the previous attempt's — is
+``SessionEnd("endpoint_error")`` at once. ``SessionEnd.cause`` names the class; the server's
+text is clipped (``agentload.errortext.clip``) and its secrets masked.
 
 Time limits: one attempt — connecting, the first byte, every gap between chunks and the whole
 stream — gets at most ``call_timeout_s``; a stream that stalls, drips or never ends is cut
@@ -35,14 +39,14 @@ import email.utils
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import openai
 import orjson
 
 from agentload.agents.limits import Deadline, SessionEnd
 from agentload.auth import api_key_from_env, redact_text, redact_url, split_base_url
-from agentload.errortext import is_context_overflow
+from agentload.errortext import clip, is_context_overflow, is_request_error
 
 try:  # openai >= 3 speaks through its `httpx2` fork; older releases through httpx itself
     import httpx2
@@ -55,6 +59,8 @@ __all__ = [
     "DUMMY_API_KEY",
     "ChatClient",
     "LLMResult",
+    "Verdict",
+    "classify",
 ]
 
 DUMMY_API_KEY = "agentload-simulator"
@@ -64,6 +70,7 @@ _RAW = "X-Stainless-Raw-Response"
 
 Clock = Callable[[], int]
 RetryHook = Callable[[int, str], Awaitable[None]]
+ChunkHook = Callable[[int], None]
 
 
 @dataclass
@@ -134,42 +141,47 @@ class ChatClient:
         body: dict[str, Any],
         on_retry: RetryHook | None = None,
         deadline: Deadline | None = None,
+        on_chunk: ChunkHook | None = None,
     ) -> LLMResult:
         """Send ``body`` (streamed); retry transient failures; raise ``SessionEnd`` at the end
-        (see the module docstring for the time limits)."""
+        (see the module docstring for the time limits and the error classes). ``on_chunk``
+        gets the count of reply chunks (text or tool-call deltas) the attempt has received so
+        far, after each one."""
         attempt = 0
+        last: str | None = None
         while True:
             attempt += 1
             left = deadline.remaining_s() if deadline is not None else None
             by_budget = left is not None and left < self.call_timeout_s
             try:
                 async with asyncio.timeout(left if by_budget else self.call_timeout_s):
-                    result = await self._once(body)
+                    result = await self._once(body, on_chunk)
             except TimeoutError:
                 if by_budget:
                     raise SessionEnd(
                         "wall_budget",
                         f"the session's wall-clock budget ran out during a call to "
                         f"{self.base_url} (attempt {attempt})",
+                        cause="wall_budget",
                     ) from None
                 text = f"no complete reply within {self.call_timeout_s:g}s (--call-timeout)"
-            except openai.BadRequestError as exc:
-                text = _error_text(exc)
-                if is_context_overflow(text):
-                    raise SessionEnd("context_limit", text) from None
-                raise SessionEnd("endpoint_error", f"{self.base_url}: {text}") from None
-            except (openai.NotFoundError, openai.AuthenticationError) as exc:
-                raise SessionEnd("endpoint_error", f"{self.base_url}: {_error_text(exc)}") from None
+                await self._wait_to_retry(attempt, text, None, on_retry, deadline)
             except (openai.APIConnectionError, openai.APIStatusError, _StreamBroken) as exc:
                 text = _error_text(exc)
-                if isinstance(exc, openai.APIStatusError) and is_context_overflow(text):
-                    raise SessionEnd("context_limit", text) from None
+                verdict = classify(exc, text, last)
+                if verdict == "context_overflow":
+                    raise SessionEnd("context_limit", text, cause=verdict) from None
+                if verdict != "transient":
+                    raise SessionEnd(
+                        "endpoint_error",
+                        f"{self.base_url}: {text} (not retried: {_WHY[verdict]})",
+                        cause=verdict,
+                    ) from None
+                last = text
                 await self._wait_to_retry(attempt, text, _retry_after_s(exc), on_retry, deadline)
-                continue
             else:
                 result.attempts = attempt
                 return result
-            await self._wait_to_retry(attempt, text, None, on_retry, deadline)
 
     async def _wait_to_retry(
         self,
@@ -183,7 +195,9 @@ class ChatClient:
         left (``endpoint_error``) or the wait would outlast the wall budget (``wall_budget``)."""
         if attempt > self.retries:
             raise SessionEnd(
-                "endpoint_error", f"{self.base_url}: {text} (after {attempt} attempts)"
+                "endpoint_error",
+                f"{self.base_url}: {text} (after {attempt} attempts)",
+                cause="retries_exhausted",
             )
         delay = self.backoff_s * 2 ** (attempt - 1)
         if asked is not None:
@@ -194,15 +208,16 @@ class ChatClient:
             raise SessionEnd(
                 "wall_budget",
                 f"{self.base_url}: {text}; the wall-clock budget ends before the retry",
+                cause="wall_budget",
             )
         await asyncio.sleep(delay)
         if on_retry is not None:
             await on_retry(attempt, text)
 
-    async def _once(self, body: dict[str, Any]) -> LLMResult:
+    async def _once(self, body: dict[str, Any], on_chunk: ChunkHook | None) -> LLMResult:
         clock = self.clock
         payload = orjson.dumps({**body, "stream": True, "stream_options": {"include_usage": True}})
-        acc = _Accumulator()
+        acc = _Accumulator(on_chunk)
         submit = clock()
         # The SDK's HTTP layer (auth, base URL, errors mapped to openai.APIStatusError), with
         # the stream read raw: its typed stream builds a pydantic object per chunk, which was
@@ -243,7 +258,9 @@ class ChatClient:
 class _Accumulator:
     """Reassembles streamed chunks: text, tool calls by index, usage, per-chunk times."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_chunk: ChunkHook | None = None) -> None:
+        self.on_chunk = on_chunk
+        self.deltas = 0
         self.offsets: list[int] = []
         self.first: int | None = None
         self.last: int | None = None
@@ -257,7 +274,7 @@ class _Accumulator:
         if chunk.get("error"):
             err = chunk["error"]
             msg = err.get("message") if isinstance(err, dict) else str(err)
-            raise _StreamBroken(f"error in the stream: {msg}")
+            raise _StreamBroken(f"error in the stream: {msg}", server=True)
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         for choice in chunk.get("choices") or ():
@@ -283,6 +300,9 @@ class _Accumulator:
                 if self.first is None:
                     self.first = now
                 self.last = now
+                self.deltas += 1
+                if self.on_chunk is not None:
+                    self.on_chunk(self.deltas)
             if choice.get("finish_reason"):
                 self.finish = choice["finish_reason"]
 
@@ -303,7 +323,65 @@ class _Accumulator:
 
 
 class _StreamBroken(Exception):
-    """The connection dropped in the middle of a stream (retried like a connection error)."""
+    """The stream broke off, was garbled or carried an error event (``server``: the server's
+    own error text, classified like an error response's)."""
+
+    def __init__(self, text: str, *, server: bool = False) -> None:
+        super().__init__(text)
+        self.server = server
+
+
+Verdict = Literal["transient", "context_overflow", "bad_request", "request_error", "repeated"]
+"""What a failed attempt means: retry it, or end the session (``context_limit`` for an
+overflow, ``endpoint_error`` for the rest)."""
+
+_TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 502, 503, 504})
+_WHY: dict[str, str] = {
+    "bad_request": "the endpoint refused the request, and would refuse it again",
+    "request_error": "the server says the request itself is malformed",
+    "repeated": "the same error came back on the retry",
+}
+
+
+def classify(exc: BaseException, text: str, last: str | None) -> Verdict:
+    """The one classification of a failed attempt (``text``: its error text; ``last``: the
+    previous attempt's, if it failed too):
+
+    * an error whose text (or OpenAI ``code``/``type``) says the prompt does not fit:
+      ``context_overflow``, at any status;
+    * 408, 409, 425, 429, 502, 503, 504, connection errors, timeouts, a stream cut or garbled:
+      ``transient`` (retried with backoff);
+    * any other 4xx (400, 401, 403, 404, 422 ...): ``bad_request``;
+    * another 5xx (a plain 500): ``transient``, unless its text says the request itself is
+      malformed (``request_error``, as llama.cpp's "Failed to parse tool call arguments as
+      JSON") or the previous attempt failed with the same text (``repeated``).
+    """
+    if isinstance(exc, openai.APIStatusError):
+        if is_context_overflow(f"{text} {_error_code(exc)}"):
+            return "context_overflow"
+        status = exc.status_code
+        if status in _TRANSIENT_STATUS:
+            return "transient"
+        if status < 500:
+            return "bad_request"
+        if is_request_error(text):
+            return "request_error"
+        return "repeated" if text == last else "transient"
+    if isinstance(exc, _StreamBroken) and exc.server:
+        if is_context_overflow(text):
+            return "context_overflow"
+        if is_request_error(text):
+            return "request_error"
+    return "transient"
+
+
+def _error_code(exc: openai.APIStatusError) -> str:
+    """The OpenAI-style ``code`` and ``type`` of an error body (``context_length_exceeded``)."""
+    body = exc.body
+    err = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(err, dict):
+        return ""
+    return " ".join(str(err[k]) for k in ("code", "type") if isinstance(err.get(k), str))
 
 
 def _retry_after_s(exc: BaseException) -> float | None:
@@ -327,8 +405,9 @@ def _retry_after_s(exc: BaseException) -> float | None:
 
 
 def _error_text(exc: BaseException) -> str:
-    """One line of what went wrong, secrets masked (a server may echo the key it was sent)."""
-    return redact_text(_raw_error_text(exc)).replace("\n", " ")
+    """One line of what went wrong, secrets masked (a server may echo the key it was sent),
+    the server's text clipped (``agentload.errortext.clip``)."""
+    return clip(redact_text(_raw_error_text(exc)).replace("\n", " "))
 
 
 def _raw_error_text(exc: BaseException) -> str:

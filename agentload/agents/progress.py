@@ -1,8 +1,10 @@
 """Progress of a generate run: a rich live table on a terminal, plain lines otherwise.
 
 Per session: status, the orchestrator's current context (server-reported prompt tokens of its
-last call), LLM calls, agents, tool time; overall: tokens and tokens/s. Both displays read the
-sessions' live ``SessionStats``; time comes from an injectable ns clock.
+last call), LLM calls, agents, tool time, and the calls in flight with the reply chunks they
+have streamed so far and how long they have run (so a long or runaway reply is visible while it
+runs); overall: tokens and tokens/s. Both displays read the sessions' live ``SessionStats``;
+time comes from an injectable ns clock.
 
     progress = make_progress(console, context_target=400_000)
     async with progress:
@@ -26,7 +28,7 @@ from rich.text import Text
 
 from agentload.agents.tracing import SessionStats
 
-__all__ = ["LiveProgress", "PlainProgress", "make_progress", "summary_table"]
+__all__ = ["LiveProgress", "PlainProgress", "make_progress", "streaming", "summary_table"]
 
 Clock = Callable[[], int]
 
@@ -38,6 +40,17 @@ def _k(n: int | None) -> str:
     if n >= 1_000_000:
         return f"{n / 1e6:.2f}M"
     return f"{n / 1000:.1f}K" if n >= 1000 else str(n)
+
+
+def streaming(stats: SessionStats, now_ns: int) -> str:
+    """The session's calls in flight: ``1 call: 1,234 chunks, 200s`` (``""``: none)."""
+    live = list(stats.live.values())
+    if not live:
+        return ""
+    chunks = sum(c.chunks for c in live)
+    oldest = max(0, now_ns - min(c.start_ns for c in live)) / 1e9
+    calls = "1 call" if len(live) == 1 else f"{len(live)} calls"
+    return f"{calls}: {chunks:,} chunks, {oldest:.0f}s"
 
 
 class _Base:
@@ -88,8 +101,18 @@ class LiveProgress(_Base):
 
     def render(self) -> Group:
         t = Table(box=None, pad_edge=False, header_style="bold")
-        for col in ("session", "status", "orchestrator context", "calls", "agents", "tool s"):
+        cols = (
+            "session",
+            "status",
+            "orchestrator context",
+            "calls",
+            "agents",
+            "tool s",
+            "streaming",
+        )
+        for col in cols:
             t.add_column(col, justify="left" if col in ("session", "status") else "right")
+        now = self.clock()
         for s in self.sessions:
             ctx = s.orch_last_prompt
             pct = f" ({100 * ctx / self.context_target:.0f}%)" if ctx else ""
@@ -100,6 +123,7 @@ class LiveProgress(_Base):
                 str(s.calls),
                 str(s.agents),
                 f"{s.tool_ns / 1e9:.1f}",
+                streaming(s, now) if s.end_reason is None else "",
             )
         return Group(t, Text(self.overall_line(), style="dim"))
 
@@ -143,12 +167,17 @@ class PlainProgress(_Base):
         )
 
     def status_lines(self) -> list[str]:
-        lines = [
-            f"{s.session_id}: {s.status} · context {_k(s.orch_last_prompt)} · {s.calls} calls"
-            f" · tools {s.tool_ns / 1e9:.1f}s"
-            for s in self.sessions
-            if s.end_reason is None
-        ]
+        now = self.clock()
+        lines = []
+        for s in self.sessions:
+            if s.end_reason is not None:
+                continue
+            line = (
+                f"{s.session_id}: {s.status} · context {_k(s.orch_last_prompt)} · {s.calls} "
+                f"calls · tools {s.tool_ns / 1e9:.1f}s"
+            )
+            live = streaming(s, now)
+            lines.append(f"{line} · streaming {live}" if live else line)
         return [*lines, self.overall_line()]
 
     async def _tick(self) -> None:

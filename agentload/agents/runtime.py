@@ -62,11 +62,12 @@ class ToolRunner(Protocol):
 
 @dataclass(frozen=True)
 class SubagentSettings:
-    """One sub-agent kind: its system prompt, tools and turn limit."""
+    """One sub-agent kind: its system prompt, tools, turn limit and reply length limit."""
 
     system_prompt: str
     tools: tuple[str, ...]
     max_turns: int
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class AgentSettings:
     max_parallel_delegations: int
     subagents: dict[str, SubagentSettings]
     max_tokens: int | None = None
+    """The orchestrator's ``max_tokens`` (sent on each of its calls)."""
     temperature: float | None = None
     seed: int | None = None
     follow_ups: tuple[str, ...] = ()

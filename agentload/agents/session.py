@@ -68,6 +68,7 @@ def agent_settings(
             system_prompt=build_subagent_prompt(spec.system_prompt),
             tools=tuple(spec.tools),
             max_turns=spec.max_turns,
+            max_tokens=spec.max_tokens,
         )
         for kind, spec in scenario.subagents.items()
     }
@@ -78,6 +79,7 @@ def agent_settings(
         context_target=scenario.context_target,
         max_parallel_delegations=scenario.orchestrator.max_parallel_delegations,
         subagents=subs,
+        max_tokens=scenario.orchestrator.max_tokens,
         seed=seed,
         follow_ups=tuple(scenario.follow_ups),
         token_ratio=token_ratio,

@@ -2,12 +2,18 @@
 
 Both are plain async functions of the ``AgentRuntime`` so the graphs stay short and every
 agent (orchestrator or sub-agent) records the same way.
+
+Every call sends the agent's ``max_tokens``. A reply's tool calls are read once here
+(``agentload.tools.arguments``): a malformed one (arguments not valid JSON, or not an object,
+as a reply cut at ``max_tokens`` leaves them) is carried onward with its arguments repaired or
+``{}``, so the history stays valid for the server, is never run, and gets a tool error that
+says what was wrong; the model's own text is kept on its ``tool_call`` record
+(``raw_arguments``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,14 +21,14 @@ from agentload import contract
 from agentload.agents.limits import SessionEnd
 from agentload.agents.llm import LLMResult
 from agentload.agents.runtime import AgentRuntime, agent_call_id, tool_call_id
-from agentload.agents.tracing import ToolFacts
+from agentload.agents.tracing import LiveCall, ToolFacts
 from agentload.recorder.capture import assistant_message
+from agentload.tools.arguments import read_arguments
 
 __all__ = [
     "ModelTurn",
     "ToolOutcome",
     "call_model",
-    "parse_arguments",
     "run_tool",
     "run_tools",
     "tool_message",
@@ -33,8 +39,9 @@ __all__ = [
 class ModelTurn:
     """One recorded model call: its id, the reply as the next request carries it, usage.
 
-    ``tool_calls`` carry the agents' own ids (``tool_call_id``) plus the server's id under
-    ``model_id`` (not sent: ``message`` holds the clean calls).
+    ``tool_calls`` carry the agents' own ids (``tool_call_id``) plus, not sent (``message``
+    holds the clean calls), the server's id under ``model_id`` and, for a malformed call, the
+    model's own arguments under ``raw_arguments`` and what is wrong under ``problem``.
     """
 
     call_id: str
@@ -42,6 +49,11 @@ class ModelTurn:
     tool_calls: list[dict[str, Any]]
     prompt_tokens: int
     result: LLMResult
+
+    @property
+    def cut(self) -> bool:
+        """The reply was cut at the length limit (``finish_reason: length``)."""
+        return self.result.finish_reason == "length"
 
 
 @dataclass(frozen=True)
@@ -52,14 +64,6 @@ class ToolOutcome:
     tool_call_id: str
     text: str
     depends_id: str
-
-
-def parse_arguments(raw: str) -> Any:
-    """The model's JSON arguments, or the raw string when they do not parse."""
-    try:
-        return json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        return raw
 
 
 def tool_message(tool_call_id: str, text: str) -> dict[str, Any]:
@@ -75,6 +79,7 @@ async def call_model(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]],
     depends_on: list[str],
+    max_tokens: int | None = None,
 ) -> ModelTurn:
     """Send the agent's whole history; record the call; raise ``SessionEnd`` on limits."""
     rt.deadline.check()
@@ -82,8 +87,8 @@ async def call_model(
     body: dict[str, Any] = {"model": s.model, "messages": messages}
     if tools:
         body["tools"] = tools
-    if s.max_tokens is not None:
-        body["max_tokens"] = s.max_tokens
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
     if s.temperature is not None:
         body["temperature"] = s.temperature
     if s.seed is not None:
@@ -100,7 +105,8 @@ async def call_model(
             "retry", agent_id=agent_id, call_id=call_id, attempt=attempt, error=error
         )
 
-    async def failure(reason: str, error: str) -> None:
+    async def failure(reason: str, error: str, cause: str | None = None) -> None:
+        extra = {"cause": cause} if cause else {}
         await rt.recorder.event(
             "error",
             agent_id=agent_id,
@@ -109,17 +115,24 @@ async def call_model(
             reason=reason,
             error=error,
             elapsed_s=round((rt.clock() - start) / 1e9, 3),
+            **extra,
         )
 
+    live = rt.recorder.stats.live[call_id] = LiveCall(start)
     try:
-        result = await rt.client.complete(body, on_retry=on_retry, deadline=rt.deadline)
+        result = await rt.client.complete(
+            body, on_retry=on_retry, deadline=rt.deadline, on_chunk=live.streamed
+        )
     except SessionEnd as end:
-        await failure(end.reason, end.detail)
+        await failure(end.reason, end.detail, end.cause)
         raise
     except asyncio.CancelledError:  # Ctrl-C, SIGTERM, or a sibling's end cancels the call
         await failure("cancelled", "the call was cancelled while in flight")
         raise
-    calls = [{**tc, "id": tool_call_id(call_id, i)} for i, tc in enumerate(result.tool_calls)]
+    finally:
+        rt.recorder.stats.live.pop(call_id, None)
+    read = [_read_call(tc, call_id, i, result) for i, tc in enumerate(result.tool_calls)]
+    calls = [sent for sent, _ in read]
     rec = await rt.recorder.llm_call(
         call_id=call_id,
         agent_id=agent_id,
@@ -134,13 +147,37 @@ async def call_model(
     return ModelTurn(
         call_id=call_id,
         message=assistant_message(result.content, calls),
-        tool_calls=[
-            {**tc, "model_id": str(orig.get("id", ""))}
-            for tc, orig in zip(calls, result.tool_calls, strict=True)
-        ],
+        tool_calls=[{**sent, **notes} for sent, notes in read],
         prompt_tokens=prompt if prompt is not None else rec.usage.prompt_tokens_ours,
         result=result,
     )
+
+
+def _read_call(
+    tc: dict[str, Any], call_id: str, index: int, result: LLMResult
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One tool call of a reply: as the history carries it (the agents' id, arguments valid
+    JSON), and the notes the graph keeps beside it (the server's id; for a malformed call the
+    model's text and what is wrong with it)."""
+    fn = tc.get("function") or {}
+    raw = str(fn.get("arguments") or "")
+    args = read_arguments(raw)
+    sent = {
+        **tc,
+        "id": tool_call_id(call_id, index),
+        "function": {**fn, "name": str(fn.get("name") or ""), "arguments": args.sent},
+    }
+    notes: dict[str, Any] = {"model_id": str(tc.get("id", ""))}
+    if args.sent != raw:
+        notes["raw_arguments"] = raw
+    if args.problem is not None:
+        problem = args.problem
+        if result.finish_reason == "length":
+            problem = (
+                f"the reply was cut at the length limit (max_tokens) inside this call, so {problem}"
+            )
+        notes["problem"] = f"{problem}; the call was not run: send it again, complete"
+    return sent, notes
 
 
 async def run_tool(
@@ -158,12 +195,16 @@ async def run_tool(
     raw = str(fn.get("arguments", ""))
     rid = str(tool_call["id"])
     model_id = str(tool_call.get("model_id", ""))
-    args = parse_arguments(raw)
-    if name not in allowed or name == contract.DELEGATE:
+    args = read_arguments(raw).value
+    problem = tool_call.get("problem")
+    if problem or name not in allowed or name == contract.DELEGATE:
         now = rt.clock()
-        error = f"unknown tool {name!r}; available: {', '.join(allowed)}"
-        if name == contract.DELEGATE:
+        if problem:
+            error = f"{name or 'tool call'}: {problem}"
+        elif name == contract.DELEGATE:
             error = _delegate_error(args)
+        else:
+            error = f"unknown tool {name!r}; available: {', '.join(allowed)}"
         facts = ToolFacts(start_ns=now, end_ns=now, error=error)
         text = f"error: {error}"
     else:
@@ -185,9 +226,10 @@ async def run_tool(
         agent_id=agent_id,
         llm_call_id=call_id,
         name=name,
-        arguments=args,
+        arguments=args if args is not None else {},
         facts=facts,
         model_call_id=model_id or None,
+        raw_arguments=tool_call.get("raw_arguments"),
     )
     return ToolOutcome(index=index, tool_call_id=rid, text=text, depends_id=rid)
 
@@ -215,7 +257,7 @@ async def run_tools(
     return [await one(i, tc) for i, tc in calls]
 
 
-def _delegate_error(args: Any) -> str:
+def _delegate_error(args: dict[str, Any] | None) -> str:
     kinds = ", ".join(contract.SUBAGENT_ROLES)
     if not isinstance(args, dict):
         return f"delegate: arguments must be a JSON object with 'kind' ({kinds}) and 'task'"
@@ -226,12 +268,13 @@ def _delegate_error(args: Any) -> str:
 
 
 def valid_delegation(tool_call: dict[str, Any], kinds: tuple[str, ...]) -> tuple[str, str] | None:
-    """``(kind, task)`` of a well-formed ``delegate`` call to a configured kind, else None."""
+    """``(kind, task)`` of a well-formed ``delegate`` call to a configured kind, else None (a
+    malformed one, even repaired, is never run)."""
     fn = tool_call.get("function") or {}
-    if fn.get("name") != contract.DELEGATE:
+    if fn.get("name") != contract.DELEGATE or tool_call.get("problem"):
         return None
-    args = parse_arguments(str(fn.get("arguments", "")))
-    if not isinstance(args, dict):
+    args = read_arguments(str(fn.get("arguments", ""))).value
+    if args is None:
         return None
     kind, task = args.get("kind"), args.get("task")
     if kind in kinds and isinstance(task, str) and task.strip():

@@ -32,7 +32,7 @@ from agentload.recorder.schema import (
     ToolCallRecord,
 )
 
-__all__ = ["SessionRecorder", "SessionStats", "ToolFacts"]
+__all__ = ["LiveCall", "SessionRecorder", "SessionStats", "ToolFacts"]
 
 
 @dataclass
@@ -48,6 +48,18 @@ class ToolFacts:
     truncated: bool = False
     sandbox_id: str | None = None
     error: str | None = None
+
+
+@dataclass
+class LiveCall:
+    """A model call in flight: when it was sent and the reply chunks streamed in so far."""
+
+    start_ns: int
+    chunks: int = 0
+
+    def streamed(self, chunks: int) -> None:
+        """The client's ``on_chunk`` hook: the attempt's chunk count so far."""
+        self.chunks = chunks
 
 
 @dataclass
@@ -73,6 +85,8 @@ class SessionStats:
     orch_wait_ns: int = 0
     eval_passed: bool | None = None
     detail: str = ""
+    live: dict[str, LiveCall] = field(default_factory=dict)
+    """Model calls in flight, by call id (the progress display shows their streamed chunks)."""
 
     @property
     def wall_ns(self) -> int:
@@ -216,6 +230,7 @@ class SessionRecorder:
         facts: ToolFacts,
         child_agent_id: str | None = None,
         model_call_id: str | None = None,
+        raw_arguments: str | None = None,
     ) -> None:
         rec = ToolCallRecord(
             id=record_id,
@@ -235,6 +250,7 @@ class SessionRecorder:
             error=facts.error,
             child_agent_id=child_agent_id,
             model_call_id=model_call_id if model_call_id != record_id else None,
+            raw_arguments=raw_arguments,
         )
         if child_agent_id is None:
             self.stats.tool_calls += 1

@@ -128,7 +128,7 @@ class SessionRecord(_Model):
     end_reason: str | None = Field(
         default=None,
         description="why it ended: context_target, done, max_rounds, wall_budget, "
-        "endpoint_error, context_limit, interrupted, error",
+        "endpoint_error, context_limit, length, interrupted, error",
     )
     workspace: str | None = Field(default=None, description="workspace recipe")
     sandbox: str | None = Field(default=None, description="sandbox kind: docker or local")
@@ -181,7 +181,11 @@ class ToolCallRef(_Model):
 
     id: str = Field(description="the model's tool_call id")
     name: str = Field(description="function name")
-    arguments: str = Field(description="JSON string as the model produced it")
+    arguments: str = Field(
+        description="JSON string as the history carries it onward: the model's own text, or, "
+        "for a malformed call, its repair or `{}` (the model's text is the tool_call record's "
+        "raw_arguments)"
+    )
 
 
 class ResponseRecord(_Model):
@@ -267,7 +271,15 @@ class ToolCallRecord(_Model):
     agent_id: str = Field(description="the agent whose model emitted the call")
     llm_call_id: str = Field(description="the llm_call that emitted it")
     name: str = Field(description="tool name")
-    arguments: Any = Field(description="parsed arguments (or the raw string when unparseable)")
+    arguments: Any = Field(
+        description="parsed arguments, as the history carries them onward (a malformed call's "
+        "repaired or `{}`; traces before raw_arguments: the raw string when unparseable)"
+    )
+    raw_arguments: str | None = Field(
+        default=None,
+        description="the model's own arguments text, when it differs from what the history "
+        "carries (malformed: not valid JSON or not an object; the call was not run)",
+    )
     start_ns: int = Field(description="monotonic ns when the tool started")
     end_ns: int = Field(description="monotonic ns when its result was ready")
     exit_code: int | None = Field(default=None, description="process exit code, if any")

@@ -1,6 +1,8 @@
 """agentload.replay: identical, closed-loop agentic traffic against any endpoint.
 
 * ``plan``      — traces → per-session call graphs (bodies, digests, gaps, reuse ceilings)
+* ``fit``       — ``--max-context``/``--fit``: each session cut (or left out) to fit a context
+* ``engines``   — the engine presets (the extras each server accepts; docs/engines.md)
 * ``salt``, ``reuse`` — the salt line, and the reuse ceiling of salted requests
 * ``shapes``    — load shapes and the salted, replicated session pool
 * ``schedule``  — runs one load point (lanes or Poisson arrivals, warm-up, windows)
@@ -14,7 +16,7 @@
 * ``summary``, ``report``, ``plots``, ``pareto``, ``compare`` — outputs read from it
 * ``cli``       — ``agentload replay|report|compare``
 
-See docs/replay.md.
+See docs/replay.md and docs/engines.md.
 """
 
 __all__: list[str] = []

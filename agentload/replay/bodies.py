@@ -40,9 +40,7 @@ class BodyBuilder:
         body["stream"] = True
         if self.engine.include_usage:
             body["stream_options"] = {"include_usage": True}
-        if self.engine.ignore_eos and self.engine.nvext:
-            body["nvext"] = {**body.get("nvext", {}), "ignore_eos": True}
-        elif self.engine.ignore_eos:
+        if self.engine.ignore_eos:
             body["ignore_eos"] = True
         if self.engine.min_tokens:
             body["min_tokens"] = body["max_tokens"]

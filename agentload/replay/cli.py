@@ -53,7 +53,9 @@ def replay(
         list[float] | None,
         typer.Option(help="Headline target tokens/s per user (repeatable; default 160)."),
     ] = None,
-    engine: Annotated[str, typer.Option(help="vllm|sglang|trtllm|dynamo|openai.")] = "vllm",
+    engine: Annotated[
+        str, typer.Option(help="vllm|sglang|trtllm|dynamo|llamacpp|openai (docs/engines.md).")
+    ] = "vllm",
     no_extras: Annotated[
         bool, typer.Option("--no-extras", help="Do not send ignore_eos/min_tokens.")
     ] = False,
@@ -64,8 +66,16 @@ def replay(
         str | None, typer.Option(help="Body field carrying a session id.")
     ] = None,
     max_context: Annotated[
-        int | None, typer.Option(help="Leave out sessions with a call above N tokens.")
+        int | None,
+        typer.Option(help="Fit the traces to N tokens per call (prompt + output); see --fit."),
     ] = None,
+    fit: Annotated[
+        str,
+        typer.Option(
+            help="cut-session: keep each session up to its first call above --max-context; "
+            "drop-session: leave such sessions out."
+        ),
+    ] = "cut-session",
     timeout: Annotated[
         float, typer.Option(help="Per-request timeout in seconds (the probe: at most 10).")
     ] = 600.0,
@@ -109,6 +119,7 @@ def replay(
             "session_header": session_header,
             "session_field": session_field,
             "max_context": max_context,
+            "fit": fit,
         },
         levels_option="--sweep" if sweep is not None else "--concurrency",
     )

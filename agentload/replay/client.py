@@ -49,7 +49,7 @@ from agentload.auth import (
     url_secrets,
 )
 from agentload.errors import EndpointError, EndpointUnreachableError, ModelNotFoundError
-from agentload.errortext import is_context_overflow
+from agentload.errortext import clip, is_context_overflow
 from agentload.replay.netback import AsyncioBackend, KernelStamps, SocketStream
 
 __all__ = ["PROBE_TIMEOUT_S", "Outcome", "StreamClient", "endpoint_url"]
@@ -259,7 +259,7 @@ class StreamClient:
             out.error_kind, out.error = "timeout", f"no complete answer in {self.timeout_s:g}s"
         out.end_ns = clock()
         if out.error is not None:
-            out.error = self.hide(out.error)
+            out.error = clip(self.hide(out.error))
         return out
 
     async def _chat(
@@ -291,7 +291,7 @@ class StreamClient:
                         if resp.status_code in (400, 413, 422) and is_context_overflow(text)
                         else f"http_{resp.status_code}"
                     )
-                    out.error = text.decode("utf-8", "replace")[:300]
+                    out.error = clip(text.decode("utf-8", "replace"))
                 else:
                     await self._read_stream(resp, out)
             finally:
@@ -368,7 +368,7 @@ def _event(ev: Any, out: Outcome) -> bool:
     if err:
         text = orjson.dumps(err)
         out.error_kind = "context_overflow" if is_context_overflow(text) else "stream_error"
-        out.error = text.decode()[:300]
+        out.error = clip(text.decode())
         return False
     usage = ev.get("usage")
     if usage:
@@ -377,6 +377,13 @@ def _event(ev: Any, out: Outcome) -> bool:
         details = usage.get("prompt_tokens_details")
         if isinstance(details, dict) and details.get("cached_tokens") is not None:
             out.cached_tokens = details["cached_tokens"]
+    timings = ev.get("timings")
+    if out.cached_tokens is None and isinstance(timings, dict):
+        # llama.cpp's own account of the prompt tokens reused from its cache (older builds
+        # report it only here, not in usage.prompt_tokens_details)
+        n = timings.get("cache_n")
+        if isinstance(n, int) and n >= 0:
+            out.cached_tokens = n
     choices = ev.get("choices")
     if not choices:
         return False

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from agentload.replay.engines import ENGINES
+from agentload.replay.fit import FIT_MODES, FitMode
 from agentload.replay.metrics.base import SLO
 
 __all__ = ["ReplayConfig", "parse_duration_ns", "parse_levels", "parse_slo"]
@@ -81,7 +82,8 @@ class ReplayConfig(BaseModel):
     )
     model: str = Field(description="model name sent to the target (--model)")
     engine: str = Field(
-        default="vllm", description="engine preset: vllm|sglang|trtllm|dynamo|openai (--engine)"
+        default="vllm",
+        description=f"engine preset: {'|'.join(ENGINES)} (--engine)",
     )
     extras: bool = Field(
         default=True, description="send the preset's ignore_eos/min_tokens (--no-extras: off)"
@@ -162,7 +164,14 @@ class ReplayConfig(BaseModel):
         default=None, description="body field carrying the session id (--session-field)"
     )
     max_context: int | None = Field(
-        default=None, ge=1, description="leave out sessions with a call above this (--max-context)"
+        default=None,
+        ge=1,
+        description="fit the traces to this many tokens per call, prompt + output (--max-context)",
+    )
+    fit: FitMode = Field(
+        default="cut-session",
+        description="how --max-context fits a session with a call above it: cut-session "
+        "(keep it up to that call) or drop-session (leave it out) (--fit)",
     )
 
     @field_validator("engine")
@@ -182,6 +191,13 @@ class ReplayConfig(BaseModel):
     def _start_at_choice(cls, v: Any) -> Any:
         if v not in ("random", "zero"):
             raise _bad("choose random or zero")
+        return v
+
+    @field_validator("fit", mode="before")
+    @classmethod
+    def _fit_choice(cls, v: Any) -> Any:
+        if v not in FIT_MODES:
+            raise _bad(f"choose {' or '.join(FIT_MODES)}")
         return v
 
     @field_validator("power", mode="before")

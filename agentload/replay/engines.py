@@ -1,10 +1,12 @@
 """Engine presets: which request extras each target's OpenAI-compatible frontend accepts.
 
 A preset decides the body fields replay adds on top of the recorded request: ``ignore_eos``
-and ``min_tokens`` (to pin the output length), ``stream_options.include_usage`` (usage in the
-stream), and where a session id goes for session-aware (KV-aware) routing. ``--no-extras``
-turns ``ignore_eos``/``min_tokens`` off for servers that reject unknown fields. The per-engine
-table, with the server flags that turn cached-token reporting on, is in docs/replay.md.
+and ``min_tokens`` (to pin the output length; ``max_tokens`` is always sent), ``stream_options.
+include_usage`` (usage in the stream), and where a session id goes for session-aware (KV-aware)
+routing. ``--no-extras`` turns ``ignore_eos``/``min_tokens`` off for servers that reject unknown
+fields. Each preset was checked against its engine's source and documentation; the table, with
+the server flags that make cached tokens and ``/metrics`` available, and the sources, is
+docs/engines.md.
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ class EnginePreset:
     include_usage: bool = True
     """Ask for a final usage chunk with ``stream_options.include_usage``."""
     cached_tokens_flag: str = ""
-    """The server flag that makes it report ``prompt_tokens_details.cached_tokens``."""
+    """The server flag that makes it report ``prompt_tokens_details.cached_tokens`` ("" when
+    it reports them without one, or when that depends on the backend)."""
+    metrics_flag: str = ""
+    """The server flag that turns its Prometheus ``/metrics`` on ("" when always on)."""
     session_header: str | None = None
     """Default header carrying the session id (``--session-header`` overrides)."""
     session_field: str | None = None
     """Default body field carrying the session id (``--session-field`` overrides)."""
-    nvext: bool = False
-    """Put ``ignore_eos`` inside Dynamo's ``nvext`` object instead of at the top level."""
 
     def without_extras(self) -> EnginePreset:
         """The same preset with ``ignore_eos``/``min_tokens`` off."""
@@ -49,10 +52,22 @@ ENGINES: dict[str, EnginePreset] = {
         cached_tokens_flag="--enable-prompt-tokens-details",
     ),
     "sglang": EnginePreset(
-        "sglang", ignore_eos=True, min_tokens=True, cached_tokens_flag="--enable-cache-report"
+        "sglang",
+        ignore_eos=True,
+        min_tokens=True,
+        cached_tokens_flag="--enable-cache-report",
+        metrics_flag="--enable-metrics",
     ),
-    "trtllm": EnginePreset("trtllm", ignore_eos=True, min_tokens=True, cached_tokens_flag=""),
-    "dynamo": EnginePreset("dynamo", ignore_eos=True, min_tokens=True, nvext=True),
+    "trtllm": EnginePreset("trtllm", ignore_eos=True, min_tokens=True),
+    # Dynamo reads ignore_eos and min_tokens at the top level (CommonExt); nvext.ignore_eos
+    # is deprecated there, and the top-level value wins when both are given.
+    "dynamo": EnginePreset("dynamo", ignore_eos=True, min_tokens=True),
+    # llama.cpp: max_tokens is an alias of its n_predict, ignore_eos biases every end-of-
+    # generation token away; it has no min_tokens. Cached tokens come without a flag
+    # (cache_prompt defaults to true); /metrics needs --metrics.
+    "llamacpp": EnginePreset(
+        "llamacpp", ignore_eos=True, min_tokens=False, metrics_flag="--metrics"
+    ),
     "openai": EnginePreset("openai", ignore_eos=False, min_tokens=False),
 }
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import graphlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,9 +33,10 @@ from agentload.recorder.prefix import seen_blocks
 from agentload.recorder.schema import LLMCallRecord
 from agentload.recorder.trace import Trace
 from agentload.replay.reuse import salted_ceilings
+from agentload.replay.salt import REPRESENTATIVE_SALTS, salt_messages, salt_target
 from agentload.tokenizer import ChatTokenCounter
 
-__all__ = ["CallPlan", "Edge", "SessionPlan", "build_plans", "traffic_body"]
+__all__ = ["CallPlan", "Edge", "Selector", "SessionPlan", "build_plans", "traffic_body"]
 
 # Body fields replay controls itself; a recorded value of these is not replayed as an extra.
 _CONTROLLED = frozenset(
@@ -93,6 +94,10 @@ class CallPlan:
     salted_ceiling_tokens: int | None = None
     """The ceiling of the call when salted (see ``reuse``); None when not computed (planned
     without salting, or the trace's tokenizer cannot be loaded)."""
+    prompt_tokens_ours: int = 0
+    """Recorded prompt tokens in agentload's count (the trace's tokenizer), unsalted."""
+    salt_tokens: int = 0
+    """Tokens the salt line adds to the prompt in agentload's count (0 when not computed)."""
     _digest: str | None = None
 
     def ceiling(self, salted: bool) -> int:
@@ -100,6 +105,10 @@ class CallPlan:
         if salted and self.salted_ceiling_tokens is not None:
             return self.salted_ceiling_tokens
         return self.ceiling_tokens
+
+    def ours(self, salted: bool) -> int:
+        """Prompt tokens of the call as sent (salted or not), in agentload's count."""
+        return self.prompt_tokens_ours + (self.salt_tokens if salted else 0)
 
     @property
     def digest(self) -> str:
@@ -160,10 +169,21 @@ def _expected(call: LLMCallRecord) -> int:
     return max(1, int(n))
 
 
-def build_plans(traces: Sequence[Trace], salted: bool = True) -> list[SessionPlan]:
+Selector = Callable[[SessionPlan], set[str] | None]
+"""Given a whole session's plan, the ids of the calls to keep (None: all of them; empty: leave
+the session out). The kept set must hold every predecessor of a kept call (``fit``)."""
+
+
+def build_plans(
+    traces: Sequence[Trace], salted: bool = True, select: Selector | None = None
+) -> list[SessionPlan]:
     """Every session of every trace as a ``SessionPlan``, with the salted reuse ceilings when
-    ``salted`` (and the trace's tokenizer loads); raises ``ReplayError`` when none has a call."""
+    ``salted`` (and the trace's tokenizer loads). ``select`` may keep part of a session (it is
+    planned again from the kept calls, so its gaps, width and ceilings are those of what is
+    sent) or leave it out. Raises ``ReplayError`` when no trace has a call; returns [] when
+    ``select`` left every session out."""
     plans: list[SessionPlan] = []
+    any_calls = False
     for ti, trace in enumerate(traces):
         prefix = f"{ti}:" if len(traces) > 1 else ""
         counter = _counter(trace) if salted else None
@@ -173,11 +193,18 @@ def build_plans(traces: Sequence[Trace], salted: bool = True) -> list[SessionPla
         for sid in sorted(
             by_session, key=lambda s: min(c.timings.submit_ns for c in by_session[s])
         ):
+            any_calls = True
             plan = _session_plan(trace, sid, by_session[sid], prefix)
+            keep = select(plan) if select is not None else None
+            if keep is not None and len(keep) < len(plan.calls):
+                if not keep:
+                    continue
+                kept = [c for c in by_session[sid] if c.id in keep]
+                plan = _session_plan(trace, sid, kept, prefix)
             if counter is not None:
                 _salt_ceilings(plan, counter, trace.header.block_size)
             plans.append(plan)
-    if not plans:
+    if not any_calls:
         names = ", ".join(t.path for t in traces)
         raise ReplayError(f"{names}: no llm_call records to replay")
     return plans
@@ -198,6 +225,17 @@ def _salt_ceilings(plan: SessionPlan, counter: ChatTokenCounter, block_size: int
     succs = [[index[s] for s in c.succs] for c in calls]
     for c, ceiling in zip(calls, salted_ceilings(counter, block_size, prompts, succs), strict=True):
         c.salted_ceiling_tokens = ceiling
+        c.salt_tokens = _salt_tokens(counter, c.traffic["messages"])
+
+
+def _salt_tokens(counter: ChatTokenCounter, messages: list[dict[str, Any]]) -> int:
+    """Tokens the salt line adds to a prompt: the salted message's count minus the unsalted
+    one's (every salt has the same token layout, see ``salt``)."""
+    if not messages:
+        return 0
+    i = salt_target(messages)
+    salted = salt_messages(messages, REPRESENTATIVE_SALTS[0])[i]
+    return len(counter.ids_for_message(salted)) - len(counter.ids_for_message(messages[i]))
 
 
 def _session_plan(trace: Trace, sid: str, calls: list[LLMCallRecord], prefix: str) -> SessionPlan:
@@ -225,6 +263,7 @@ def _session_plan(trace: Trace, sid: str, calls: list[LLMCallRecord], prefix: st
             traffic=traffic_body(trace, c, exp),
             expected_tokens=exp,
             prompt_tokens=trace.prompt_tokens(c),
+            prompt_tokens_ours=c.usage.prompt_tokens_ours,
             ceiling_tokens=n * block,
             rel_submit_ns=c.timings.submit_ns - t0,
             rel_end_ns=_last_ns(c) - t0,

@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from agentload.replay.metrics import BANDS
 from agentload.replay.metrics.latency import E2E, TTFT
@@ -17,7 +18,7 @@ from agentload.replay.metrics.session import TokensPerSecondPerUser
 from agentload.replay.pareto import axis_label, axis_of, frontier, points_xy
 from agentload.replay.results import Point, ResultsDocument
 
-__all__ = ["all_plots"]
+__all__ = ["all_plots", "scrape_series"]
 
 
 def pareto_plot(runs: list[ResultsDocument], names: list[str], out: Path) -> Path | None:
@@ -63,25 +64,32 @@ def ttft_band_plot(run: ResultsDocument, out: Path) -> Path | None:
 
 
 def cdf_plot(run: ResultsDocument, out: Path) -> Path | None:
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    drawn = False
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    series: list[list[tuple[str, list[float]]]] = [[], []]
     for p in run.points:
         ok = [r for r in p.requests if r.phase == "measured" and r.ok]
-        series: tuple[list[int | None], list[int | None]] = (
+        got: tuple[list[int | None], list[int | None]] = (
             [r.ttft_ns for r in ok],
             [r.e2e_ns for r in ok],
         )
-        for ax, ns in zip(axes, series, strict=True):
+        for i, ns in enumerate(got):
             vals = sorted(v / 1e6 for v in ns if v is not None)
             if vals:
-                drawn = True
-                n = len(vals)
-                ax.plot(vals, [(i + 1) / n for i in range(n)], label=p.load)
-    if not drawn:
+                series[i].append((p.load, vals))
+    if not any(series):
         plt.close(fig)
         return None
-    for ax, m in zip(axes, (TTFT, E2E), strict=True):
-        _style(ax, m.label(), "fraction of requests", f"{m.header} CDF")
+    for ax, m, lines in zip(axes, (TTFT, E2E), series, strict=True):
+        # seconds once the values run into the tens of thousands of ms: long tick labels
+        # (120,000) ran into each other
+        top = max((v[-1] for _, v in lines), default=0.0)
+        div, unit = (1000.0, "s") if top >= 10_000 else (1.0, "ms")
+        for label, vals in lines:
+            n = len(vals)
+            ax.plot([v / div for v in vals], [(i + 1) / n for i in range(n)], label=label)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.6g}"))
+        _style(ax, f"{m.header} ({unit})", "fraction of requests", f"{m.header} CDF")
     return _save(fig, out / "latency_cdf.png")
 
 
@@ -96,7 +104,10 @@ def kv_plot(run: ResultsDocument, out: Path) -> Path | None:
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
     _category_lines(ax, lines, sorted(lo, key=lambda b: lo[b]))
-    ax.set_ylim(0, 1.1)
+    # 1 is everything reusable reused; an unsalted run (replicas share whole prompts) can go
+    # above it, so the axis grows with the data instead of cutting it off
+    top = max((y for _, ys in lines for y in ys.values()), default=1.0)
+    ax.set_ylim(0, max(1.1, top * 1.08))
     _style(
         ax,
         "preceding gap (idle time since the agent's previous call)",
@@ -152,6 +163,17 @@ def timeline_plot(run: ResultsDocument, out: Path) -> Path | None:
     return _save(fig, out / "session_timeline.png")
 
 
+# Scraped series by what they say: KV-cache occupancy (left axis, solid) and queue-like
+# counts (right axis, dotted): vLLM/SGLang waiting and running, llama.cpp processing/deferred.
+_USAGE_WORDS = ("usage",)
+_QUEUE_WORDS = ("waiting", "running", "queue", "processing", "deferred")
+
+
+def scrape_series(keys: list[str], words: tuple[str, ...], n: int = 3) -> list[str]:
+    """Up to ``n`` of the scraped series whose name holds one of ``words``."""
+    return [k for k in keys if any(w in k.split("{")[0].lower() for w in words)][:n]
+
+
 def scrape_plot(run: ResultsDocument, out: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(9, 4))
     ax2 = ax.twinx()
@@ -159,9 +181,9 @@ def scrape_plot(run: ResultsDocument, out: Path) -> Path | None:
     for p in run.points:
         samples = p.scrape.samples if p.scrape is not None else []
         keys = sorted({k for s in samples for k in s.values})
-        usage = [k for k in keys if "usage" in k.lower()][:2]
-        waiting = [k for k in keys if "waiting" in k.lower()][:2]
-        for k, axis, style in [*((k, ax, "-") for k in usage), *((k, ax2, ":") for k in waiting)]:
+        usage = scrape_series(keys, _USAGE_WORDS, 2)
+        queue = scrape_series(keys, _QUEUE_WORDS)
+        for k, axis, style in [*((k, ax, "-") for k in usage), *((k, ax2, ":") for k in queue)]:
             xs = [s.t_ns / 1e9 for s in samples if k in s.values]
             ys = [s.values[k] for s in samples if k in s.values]
             axis.plot(xs, ys, style, label=f"{p.load} {k.split('{')[0]}")
@@ -170,8 +192,11 @@ def scrape_plot(run: ResultsDocument, out: Path) -> Path | None:
         plt.close(fig)
         return None
     ax.set_xlabel("seconds since the point started")
-    ax.set_ylabel("KV cache usage (solid)")
-    ax2.set_ylabel("waiting requests (dotted)")
+    if ax.get_lines():
+        ax.set_ylabel("KV cache usage (solid)")
+    else:  # no usage series (llama.cpp has none): no empty left axis
+        ax.set_yticks([])
+    ax2.set_ylabel("requests waiting / running / processing (dotted)")
     ax.set_title("Server metrics (scraped at 1 Hz)")
     ax.grid(alpha=0.3)
     lines = ax.get_legend_handles_labels()

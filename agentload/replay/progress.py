@@ -1,6 +1,7 @@
 """Live progress of a replay: a rich panel on a terminal, plain periodic lines otherwise.
 
-Shows sessions active/done, requests/s and output tokens/s over the last interval, the p50
+Shows sessions active, done (every planned call sent) and cut (stopped before their last call
+by ``--duration`` or Ctrl-C), requests/s and output tokens/s over the last interval, the p50
 TTFT of the latest requests, and errors.
 """
 
@@ -32,7 +33,8 @@ def status_line(
     level = runner.shape.concurrency if not runner.shape.arrival_rate else runner.shape.arrival_rate
     text = (
         f"point {index + 1}/{total} (load {level}): sessions {st.active_sessions} active, "
-        f"{st.done_sessions} done | {req_s:.1f} req/s | {tok_s:.0f} tok/s | "
+        f"{st.done_sessions} done{f', {st.cut_sessions} cut' if st.cut_sessions else ''} | "
+        f"{req_s:.1f} req/s | {tok_s:.0f} tok/s | "
         f"p50 TTFT {p50} | errors {st.errors}"
     )
     return text, (st.requests, st.output_tokens)

@@ -52,6 +52,11 @@ class RequestRecord:
     )
     expected_tokens: int = Field(default=0, description="the pinned output length")
     recorded_prompt_tokens: int = Field(default=0, description="prompt tokens of the recording")
+    prompt_tokens_ours: int = Field(
+        default=0,
+        description="prompt tokens of the request as sent (salt included), in agentload's "
+        "count (the trace's tokenizer); 0 when unknown",
+    )
     mismatch: bool = Field(
         default=False,
         description="server-reported completion tokens differ from the expected (pinned) length",
@@ -117,6 +122,14 @@ class RequestRecord:
     @property
     def input_tokens(self) -> int:
         return self.prompt_tokens if self.prompt_tokens is not None else self.recorded_prompt_tokens
+
+    @property
+    def server_per_ours(self) -> float | None:
+        """Server prompt tokens per agentload prompt token of this request (None unless both
+        are known): what turns a count in agentload's tokens into the server's."""
+        if self.prompt_tokens is None or self.prompt_tokens_ours <= 0:
+            return None
+        return self.prompt_tokens / self.prompt_tokens_ours
 
 
 @dataclass(slots=True)

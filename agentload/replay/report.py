@@ -13,7 +13,7 @@ from agentload.replay.plots import all_plots
 from agentload.replay.results import Distribution, GroupAggregates, Point, ResultsDocument
 from agentload.replay.summary import group_columns, summary_columns
 
-__all__ = ["headlines", "text_summary", "write_report"]
+__all__ = ["headlines", "run_lines", "text_summary", "write_report"]
 
 
 def _f(v: Any, digits: int = 1) -> str:
@@ -35,9 +35,25 @@ def _d(d: Distribution | None, stat: str) -> str:
     return _f(getattr(d, stat)) if d is not None else "-"
 
 
-def text_summary(results: ResultsDocument) -> list[str]:
-    """One line per point for the terminal."""
+def run_lines(results: ResultsDocument) -> list[str]:
+    """What the run as a whole says before its points: how ``--max-context`` fitted the
+    traces, and the server/ours prompt-token ratio."""
     lines = []
+    fit = results.plan.fit_line()
+    if fit:
+        lines.append(fit)
+    ratio = results.prompt_token_ratio
+    if ratio is not None:
+        lines.append(
+            f"server/ours prompt tokens: {ratio:.3f} (the target counts {ratio:.3f} tokens "
+            "per token of the trace's tokenizer)"
+        )
+    return lines
+
+
+def text_summary(results: ResultsDocument) -> list[str]:
+    """The run's lines, then one line per point, for the terminal."""
+    lines = run_lines(results)
     for p in results.points:
         a = p.aggregates
         ph = a.phases
@@ -54,11 +70,44 @@ def text_summary(results: ResultsDocument) -> list[str]:
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A table in a box that scrolls sideways when it is wider than the page."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(_f(c, 2))}</td>" for c in row) + "</tr>" for row in rows
     )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return f"<div class='wide'><table><tr>{head}</tr>{body}</table></div>"
+
+
+def _summary_table(points: list[Point]) -> str:
+    """The summary: one row per column of summary.csv, one column per point (a sweep has a
+    handful of points and the registry some forty columns, so this way it fits the page)."""
+    cols = summary_columns()
+    rows = [[c.label, *(c.get(p) for p in points)] for c in cols]
+    return _table(["", *(p.load for p in points)], rows).replace(
+        "<table>", "<table class='summary'>", 1
+    )
+
+
+def _scrape_section(p: Point) -> str:
+    """What ``--scrape-metrics`` collected at a point: every kept series' first, last, min and
+    max, or why there is nothing."""
+    sc = p.scrape
+    if sc is None:
+        return ""
+    head = (
+        f"<h4>Server metrics ({html.escape(sc.url)})</h4><p>{len(sc.samples)} scrape(s), "
+        f"{sc.failures} failed"
+        + (f"; last error: {html.escape(sc.last_error)}" if sc.last_error else "")
+        + ".</p>"
+    )
+    keys = sorted({k for s in sc.samples for k in s.values})
+    if not keys:
+        return head + "<p>No kept series (see docs/engines.md for each engine's names).</p>"
+    rows = []
+    for k in keys:
+        vals = [s.values[k] for s in sc.samples if k in s.values]
+        rows.append([k, vals[0], vals[-1], vals[-1] - vals[0], min(vals), max(vals)])
+    return head + _table(["series", "first", "last", "last − first", "min", "max"], rows)
 
 
 def _group_table(groups: dict[str, GroupAggregates], title: str) -> str:
@@ -98,15 +147,12 @@ def _run_section(run: ResultsDocument, name: str) -> str:
             f"<p>{html.escape(t.file)} is truncated ({html.escape(t.detail)}): "
             "its sessions are replayed as far as they were recorded.</p>"
         )
-    if plan.excluded_sessions:
-        parts.append(
-            f"<p>--max-context {plan.max_context} left out "
-            f"{len(plan.excluded_sessions)} session(s).</p>"
-        )
+    parts += [f"<p>{html.escape(line)}.</p>" for line in run_lines(run)]
+    if plan.cut_sessions:
+        rows = [[c.session, c.kept_calls, c.dropped_calls] for c in plan.cut_sessions]
+        parts.append(_table(["session cut", "calls kept", "calls dropped"], rows))
     if run.points:
-        cols = summary_columns()
-        rows = [[c.get(p) for c in cols] for p in run.points]
-        parts.append(_table([c.label for c in cols], rows))
+        parts.append(_summary_table(run.points))
     for p in run.points:
         a = p.aggregates
         w = p.window
@@ -129,13 +175,17 @@ def _run_section(run: ResultsDocument, name: str) -> str:
         parts.append(_group_table(a.by_band, "By context band"))
         parts.append(_group_table(a.by_depth, "By turn depth"))
         parts += _row_tables(p)
+        parts.append(_scrape_section(p))
     return "\n".join(parts)
 
 
 _CSS = (
-    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+    ".wide{max-width:100%;overflow-x:auto}"
     "table{border-collapse:collapse;font-size:12px;margin:.5em 0}"
     "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+    "td:first-child,th:first-child{text-align:left;overflow-wrap:anywhere}"
+    "table.summary td:first-child{white-space:nowrap}"
     ".headline{font-size:1.2em;font-weight:bold}img{max-width:100%}"
 )
 

@@ -28,6 +28,7 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_MAJOR",
     "Aggregates",
+    "CutSessionInfo",
     "Distribution",
     "EngineInfo",
     "Environment",
@@ -86,8 +87,13 @@ class KVBucket(_Model):
     hi_s: float | None = Field(description="upper bound of the gap, s (exclusive); None: open")
     n: int = Field(description="requests counted")
     cached_tokens: int = Field(description="Σ server-reported cached prompt tokens")
-    ceiling_tokens: int = Field(description="Σ ceiling reusable tokens")
-    ratio: float = Field(description="cached_tokens / ceiling_tokens")
+    ceiling_tokens: int = Field(description="Σ ceiling reusable tokens, agentload's tokens")
+    ceiling_tokens_server: float | None = Field(
+        default=None,
+        description="Σ ceilings in the server's tokens (each scaled by its request's server/ours "
+        "prompt tokens; as counted when the server reported none)",
+    )
+    ratio: float = Field(description="cached_tokens / ceiling_tokens_server")
     mean_ratio: float = Field(description="mean of the per-request ratios cached / ceiling")
 
 
@@ -138,6 +144,10 @@ class Aggregates(_RequestMetrics):
     output_tps_per_mw: float | None = Field(description="output tokens/s per MW")
     goodput: float | None = Field(description="requests/s meeting every SLO")
     errors: dict[str, int] = Field(description="failed requests by kind")
+    prompt_token_ratio: float | None = Field(
+        default=None,
+        description="server-reported / agentload's prompt tokens of the same requests",
+    )
     context_overflow: int = Field(description="requests rejected for context length")
     length_mismatch: int = Field(description="requests whose output length was not honoured")
     phases: Phases = Field(description="requests per phase")
@@ -231,14 +241,42 @@ class TruncatedTrace(_Model):
     detail: str = Field(description="where and how it ends")
 
 
+class CutSessionInfo(_Model):
+    """A session ``--fit cut-session`` shortened to fit ``--max-context``."""
+
+    session: str = Field(description="key of the recorded session")
+    kept_calls: int = Field(description="calls replayed")
+    dropped_calls: int = Field(description="calls cut: above --max-context, or depending on one")
+
+
 class PlanInfo(_Model):
     """What was planned from the traces."""
 
-    sessions: int = Field(description="recorded sessions replayed")
-    calls: int = Field(description="recorded calls in them")
+    sessions: int = Field(description="recorded sessions replayed (cut ones included)")
+    calls: int = Field(description="recorded calls in them (after cuts)")
     max_context: int | None = Field(description="--max-context")
-    excluded_sessions: list[str] = Field(description="sessions --max-context left out")
+    fit: str = Field(default="drop-session", description="--fit: cut-session or drop-session")
+    excluded_sessions: list[str] = Field(description="sessions --max-context left out whole")
+    cut_sessions: list[CutSessionInfo] = Field(
+        default_factory=list, description="sessions --fit cut-session shortened"
+    )
+    dropped_calls: int = Field(
+        default=0, description="calls the cuts removed (sessions left out whole not counted)"
+    )
     truncated_traces: list[TruncatedTrace] = Field(description="traces that end early")
+
+    def fit_line(self) -> str | None:
+        """What ``--max-context`` did, in one line (None without it, or when nothing moved)."""
+        if self.max_context is None or not (self.cut_sessions or self.excluded_sessions):
+            return None
+        parts = []
+        if self.cut_sessions:
+            parts.append(
+                f"{len(self.cut_sessions)} session(s) cut ({self.dropped_calls} calls dropped)"
+            )
+        if self.excluded_sessions:
+            parts.append(f"left out {len(self.excluded_sessions)} session(s)")
+        return f"--max-context {self.max_context} (--fit {self.fit}): {', '.join(parts)}"
 
 
 class ResultsDocument(_Model):
@@ -255,6 +293,12 @@ class ResultsDocument(_Model):
     plan: PlanInfo = Field(description="what was planned")
     digest_manifest: dict[str, str] = Field(description="recorded call → payload digest")
     interrupted: bool = Field(description="the run was interrupted (later points absent)")
+    prompt_token_ratio: float | None = Field(
+        default=None,
+        description="the run's server/ours prompt-token ratio: Σ server-reported prompt tokens / "
+        "Σ agentload's count of the same prompts as sent, over every successful request that "
+        "has both, at every point (None when the server reported none)",
+    )
     points: list[Point] = Field(description="one per load point, in order")
     _path: Path | None = PrivateAttr(default=None)
 

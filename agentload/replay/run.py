@@ -24,7 +24,8 @@ from agentload.replay.bodies import BodyBuilder
 from agentload.replay.client import StreamClient
 from agentload.replay.config import ReplayConfig
 from agentload.replay.engines import get_engine
-from agentload.replay.metrics import SLO, MetricContext, aggregate
+from agentload.replay.fit import FitMode, Fitter
+from agentload.replay.metrics import SLO, MetricContext, aggregate, prompt_token_ratio
 from agentload.replay.plan import SessionPlan, build_plans
 from agentload.replay.power import NvmlPower, average_watts
 from agentload.replay.results import (
@@ -48,12 +49,15 @@ ProgressHook = Callable[[PointRunner, int, int], Any]
 
 
 def load_plans(
-    paths: Sequence[str], max_context: int | None, salt: bool = True
+    paths: Sequence[str],
+    max_context: int | None,
+    salt: bool = True,
+    fit: FitMode = "cut-session",
 ) -> tuple[list[SessionPlan], dict[str, Any]]:
     """Plans of every session of the traces (with the salted reuse ceilings when ``salt``),
-    what ``--max-context`` left out, and which traces end early (a killed run: one warning
-    line each on stderr; their complete calls are replayed, each session as far as it was
-    recorded)."""
+    fitted to ``max_context`` by ``fit`` (see ``fit``), what was cut or left out, and which
+    traces end early (a killed run: one warning line each on stderr; their complete calls are
+    replayed, each session as far as it was recorded)."""
     traces = [load_trace(p) for p in trace_files(paths)]
     truncated = [
         {"file": t.path, "detail": str(t.truncated)} for t in traces if t.truncated is not None
@@ -65,7 +69,14 @@ def load_plans(
             file=sys.stderr,
             flush=True,
         )
-    plans = build_plans(traces, salted=salt)
+    fitter = Fitter(max_context, fit) if max_context is not None else None
+    plans = build_plans(traces, salted=salt, select=fitter)
+    if not plans and fitter is not None:
+        what = "call" if fit == "drop-session" else "first call"
+        raise ReplayError(
+            f"--max-context {max_context}: every session has a {what} above it "
+            f"({len(fitter.excluded)} left out; prompt + output in the trace's tokens)"
+        )
     unsalted = {
         pl.trace_path for pl in plans if pl.calls[pl.order[0]].salted_ceiling_tokens is None
     }
@@ -78,24 +89,12 @@ def load_plans(
                 file=sys.stderr,
                 flush=True,
             )
-    excluded: list[str] = []
-    if max_context is not None:
-        keep: list[SessionPlan] = []
-        for pl in plans:
-            worst = max(c.prompt_tokens + c.expected_tokens for c in pl.calls.values())
-            if worst <= max_context:
-                keep.append(pl)
-            else:
-                excluded.append(pl.key)
-        plans = keep
-        if not plans:
-            raise ReplayError(
-                f"--max-context {max_context}: every session has a call above it "
-                f"({len(excluded)} left out)"
-            )
     return plans, {
         "max_context": max_context,
-        "excluded_sessions": excluded,
+        "fit": fit,
+        "excluded_sessions": fitter.excluded if fitter else [],
+        "cut_sessions": [vars(c) for c in fitter.cut] if fitter else [],
+        "dropped_calls": fitter.dropped_calls if fitter else 0,
         "truncated_traces": truncated,
     }
 
@@ -119,7 +118,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     engine = get_engine(cfg.engine)
     if not cfg.extras:
         engine = engine.without_extras()
-    plans, exclusion = load_plans(cfg.traces, cfg.max_context, cfg.salt)
+    plans, exclusion = load_plans(cfg.traces, cfg.max_context, cfg.salt, cfg.fit)
     manifest = _manifest(plans)
     slo = SLO(**cfg.slo) if cfg.slo else None
     power = NvmlPower(cfg.gpus) if cfg.power == "nvml" else None
@@ -179,6 +178,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         plan=PlanInfo(sessions=len(plans), calls=sum(len(p.calls) for p in plans), **exclusion),
         digest_manifest=manifest,
         interrupted=interrupted,
+        prompt_token_ratio=prompt_token_ratio(r for p in points for r in p.requests),
         points=points,
     )
 

@@ -229,7 +229,10 @@ class PointRunner:
             if first:
                 self._warm_done()
             st.active_sessions -= 1
-            st.done_sessions += 1
+            if run.sent == run.planned:
+                st.done_sessions += 1
+            else:
+                st.cut_sessions += 1
             self.sessions.append(
                 SessionResult(
                     session=inst.index,
@@ -288,6 +291,7 @@ class PointRunner:
             cached_tokens=out.cached_tokens,
             expected_tokens=expected,
             recorded_prompt_tokens=call.prompt_tokens,
+            prompt_tokens_ours=call.ours(inst.salt is not None),
             mismatch=out.completion_tokens is not None and out.completion_tokens != expected,
             ceiling_tokens=call.ceiling(inst.salt is not None),
             gap_ns=None if prev_end is None else out.send_ns - prev_end,

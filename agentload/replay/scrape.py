@@ -2,7 +2,10 @@
 
 Only series whose names speak about the things a replay report plots are kept (KV-cache
 usage, waiting/running requests, preemptions, prefix-cache hits/queries): the names vLLM,
-SGLang, TensorRT-LLM and Dynamo expose contain these words.
+SGLang, TensorRT-LLM and Dynamo expose contain these words. Engines whose whole set is small
+and about serving keep every series (``KEEP_PREFIXES``): llama.cpp's ``llamacpp:*`` (prompt and
+predicted tokens, cached prompt tokens, requests processing/deferred, busy slots per decode),
+whose names mostly lack those words.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agentload.auth import hide_secrets, redact_url, url_secrets
 
-__all__ = ["KEEP_WORDS", "MetricsScraper", "parse_prometheus"]
+__all__ = ["KEEP_PREFIXES", "KEEP_WORDS", "MetricsScraper", "parse_prometheus"]
 
 KEEP_WORDS = ("kv", "cache", "waiting", "running", "queue", "preempt", "num_requests", "usage")
+KEEP_PREFIXES = ("llamacpp:",)
 _MAX_SERIES = 200
 
 
@@ -29,7 +33,13 @@ def parse_prometheus(text: str) -> dict[str, float]:
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
             name = s.name
-            if not any(w in name.lower() for w in KEEP_WORDS):
+            if name != fam.name and name not in text:
+                # prometheus_client names a counter's sample NAME_total even where the server
+                # wrote NAME (llama.cpp's n_tokens_max): keep the server's own name
+                name = fam.name
+            if not name.startswith(KEEP_PREFIXES) and not any(
+                w in name.lower() for w in KEEP_WORDS
+            ):
                 continue
             if name.endswith(("_bucket", "_created")):
                 continue

@@ -58,6 +58,10 @@ class LiveStats:
     active_sessions: int = 0
     max_active_sessions: int = 0
     done_sessions: int = 0
+    """Sessions that sent every planned call."""
+    cut_sessions: int = 0
+    """Sessions that ended before their last planned call (the run stopped: ``--duration``,
+    Ctrl-C)."""
     inflight: int = 0
     max_inflight: int = 0
     requests: int = 0

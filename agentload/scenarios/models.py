@@ -83,6 +83,12 @@ class OrchestratorSpec(_Model):
         default=3, ge=1, description="most sub-agents running at once for one orchestrator"
     )
     max_rounds: int = Field(default=300, ge=1, description="most orchestrator LLM calls")
+    max_tokens: int = Field(
+        default=4096,
+        ge=1,
+        description="most tokens of one orchestrator reply, sent as `max_tokens` on every call; "
+        "a reply cut there is continued, never taken as an answer (see docs/generate.md)",
+    )
 
     @field_validator("tools")
     @classmethod
@@ -96,6 +102,11 @@ class SubagentSpec(_Model):
     system_prompt: str = Field(description="instructions, sent as written (nothing is added)")
     tools: list[str] = Field(description="tools this kind may call")
     max_turns: int = Field(default=8, ge=1, description="most LLM calls before it must summarise")
+    max_tokens: int = Field(
+        default=2048,
+        ge=1,
+        description="most tokens of one reply of this kind, sent as `max_tokens` on every call",
+    )
 
     @field_validator("tools")
     @classmethod

@@ -18,7 +18,6 @@ host from the workspace directory, which is the sandbox's ``/workspace`` bind mo
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -31,6 +30,7 @@ from agentload.errors import SandboxError
 from agentload.protocols import Sandbox
 from agentload.scenarios.models import Scenario
 from agentload.tools import files
+from agentload.tools.arguments import read_arguments
 from agentload.tools.result import ToolError, ToolResult
 from agentload.tools.search import check_pattern, search_argv
 from agentload.tools.text import normalise_test_output, resolve_path, truncate_head_tail
@@ -232,21 +232,18 @@ def _failure(
 
 
 def _decode(arguments: object) -> dict[Any, Any]:
-    """The arguments as a dict: a JSON object (text) or a mapping; nothing else."""
-    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+    """The arguments as a dict: a JSON object (text, read by ``tools.arguments``) or a mapping;
+    nothing else."""
+    if arguments is None:
         return {}
     if isinstance(arguments, str):
-        try:
-            raw = json.loads(arguments)
-        except json.JSONDecodeError as exc:
-            raise ToolError(f"arguments are not valid JSON: {exc.msg} at char {exc.pos}") from None
-        except (ValueError, RecursionError) as exc:  # a 5000-digit number, nesting 100000 deep
-            raise ToolError(f"arguments are not usable JSON: {str(exc)[:200]}") from None
-    else:
-        raw = arguments
-    if not isinstance(raw, Mapping):
+        args = read_arguments(arguments)
+        if args.value is None:
+            raise ToolError(str(args.problem))
+        return args.value
+    if not isinstance(arguments, Mapping):
         raise ToolError("arguments must be a JSON object")
-    return dict(raw)
+    return dict(arguments)
 
 
 def _check_text(key: str, value: str) -> str:

@@ -120,6 +120,15 @@ def test_the_simulator_plays_each_request_as_the_agent_that_sent_it(
     assert contract.ORCHESTRATOR in seen and seen & set(contract.SUBAGENT_ROLES)
 
 
+def test_every_call_sends_its_roles_max_tokens(quick_local: tuple[RunResult, Trace]) -> None:
+    """The scenario's orchestrator.max_tokens (4096) and subagents.KIND.max_tokens (2048)."""
+    _, trace = quick_local
+    sent = {(trace.agents[c.agent_id].role, c.request.max_tokens) for c in trace.calls.values()}
+    roles = {role for role, _ in sent}
+    assert contract.ORCHESTRATOR in roles and len(roles) > 1
+    assert sent == {(r, 4096 if r == contract.ORCHESTRATOR else 2048) for r in roles}
+
+
 def test_same_seed_same_trace_content_other_seed_other_content(tmp_path: Path) -> None:
     small = ["context_target=16000"]
     _, one = run_generate(tmp_path, overrides=small, sandbox="local")

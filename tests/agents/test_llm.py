@@ -102,7 +102,7 @@ async def test_a_long_retry_after_is_capped() -> None:
 
 
 async def test_errors_after_retries_end_the_session() -> None:
-    with ScriptedEndpoint(lambda b: Fail(500, "boom")) as ep:
+    with ScriptedEndpoint(lambda b: Fail(503, "boom")) as ep:
         client = ChatClient(ep.base_url, model="fake", retries=2, backoff_s=0.01)
         try:
             with pytest.raises(SessionEnd) as info:
@@ -110,8 +110,68 @@ async def test_errors_after_retries_end_the_session() -> None:
         finally:
             await client.aclose()
         assert len(ep.requests) == 3
-    assert info.value.reason == "endpoint_error"
+    assert info.value.reason == "endpoint_error" and info.value.cause == "retries_exhausted"
     assert "boom" in info.value.detail and "3 attempts" in info.value.detail
+
+
+async def _fails_with(answers: list[Fail], retries: int = 3) -> tuple[SessionEnd, int]:
+    """``complete`` against an endpoint failing with ``answers`` in order (the last repeats):
+    the ``SessionEnd`` and how many requests were made."""
+    served = iter(answers)
+    with ScriptedEndpoint(lambda b: next(served, answers[-1])) as ep:
+        client = ChatClient(ep.base_url, model="fake", retries=retries, backoff_s=0.01)
+        try:
+            with pytest.raises(SessionEnd) as info:
+                await client.complete(dict(BODY))
+        finally:
+            await client.aclose()
+        return info.value, len(ep.requests)
+
+
+@pytest.mark.parametrize(
+    ("answers", "requests", "cause"),
+    [
+        # a 4xx repeats: no retry
+        ([Fail(400, "Invalid schema for function 'read_file'")], 1, "bad_request"),
+        ([Fail(404, "no such model")], 1, "bad_request"),
+        ([Fail(422, "Unprocessable Entity")], 1, "bad_request"),
+        # llama.cpp's 500 for a history it cannot parse repeats too
+        (
+            [Fail(500, "Failed to parse tool call arguments as JSON: parse error")],
+            1,
+            "request_error",
+        ),
+        # a plain 500 is retried; the same text again means it will repeat
+        ([Fail(500, "boom")], 2, "repeated"),
+        # different 500s, then 503s: retried to the end
+        ([Fail(500, "a"), Fail(500, "b"), Fail(503, "busy")], 4, "retries_exhausted"),
+    ],
+)
+async def test_errors_are_classified_once(answers: list[Fail], requests: int, cause: str) -> None:
+    end, made = await _fails_with(answers)
+    assert (end.reason, end.cause, made) == ("endpoint_error", cause, requests)
+    if cause != "retries_exhausted":
+        assert "not retried" in end.detail
+
+
+async def test_a_long_error_text_is_clipped() -> None:
+    end, _ = await _fails_with([Fail(400, "bad: " + "x" * 1095)])
+    assert len(end.detail) < 450 and end.detail.endswith(
+        "... [810 more characters] (not retried: "
+        "the endpoint refused the request, and "
+        "would refuse it again)"
+    )
+
+
+async def test_on_chunk_counts_the_reply_chunks_as_they_stream() -> None:
+    seen: list[int] = []
+    with ScriptedEndpoint(lambda b: Reply("x" * 80)) as ep:  # 10 content chunks of 8
+        client = ChatClient(ep.base_url, model="fake")
+        try:
+            r = await client.complete(dict(BODY), on_chunk=seen.append)
+        finally:
+            await client.aclose()
+    assert seen == list(range(1, 11)) and r.content == "x" * 80
 
 
 @pytest.mark.parametrize(
@@ -120,6 +180,9 @@ async def test_errors_after_retries_end_the_session() -> None:
         "This model's maximum context length is 8192 tokens. However, you requested 9000",
         # llama.cpp (replay counts the same text as context_overflow: one classifier)
         "request (40021 tokens) exceeds the available context size (32768 tokens)",
+        # TensorRT-LLM
+        "The sum of prompt length (40021.0), query length (0) should not exceed max_num_tokens "
+        "(32768)",
     ],
 )
 async def test_context_limit_error_is_not_retried(msg: str) -> None:

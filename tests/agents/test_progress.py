@@ -72,3 +72,26 @@ def test_summary_table_totals_and_eval_column() -> None:
     assert "8.0K→40.5K" in text and "25%" in text
     assert "pass" in text and "FAIL" in text and "1/2" in text
     assert "2.0K/200" in text and "3.0" in text  # totals: tokens summed, wall = the longest
+
+
+def test_calls_in_flight_show_their_streamed_chunks_and_age() -> None:
+    from agentload.agents.tracing import LiveCall
+
+    clock = Clock()
+    s = _stats("s0-0", status="running", calls=3)
+    s.live["s0-0.orch.3"] = LiveCall(start_ns=0, chunks=1234)
+    clock.now = 200 * 10**9
+    plain = PlainProgress(Console(file=io.StringIO(), width=200), 40_000, clock=clock)
+    plain.session_started(s)
+    assert plain.status_lines()[0] == (
+        "s0-0: running · context - · 3 calls · tools 0.0s · streaming 1 call: 1,234 chunks, 200s"
+    )
+    s.live["s0-0.orch.3.code_search1.0"] = LiveCall(start_ns=150 * 10**9, chunks=6)
+    assert plain.status_lines()[0].endswith("streaming 2 calls: 1,240 chunks, 200s")
+    console = Console(file=io.StringIO(), width=160, record=True)
+    live = LiveProgress(console, context_target=40_000, clock=clock)
+    live.session_started(s)
+    console.print(live.render())
+    assert "2 calls: 1,240 chunks, 200s" in console.export_text()
+    s.live.clear()
+    assert plain.status_lines()[0] == "s0-0: running · context - · 3 calls · tools 0.0s"

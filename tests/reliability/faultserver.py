@@ -15,6 +15,15 @@ chat request (0-based, counted over the server's life) gets ``plan.chat[n % len(
 ``endless``     a 200 event stream of content chunks that never ends (no ``[DONE]``)
 ``401``         HTTP 401 whose message echoes the ``Authorization`` header it was sent (as
                 some servers quote the key they refuse)
+``length``      a streamed text reply cut at the length limit (``finish_reason: length``)
+``cutcall``     a streamed ``read_file`` tool call whose arguments are cut mid-JSON, then
+                ``finish_reason: length`` (a reply cut at ``max_tokens`` inside a tool call)
+``500parse``    HTTP 500 with llama.cpp's body for a history it cannot parse ("Failed to
+                parse tool call arguments as JSON: ...")
+``500long``     HTTP 500 whose message is 1,100 characters long
+``strict``      as llama.cpp does: parses every assistant tool call's arguments in the
+                request's history; ``500parse`` when one is not a JSON object, else ``ok``
+                (each refusal counted as ``strict_refused``)
 ==============  ==========================================================================
 
 ``plan.models`` is ``ok`` or ``blackhole`` (the ``/models`` probe itself never answers);
@@ -40,9 +49,18 @@ from dataclasses import dataclass, field
 
 import orjson
 
-__all__ = ["FAULTS", "FaultPlan", "FaultServer"]
+__all__ = ["CUT_ARGUMENTS", "FAULTS", "PARSE_ERROR", "FaultPlan", "FaultServer"]
 
-FAULTS = ("ok", "500", "429", "reset", "stall", "blackhole", "drip", "malformed", "endless", "401")
+FAULTS = (
+    *("ok", "500", "429", "reset", "stall", "blackhole", "drip", "malformed", "endless", "401"),
+    *("length", "cutcall", "500parse", "500long", "strict"),
+)
+CUT_ARGUMENTS = '{"path": "email/__init__.py", "start_line": 1, "end_li'
+"""The arguments ``cutcall`` streams: cut mid-JSON, as a reply stopped by max_tokens leaves them."""
+PARSE_ERROR = (
+    "Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] parse error at "
+    "line 1, column 55: syntax error while parsing value - invalid string: missing closing quote"
+)
 _CAP_S = 600.0
 """No handler outlives this, whatever the client does (bounded loops)."""
 
@@ -204,6 +222,10 @@ class FaultServer:
         fault = self._next_fault()
         self.counts[f"chat:{fault}"] += 1
         self.bodies.append(body)
+        if fault == "strict":
+            fault = "ok" if _history_is_valid(body) else "500parse"
+            if fault != "ok":
+                self.counts["strict_refused"] += 1
         return await self._chat(fault, writer, headers, f"{method} {target}")
 
     async def _chat(
@@ -217,6 +239,12 @@ class FaultServer:
         if fault == "500":
             await _send(writer, 500, _error(f"internal error (fault server) at {request}"))
             return True
+        if fault == "500parse":
+            await _send(writer, 500, _error(PARSE_ERROR, "server_error"))
+            return True
+        if fault == "500long":
+            await _send(writer, 500, _error("overloaded: " + "x" * 1088))
+            return True
         if fault == "429":
             extra = f"Retry-After: {plan.retry_after_s}\r\n"
             await _send(writer, 429, _error("rate limited (fault server)"), extra)
@@ -224,7 +252,7 @@ class FaultServer:
         if fault == "blackhole":
             await self._hold()
             return False
-        events = _events(plan.tokens, plan.model)
+        events = _events(plan.tokens, plan.model, fault)
         if fault == "malformed":
             events = [b"data: {not json at all\n\n", b"data: \x00\xff garbage\n\n"]
         writer.write(_STREAM_HEAD)
@@ -268,8 +296,21 @@ _STREAM_HEAD = (
 )
 
 
-def _error(message: str) -> bytes:
-    return orjson.dumps({"error": {"message": message, "type": "fault", "code": None}})
+def _error(message: str, kind: str = "fault") -> bytes:
+    return orjson.dumps({"error": {"message": message, "type": kind, "code": None}})
+
+
+def _history_is_valid(body: bytes) -> bool:
+    """Every assistant tool call in the request's messages has a JSON object as arguments."""
+    try:
+        messages = orjson.loads(body).get("messages") or []
+        for m in messages:
+            for tc in m.get("tool_calls") or ():
+                if not isinstance(orjson.loads(tc["function"]["arguments"]), dict):
+                    return False
+    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
+        return False
+    return True
 
 
 async def _send(writer: asyncio.StreamWriter, status: int, body: bytes, extra: str = "") -> None:
@@ -288,7 +329,7 @@ async def _send(writer: asyncio.StreamWriter, status: int, body: bytes, extra: s
     await writer.drain()
 
 
-def _events(tokens: int, model: str) -> list[bytes]:
+def _events(tokens: int, model: str, fault: str = "ok") -> list[bytes]:
     def event(delta: dict[str, object], finish: str | None = None) -> bytes:
         obj = {
             "id": "chatcmpl-fault",
@@ -301,7 +342,13 @@ def _events(tokens: int, model: str) -> list[bytes]:
 
     out = [event({"role": "assistant", "content": ""})]
     out += [event({"content": f"word{i} "}) for i in range(tokens)]
-    out.append(event({}, "stop"))
+    if fault == "cutcall":
+        call = {"index": 0, "id": "call_cut", "type": "function"}
+        out.append(event({"tool_calls": [{**call, "function": {"name": "read_file"}}]}))
+        for i in range(0, len(CUT_ARGUMENTS), 8):
+            part = {"index": 0, "function": {"arguments": CUT_ARGUMENTS[i : i + 8]}}
+            out.append(event({"tool_calls": [part]}))
+    out.append(event({}, "length" if fault in ("length", "cutcall") else "stop"))
     usage = {"prompt_tokens": 100, "completion_tokens": tokens, "total_tokens": 100 + tokens}
     out.append(b"data: " + orjson.dumps({"id": "chatcmpl-fault", "choices": [], "usage": usage}))
     out[-1] += b"\n\n"

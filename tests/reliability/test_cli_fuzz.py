@@ -117,7 +117,7 @@ GENERATE_OPTIONS = ["-n", "-p", "--seed", "--sandbox", "--model", "-s", "-o"]
 REPLAY_OPTIONS = [
     "--concurrency", "--sweep", "--arrival-rate", "--duration", "--sessions", "--gap-scale",
     "--start-at", "--slo", "--gpus", "--power-watts", "--power", "--target-tps-user", "--engine",
-    "--session-header", "--session-field", "--max-context", "--timeout", "--seed",
+    "--session-header", "--session-field", "--max-context", "--fit", "--timeout", "--seed",
 ]  # fmt: skip
 
 

@@ -43,6 +43,9 @@ class Behaviour:
     """Encode events with Python's default ``", "``/``": "`` separators (not compact)."""
     overflow_message: str = "This model's maximum context length is 8 tokens"
     """The 400 error text of an ``overflow`` failure."""
+    cached_in_timings: bool = False
+    """Report cached tokens as older llama.cpp builds do: only ``timings.cache_n`` of the last
+    event, no ``prompt_tokens_details``."""
 
 
 class ChatServer:
@@ -159,9 +162,12 @@ class ChatServer:
                 ev = {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
                 yield b"data: " + dumps(ev) + b"\n\n"
                 usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": n}
-                if b.report_cached:
+                last: dict[str, Any] = {"id": "x", "choices": [], "usage": usage}
+                if b.cached_in_timings:
+                    last["timings"] = {"cache_n": cached, "prompt_n": prompt - cached}
+                elif b.report_cached:
                     usage["prompt_tokens_details"] = {"cached_tokens": cached}
-                yield b"data: " + dumps({"id": "x", "choices": [], "usage": usage}) + b"\n\n"
+                yield b"data: " + dumps(last) + b"\n\n"
                 yield b"data: [DONE]\n\n"
             finally:
                 self.active -= 1

@@ -39,6 +39,8 @@ class Shape:
     call_ms: int = 10
     out_tokens: int = 8
     system_words: int = 200
+    sub_system_words: int = 0
+    """Words added to each sub-agent's system prompt (0: the short one)."""
 
 
 def _tc(cid: str, name: str, args: str) -> dict[str, Any]:
@@ -142,7 +144,11 @@ async def _write(path: Path, sessions: int, shape: Shape, variant: str) -> None:
                     )
                 )
                 sm = [
-                    {"role": "system", "content": f"[agentload role=code_search]\nsub {k}"},
+                    {
+                        "role": "system",
+                        "content": f"[agentload role=code_search]\nsub {k}"
+                        + "".join(f" note{i}" for i in range(shape.sub_system_words)),
+                    },
                     {"role": "user", "content": f"subtask {k}"},
                 ]
                 stc = _tc(f"{aid}-t", "search_code", '{"q": "y"}')

@@ -190,7 +190,8 @@ def test_max_context_is_reported_and_sweep_needs_concurrency(
     assert run_cli([*argv, "--out", str(out)]) == 0
     res = orjson.loads((out / "results.json").read_bytes())
     assert res["plan"]["excluded_sessions"] == ["1:s0"] and res["plan"]["sessions"] == 1
-    assert "--max-context 1500 left out 1 session(s)" in (out / "report.html").read_text()
+    line = "--max-context 1500 (--fit cut-session): left out 1 session(s)"
+    assert line in (out / "report.html").read_text()
     capsys.readouterr()
     assert run_cli([*argv, "--sweep", "1,2", "--arrival-rate", "2"]) == 2
     assert "cannot be combined with --arrival-rate" in capsys.readouterr().err

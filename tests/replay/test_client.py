@@ -98,6 +98,49 @@ async def test_llamacpp_context_overflow_is_counted_as_such(
     assert kinds == ["context_overflow"]  # not http_400: generate's client says context_limit
 
 
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        # the texts generate's client ends ``context_limit`` on (tests/test_errortext.py)
+        ("The input (40021 tokens) is longer than the model's context length (32768 tokens).",
+         "context_overflow"),
+        ("The sum of prompt length (40021.0), query length (0) should not exceed max_num_tokens "
+         "(32768)", "context_overflow"),
+        ("This model's maximum context length is 32768 tokens. However, your request has 40021 "
+         "input tokens. Please reduce the length of the input messages.", "context_overflow"),
+        # a 400 for a bad parameter is not an overflow, on either side
+        ("Invalid 'tools[0].function.name': string too long. Expected a string with maximum "
+         "length 64, but got a string with length 80 instead.", "http_400"),
+        ("max_tokens must be at least 1, got 0.", "http_400"),
+    ],
+)  # fmt: skip
+async def test_replay_classifies_overflows_as_generate_does(
+    make_server: object, message: str, kind: str
+) -> None:
+    srv: ChatServer = make_server(  # type: ignore[operator]
+        Behaviour(fail={0: "overflow"}, overflow_message=message)
+    )
+    client = StreamClient(srv.base_url)
+    try:
+        out = await client.chat(_body())
+    finally:
+        await client.aclose()
+    assert out.error_kind == kind
+
+
+async def test_a_long_error_text_is_clipped(make_server: object) -> None:
+    srv: ChatServer = make_server(  # type: ignore[operator]
+        Behaviour(fail={0: "overflow"}, overflow_message="bad: " + "x" * 1095)
+    )
+    client = StreamClient(srv.base_url)
+    try:
+        out = await client.chat(_body())
+    finally:
+        await client.aclose()
+    assert out.error_kind == "http_400" and out.error is not None
+    assert len(out.error) < 400 and out.error.endswith("more characters]")
+
+
 @pytest.mark.parametrize("spaced", [False, True])
 async def test_compact_and_spaced_streams_give_the_same_timeline(
     make_server: object, spaced: bool

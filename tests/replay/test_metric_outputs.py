@@ -93,9 +93,10 @@ def test_a_registered_metric_reaches_every_output(
     rebuilt = tmp_path / "rebuilt"
     assert run_cli(["report", str(out), "--out", str(rebuilt)]) == 0
     for html in ((out / "report.html").read_text(), (rebuilt / "report.html").read_text()):
-        assert "<th>cached prompt share (fraction)</th>" in html
-        assert "<th>TTFT share of E2E p50</th><th>TTFT share of E2E max</th>" in html
-        assert f"<td>{share:,.2f}</td>" in html
+        # the summary table: a row per column, a column per point
+        assert f"<tr><td>cached prompt share (fraction)</td><td>{share:,.2f}</td></tr>" in html
+        assert "<tr><td>TTFT share of E2E p50</td>" in html
+        assert "<tr><td>TTFT share of E2E max</td>" in html
         table = html.split("<h4>requests per agent</h4>", 1)[1].split("</table>", 1)[0]
         assert "<th>recorded agent</th><th>requests sent</th>" in table
         for a in agents:

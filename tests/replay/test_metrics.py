@@ -212,3 +212,22 @@ def test_pareto_headline_interpolates_on_the_frontier() -> None:
     assert headline(pts, 50.0, "u").value == 500.0
     none = headline(pts, 250.0, "u")
     assert none.value is None and "No point reached 250" in none.text
+
+
+def test_kv_survival_divides_server_tokens_by_a_ceiling_in_server_tokens() -> None:
+    # a server whose tokenizer counts 2 tokens where ours counts 1: it reports 2000 prompt and
+    # 1200 cached tokens for a prompt of 1000 of ours, 800 of them reusable (1600 of its own)
+    kv: dict[str, Any] = {"ceiling_tokens": 800, "gap_ns": 10 * MS}
+    small: dict[str, Any] = {"ceiling_tokens": 400, "gap_ns": 10 * MS}
+    reqs = [
+        req(0, 0, MS, 2 * MS, prompt=2000, prompt_tokens_ours=1000, cached_tokens=1200, **kv),
+        # no server prompt count: the ceiling is used as counted (ours by ours)
+        req(1, 0, MS, 2 * MS, prompt=None, prompt_tokens_ours=1000, cached_tokens=300, **small),
+    ]
+    v = aggregate(MetricContext(reqs, [], Window(0, S, "test")))
+    (row,) = v["kv_survival"]
+    assert row["ceiling_tokens"] == 1200 and row["ceiling_tokens_server"] == 1600 + 400
+    assert row["ratio"] == (1200 + 300) / (1600 + 400)  # not 1500 / 1200 = 1.25
+    assert row["mean_ratio"] == (1200 / 1600 + 300 / 400) / 2
+    # the run's server/ours prompt-token ratio, from the requests that have both counts
+    assert v["prompt_token_ratio"] == 2.0

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentload.replay import plots
+from agentload.replay.records import RequestRecord
 from agentload.replay.results import (
     Aggregates,
     Distribution,
@@ -90,3 +92,51 @@ def test_ttft_bands_are_ordered_by_context_length(drawn: dict[str, Any], tmp_pat
     ticks, (one, two) = _lines(drawn["ttft_by_band.png"])
     assert ticks == ["0-64K", "64-128K", "128-256K", "256K+"]
     assert one == {"0-64K": 1.0, "128-256K": 2.0} and two == {"64-128K": 1.0, "256K+": 2.0}
+
+
+def test_kv_survival_above_one_stays_on_the_plot(drawn: dict[str, Any], tmp_path: Path) -> None:
+    # an unsalted run (replicas share whole prompts) can reuse more than one session's ceiling
+    run = _run(_point(1, kv_survival=[_kv_row("0-1s", 0, 1.43), _kv_row("1-5s", 1, 0.7)]))
+    assert plots.kv_plot(run, tmp_path) is not None
+    (ax,) = drawn["kv_survival.png"].axes
+    low, high = ax.get_ylim()
+    assert low == 0 and high > 1.43
+
+
+def _request(send_ns: int, e2e_ns: int) -> RequestRecord:
+    return RequestRecord(
+        session=0,
+        source="s",
+        agent="a",
+        call=f"c{send_ns}",
+        seq=0,
+        turn_depth=0,
+        phase="measured",
+        digest="d",
+        scheduled_ns=send_ns,
+        send_ns=send_ns,
+        first_ns=send_ns + 300_000_000,
+        end_ns=send_ns + e2e_ns,
+    )
+
+
+def _overlaps(ax: Any) -> list[tuple[str, str]]:
+    """Neighbouring x tick labels of ``ax`` whose drawn boxes touch or overlap."""
+    renderer = ax.figure.canvas.get_renderer()
+    labels = [t for t in ax.get_xticklabels() if t.get_text() and t.get_visible()]
+    boxes = sorted(
+        ((t.get_window_extent(renderer), t.get_text()) for t in labels), key=lambda b: b[0].x0
+    )
+    return [(a[1], b[1]) for a, b in itertools.pairwise(boxes) if a[0].x1 + 2 > b[0].x0]
+
+
+def test_latency_cdf_tick_labels_do_not_overlap(drawn: dict[str, Any], tmp_path: Path) -> None:
+    # slow requests (tens of seconds of E2E, as on a CPU engine): ms tick labels like 120,000
+    # ran into each other
+    reqs = [_request(i * 1_000_000, (15 + 7 * i) * 1_000_000_000) for i in range(20)]
+    run = _run(Point.model_construct(concurrency=1, arrival_rate=None, requests=reqs))
+    assert plots.cdf_plot(run, tmp_path) is not None
+    ttft_ax, e2e_ax = drawn["latency_cdf.png"].axes
+    assert e2e_ax.get_xlabel() == "E2E (s)" and ttft_ax.get_xlabel() == "TTFT (ms)"
+    for ax in (ttft_ax, e2e_ax):
+        assert _overlaps(ax) == [], ax.get_xlabel()

@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 from replay_helpers import plans_of
 from replay_servers import ChatServer
+from replay_traces import Shape, agentic_trace
 from rich.console import Console
 
 from agentload.replay.bodies import BodyBuilder
@@ -18,7 +19,7 @@ from agentload.replay.config import ReplayConfig, parse_duration_ns
 from agentload.replay.engines import get_engine
 from agentload.replay.power import average_watts
 from agentload.replay.progress import Progress
-from agentload.replay.schedule import LoadShape, PointRunner
+from agentload.replay.schedule import LoadShape, PointRun, PointRunner
 
 
 async def test_plain_progress_prints_periodic_lines(
@@ -101,3 +102,32 @@ async def test_live_progress_renders_on_a_terminal(
     await client.aclose()
     out = buf.getvalue()
     assert "agentload replay" in out and "point 2/3 (load 1)" in out and "2 done" in out
+
+
+def test_sessions_stopped_by_the_deadline_are_cut_not_done(
+    chat_server: ChatServer, tmp_path: Path
+) -> None:
+    # a recorded tool wait of 5 s: no session can finish within a 0.3 s --duration
+    trace = agentic_trace(tmp_path / "slow.jsonl", sessions=2, shape=Shape(tool_gap_s=5.0))
+    buf = io.StringIO()
+    progress = Progress(Console(file=buf, force_terminal=False, width=200), interval_s=10)
+
+    async def run() -> PointRun:
+        client = StreamClient(chat_server.base_url)
+        runner = PointRunner(
+            client,
+            plans_of(trace),
+            BodyBuilder("test-model", get_engine("vllm")),
+            LoadShape(concurrency=2, duration_s=0.3, start_at="zero"),
+        )
+        task = asyncio.create_task(progress(runner, 0, 1))
+        result = await runner.run()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.aclose()
+        return result
+
+    result = asyncio.run(run())
+    assert len(result.sessions) == 2 and not any(s.complete for s in result.sessions)
+    last = buf.getvalue().strip().splitlines()[-1]
+    assert "sessions 0 active, 0 done, 2 cut |" in last

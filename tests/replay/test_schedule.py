@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 from replay_helpers import plans_of, run_point
 from replay_servers import ChatServer
 
@@ -172,10 +173,17 @@ async def test_arrival_rate_starts_sessions_as_poisson(
     assert starts[-1] > starts[0]
 
 
-async def test_engine_presets_shape_the_extras(chat_server: ChatServer, trace_path: Path) -> None:
-    await run_point(
-        chat_server.base_url, [trace_path], start_at="zero", sessions=1, engine="dynamo"
-    )
+@pytest.mark.parametrize(
+    ("engine", "min_tokens"), [("dynamo", True), ("llamacpp", False), ("vllm", True)]
+)
+async def test_engine_presets_shape_the_extras(
+    chat_server: ChatServer, trace_path: Path, engine: str, min_tokens: bool
+) -> None:
+    await run_point(chat_server.base_url, [trace_path], start_at="zero", sessions=1, engine=engine)
     body = orjson.loads(chat_server.seen[0].body)
-    assert body["nvext"] == {"ignore_eos": True} and "ignore_eos" not in body
-    assert body["min_tokens"] == body["max_tokens"]
+    # ignore_eos at the top level (Dynamo reads it there; nvext.ignore_eos is deprecated)
+    assert body["ignore_eos"] is True and "nvext" not in body
+    # llama.cpp has no min_tokens: max_tokens (its n_predict) and ignore_eos pin the length
+    assert ("min_tokens" in body) is min_tokens
+    if min_tokens:
+        assert body["min_tokens"] == body["max_tokens"]

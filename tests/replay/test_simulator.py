@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import html
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from replay_traces import Shape, agentic_trace
 
 from agentload.replay.config import ReplayConfig
 from agentload.replay.metrics import MetricContext, aggregate
+from agentload.replay.report import write_report
 from agentload.replay.run import run_replay
 from agentload.replay.scrape import parse_prometheus
 
@@ -61,12 +63,19 @@ def test_salted_kv_survival_never_exceeds_its_ceiling(simulator: Any, tmp_path: 
         assert set(rows) == {"0-1s", "1-5s"}
         # the instant profile evicts nothing: everything reusable was reused, exactly
         assert all(b.ratio == 1.0 and b.mean_ratio == 1.0 for b in rows.values())
+        # the simulator counts with the trace's tokenizer: our count of every prompt as sent
+        # (salt line included) is the server's, request by request
+        assert all(r.prompt_tokens == r.prompt_tokens_ours for r in reqs)
+        assert p.aggregates.prompt_token_ratio == 1.0
         # the trace's unsalted blocks, the ceiling before, gave ratios above 1
         kv = [r for r in reqs if r.gap_ns is not None and r.ceiling_tokens > 0]
         assert sum(r.cached_tokens for r in kv) > sum(unsalted[r.call] for r in kv)
+    assert res.prompt_token_ratio == 1.0
 
 
-async def test_run_replay_scrapes_server_metrics(simulator: Any, trace_path: Path) -> None:
+async def test_run_replay_scrapes_server_metrics(
+    simulator: Any, trace_path: Path, tmp_path: Path
+) -> None:
     cfg = ReplayConfig(
         traces=[str(trace_path)],
         endpoint=simulator.base_url,
@@ -80,6 +89,12 @@ async def test_run_replay_scrapes_server_metrics(simulator: Any, trace_path: Pat
     assert scrape is not None and scrape.failures == 0 and len(scrape.samples) >= 1
     keys = set(scrape.samples[0].values)
     assert any("waiting" in k for k in keys) and any("usage" in k for k in keys)
+    # the report has a server-metrics section with every kept series, and its summary table
+    # has one column per point (its ~40 metric columns as rows, so it fits the page)
+    page = write_report([res], tmp_path / "report")[0].read_text()
+    assert f"<h4>Server metrics ({scrape.url})</h4>" in page
+    assert all(f"<td>{html.escape(k)}</td>" in page for k in keys)
+    assert "<div class='wide'><table class='summary'><tr><th></th><th>c=1</th></tr>" in page
 
 
 def test_parse_prometheus_keeps_the_useful_series() -> None:

@@ -28,8 +28,10 @@ from agentload.replay.metrics.quality import (
     KVSurvival,
     LengthMismatch,
     PhaseCounts,
+    PromptTokenRatio,
     SLOAttainment,
     meets_slo,
+    prompt_token_ratio,
 )
 from agentload.replay.metrics.session import (
     JobsPerHour,
@@ -61,6 +63,7 @@ __all__ = [
     "depth_bucket",
     "distribution",
     "meets_slo",
+    "prompt_token_ratio",
     "register",
     "registry",
     "serving_ns",
@@ -84,6 +87,7 @@ METRICS: tuple[type[Metric], ...] = (
     Goodput,
     SLOAttainment,
     KVSurvival,
+    PromptTokenRatio,
     ErrorCounts,
     ContextOverflow,
     LengthMismatch,

@@ -1,9 +1,10 @@
-"""Goodput/SLO attainment, KV survival, errors, output-length mismatches, phase counts."""
+"""Goodput/SLO attainment, KV survival, the server/ours token ratio, errors, output-length
+mismatches, phase counts."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from agentload.replay.metrics.base import SLO, Column, Metric, MetricContext
@@ -17,8 +18,11 @@ __all__ = [
     "KVSurvival",
     "LengthMismatch",
     "PhaseCounts",
+    "PromptTokenRatio",
     "SLOAttainment",
+    "ceiling_server",
     "meets_slo",
+    "prompt_token_ratio",
 ]
 
 GAP_BUCKETS: tuple[tuple[str, float, float], ...] = (
@@ -74,11 +78,25 @@ class SLOAttainment(Metric):
         return sum(1 for r in ctx.measured if meets_slo(r, slo)) / len(ctx.measured)
 
 
+def ceiling_server(r: RequestRecord) -> float:
+    """The request's KV-survival ceiling in the server's tokens: the ceiling (agentload's
+    tokens) times the request's server/ours prompt-token ratio, or as counted when the server
+    reported no prompt tokens (ours by ours)."""
+    scale = r.server_per_ours
+    return r.ceiling_tokens * scale if scale is not None else float(r.ceiling_tokens)
+
+
 class KVSurvival(Metric):
     """KV survival by preceding gap: for successful measured requests with a reported cached
     count, a preceding gap (actual idle time since the agent's previous call completed) and a
-    ceiling > 0, per gap bucket: Σ server cached tokens / Σ ceiling tokens (token-weighted),
-    plus the mean of the per-request ratios cached / ceiling.
+    ceiling > 0, per gap bucket: Σ server cached tokens / Σ ceiling tokens in the server's
+    units (token-weighted), plus the mean of the per-request ratios.
+
+    Like is divided by like: the cached count is the server's, the ceiling is counted in
+    agentload's tokens, so each request's ceiling is scaled by its own server prompt tokens /
+    agentload prompt tokens (the prompt as sent) before dividing; without a server prompt
+    count the ceiling is used as counted. So the ratio is the share of the reusable prompt
+    the server reused, whatever its tokenizer.
 
     The ceiling counts what the target can truly have cached for the request as sent, in
     full blocks of agentload's tokenizer and the trace's block size. Salted (the default):
@@ -96,7 +114,8 @@ class KVSurvival(Metric):
         ("bucket", "preceding gap"),
         ("n", "requests"),
         ("cached_tokens", "cached tokens"),
-        ("ceiling_tokens", "ceiling tokens"),
+        ("ceiling_tokens", "ceiling tokens (ours)"),
+        ("ceiling_tokens_server", "ceiling tokens (server's)"),
         ("ratio", "cached / ceiling"),
         ("mean_ratio", "mean per-request ratio"),
     )
@@ -115,7 +134,7 @@ class KVSurvival(Metric):
             if not sel:
                 continue
             cached = sum(r.cached_tokens or 0 for r in sel)
-            ceiling = sum(r.ceiling_tokens for r in sel)
+            scaled = [ceiling_server(r) for r in sel]
             rows.append(
                 {
                     "bucket": name,
@@ -123,13 +142,41 @@ class KVSurvival(Metric):
                     "hi_s": hi if hi != float("inf") else None,
                     "n": len(sel),
                     "cached_tokens": cached,
-                    "ceiling_tokens": ceiling,
-                    "ratio": cached / ceiling,
-                    "mean_ratio": sum((r.cached_tokens or 0) / r.ceiling_tokens for r in sel)
+                    "ceiling_tokens": sum(r.ceiling_tokens for r in sel),
+                    "ceiling_tokens_server": sum(scaled),
+                    "ratio": cached / sum(scaled),
+                    "mean_ratio": sum(
+                        (r.cached_tokens or 0) / c for r, c in zip(sel, scaled, strict=True)
+                    )
                     / len(sel),
                 }
             )
         return rows
+
+
+def prompt_token_ratio(requests: Iterable[RequestRecord]) -> float | None:
+    """Σ server-reported prompt tokens / Σ agentload's prompt tokens of the same requests (the
+    prompts as sent), over successful requests that have both; None when none has."""
+    server = ours = 0
+    for r in requests:
+        if r.ok and r.prompt_tokens is not None and r.prompt_tokens_ours > 0:
+            server += r.prompt_tokens
+            ours += r.prompt_tokens_ours
+    return server / ours if ours else None
+
+
+class PromptTokenRatio(Metric):
+    """Server/ours prompt-token ratio: Σ server-reported prompt tokens / Σ agentload's count
+    of the same prompts as sent (the trace's tokenizer, salt included), over every successful
+    request of the point that has both (warm-up included: its prompt is a full one). 1.0
+    against the simulator; above 1 when the server's tokenizer splits the same text finer
+    (Gemma vs o200k: about 1.2). None when the server reports no usage."""
+
+    tag = "prompt_token_ratio"
+    header = "server/ours prompt tokens"
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        return prompt_token_ratio(ctx.requests)
 
 
 def _phase(name: str) -> Callable[[Any], Any]:
