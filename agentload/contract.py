@@ -1,13 +1,14 @@
 """The agent/tool vocabulary shared by agentload's agents, tools, scenarios and the simulator.
 
 This module sits on the ground floor (it imports nothing of agentload), so every package may use
-it; nothing else may hard-code a role or tool name. The simulator recognises an agentload agent by
-the role marker in its system prompt (``marker(role, ...)``), and knows the tools by the specs
-below.
+it; nothing else may hard-code a role or tool name. Nothing of this vocabulary is sent to an
+endpoint beyond what any agent sends (tool schemas, its own prompts): the simulator recognises
+an agentload agent from the tools it is offered and its prompt's wording
+(``agentload.endpoint.policy.roles``).
 
 * **Roles.** ``orchestrator`` holds the task and the whole history; its tools are the direct tools
-  plus ``delegate``. It stops (answers without tool calls) when its prompt reaches
-  ``context_target`` tokens, when the marker's ``max_rounds`` is reached, or when the task is done.
+  plus ``delegate``. Its session ends when its prompt reaches the scenario's ``context_target``
+  tokens, after ``max_rounds`` calls, or when it answers without tool calls (the task done).
   The sub-agent roles ``code_search``, ``test_runner`` and ``file_reader`` each start from a fresh
   context (system prompt + the task text as the user message) and end with one assistant message
   without tool calls: the summary that becomes the ``delegate`` tool result.
@@ -18,7 +19,6 @@ below.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -29,7 +29,6 @@ __all__ = [
     "EDIT_FILE",
     "FILE_READER",
     "LIST_FILES",
-    "MARKER_RE",
     "ORCHESTRATOR",
     "READ_FILE",
     "ROLES",
@@ -42,8 +41,6 @@ __all__ = [
     "TOOL_SCHEMAS",
     "ToolSpec",
     "check_tools",
-    "marker",
-    "parse_marker",
     "tool_schemas",
 ]
 
@@ -201,27 +198,3 @@ def check_tools(names: list[str], *roles: str) -> list[str]:
     if len(set(names)) != len(names):
         raise ValueError("a tool is listed twice")
     return names
-
-
-# The marker goes on the first line of an agent's system prompt, e.g.
-# ``[agentload role=orchestrator context_target=400000 max_rounds=300]``.
-MARKER_RE: Final = re.compile(
-    r"\[agentload role=(?P<role>[a-z_]+)(?P<attrs>(?: [a-z_]+=[^\s\]]+)*)\]"
-)
-
-
-def marker(role: str, **attrs: int | str) -> str:
-    """The role marker line for an agent's system prompt."""
-    if role not in ROLES:
-        raise ValueError(f"unknown role {role!r}; valid: {', '.join(ROLES)}")
-    extra = "".join(f" {k}={v}" for k, v in attrs.items())
-    return f"[agentload role={role}{extra}]"
-
-
-def parse_marker(system_prompt: str) -> tuple[str, dict[str, str]] | None:
-    """``(role, attrs)`` when the text carries an agentload role marker, else ``None``."""
-    m = MARKER_RE.search(system_prompt)
-    if m is None or m.group("role") not in ROLES:
-        return None
-    attrs = dict(kv.split("=", 1) for kv in m.group("attrs").split())
-    return m.group("role"), attrs

@@ -21,6 +21,7 @@ import orjson
 import typer
 from rich.console import Console
 
+from agentload.agents.calibrate import TokenRatio
 from agentload.agents.live import run_points
 from agentload.agents.llm import DEFAULT_CALL_TIMEOUT_S
 from agentload.agents.progress import make_progress, summary_table
@@ -40,6 +41,16 @@ class SandboxChoice(StrEnum):
     auto = "auto"
     docker = "docker"
     local = "local"
+
+
+def token_line(t: TokenRatio) -> str:
+    """The summary's token-unit line: the measured server/ours ratio, or why it is 1."""
+    if t.error is not None:
+        return f"tokens: server/ours 1 (not measured: {t.error})"
+    return (
+        f"tokens: server/ours {t.ratio:.3f} ({t.sample_tokens_server:,} server tokens for "
+        f"{t.sample_tokens_ours:,} of ours); scenario sizes are server tokens"
+    )
 
 
 def run_generate(
@@ -85,6 +96,7 @@ def run_generate(
             "endpoint": result.endpoint,
             "model": result.model,
             "wall_s": result.wall_ns / 1e9,
+            "token_ratio": result.tokens.ratio if result.tokens else None,
             "sessions": rows,
         }
         if written:
@@ -124,6 +136,8 @@ def run_generate(
                     f"report: agentload report {folder} --out {folder}",
                     markup=False, highlight=False, soft_wrap=True,
                 )  # fmt: skip
+        if result.tokens is not None:
+            out.print(token_line(result.tokens), markup=False, highlight=False, soft_wrap=True)
         for run in runs:
             out.print(f"trace: {run.trace_path}", markup=False, highlight=False, soft_wrap=True)
     sessions = [st for run in runs for st in run.sessions]

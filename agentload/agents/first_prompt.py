@@ -2,7 +2,6 @@
 
 Layout of the orchestrator's system message (the simulator's policy parses the headings)::
 
-    [agentload role=orchestrator context_target=400000 max_rounds=300]
     <the scenario's orchestrator instructions>
 
     ## Repository map
@@ -17,6 +16,7 @@ then source files (package ``__init__`` first, then by path), then test files. T
 until the whole request (tools + system + user + reply priming, under agentload's framing
 convention) reaches ``budget_tokens``; the last file is cut at a line boundary to land on the
 budget. The result depends only on the workspace content and the inputs, never on timing.
+Nothing agentload-specific is added to either prompt: an endpoint sees the scenario's own words.
 """
 
 from __future__ import annotations
@@ -97,7 +97,6 @@ def build_orchestrator_prompt(
     *,
     root: Path,
     files: Sequence[str],
-    marker_line: str,
     instructions: str,
     task: str,
     tools: list[dict[str, Any]],
@@ -106,7 +105,7 @@ def build_orchestrator_prompt(
 ) -> OrchestratorPrompt:
     """The orchestrator's system prompt filled to ``budget_tokens`` (see the module docstring)."""
     files = sorted(files)
-    head = f"{marker_line}\n{instructions.strip()}\n\n## Repository map\n" + "\n".join(files)
+    head = f"{instructions.strip()}\n\n## Repository map\n" + "\n".join(files)
     user = {"role": "user", "content": task}
     fixed = counter.count_prompt([{"role": "system", "content": head}, user], tools)
     room = budget_tokens - fixed
@@ -145,6 +144,6 @@ def build_orchestrator_prompt(
     return OrchestratorPrompt(system=system, files=tuple(chosen), cut_file=cut, tokens=total)
 
 
-def build_subagent_prompt(marker_line: str, instructions: str) -> str:
-    """A sub-agent's system prompt: its marker line, then its kind's instructions."""
-    return f"{marker_line}\n{instructions.strip()}\n"
+def build_subagent_prompt(instructions: str) -> str:
+    """A sub-agent's system prompt: its kind's instructions."""
+    return f"{instructions.strip()}\n"

@@ -163,7 +163,9 @@ async def orchestrator_agent(
         max_tokens=s.max_tokens,
     )
     rt.last_orch_end_ns = rt.clock()
-    if turn.prompt_tokens >= s.context_target:
+    # context_target is in server tokens: the server's count, else ours times the run's ratio.
+    server = turn.result.prompt_tokens
+    if (server if server is not None else turn.prompt_tokens * s.token_ratio) >= s.context_target:
         raise SessionEnd("context_target")
     cuts = _cuts(state.get("cuts", 0), turn.cut)
     if cuts >= MAX_CUT_REPLIES:

@@ -14,6 +14,9 @@
   there) before the endpoint is contacted, so a bad ``--out`` is one line at once.
 * Time limits: every call attempt gets ``call_timeout_s`` (the ``/models`` probe
   ``min(call_timeout_s, 10)``), ``retries`` retries.
+* Token unit: before the sessions, ``agents.calibrate`` measures the server/ours token ratio
+  (one small text completion, within ``min(call_timeout_s, 120)``); the header records it and
+  every session sizes and limits its orchestrator in server tokens.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from agentload.agents.calibrate import TokenRatio, calibrate
 from agentload.agents.llm import DEFAULT_CALL_TIMEOUT_S, ChatClient
 from agentload.agents.session import SessionSetup, run_session
 from agentload.agents.tracing import SessionStats
@@ -55,6 +59,8 @@ __all__ = ["GenerateOptions", "ProgressSink", "RunResult", "check_endpoint", "ge
 SIM_MODEL = "agentload-sim"
 PROBE_TIMEOUT_S = 10.0
 """The longest the ``GET /models`` probe may take (less when ``--call-timeout`` is less)."""
+CALIBRATION_TIMEOUT_S = 120.0
+"""The longest the token calibration may take (less when ``--call-timeout`` is less)."""
 
 
 class ProgressSink(Protocol):
@@ -98,6 +104,8 @@ class RunResult:
     wall_ns: int = 0
     endpoint: str = ""
     model: str = ""
+    tokens: TokenRatio | None = None
+    """The run's server/ours token ratio (``agents.calibrate``)."""
 
 
 async def check_endpoint(
@@ -146,15 +154,18 @@ async def _endpoint(opts: GenerateOptions, seed: int) -> AsyncIterator[tuple[str
         yield opts.endpoint, model
         return
     srv: Any
+    from agentload.agents.simproc import scenario_pacing
+
     profile, model = opts.scenario.endpoint.profile, opts.model or SIM_MODEL
+    pacing = scenario_pacing(opts.scenario)  # the model's own habits, set server-side
     if opts.simulator == "process":
         from agentload.agents.simproc import SimulatorProcess
 
-        srv = SimulatorProcess(profile=profile, model=model, seed=seed)
+        srv = SimulatorProcess(profile=profile, model=model, seed=seed, pacing=pacing)
     else:
         from agentload.endpoint import SimulatorServer
 
-        srv = SimulatorServer(profile=profile, model=model, seed=seed)
+        srv = SimulatorServer(profile=profile, model=model, seed=seed, policy_overrides=pacing)
     await asyncio.to_thread(srv.start)
     try:
         yield srv.base_url, srv.model
@@ -224,6 +235,8 @@ async def _run(
 
     s = opts.scenario
     async with _endpoint(opts, seed) as (base_url, model):
+        timeout = min(opts.call_timeout_s, CALIBRATION_TIMEOUT_S)
+        tokens = await calibrate(base_url, model, s, ChatTokenCounter(), timeout)
         header = make_header(
             endpoint=base_url,
             model=model,
@@ -232,8 +245,11 @@ async def _run(
             scenario_config=s.model_dump(mode="json"),
             seed=seed,
             generator={"sessions": opts.sessions, "parallel": opts.parallel, "sandbox": kind},
+            token_calibration=tokens.record(),
         )
-        result = RunResult(trace_path=path, endpoint=redact_url(base_url), model=model)
+        result = RunResult(
+            trace_path=path, endpoint=redact_url(base_url), model=model, tokens=tokens
+        )
         client = ChatClient(
             base_url,
             model=model,
@@ -265,6 +281,7 @@ async def _run(
                             writer=writer,
                             capture=capture,
                             on_start=progress.session_started if progress else None,
+                            token_ratio=tokens.ratio,
                         )
                     if progress is not None:
                         progress.session_ended(stats)

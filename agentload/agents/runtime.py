@@ -62,7 +62,7 @@ class ToolRunner(Protocol):
 
 @dataclass(frozen=True)
 class SubagentSettings:
-    """One sub-agent kind: its full system prompt, tools, turn limit and reply length limit."""
+    """One sub-agent kind: its system prompt, tools, turn limit and reply length limit."""
 
     system_prompt: str
     tools: tuple[str, ...]
@@ -85,6 +85,8 @@ class AgentSettings:
     temperature: float | None = None
     seed: int | None = None
     follow_ups: tuple[str, ...] = ()
+    token_ratio: float = 1.0
+    """Server tokens per token of ours (``agents.calibrate``): for replies without usage."""
 
 
 @dataclass

@@ -42,7 +42,7 @@ from agentload.tokenizer import ChatTokenCounter
 if TYPE_CHECKING:
     from agentload.scenarios.models import Scenario
 
-__all__ = ["SessionPlace", "SessionSetup", "agent_settings", "run_session"]
+__all__ = ["SessionPlace", "SessionSetup", "agent_settings", "first_prompt_budget", "run_session"]
 
 
 @dataclass(frozen=True)
@@ -58,13 +58,14 @@ class SessionSetup:
     keep_workspace: bool = False
 
 
-def agent_settings(scenario: Scenario, model: str, seed: int | None) -> AgentSettings:
-    """The agents' settings from a scenario (role markers built here, from the contract)."""
+def agent_settings(
+    scenario: Scenario, model: str, seed: int | None, token_ratio: float = 1.0
+) -> AgentSettings:
+    """The agents' settings from a scenario (``token_ratio``: server tokens per token of ours,
+    ``agents.calibrate``)."""
     subs = {
         kind: SubagentSettings(
-            system_prompt=build_subagent_prompt(
-                contract.marker(kind, max_turns=spec.max_turns), spec.system_prompt
-            ),
+            system_prompt=build_subagent_prompt(spec.system_prompt),
             tools=tuple(spec.tools),
             max_turns=spec.max_turns,
             max_tokens=spec.max_tokens,
@@ -81,6 +82,7 @@ def agent_settings(scenario: Scenario, model: str, seed: int | None) -> AgentSet
         max_tokens=scenario.orchestrator.max_tokens,
         seed=seed,
         follow_ups=tuple(scenario.follow_ups),
+        token_ratio=token_ratio,
     )
 
 
@@ -155,24 +157,24 @@ async def _close(sandbox: Any) -> None:
         pass
 
 
+def first_prompt_budget(scenario: Scenario, token_ratio: float) -> int:
+    """The first prompt's budget in our tokens: the scenario's, which is in server tokens."""
+    return max(1, round(scenario.orchestrator.initial_context_tokens / token_ratio))
+
+
 async def _first_prompt(
     place: SessionPlace, scenario: Scenario, settings: AgentSettings, counter: ChatTokenCounter
 ) -> OrchestratorPrompt:
     """The orchestrator's first prompt: instructions, repository map and key files, sized to the
-    scenario's ``initial_context_tokens``."""
+    scenario's ``initial_context_tokens`` of the server (``/ token_ratio`` of ours)."""
     return await asyncio.to_thread(
         build_orchestrator_prompt,
         root=place.root,
         files=place.files,
-        marker_line=contract.marker(
-            contract.ORCHESTRATOR,
-            context_target=settings.context_target,
-            max_rounds=settings.max_rounds,
-        ),
         instructions=scenario.orchestrator.system_prompt,
         task=scenario.task,
         tools=contract.tool_schemas(settings.orchestrator_tools),
-        budget_tokens=scenario.orchestrator.initial_context_tokens,
+        budget_tokens=first_prompt_budget(scenario, settings.token_ratio),
         counter=counter,
     )
 
@@ -220,6 +222,7 @@ async def _record_start(
     scenario: Scenario,
     place: SessionPlace,
     prompt: OrchestratorPrompt,
+    ratio: float,
 ) -> None:
     """The ``session`` record: where it runs and what its first prompt holds."""
     await recorder.session_start(
@@ -232,6 +235,7 @@ async def _record_start(
             "fault": scenario.workspace.fault,
             "initial_context_files": len(prompt.files),
             "initial_context_tokens_ours": prompt.tokens,
+            "initial_context_budget_ours": first_prompt_budget(scenario, ratio),
         },
     )
 
@@ -245,8 +249,10 @@ async def run_session(
     capture: CallCapture,
     on_start: Callable[[SessionStats], None] | None = None,
     clock: Callable[[], int] = time.perf_counter_ns,
+    token_ratio: float = 1.0,
 ) -> SessionStats:
-    """Run one session to its end reason; returns its counters (see the module docstring)."""
+    """Run one session to its end reason; returns its counters (see the module docstring).
+    ``token_ratio``: the run's server tokens per token of ours (``agents.calibrate``)."""
     from agentload.tools import Toolbox
 
     sid = setup.session_id
@@ -259,10 +265,10 @@ async def run_session(
     eval_passed: bool | None = None
     try:
         async with SessionPlace(setup, scenario, stats) as place:
-            settings = agent_settings(scenario, client.model, setup.seed)
+            settings = agent_settings(scenario, client.model, setup.seed, token_ratio)
             stats.status = "context"
             prompt = await _first_prompt(place, scenario, settings, capture.counter)
-            await _record_start(recorder, setup, scenario, place, prompt)
+            await _record_start(recorder, setup, scenario, place, prompt, settings.token_ratio)
             started = True
             stats.status = "running"
             rt = AgentRuntime(

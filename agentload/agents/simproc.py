@@ -6,6 +6,11 @@
 The child (started with ``spawn``) runs ``SimulatorServer`` on a free 127.0.0.1 port and sends
 its address back; it ignores SIGINT (the parent stops it) and exits when the parent says so or
 when the parent's end of the pipe closes (the parent died), so it never outlives the run.
+
+``scenario_pacing(scenario)`` is what ``generate`` configures its built-in simulator with: the
+simulated model's own pacing (``PolicyConfig`` fields: when the orchestrator wraps up, how many
+turns each sub-agent kind takes at most), set server-side from the scenario's limits, since
+no prompt carries them.
 """
 
 from __future__ import annotations
@@ -13,22 +18,38 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import signal
+from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 from agentload.errors import AgentloadError, ConfigError
 
-__all__ = ["SimulatorProcess"]
+if TYPE_CHECKING:
+    from agentload.scenarios.models import Scenario
+
+__all__ = ["SimulatorProcess", "scenario_pacing"]
 
 _START_TIMEOUT_S = 60.0
 
 
-def _child(conn: Connection, profile: str, model: str, seed: int) -> None:
+def scenario_pacing(scenario: Scenario) -> dict[str, Any]:
+    """The built-in simulator's ``PolicyConfig`` overrides for ``scenario`` (see above)."""
+    return {
+        "context_target": scenario.context_target,
+        "max_rounds": scenario.orchestrator.max_rounds,
+        "subagent_max_turns": {k: v.max_turns for k, v in scenario.subagents.items()},
+    }
+
+
+def _child(
+    conn: Connection, profile: str, model: str, seed: int, pacing: Mapping[str, Any] | None
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         from agentload.endpoint import SimulatorServer
 
-        srv = SimulatorServer(profile=profile, model=model, seed=seed)
+        srv = SimulatorServer(profile=profile, model=model, seed=seed, policy_overrides=pacing)
         srv.start()
     except AgentloadError as exc:
         conn.send(("error", str(exc)))
@@ -42,10 +63,17 @@ def _child(conn: Connection, profile: str, model: str, seed: int) -> None:
 class SimulatorProcess:
     """The simulated endpoint served by a child process (see the module docstring)."""
 
-    def __init__(self, profile: str = "instant", model: str = "agentload-sim", seed: int = 0):
+    def __init__(
+        self,
+        profile: str = "instant",
+        model: str = "agentload-sim",
+        seed: int = 0,
+        pacing: Mapping[str, Any] | None = None,
+    ):
         self.profile = profile
         self.model = model
         self.seed = seed
+        self.pacing = dict(pacing) if pacing else None
         self.base_url = ""
         self._proc: multiprocessing.process.BaseProcess | None = None
         self._conn: Connection | None = None
@@ -56,7 +84,7 @@ class SimulatorProcess:
         parent, child = ctx.Pipe()
         proc = ctx.Process(
             target=_child,
-            args=(child, self.profile, self.model, self.seed),
+            args=(child, self.profile, self.model, self.seed, self.pacing),
             name="agentload-simulator",
             daemon=True,
         )

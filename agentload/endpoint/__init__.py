@@ -17,9 +17,10 @@ it (``server`` → ``timing`` → ``policy``):
   * ``kv``       — KV-cache blocks with prefix caching
   * ``clock``    — the one clock every sleep goes through (``VirtualClock`` for tests)
 * ``policy/`` — the simulated "model": what each request gets back (``Policy`` in its
-  ``__init__``: dispatch on the role marker)
+  ``__init__``: dispatch on the agent role inferred from the tools and messages)
   * ``types``    — ``PolicyConfig``, ``LengthDist``, ``Conversation``, ``Decision``
   * ``base``     — ``BasePolicy``: a request's conversation, vocabulary, prose, the plain reply
+  * ``roles``    — which agent a request comes from (tools offered, system message wording)
   * ``agent_policy``, ``subagents`` — agentload's orchestrator and sub-agents played
   * ``reading``  — the policy's reading of an agent's conversation, and the shared pickers
   * ``facts``    — paths, locations, identifiers, errors read out of the conversation

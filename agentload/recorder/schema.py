@@ -34,6 +34,7 @@ __all__ = [
     "ResponseRecord",
     "SessionRecord",
     "Timings",
+    "TokenCalibration",
     "ToolCallRecord",
     "ToolCallRef",
     "Usage",
@@ -66,6 +67,23 @@ class HostFacts(_Model):
     hostname: str | None = Field(default=None, description="host name, when not redacted")
 
 
+class TokenCalibration(_Model):
+    """How many server tokens one token of ours is, measured once before the sessions."""
+
+    server_per_ours: float = Field(
+        gt=0, description="server tokens per token of ours (1.0 when not measured)"
+    )
+    sample_tokens_ours: int | None = Field(
+        default=None, ge=0, description="our count of the calibration sample"
+    )
+    sample_tokens_server: int | None = Field(
+        default=None, ge=0, description="the server's usage.prompt_tokens for it"
+    )
+    error: str | None = Field(
+        default=None, description="why the ratio was not measured (1.0 is used), if so"
+    )
+
+
 class Header(_Model):
     """First record of every trace."""
 
@@ -92,6 +110,10 @@ class Header(_Model):
     seed: int | None = Field(default=None, description="seed of the generating run")
     host: HostFacts | None = Field(default=None, description="host facts")
     redacted: bool = Field(default=False, description="content replaced by hash blocks")
+    token_calibration: TokenCalibration | None = Field(
+        default=None,
+        description="generate's server/ours token ratio (absent in traces before it existed)",
+    )
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

@@ -43,7 +43,11 @@
 Extra keys: ``tokenizer``, ``model``, ``truncated`` (why the file ends early, or null),
 ``records`` (count per record type), ``prompt_tokens_total``, ``completion_tokens_total``,
 ``cached_tokens_total`` (server-reported; null when the server never reported it),
-``roles`` (``{role: {agents, calls, prompt_tokens_max, completion_tokens_total}}``).
+``roles`` (``{role: {agents, calls, prompt_tokens_max, completion_tokens_total}}``),
+``prompt_tokens_server_per_ours`` (``sum(usage.prompt_tokens) / sum(usage.prompt_tokens_ours)``
+over the calls whose server reported prompt tokens: how many server tokens one of ours was;
+null when no call has both), ``token_calibration`` (the ratio ``generate`` measured before the
+sessions, from the header; null in traces without one).
 Percentiles use linear interpolation between closest ranks; they are null when there is no
 sample.
 """
@@ -192,6 +196,16 @@ def _roles(trace: Trace, rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]
     return roles
 
 
+def _server_per_ours(trace: Trace) -> float | None:
+    pairs = [
+        (c.usage.prompt_tokens, c.usage.prompt_tokens_ours)
+        for c in trace.calls.values()
+        if c.usage.prompt_tokens is not None
+    ]
+    ours = sum(o for _, o in pairs)
+    return sum(s for s, _ in pairs) / ours if ours else None
+
+
 def compute_stats(trace: Trace) -> dict[str, Any]:
     """The stats object of a loaded trace (formulas in the module docstring)."""
     rows = _agent_rows(trace)
@@ -220,6 +234,7 @@ def compute_stats(trace: Trace) -> dict[str, Any]:
     tool_busy = sum(union_ns(iv) for iv in busy.values())
     wall_ns = max(e for _, e in spans.values()) - min(s for s, _ in spans.values()) if spans else 0
     cached = [c.usage.cached_tokens for c in trace.calls.values()]
+    cal = trace.header.token_calibration
     return {
         "sessions": len(spans),
         "agents": rows,
@@ -248,4 +263,6 @@ def compute_stats(trace: Trace) -> dict[str, Any]:
             sum(x for x in cached if x is not None) if any(x is not None for x in cached) else None
         ),
         "roles": _roles(trace, rows),
+        "prompt_tokens_server_per_ours": _server_per_ours(trace),
+        "token_calibration": cal.server_per_ours if cal is not None else None,
     }

@@ -298,6 +298,9 @@ def render_stats(stats: dict[str, Any], console: Console) -> None:
         summary.add_row(key, "  ".join(f"{k} {fmt(v)}" for k, v in stats[key].items()))
     summary.add_row("prompt_tokens_total", fmt(stats.get("prompt_tokens_total")))
     summary.add_row("cached_tokens_total", fmt(stats.get("cached_tokens_total")))
+    summary.add_row("prompt tokens server/ours", fmt(stats.get("prompt_tokens_server_per_ours")))
+    if stats.get("token_calibration") is not None:
+        summary.add_row("token calibration server/ours", fmt(stats["token_calibration"]))
     if stats.get("truncated"):
         summary.add_row("truncated", _e(stats["truncated"]))
     console.print(summary)

@@ -69,7 +69,7 @@ class WorkspaceSpec(_Model):
 class OrchestratorSpec(_Model):
     """The agent that holds the task, the plan and the whole history."""
 
-    system_prompt: str = Field(description="instructions (the marker line is added by agents/)")
+    system_prompt: str = Field(description="instructions, sent as written (nothing is added)")
     initial_context_tokens: int = Field(
         default=60_000,
         gt=0,
@@ -99,7 +99,7 @@ class OrchestratorSpec(_Model):
 class SubagentSpec(_Model):
     """One kind of sub-agent: fresh context, its own tools, one summary back."""
 
-    system_prompt: str = Field(description="instructions (the marker line is added by agents/)")
+    system_prompt: str = Field(description="instructions, sent as written (nothing is added)")
     tools: list[str] = Field(description="tools this kind may call")
     max_turns: int = Field(default=8, ge=1, description="most LLM calls before it must summarise")
     max_tokens: int = Field(

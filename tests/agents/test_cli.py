@@ -59,6 +59,7 @@ def test_generate_prints_progress_lines_summary_and_trace(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     assert "s0-0: started" in proc.stderr and "s0-0: ended (context_target)" in proc.stderr
     assert "generate summary" in proc.stdout and "context_target" in proc.stdout
+    assert "tokens: server/ours 1.000 (" in proc.stdout  # the simulator counts as we do
     trace_line = proc.stdout.strip().splitlines()[-1]
     assert trace_line.startswith("trace: ")
     path = Path(trace_line.removeprefix("trace: "))

@@ -12,7 +12,6 @@ from agentload.scenarios.workspace import Workspace, materialise
 from agentload.tokenizer import ChatTokenCounter
 
 TOOLS = contract.tool_schemas([*contract.DIRECT_TOOLS, contract.DELEGATE])
-MARK = contract.marker("orchestrator", context_target=400000, max_rounds=300)
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +24,7 @@ def test_prompt_lands_on_the_budget(email_ws: Workspace, budget: int) -> None:
     counter = ChatTokenCounter()
     task = "Fix the failing tests."
     p = build_orchestrator_prompt(
-        root=email_ws.root, files=email_ws.files(), marker_line=MARK, instructions="Be good.",
+        root=email_ws.root, files=email_ws.files(), instructions="Be good.",
         task=task, tools=TOOLS, budget_tokens=budget, counter=counter,
     )  # fmt: skip
     measured = counter.count_prompt(
@@ -34,10 +33,7 @@ def test_prompt_lands_on_the_budget(email_ws: Workspace, budget: int) -> None:
     assert measured == p.tokens
     assert budget * 0.97 <= p.tokens <= budget * 1.01
     lines = p.system.splitlines()
-    assert contract.parse_marker(lines[0]) == (
-        "orchestrator",
-        {"context_target": "400000", "max_rounds": "300"},
-    )
+    assert lines[0] == "Be good."  # the scenario's words first: no control text of ours
     assert "## Repository map" in lines
     start = lines.index("## Repository map") + 1
     assert lines[start : start + len(email_ws.files())] == email_ws.files()
@@ -49,7 +45,7 @@ def test_prompt_lands_on_the_budget(email_ws: Workspace, budget: int) -> None:
 
 def test_files_named_in_the_task_come_first(email_ws: Workspace) -> None:
     p = build_orchestrator_prompt(
-        root=email_ws.root, files=email_ws.files(), marker_line=MARK, instructions="x",
+        root=email_ws.root, files=email_ws.files(), instructions="x",
         task="Look at email/quoprimime.py first.", tools=TOOLS, budget_tokens=8_000,
         counter=ChatTokenCounter(),
     )  # fmt: skip
@@ -58,7 +54,7 @@ def test_files_named_in_the_task_come_first(email_ws: Workspace) -> None:
 
 def test_same_inputs_same_prompt(email_ws: Workspace, tmp_path: Path) -> None:
     other = materialise("stdlib:email", tmp_path / "again", "qp-header-decode")
-    kw = dict(marker_line=MARK, instructions="x", task="t", tools=TOOLS, budget_tokens=20_000)
+    kw = dict(instructions="x", task="t", tools=TOOLS, budget_tokens=20_000)
     a = build_orchestrator_prompt(
         root=email_ws.root,
         files=email_ws.files(),
@@ -74,7 +70,5 @@ def test_same_inputs_same_prompt(email_ws: Workspace, tmp_path: Path) -> None:
     assert a == b
 
 
-def test_subagent_prompt_starts_with_its_marker() -> None:
-    text = build_subagent_prompt(contract.marker("code_search", max_turns=8), "  Find things. ")
-    assert contract.parse_marker(text.splitlines()[0]) == ("code_search", {"max_turns": "8"})
-    assert text.endswith("Find things.\n")
+def test_subagent_prompt_is_its_instructions_alone() -> None:
+    assert build_subagent_prompt("  Find things. ") == "Find things.\n"

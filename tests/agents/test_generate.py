@@ -16,7 +16,9 @@ from agent_runs import fingerprint, run_generate
 
 from agentload import contract
 from agentload.agents.run import RunResult
+from agentload.endpoint.policy.roles import infer_role
 from agentload.recorder import Trace, load_trace
+from agentload.scenarios.models import Scenario
 
 
 def check_trace(result: RunResult, trace: Trace, *, sandbox: str) -> None:
@@ -24,6 +26,7 @@ def check_trace(result: RunResult, trace: Trace, *, sandbox: str) -> None:
     assert trace.truncated is None
     assert trace.header.scenario == "quick" and trace.header.seed == 0
     assert trace.header.scenario_config is not None
+    scenario = Scenario.model_validate(trace.header.scenario_config)
     (session,) = trace.sessions.values()
     assert session.end_reason == "context_target"
     assert session.sandbox == sandbox and session.end_ns is not None
@@ -43,12 +46,13 @@ def check_trace(result: RunResult, trace: Trace, *, sandbox: str) -> None:
         first = trace.calls_of(a.id)[0]
         msgs = trace.messages(first)
         assert [m["role"] for m in msgs] == ["system", "user"]  # a fresh context
-        assert contract.parse_marker(msgs[0]["content"])[0] == a.role  # type: ignore[index]
+        # Its system message is the scenario's own words: no control text of ours.
+        assert msgs[0]["content"] == scenario.subagents[a.role].system_prompt.strip() + "\n"
         assert msgs[1]["content"] == tc.arguments["task"]
 
     calls = trace.calls_of(orch_id)
     first_msgs = trace.messages(calls[0])
-    assert contract.parse_marker(first_msgs[0]["content"].splitlines()[0]) is not None
+    assert first_msgs[0]["content"].startswith(scenario.orchestrator.system_prompt.strip())
     assert "## Repository map" in first_msgs[0]["content"]
     prompts = [trace.prompt_tokens(c) for c in calls]
     assert prompts == sorted(prompts)  # the whole history is carried forward
@@ -97,6 +101,23 @@ def check_trace(result: RunResult, trace: Trace, *, sandbox: str) -> None:
 
 def test_quick_generate_local_reads_back(quick_local: tuple[RunResult, Trace]) -> None:
     check_trace(*quick_local, sandbox="local")
+
+
+def test_the_simulator_plays_each_request_as_the_agent_that_sent_it(
+    quick_local: tuple[RunResult, Trace],
+) -> None:
+    """Nothing of ours is in a request, yet every recorded request (first ones included) is
+    recognised as its agent's role from what a real server sees: tools and messages."""
+    _, trace = quick_local
+    roles = {a.id: a.role for a in trace.agents.values()}
+    seen = set()
+    for c in trace.calls.values():
+        msgs = trace.messages(c)
+        names = [t["function"]["name"] for t in trace.tools(c) or ()]
+        assert infer_role(msgs, names) == roles[c.agent_id], (c.id, names)
+        assert not any("[agentload" in str(m.get("content")) for m in msgs if m["role"] != "tool")
+        seen.add(roles[c.agent_id])
+    assert contract.ORCHESTRATOR in seen and seen & set(contract.SUBAGENT_ROLES)
 
 
 def test_every_call_sends_its_roles_max_tokens(quick_local: tuple[RunResult, Trace]) -> None:

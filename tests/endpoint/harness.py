@@ -97,9 +97,9 @@ def email_workspace(dest: Path) -> Path:
     return dest
 
 
-def system_prompt(marker: str, tools: MiniTools, counter: ChatTokenCounter, budget: int) -> str:
+def system_prompt(tools: MiniTools, counter: ChatTokenCounter, budget: int) -> str:
     files = tools.files()
-    text = f"{marker}\nYou lead a team of coding agents.\n\n## Repository map\n" + "\n".join(files)
+    text = "You lead a team of coding agents.\n\n## Repository map\n" + "\n".join(files)
     for rel in files:
         if not rel.startswith("email/") or not rel.endswith(".py"):
             continue
@@ -168,7 +168,8 @@ def run_agent(
             if path and path not in seen:
                 sess.invented.append((role, path))
             if c.function.name == contract.DELEGATE:
-                sub_sys = contract.marker(args["kind"], max_turns=6) + "\nYou are a sub-agent."
+                wording = args["kind"].replace("_", "-")
+                sub_sys = f"You are a {wording} sub-agent. Answer with a summary."
                 out = run_agent(client, model, tools, args["kind"], sub_sys, args["task"], sess)
             else:
                 out = tools.call(c.function.name, args)
@@ -184,14 +185,12 @@ def run_session(
     test_argv: list[str],
     *,
     initial: int,
-    target: int,
-    max_rounds: int = 300,
     task: str = "",
 ) -> Session:
+    """One session; the server's own pacing (``PolicyConfig.context_target``...) ends it."""
     tools = MiniTools(root, test_argv)
     counter = ChatTokenCounter()
-    marker = contract.marker(contract.ORCHESTRATOR, context_target=target, max_rounds=max_rounds)
-    system = system_prompt(marker, tools, counter, initial)
+    system = system_prompt(tools, counter, initial)
     sess = Session()
     with openai.OpenAI(base_url=base_url, api_key="x", max_retries=0) as client:
         sess.final = run_agent(client, model, tools, contract.ORCHESTRATOR, system, task, sess)
@@ -205,7 +204,8 @@ if __name__ == "__main__":  # calibration: python tests/endpoint/harness.py [ini
     from agentload.endpoint import SimulatorServer
 
     initial, target = (int(a) for a in (sys.argv[1:3] or ("60000", "400000")))
-    with tempfile.TemporaryDirectory() as d, SimulatorServer() as srv:
+    pacing = {"context_target": target}
+    with tempfile.TemporaryDirectory() as d, SimulatorServer(policy_overrides=pacing) as srv:
         root = email_workspace(Path(d))
         s = run_session(
             srv.base_url,
@@ -213,7 +213,6 @@ if __name__ == "__main__":  # calibration: python tests/endpoint/harness.py [ini
             root,
             [sys.executable, "-m", "unittest", "test.test_email.test_email"],
             initial=initial,
-            target=target,
             task="The test suite of this repository (the `email` package and its tests under "
             "test/test_email) has started failing after a recent change. Find the failing "
             "tests, work out which change causes them, and fix the code.",

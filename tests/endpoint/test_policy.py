@@ -103,7 +103,7 @@ def _play(srv: Any, tools: MiniTools, messages: list[dict[str, Any]], names: lis
 def test_code_search_follows_real_hits(simulator: Any, repo: MiniTools) -> None:
     names = list(contract.SUBAGENT_TOOLS[contract.CODE_SEARCH])
     msgs = [
-        {"role": "system", "content": contract.marker("code_search", max_turns=6) + "\nSearch."},
+        {"role": "system", "content": "You are a code-search sub-agent. Search."},
         {"role": "user", "content": "Find where `parse_amount` is defined and who calls it."},
     ]
     calls, msgs = _play(simulator, repo, msgs, names)
@@ -125,7 +125,7 @@ def test_test_runner_reads_the_real_traceback_locations(
     repo = _make_repo(tmp_path, RUNNERS[runner])
     names = list(contract.SUBAGENT_TOOLS[contract.TEST_RUNNER])
     msgs = [
-        {"role": "system", "content": contract.marker("test_runner", max_turns=6) + "\nRun."},
+        {"role": "system", "content": "You are a test-runner sub-agent. Run."},
         {"role": "user", "content": "Run the tests and report the failures."},
     ]
     calls, msgs = _play(simulator, repo, msgs, names)
@@ -155,12 +155,8 @@ def test_test_runner_reads_the_real_traceback_locations(
     assert "test_calc.py" in msg["content"] or "calc.py" in msg["content"]
 
 
-def _orchestrator_messages(repo: MiniTools, target: int = 100_000) -> list[dict[str, Any]]:
-    system = (
-        contract.marker("orchestrator", context_target=target, max_rounds=50)
-        + "\nLead the team.\n\n## Repository map\n"
-        + "\n".join(repo.files())
-    )
+def _orchestrator_messages(repo: MiniTools) -> list[dict[str, Any]]:
+    system = "Lead the team.\n\n## Repository map\n" + "\n".join(repo.files())
     hits = repo.search_code("parse_amount")
     return [
         {"role": "system", "content": system},
@@ -212,10 +208,13 @@ def test_orchestrator_targets_real_paths_and_is_deterministic(
 
 
 def test_orchestrator_answers_at_context_target_and_honours_tool_choice(
-    simulator: Any, repo: MiniTools
+    simulator: Any, make_server: Callable[..., SimulatorServer], repo: MiniTools
 ) -> None:
+    """The target is the server's own pacing (its PolicyConfig), not anything in the request."""
     names = [*contract.DIRECT_TOOLS, contract.DELEGATE]
-    done = _ask(simulator, _orchestrator_messages(repo, target=100), names)
+    assert _ask(simulator, _orchestrator_messages(repo), names).get("tool_calls")
+    paced = make_server(policy_overrides={"context_target": 100})
+    done = _ask(paced, _orchestrator_messages(repo), names)
     assert not done.get("tool_calls") and done["content"].startswith("## Report")
     msgs = _orchestrator_messages(repo)
     none = _ask(simulator, msgs, names, tool_choice="none")
@@ -227,12 +226,15 @@ def test_orchestrator_answers_at_context_target_and_honours_tool_choice(
     assert call[0] == "read_file" and call[1]["path"] in set(repo.files())
 
 
-def test_summary_lengths_follow_the_config(simulator: Any, repo: MiniTools) -> None:
+def test_summary_lengths_follow_the_config(
+    make_server: Callable[..., SimulatorServer], repo: MiniTools
+) -> None:
+    simulator = make_server(policy_overrides={"subagent_max_turns": {"file_reader": 1}})
     names = list(contract.SUBAGENT_TOOLS[contract.FILE_READER])
     sizes = []
     for i in range(6):
         msgs = [
-            {"role": "system", "content": contract.marker("file_reader", max_turns=1)},
+            {"role": "system", "content": "You are a file-reader sub-agent."},
             {"role": "user", "content": f"Read `pkg/calc.py` ({i}) and summarise it."},
         ]
         r = post(
@@ -247,14 +249,13 @@ def test_summary_lengths_follow_the_config(simulator: Any, repo: MiniTools) -> N
 @pytest.mark.slow
 def test_session_on_real_email_package_never_invents_paths(tmp_path: Path) -> None:
     root = email_workspace(tmp_path)
-    with SimulatorServer(seed=5) as srv:
+    with SimulatorServer(seed=5, policy_overrides={"context_target": 24_000}) as srv:
         s = run_session(
             srv.base_url,
             srv.model,
             root,
             [sys.executable, "-m", "unittest", "test.test_email.test_email"],
             initial=6000,
-            target=24_000,
             task=textwrap.dedent("""\
                 The test suite (the `email` package, tests under test/test_email) fails after
                 a recent change. Find the failing tests and the cause, and fix the code."""),
@@ -357,10 +358,11 @@ def test_profile_file_carries_policy_knobs(
     prof.write_text(
         "name: tuned\ninstant: true\n"
         "policy:\n  summary_tokens: {median: 600, p90: 650, min: 580, max: 700}\n"
+        "  subagent_max_turns: {file_reader: 1}\n"
     )
     srv = make_server(profile=prof)
     msgs = [
-        {"role": "system", "content": contract.marker("file_reader", max_turns=1)},
+        {"role": "system", "content": "Summarise what you read."},
         {"role": "user", "content": "Read `pkg/calc.py` and summarise it."},
     ]
     names = list(contract.SUBAGENT_TOOLS[contract.FILE_READER])

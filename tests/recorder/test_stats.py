@@ -198,6 +198,10 @@ def test_stats_known_answers(known_trace: Path) -> None:
     assert st["wall_s"] == pytest.approx(10.0)
     assert st["truncated"] is None
     assert st["cached_tokens_total"] == 2300
+    # Server/ours over the calls with both counts: (1000+1500+2000) / (64+96+128); the header
+    # (written as before generate calibrated) has no calibration.
+    assert st["prompt_tokens_server_per_ours"] == pytest.approx(4500 / 288)
+    assert st["token_calibration"] is None
     assert st["roles"]["orchestrator"]["prompt_tokens_max"] == 2000
     assert st["roles"]["code_search"] == {
         "agents": 1,

@@ -1,12 +1,26 @@
 """agentload.endpoint.policy: the simulator's "model", what each request gets back.
 
 Deterministic: a hash of the server seed and the request content seeds every choice, so the
-same conversation always gets the same reply. ``Policy.decide`` dispatches on the role marker
-on the first line of the system message (see ``agentload.contract``): agentload's own agents
-are played by ``agent_policy`` as a competent coding agent reading the real tool outputs; any
-other conversation gets ``BasePolicy.plain``, a plain-text answer, and tool calls only when
-tools are offered (honouring ``tool_choice``: ``none``, ``auto``, ``required`` or a named
-function).
+same conversation always gets the same reply.
+
+**What it plays.** A request carries nothing agentload-specific, so ``Policy.decide`` infers
+the agent from what any server sees (``roles.infer_role``, in this order): a request whose
+tools are all agentload's contract tools and include ``delegate`` is the orchestrator; one
+whose system message names a sub-agent kind as the scenario presets write it ("You are a
+code-search sub-agent", "test-runner", "file-reader") is that kind; one offered exactly a
+kind's usual tool set (``contract.SUBAGENT_TOOLS``) is that kind; one whose system message
+holds the first prompt's ``## Repository map`` is an orchestrator working alone. These are
+played by ``agent_policy`` as a competent coding agent reading the real tool outputs. Any other
+conversation (no tools, a tool outside the contract, none of the above) gets
+``BasePolicy.plain``, a plain-text answer, and tool calls only when tools are offered
+(honouring ``tool_choice``: ``none``, ``auto``, ``required`` or a named function).
+
+**When it stops.** No limit travels in a request either: the simulated model's own pacing is
+server-side configuration (``PolicyConfig.context_target``, ``max_rounds``,
+``max_parallel_delegations``, ``subagent_max_turns``), as a real model's habits come from its
+training. ``generate`` sets them from the scenario when it starts the built-in simulator;
+``agentload serve`` takes them from the profile (defaults: the coding-session scenario's). The
+agents' harness enforces every limit itself, whatever the model does.
 
 * ``types`` — ``PolicyConfig`` and ``LengthDist`` (the knobs), ``Conversation`` (a request as
   the policy sees it), ``Decision`` (its reply before length limits);
@@ -14,6 +28,7 @@ function).
   arguments, the plain reply;
 * ``agent_policy`` — the orchestrator, and the entry for agentload's agents;
 * ``subagents`` — code_search, file_reader and test_runner;
+* ``roles`` — which agent a request comes from (the rules above);
 * ``reading`` — the policy's reading of an agent's conversation (``Ctx``: what the agent knows
   at one call) and the pickers the agent policies share;
 * ``facts`` — paths, ``file:line`` locations, identifiers and errors read out of the text;

@@ -4,8 +4,9 @@
   to code_search / file_reader / test_runner) or uses direct tools: ``read_file`` at the
   locations that searches, tracebacks and summaries reported (a window around the line, or the
   whole file), ``search_code`` for identifiers from the task and the results, ``run_tests``,
-  ``list_files``. It answers without tool calls once the request's prompt tokens reach the
-  marker's ``context_target`` or its rounds reach ``max_rounds``.
+  ``list_files``. It answers without tool calls once the request's prompt tokens reach its
+  ``PolicyConfig.context_target`` or its rounds reach ``max_rounds`` (its own pacing: the
+  request carries no limit).
 * **code_search** — searches identifiers from its task, reads the code at the real hits, follows
   definitions it finds there, then summarises.
 * **file_reader** — reads the files its task names (or lists a directory and reads from it),
@@ -133,12 +134,10 @@ def delegation(ctx: Ctx, kind: str, taken: set[str]) -> dict[str, Any] | None:
 
 def _orchestrator(ctx: Ctx) -> Decision:
     conv, cfg, rng = ctx.conv, ctx.policy.config, ctx.rng
-    target = int(conv.attrs.get("context_target", "0") or 0)
-    max_rounds = int(conv.attrs.get("max_rounds", "0") or 0)
-    if (target and conv.prompt_tokens >= target) or (max_rounds and conv.turns >= max_rounds):
+    if conv.prompt_tokens >= cfg.context_target or conv.turns >= cfg.max_rounds:
         return final_answer(ctx)
     calls: list[Call] = []
-    max_par = int(conv.attrs.get("max_parallel", "3") or 3)
+    max_par = cfg.max_parallel_delegations
     if conv.turns == 0 and DELEGATE in ctx.offered:
         taken: set[str] = set()
         kinds = [TEST_RUNNER, CODE_SEARCH, FILE_READER][

@@ -1,8 +1,8 @@
 """The policy's common ground: a request read as a ``Conversation``, and the plain reply.
 
 ``BasePolicy.conversation`` seeds the conversation's random choices (a hash of the server seed,
-the request's seed and the message contents) and reads the role marker of its system message
-(``agentload.contract``). ``plain`` answers any conversation that is not one of agentload's own
+the request's seed and the message contents) and which of agentload's agents it comes from
+(``roles.infer_role``: from the tools offered and the system message). ``plain`` answers any conversation that is not one of agentload's own
 agents: plain text, and tool calls only when tools are offered (honouring ``tool_choice``:
 ``none``, ``auto``, ``required`` or a named function), their arguments filled from the tool's
 JSON schema. ``vocab_for``, ``prose`` and ``schema_args`` serve the agent policy as well.
@@ -16,12 +16,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from agentload.contract import parse_marker
 from agentload.endpoint.policy.facts import Facts
 from agentload.endpoint.policy.prose import Prose, Vocab
+from agentload.endpoint.policy.roles import infer_role
 from agentload.endpoint.policy.textgen import TextTokens
 from agentload.endpoint.policy.types import Conversation, Decision, PolicyConfig
-from agentload.tokenizer import _content_text
 
 __all__ = ["BasePolicy"]
 
@@ -58,7 +57,7 @@ class BasePolicy:
     ) -> Conversation:
         seed = self.seed if request_seed is None else self.seed * 1_000_003 + request_seed
         schemas = {t["function"]["name"]: t["function"] for t in tools}
-        conv = Conversation(
+        return Conversation(
             messages=messages,
             mids=mids,
             tools=list(schemas),
@@ -68,14 +67,8 @@ class BasePolicy:
             rng=random.Random(digest := _digest(seed, mids, str(len(tools)))),
             digest=digest,
             stable_rng=random.Random(_digest(seed, mids[:2], "stable")),
+            role=infer_role(messages, list(schemas)),
         )
-        first = messages[0] if messages else {}
-        if first.get("role") in ("system", "developer"):
-            text = _content_text(first.get("content"))
-            parsed = parse_marker(text.split("\n", 1)[0])
-            if parsed is not None:
-                conv.role, conv.attrs = parsed
-        return conv
 
     # -- any other conversation --------------------------------------------------------------
     def vocab_for(self, conv: Conversation, facts: Facts | None = None) -> Vocab:

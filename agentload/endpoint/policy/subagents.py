@@ -1,4 +1,8 @@
-"""The sub-agents' policy: code_search, file_reader and test_runner (see ``agent_policy``)."""
+"""The sub-agents' policy: code_search, file_reader and test_runner (see ``agent_policy``).
+
+Each plans a few tool-calling turns (``PolicyConfig.subagent_turns``), summarising by its
+kind's ``subagent_max_turns`` call at the latest.
+"""
 
 from __future__ import annotations
 
@@ -150,7 +154,7 @@ _SUB = {
 
 def subagent(ctx: Ctx) -> Decision:
     conv, cfg = ctx.conv, ctx.policy.config
-    max_turns = int(conv.attrs.get("max_turns", "6") or 6)
+    max_turns = cfg.subagent_max_turns.get(conv.role or "", 6)
     lo, hi = cfg.subagent_turns
     planned = max(0, min(max_turns - 1, conv.stable_rng.randint(lo, hi)))
     if conv.turns >= planned:

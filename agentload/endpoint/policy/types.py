@@ -2,8 +2,8 @@
 
 ``PolicyConfig`` holds the knobs of the simulated agent behaviour; lengths are ``LengthDist``
 (log-normal, set by median and p90, clipped). ``Conversation`` is a request as the policy reads
-it (messages, their content ids, the tools offered, the seeded random generators, the role
-marker); ``Decision`` is its reply before length limits.
+it (messages, their content ids, the tools offered, the seeded random generators, the agent
+role it plays, inferred by ``roles``); ``Decision`` is its reply before length limits.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agentload.contract import CODE_SEARCH, FILE_READER, SUBAGENT_ROLES, TEST_RUNNER
 from agentload.endpoint.policy.facts import Facts, extract
 from agentload.tokenizer import _content_text
 
@@ -101,6 +102,41 @@ class PolicyConfig(BaseModel):
     subagent_whole_file_prob: float = Field(
         default=0.25, ge=0, le=1, description="Odds that a file_reader reads a whole file."
     )
+    # Pacing: when the simulated model itself decides it is done. A real model learns this in
+    # training; nothing in a request tells it. `generate` sets these from the scenario when it
+    # starts the built-in simulator; `agentload serve` uses the profile's (defaults: the
+    # coding-session scenario's). The agents' harness enforces its own limits regardless.
+    context_target: int = Field(
+        default=400_000,
+        ge=1,
+        description="The orchestrator answers (its final report) once a request's prompt "
+        "tokens reach this.",
+    )
+    max_rounds: int = Field(
+        default=300,
+        ge=1,
+        description="The orchestrator answers once it has made this many calls.",
+    )
+    max_parallel_delegations: int = Field(
+        default=3, ge=1, description="Most delegate calls the orchestrator issues at once."
+    )
+    subagent_max_turns: dict[str, int] = Field(
+        default={CODE_SEARCH: 8, TEST_RUNNER: 6, FILE_READER: 6},
+        description="Per sub-agent kind: it summarises by this call at the latest (a kind "
+        "not listed: 6).",
+    )
+
+    @field_validator("subagent_max_turns")
+    @classmethod
+    def _known_kinds(cls, v: dict[str, int]) -> dict[str, int]:
+        for kind, n in v.items():
+            if kind not in SUBAGENT_ROLES:
+                raise ValueError(
+                    f"unknown sub-agent kind {kind!r}; valid: {', '.join(SUBAGENT_ROLES)}"
+                )
+            if n < 1:
+                raise ValueError(f"{kind}: must be at least 1")
+        return v
 
 
 @dataclass
@@ -127,7 +163,7 @@ class Conversation:
     stable_rng: random.Random
     digest: int = 0
     role: str | None = None
-    attrs: dict[str, str] = field(default_factory=dict)
+    """The agentload agent the request comes from (``roles.infer_role``); None: plain."""
 
     def text(self, i: int) -> str:
         return _content_text(self.messages[i].get("content"))

@@ -1,8 +1,9 @@
 """agentload.endpoint.server: the simulated server's HTTP surface and how it is run.
 
 * ``app`` — ``Simulator`` (one server's state: profile, engine, policy, caches) and
-  ``build_app`` (the Starlette application: chat completions, models, health, metrics);
-* ``request`` — validation of chat-completion bodies, OpenAI-shaped errors;
+  ``build_app`` (the Starlette application: chat completions, text completions, models,
+  health, metrics);
+* ``request`` — validation of chat- and text-completion bodies, OpenAI-shaped errors;
 * ``sse`` — response bodies: SSE chunk streams and non-streaming JSON;
 * ``metrics`` — ``/metrics``: Prometheus text named after vLLM's metrics;
 * ``server`` — ``SimulatorServer``: uvicorn in a background thread (tests, ``generate``);

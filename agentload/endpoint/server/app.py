@@ -1,4 +1,5 @@
-"""The simulated server's HTTP surface (Starlette): chat completions, models, health, metrics.
+"""The simulated server's HTTP surface (Starlette): chat and text completions, models, health,
+metrics.
 
 ``Simulator`` holds one server's state (profile, engine, policy, token and prefix caches);
 ``build_app`` wraps it in a Starlette application. Prompt tokens are counted with
@@ -13,7 +14,7 @@ import hmac
 import itertools
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import orjson
@@ -28,11 +29,18 @@ from agentload.endpoint.policy import Policy
 from agentload.endpoint.policy.textgen import text_tokens
 from agentload.endpoint.policy.types import Decision, PolicyConfig
 from agentload.endpoint.server.metrics import metrics_registry, metrics_text
-from agentload.endpoint.server.request import APIError, ChatRequest, error_body, parse_chat_request
+from agentload.endpoint.server.request import (
+    APIError,
+    ChatRequest,
+    error_body,
+    parse_chat_request,
+    parse_completion_request,
+)
 from agentload.endpoint.server.sse import Reply, render_json, render_stream, usage_event
 from agentload.endpoint.timing.clock import Clock
 from agentload.endpoint.timing.engine import Engine, Sequence
 from agentload.endpoint.timing.profiles import Profile, load_profile
+from agentload.hashing import content_id
 from agentload.recorder.prefix import PrefixHasher, hash_prompt
 from agentload.tokenizer import DEFAULT_TOKENIZER, ChatTokenCounter
 
@@ -61,6 +69,7 @@ class Simulator:
         clock: Clock | None = None,
         tokenizer: str = DEFAULT_TOKENIZER,
         policy: PolicyConfig | None = None,
+        policy_overrides: Mapping[str, Any] | None = None,
     ) -> None:
         self.profile = load_profile(profile if isinstance(profile, Profile) else str(profile))
         self.model = model
@@ -69,7 +78,10 @@ class Simulator:
         self.counter = ChatTokenCounter(tokenizer)
         self.hasher = PrefixHasher(self.profile.block_size)
         self.tokens = text_tokens(tokenizer)
-        self.policy = Policy(seed, self.tokens, policy or self.profile.policy)
+        config = policy or self.profile.policy or PolicyConfig()
+        if policy_overrides:
+            config = PolicyConfig.model_validate({**config.model_dump(), **policy_overrides})
+        self.policy = Policy(seed, self.tokens, config)
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._tag = os.urandom(3).hex()
@@ -138,28 +150,34 @@ class Simulator:
         return Reply(pieces, tc, finish, prompt_tokens, tok.count(text) + n_args)
 
     # -- HTTP handlers -----------------------------------------------------------------------
+    def _check(self, model: str, prompt_tokens: int, max_tokens: int | None, param: str) -> None:
+        """``APIError`` for a model not served or a request longer than the context."""
+        if model != self.model:
+            raise APIError(
+                404,
+                f"The model `{model}` does not exist; this server serves `{self.model}`.",
+                "model",
+                "model_not_found",
+            )
+        limit = self.profile.max_context
+        want = prompt_tokens + (max_tokens or 0)
+        if prompt_tokens >= limit or want > limit:
+            raise APIError(
+                400,
+                f"This model's maximum context length is {limit} tokens. However, you "
+                f"requested {want} tokens ({prompt_tokens} in the {param}, "
+                f"{max_tokens or 0} in the completion).",
+                param,
+                "context_length_exceeded",
+            )
+
     async def chat(self, request: Request) -> Response:
         try:
             req = parse_chat_request(await request.body())
             if req.model != self.model:
-                raise APIError(
-                    404,
-                    f"The model `{req.model}` does not exist; this server serves `{self.model}`.",
-                    "model",
-                    "model_not_found",
-                )
+                self._check(req.model, 0, None, "messages")
             mids, prompt_tokens, hashes = self.prompt(req)
-            limit = self.profile.max_context
-            want = prompt_tokens + (req.max_tokens or 0)
-            if prompt_tokens >= limit or want > limit:
-                raise APIError(
-                    400,
-                    f"This model's maximum context length is {limit} tokens. However, you "
-                    f"requested {want} tokens ({prompt_tokens} in the messages, "
-                    f"{req.max_tokens or 0} in the completion).",
-                    "messages",
-                    "context_length_exceeded",
-                )
+            self._check(req.model, prompt_tokens, req.max_tokens, "messages")
             reply = self.reply(req, mids, prompt_tokens)
         except APIError as exc:
             return _error(exc)
@@ -204,6 +222,41 @@ class Simulator:
                 sent = stop
         if sent < len(events):
             yield b"".join(events[sent:])
+
+    async def completions(self, request: Request) -> Response:
+        """``POST /v1/completions``: one text prompt, answered without streaming, with usage.
+        Prompt tokens are the prompt text's own count (no chat framing); the engine times it
+        like a chat request, without prefix caching. What ``generate`` calibrates against."""
+        try:
+            req = parse_completion_request(await request.body())
+            self._check(req.model, 0, None, "prompt")
+            prompt_tokens = self.counter.count_text(req.prompt)
+            self._check(req.model, prompt_tokens, req.max_tokens, "prompt")
+        except APIError as exc:
+            return _error(exc)
+        messages = [{"role": "user", "content": req.prompt}]
+        conv = self.policy.conversation(messages, [content_id(req.prompt)], [], "none", 0)
+        d = self.policy.plain(conv)
+        text = self.tokens.fit(self._extend(d, req.max_tokens + 16), req.max_tokens)
+        n = self.tokens.count(text)
+        finish = "length" if n >= req.max_tokens else "stop"
+        seq = Sequence(prompt_tokens, [], max(1, n))
+        async for _ in self.engine.run(seq):
+            pass
+        return _json(
+            {
+                "id": f"cmpl-{self._tag}{next(self._ids):010x}",
+                "object": "text_completion",
+                "created": self.created,
+                "model": self.model,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": n,
+                    "total_tokens": prompt_tokens + n,
+                },
+            }
+        )
 
     async def models(self, request: Request) -> Response:
         return _json(
@@ -252,6 +305,7 @@ def build_app(sim: Simulator, api_key: str | None = None) -> ASGIApp:
 
     routes = [
         Route("/v1/chat/completions", sim.chat, methods=["POST"]),
+        Route("/v1/completions", sim.completions, methods=["POST"]),
         Route("/v1/models", sim.models, methods=["GET"]),
         Route("/health", sim.health, methods=["GET"]),
         Route("/metrics", sim.metrics, methods=["GET"]),

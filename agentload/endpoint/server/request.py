@@ -1,4 +1,4 @@
-"""Validation of ``POST /v1/chat/completions`` bodies, and OpenAI-shaped errors.
+"""Validation of ``POST /v1/chat/completions`` and ``/v1/completions`` bodies; OpenAI errors.
 
 Every problem with a request becomes an ``APIError`` with an HTTP status and OpenAI's error JSON
 (``{"error": {"message", "type", "param", "code"}}``); nothing a client sends can cause a 500.
@@ -12,7 +12,14 @@ from typing import Any
 
 import orjson
 
-__all__ = ["APIError", "ChatRequest", "error_body", "parse_chat_request"]
+__all__ = [
+    "APIError",
+    "ChatRequest",
+    "CompletionRequest",
+    "error_body",
+    "parse_chat_request",
+    "parse_completion_request",
+]
 
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
@@ -242,3 +249,44 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         parallel_tool_calls=ptc,
         stop=stops,
     )
+
+
+@dataclass
+class CompletionRequest:
+    """A validated ``/v1/completions`` request (one text prompt, not streamed)."""
+
+    model: str
+    prompt: str
+    max_tokens: int
+
+
+def parse_completion_request(raw: bytes) -> CompletionRequest:
+    """Validate a text-completion body: ``model``, ``prompt`` (a string, or a list of one),
+    ``max_tokens`` (default 16, as OpenAI's); ``stream`` must be off. ``APIError`` (400)
+    naming the field at fault."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise APIError(
+            400, f"body: malformed JSON: {exc}", param=None, code="invalid_json"
+        ) from None
+    _type(body, dict, "body", "a JSON object")
+    model = body.get("model")
+    if model is None:
+        raise APIError(400, "model: field required", param="model", code="missing_field")
+    _type(model, str, "model", "a string")
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1:
+        prompt = prompt[0]
+    if prompt is None:
+        raise APIError(400, "prompt: field required", param="prompt", code="missing_field")
+    _type(prompt, str, "prompt", "a string (or a list of one string)")
+    if body.get("stream"):
+        raise _bad("stream", "this simulator answers /v1/completions without streaming")
+    n = body.get("n")
+    if n is not None and n != 1:
+        raise _bad("n", f"only n=1 is supported, got {n!r}")
+    _opt_num(body, "temperature", 0.0, 2.0)
+    _opt_num(body, "top_p", 0.0, 1.0)
+    mt = _opt_int(body, "max_tokens", 1)
+    return CompletionRequest(model=model, prompt=prompt, max_tokens=16 if mt is None else mt)

@@ -15,8 +15,10 @@ import contextlib
 import os
 import socket
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import uvicorn
 
@@ -61,6 +63,7 @@ class SimulatorServer:
         port: int = 0,
         *,
         policy: PolicyConfig | None = None,
+        policy_overrides: Mapping[str, Any] | None = None,
         tokenizer: str = "o200k_base",
         ssl_certfile: str | os.PathLike[str] | None = None,
         ssl_keyfile: str | os.PathLike[str] | None = None,
@@ -76,7 +79,14 @@ class SimulatorServer:
         if api_key is not None and not api_key:
             raise ConfigError("an empty API key would accept no request; give a key or None")
         self._api_key = api_key
-        self.simulator = Simulator(profile, model, seed, policy=policy, tokenizer=tokenizer)
+        self.simulator = Simulator(
+            profile,
+            model,
+            seed,
+            policy=policy,
+            policy_overrides=policy_overrides,
+            tokenizer=tokenizer,
+        )
         self.model = model
         self.host = host
         self._want_port = port
