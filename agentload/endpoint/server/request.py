@@ -183,8 +183,8 @@ def _tool_choice(value: Any, tools: list[dict[str, Any]]) -> str | dict[str, Any
     return choice
 
 
-def parse_chat_request(raw: bytes) -> ChatRequest:
-    """Validate a request body; raises ``APIError`` (400) naming the field at fault."""
+def _body_and_model(raw: bytes) -> tuple[dict[str, Any], str]:
+    """A request body that is a JSON object with a string ``model``; else ``APIError`` (400)."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -196,6 +196,12 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
     if model is None:
         raise APIError(400, "model: field required", param="model", code="missing_field")
     _type(model, str, "model", "a string")
+    return body, model
+
+
+def parse_chat_request(raw: bytes) -> ChatRequest:
+    """Validate a request body; raises ``APIError`` (400) naming the field at fault."""
+    body, model = _body_and_model(raw)
     messages = _messages(body.get("messages"))
     n = body.get("n")
     if n is not None:
@@ -264,17 +270,7 @@ def parse_completion_request(raw: bytes) -> CompletionRequest:
     """Validate a text-completion body: ``model``, ``prompt`` (a string, or a list of one),
     ``max_tokens`` (default 16, as OpenAI's); ``stream`` must be off. ``APIError`` (400)
     naming the field at fault."""
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise APIError(
-            400, f"body: malformed JSON: {exc}", param=None, code="invalid_json"
-        ) from None
-    _type(body, dict, "body", "a JSON object")
-    model = body.get("model")
-    if model is None:
-        raise APIError(400, "model: field required", param="model", code="missing_field")
-    _type(model, str, "model", "a string")
+    body, model = _body_and_model(raw)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1:
         prompt = prompt[0]
