@@ -26,6 +26,16 @@ from agentload.replay.records import RequestRecord, SessionResult, Window
 __all__ = ["SLO", "Column", "Metric", "MetricContext", "compute_all", "distribution"]
 
 
+def per_gpu(value: float | None, ctx: MetricContext) -> float | None:
+    """``value`` per GPU (``--gpus``); None without it or without a value."""
+    return value / ctx.gpus if value is not None and ctx.gpus else None
+
+
+def per_mw(value: float | None, ctx: MetricContext) -> float | None:
+    """``value`` per MW of the window's average power; None without power or a value."""
+    return value / (ctx.power_watts / 1e6) if value is not None and ctx.power_watts else None
+
+
 def distribution(values: Iterable[float]) -> dict[str, float] | None:
     """``{n, mean, min, p50, p90, p99, max}`` of the values, or None when there are none."""
     v = sorted(values)

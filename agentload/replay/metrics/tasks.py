@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentload.replay.metrics.base import Metric, MetricContext
+from agentload.replay.metrics.base import Metric, MetricContext, per_gpu, per_mw
 
 __all__ = ["PassRate", "SolvedTasksPerHour", "SolvedTasksPerHourPerGPU", "SolvedTasksPerHourPerMW"]
 
@@ -52,8 +52,7 @@ class SolvedTasksPerHourPerGPU(Metric):
     optional = True
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
-        v = deps["solved_per_hour"]
-        return v / ctx.gpus if v is not None and ctx.gpus else None
+        return per_gpu(deps["solved_per_hour"], ctx)
 
 
 class SolvedTasksPerHourPerMW(Metric):
@@ -67,5 +66,4 @@ class SolvedTasksPerHourPerMW(Metric):
     optional = True
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
-        v = deps["solved_per_hour"]
-        return v / (ctx.power_watts / 1e6) if v is not None and ctx.power_watts else None
+        return per_mw(deps["solved_per_hour"], ctx)

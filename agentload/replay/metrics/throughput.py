@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentload.replay.metrics.base import Metric, MetricContext
+from agentload.replay.metrics.base import Metric, MetricContext, per_gpu, per_mw
 
 __all__ = [
     "OutputThroughput",
@@ -65,8 +65,7 @@ class OutputThroughputPerGPU(Metric):
     requires = ("output_tps",)
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
-        v = deps["output_tps"]
-        return v / ctx.gpus if v is not None and ctx.gpus else None
+        return per_gpu(deps["output_tps"], ctx)
 
 
 class OutputThroughputPerMW(Metric):
@@ -79,5 +78,4 @@ class OutputThroughputPerMW(Metric):
     requires = ("output_tps",)
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
-        v = deps["output_tps"]
-        return v / (ctx.power_watts / 1e6) if v is not None and ctx.power_watts else None
+        return per_mw(deps["output_tps"], ctx)
