@@ -71,6 +71,7 @@ pg=$!
 wait "$pg"; rc=$?
 unset {MARKER}
 sweep "$id" "$pg"
+settle "$pg"
 exit "$rc"
 """
 # Without ``timeout`` there is no process group of the command's own: the marker alone finds its

@@ -27,23 +27,25 @@ import signal
 import time
 import uuid
 
-__all__ = ["BUDGET_S", "MARKER", "ROUNDS", "SWEEP_SH", "new_exec_id", "sweep"]
+__all__ = ["BUDGET_S", "MARKER", "ROUNDS", "SETTLE_ROUNDS", "SWEEP_SH", "new_exec_id", "sweep"]
 
 MARKER = "AGENTLOAD_EXEC"
 ROUNDS = 50
+SETTLE_ROUNDS = 200
 BUDGET_S = 2.0
 
 # ``sweep ID PGID``: kill -9 the group PGID (when given) and every process whose environment
 # carries MARKER=ID, until a scan finds none alive. Built-ins only (kill, read, case, test): no
 # fork, so it works while the pids cap is exhausted. dash's ``read`` drops the NUL separators of
 # /proc/PID/environ, so the marker is matched as a substring; every id has the same length, so a
-# prefix of another id cannot match.
+# prefix of another id cannot match. dash's ``kill`` takes no ``--``: ``kill -9 -- -PG`` is an
+# error there ("Illegal number"), so the group is signalled as ``kill -9 -PG``.
 SWEEP_SH = f"""
 sweep() {{
   r=0
   while [ $r -lt {ROUNDS} ]; do
     r=$((r + 1)); live=
-    [ -n "$2" ] && kill -9 -- "-$2"
+    [ -n "$2" ] && kill -9 "-$2"
     for e in /proc/[0-9]*/environ; do
       p=${{e#/proc/}}; p=${{p%/environ}}
       [ "$p" = "$$" ] && continue
@@ -52,6 +54,25 @@ sweep() {{
       done < "$e"
     done
     [ -z "$live" ] && return 0
+  done
+  return 1
+}} 2>/dev/null
+# ``settle PGID``: wait until no process of group PGID is left, dying or a zombie, since both still
+# hold a pid of the pids cap until pid 1 reaps them: without it the next command of a sandbox
+# whose cap a fork bomb filled could not fork. At most {SETTLE_ROUNDS} scans of /proc/PID/stat
+# (its group is field 5, after the ``(comm)`` that may hold spaces), each followed by a short
+# ``sleep`` that yields the CPU to the dying (its fork may fail while the cap is full: no matter).
+settle() {{
+  g=$1; n=0
+  while [ $n -lt {SETTLE_ROUNDS} ]; do
+    n=$((n + 1)); busy=
+    for s in /proc/[0-9]*/stat; do
+      IFS= read -r l < "$s" || continue
+      set -- ${{l##*) }}
+      [ "${{3:-}}" = "$g" ] && {{ busy=1; break; }}
+    done
+    [ -z "$busy" ] && return 0
+    sleep 0.01
   done
   return 1
 }} 2>/dev/null
