@@ -42,6 +42,7 @@ app = typer.Typer(
 
 _AREAS = (
     "agentload.recorder.cli",
+    "agentload.interop.cli",
     "agentload.endpoint.server.cli",
     "agentload.scenarios.cli",
     "agentload.sandboxes.cli",

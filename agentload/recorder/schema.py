@@ -9,6 +9,16 @@ the wall clock, so ``unix_ns = clock.unix_ns + (t - clock.mono_ns)``.
 
 Messages are stored once: an ``llm_call`` lists the blob ids of its request messages, and each
 ``blob`` holds one chat message (or one tool-schema list) under its content hash.
+
+**Content-free traces** (``header.redacted``: imported from another format, or written by
+``agentload trace redact``) carry no message text. Their calls keep everything else: agents,
+order, ``depends_on``, timings, usage, and the prompt's block ids in ``llm_call.prefix`` at
+``header.block_size`` tokens a block (equal id = equal block of text, different ids = different
+blocks; for an import these are the source's hash ids as strings, made unique across the file
+where the source's scope is one conversation). ``usage.prompt_tokens_ours`` is the input length to
+synthesize. An imported call has no message blobs (``messages`` is empty); a redacted call's
+message blobs hold only lengths (see ``agentload.interop.redact``). Replay synthesizes each such
+prompt from its block ids (``agentload.recorder.synth``).
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ __all__ = [
     "RequestParams",
     "ResponseRecord",
     "SessionRecord",
+    "SourceInfo",
     "Timings",
     "TokenCalibration",
     "ToolCallRecord",
@@ -84,6 +95,19 @@ class TokenCalibration(_Model):
     )
 
 
+class SourceInfo(_Model):
+    """Where an imported trace came from (``agentload trace import``)."""
+
+    format: str = Field(description="source format: weka, tracelab, mooncake")
+    files: list[str] = Field(description="the source files' names, in the order read")
+    block_size: int = Field(ge=1, description="tokens per block of the source's hash ids")
+    hash_id_scope: str = Field(
+        description="'local': a hash id means one block within one source conversation (ids "
+        "are prefixed per conversation in llm_call.prefix); 'global': across the whole source"
+    )
+    records: int = Field(default=0, ge=0, description="source records read (lines, requests)")
+
+
 class Header(_Model):
     """First record of every trace."""
 
@@ -109,7 +133,14 @@ class Header(_Model):
     )
     seed: int | None = Field(default=None, description="seed of the generating run")
     host: HostFacts | None = Field(default=None, description="host facts")
-    redacted: bool = Field(default=False, description="content replaced by hash blocks")
+    redacted: bool = Field(
+        default=False,
+        description="no message text in this trace (imported or redacted): replay synthesizes "
+        "each prompt from its block ids",
+    )
+    source: SourceInfo | None = Field(
+        default=None, description="the source format and files of an imported trace"
+    )
     token_calibration: TokenCalibration | None = Field(
         default=None,
         description="generate's server/ours token ratio (absent in traces before it existed)",

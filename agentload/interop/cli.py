@@ -1,0 +1,120 @@
+"""``agentload trace import|export|redact``: the command lines of ``agentload.interop``.
+
+Every command streams its input, prints one summary line per output on stdout, and turns bad
+input into one line on stderr (file, record, field) and exit code 2 (``AgentloadError`` is caught
+by the root CLI).
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agentload.errors import ConfigError
+from agentload.recorder.cli import trace_app
+
+__all__ = ["register"]
+
+
+class ImportFormat(StrEnum):
+    weka = "weka"
+    tracelab = "tracelab"
+    mooncake = "mooncake"
+
+
+class ExportFormat(StrEnum):
+    weka = "weka"
+    mooncake = "mooncake"
+    otel = "otel"
+
+
+@trace_app.command("import")
+def import_(
+    fmt: Annotated[ImportFormat, typer.Argument(help="Source format.", metavar="FORMAT")],
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Source files (weka: *.json or directories of them; tracelab, mooncake: *.jsonl)."
+        ),
+    ],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Output trace (*.agentload.jsonl.zst).")],
+) -> None:
+    """Import another tool's trace as a content-free agentload trace that replay can send."""
+    from agentload.interop.imports import import_trace
+
+    print(import_trace(fmt.value, files, out))
+
+
+@trace_app.command("export")
+def export(
+    fmt: Annotated[ExportFormat, typer.Argument(help="Target format.", metavar="FORMAT")],
+    traces: Annotated[list[Path], typer.Argument(help="agentload traces (or directories).")],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--out",
+            help="weka: a directory (one JSON file per session); mooncake: a .jsonl file; "
+            "otel: an OTLP JSON file.",
+        ),
+    ] = None,
+    content: Annotated[
+        bool, typer.Option("--content", help="otel: include message content in the spans.")
+    ] = False,
+    otlp_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--otlp-endpoint",
+            help="otel: send the spans over OTLP/HTTP to this URL (e.g. "
+            "http://127.0.0.1:4318/v1/traces) instead of writing a file.",
+        ),
+    ] = None,
+) -> None:
+    """Export agentload traces to a format other tools read."""
+    from agentload.interop.exports import export_trace
+    from agentload.recorder.paths import trace_files
+
+    if otlp_endpoint is not None and fmt is not ExportFormat.otel:
+        raise ConfigError("--otlp-endpoint: only with the otel format")
+    if content and fmt is not ExportFormat.otel:
+        raise ConfigError("--content: only with the otel format")
+    if out is None and otlp_endpoint is None:
+        raise ConfigError("-o/--out: required (or, for otel, --otlp-endpoint)")
+    for line in export_trace(
+        fmt.value, trace_files(traces), out, content=content, otlp_endpoint=otlp_endpoint
+    ):
+        print(line)
+
+
+@trace_app.command("redact")
+def redact(
+    trace: Annotated[Path, typer.Argument(help="agentload trace to redact.")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Redacted trace to write.")],
+    salt_env: Annotated[
+        str | None,
+        typer.Option(
+            "--salt-env",
+            help="Environment variable holding the salt of the block ids (the same salt gives "
+            "the same ids across traces); default: a random salt, never written.",
+        ),
+    ] = None,
+) -> None:
+    """Write the same trace with every text replaced by lengths and salted block ids."""
+    from agentload.interop.redact import redact_trace
+
+    if salt_env is not None:
+        value = os.environ.get(salt_env)
+        if not value:
+            raise ConfigError(f"--salt-env {salt_env}: the variable is unset or empty")
+        salt = value.encode()
+    else:
+        salt = os.urandom(32)
+    print(redact_trace(trace, out, salt))
+
+
+def register(app: typer.Typer) -> None:
+    """The commands live on the ``trace`` group; nothing to add to the root."""

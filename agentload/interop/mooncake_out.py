@@ -1,0 +1,13 @@
+"""Export: mooncake_out (stub; replaced by its implementation)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["export_mooncake"]
+
+
+def export_mooncake(traces: Sequence[Path], out: Path) -> list[str]:
+    """Export ``traces`` to ``out``; returns the summary lines."""
+    raise NotImplementedError

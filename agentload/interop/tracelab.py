@@ -1,0 +1,12 @@
+"""Import: tracelab (stub; replaced by its implementation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["import_tracelab"]
+
+
+def import_tracelab(files: list[Path], out: Path) -> str:
+    """Import ``files`` into the trace ``out``; returns the summary line."""
+    raise NotImplementedError
