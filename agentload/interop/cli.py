@@ -102,6 +102,14 @@ def redact(
             "the same ids across traces); default: a random salt, never written.",
         ),
     ] = None,
+    hash_tool_names: Annotated[
+        bool,
+        typer.Option(
+            "--hash-tool-names",
+            help="Replace tool names by salted pseudonyms too (default: keep them; they are the "
+            "tool vocabulary that trace stats counts by).",
+        ),
+    ] = False,
 ) -> None:
     """Write the same trace with every text replaced by lengths and salted block ids."""
     from agentload.interop.redact import redact_trace
@@ -113,7 +121,7 @@ def redact(
         salt = value.encode()
     else:
         salt = os.urandom(32)
-    print(redact_trace(trace, out, salt))
+    print(redact_trace(trace, out, salt, hash_tool_names=hash_tool_names))
 
 
 def register(app: typer.Typer) -> None:
