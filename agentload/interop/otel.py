@@ -16,7 +16,6 @@ import base64
 import importlib
 import logging
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -109,16 +108,16 @@ def _write_file(paths: Sequence[Path], out: Path, content: bool) -> list[str]:
     notes: list[str] = []
     out.parent.mkdir(parents=True, exist_ok=True)
     sessions = spans = 0
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    tmp = out.with_name(f".{out.name}.partial")
     try:
-        with os.fdopen(fd, "wb") as f:
+        with tmp.open("wb") as f:
             for batch in _traces(paths, content, notes):
                 f.write(orjson.dumps(otlp_json(encode_spans(batch))) + b"\n")
                 sessions += 1
                 spans += len(batch)
         os.replace(tmp, out)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return [
         *notes,
