@@ -153,6 +153,15 @@ def _exporter_logs() -> Iterator[_Collect]:
             log.propagate = propagate
 
 
+def _reason(messages: list[str]) -> str:
+    """The exporter's last word, and its first when it retried (that one names the cause)."""
+    if not messages:
+        return "no reason given"
+    if len(messages) > 1 and messages[0] != messages[-1]:
+        return f"{messages[-1]} (first: {messages[0]})"
+    return messages[-1]
+
+
 def _send(paths: Sequence[Path], endpoint: str, content: bool) -> list[str]:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
@@ -169,7 +178,7 @@ def _send(paths: Sequence[Path], endpoint: str, content: bool) -> list[str]:
         with _exporter_logs() as logs:
             for batch in _traces(paths, content, notes):
                 if exporter.export(batch) is not SpanExportResult.SUCCESS:
-                    why = logs.messages[-1] if logs.messages else "no reason given"
+                    why = _reason(logs.messages)
                     raise EndpointError(
                         f"--otlp-endpoint {shown}: export of session {sessions + 1} failed "
                         f"({sessions} sent): {why}"

@@ -73,7 +73,8 @@ class _Ctx:
 
     def __post_init__(self) -> None:
         h = self.trace.header
-        self.key = f"{h.created_at}/{h.clock.unix_ns}/{h.clock.mono_ns}/{self.session_id}"
+        copy = "/redacted" if h.redacted else ""  # a redacted copy is another trace
+        self.key = f"{h.created_at}/{h.clock.unix_ns}/{h.clock.mono_ns}{copy}/{self.session_id}"
         self.trace_id = _id(f"trace/{self.key}", 16)
 
     def unix(self, t: int) -> int:

@@ -19,9 +19,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent / "replay"))  # its hand-built traces
 
 from otel_helpers import cli, quick_trace
 from otlp_receiver import OTLPReceiver
+from replay_traces import agentic_trace
 
 from agentload.recorder import load_trace
 from agentload.recorder.trace import Trace
@@ -247,6 +249,12 @@ def test_content_only_with_the_flag(quick: Path, tmp_path: Path) -> None:
         if sp.name.startswith("execute_tool"):
             tc = trace.tool_calls[sp.attrs["gen_ai.tool.call.id"]]
             assert json.loads(sp.attrs["gen_ai.tool.call.arguments"]) == tc.arguments
+            results = [
+                b.content["content"]
+                for b in trace.blobs.values()
+                if b.kind == "message" and b.content.get("tool_call_id") == tc.id
+            ]
+            assert results and sp.attrs["gen_ai.tool.call.result"] == results[0]
 
 
 def test_a_redacted_trace_exports_without_content(quick: Path, tmp_path: Path) -> None:
@@ -324,3 +332,27 @@ def test_without_the_otel_packages_one_line_says_what_to_install(
     (line,) = proc.stderr.strip().splitlines()
     assert "pip install 'agentload[otel]'" in line
     assert not out.exists()
+
+
+def test_one_line_per_session_and_per_trace(quick: Path, tmp_path: Path) -> None:
+    two = agentic_trace(tmp_path / "two.agentload.jsonl.zst", sessions=2)
+    red = tmp_path / "r.agentload.jsonl.zst"
+    assert cli("trace", "redact", str(quick), "-o", str(red)).code == 0
+    out = tmp_path / "all.json"
+    res = cli("trace", "export", "otel", str(two), str(quick), str(red), "-o", str(out))
+    assert res.code == 0, res.err
+    assert "in 4 OTLP traces" in res.out and "from 3 agentload trace(s)" in res.out
+    docs, reqs = read_otlp_json(out)
+    assert len(docs) == 4
+    per_line = [spans_of([r]) for r in reqs]
+    for spans in per_line:  # each line: one trace, one root
+        assert len({s.trace_id for s in spans}) == 1
+        assert len([s for s in spans if not s.parent]) == 1
+    trace_ids = [spans[0].trace_id for spans in per_line]
+    assert len(set(trace_ids)) == 4  # the redacted copy is another trace than its original
+    t = load_trace(two)
+    convs = [{s.attrs.get("gen_ai.conversation.id") for s in spans} - {None} for spans in per_line]
+    assert convs[:2] == [{"s0"}, {"s1"}]
+    for spans, sid in zip(per_line[:2], ("s0", "s1"), strict=True):
+        chats = [s for s in spans if s.name.startswith("chat ")]
+        assert len(chats) == sum(1 for c in t.calls.values() if c.session_id == sid)
