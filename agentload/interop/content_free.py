@@ -143,9 +143,9 @@ def need_ids(d: dict[str, Any], key: str, at: At, n_in: int, block_size: int) ->
         return []
     if not isinstance(v, list):
         at.fail(key, f"expected a list of integers, got {_show(v)}")
-    for i, x in enumerate(v):
-        if not isinstance(x, int) or isinstance(x, bool):
-            at.fail(f"{key}[{i}]", f"expected an integer, got {_show(x)}")
+    if not all(type(x) is int for x in v):  # (a bool is not an int here)
+        i, x = next((i, x) for i, x in enumerate(v) if type(x) is not int)
+        at.fail(f"{key}[{i}]", f"expected an integer, got {_show(x)}")
     fit = -(-n_in // block_size)
     if len(v) > fit:
         at.fail(

@@ -93,7 +93,7 @@ def _records(paths: list[Path], t0_ns: int, progress: Progress) -> Iterator[dict
                 n_in=n_in,
                 n_out=n_out,
                 submit_ns=submit,
-                prefix={"blocks": [str(x) for x in ids]},
+                prefix={"blocks": list(map(str, ids))},
             )
             i += 1
             progress.done = i
