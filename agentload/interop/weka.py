@@ -65,9 +65,13 @@ def _sources(files: list[Path]) -> list[Path]:
     return out
 
 
+def _is_jsonl(path: Path) -> bool:
+    return path.name.endswith((".jsonl", ".jsonl.gz"))
+
+
 def _conversations(paths: list[Path]) -> Iterator[tuple[At, dict[str, Any]]]:
     for path in paths:
-        if path.suffix == ".jsonl" or path.name.endswith(".jsonl.gz"):
+        if _is_jsonl(path):
             for lineno, obj in json_lines(path):
                 yield At(str(path), f"line {lineno}"), obj
             continue
@@ -87,7 +91,7 @@ def _conversations(paths: list[Path]) -> Iterator[tuple[At, dict[str, Any]]]:
 def import_weka(files: list[Path], out: Path) -> str:
     """Import ``files`` into the trace ``out``; returns the summary line."""
     paths = _sources(files)
-    total = sum(count_lines(p) if p.suffix == ".jsonl" else 1 for p in paths)
+    total = sum(count_lines(p) if _is_jsonl(p) else 1 for p in paths)
     convs = _conversations(paths)
     first = next(convs, None)
     if first is None:

@@ -131,3 +131,22 @@ def test_50k_lines_stream_through_the_cli(tmp_path: Path) -> None:
     assert len(trace.calls) == n and trace.truncated is None
     last = max(trace.calls.values(), key=lambda c: c.timings.submit_ns)
     assert last.timings.submit_ns - trace.header.clock.mono_ns == (n - 1) * 3 * MS
+
+
+def test_validate_names_a_redacted_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    from agentload.recorder import TraceWriter, make_header
+
+    path = tmp_path / "r.agentload.jsonl.zst"
+
+    async def write_empty() -> None:
+        async with TraceWriter(path, make_header(redacted=True)):
+            pass
+
+    asyncio.run(write_empty())
+    code, stdout, _ = run(["trace", "validate", str(path)], capsys)
+    assert code == 0 and "content: redacted (no message text)" in stdout
+    assert "imported from" not in stdout
