@@ -304,7 +304,10 @@ async def _drain(
 ) -> Counter[str]:
     counts: Counter[str] = Counter()
     writer = TraceWriter(out, header)
-    await writer.open()
+    try:
+        await writer.open()
+    except OSError as exc:
+        raise ConfigError(f"-o {out}: cannot write there ({exc.strerror or exc})") from None
     ok = False
     try:
         for n, rec in enumerate(records, 1):

@@ -99,6 +99,9 @@ def test_cut_and_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         ["trace", "import", "mooncake", str(tmp_path / "none.jsonl"), "-o", out], capsys
     )
     assert code == 2 and err.strip().endswith("none.jsonl: no such file")
+    bad_out = str(src / "x.agentload.jsonl.zst")  # under a file
+    code, _, err = run(["trace", "import", "mooncake", str(src), "-o", bad_out], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot write there" in err
 
 
 def test_50k_lines_stream_through_the_cli(tmp_path: Path) -> None:
