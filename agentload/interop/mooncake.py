@@ -1,12 +1,99 @@
-"""Import: mooncake (stub; replaced by its implementation)."""
+"""Import: Mooncake (``{"timestamp", "input_length", "output_length", "hash_ids"}`` per line).
+
+Mooncake's traces are not sessionized: each line is one request arriving at ``timestamp``
+milliseconds, with ``hash_ids`` naming its 512-token blocks across the whole file (global
+scope). Each line becomes its own session (one agent, one call) whose recorded submit time is
+the timestamp, so replay can run the sessions closed-loop or on the recorded schedule. The file
+is read one line at a time and written as it is read.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-__all__ = ["import_mooncake"]
+from agentload.interop.content_free import (
+    At,
+    Progress,
+    call_record,
+    count_lines,
+    json_lines,
+    need_file,
+    need_ids,
+    need_int,
+    need_num,
+    summary,
+    write_trace,
+)
+from agentload.recorder import make_header
+from agentload.recorder.schema import SourceInfo
+
+__all__ = ["BLOCK_SIZE", "import_mooncake"]
+
+BLOCK_SIZE = 512
+"""Tokens per Mooncake hash id."""
 
 
 def import_mooncake(files: list[Path], out: Path) -> str:
     """Import ``files`` into the trace ``out``; returns the summary line."""
-    raise NotImplementedError
+    paths = [need_file(f) for f in files]
+    total = sum(count_lines(p) for p in paths)
+    header = make_header(
+        block_size=BLOCK_SIZE,
+        redacted=True,
+        source=SourceInfo(
+            format="mooncake",
+            files=[str(p) for p in paths],
+            block_size=BLOCK_SIZE,
+            hash_id_scope="global",
+            records=total,
+        ),
+    )
+    progress = Progress("importing mooncake", total=total)
+    counts = write_trace(out, header, _records(paths, header.clock.mono_ns, progress), progress)
+    files_word = "file" if len(paths) == 1 else "files"
+    return summary(out, counts, f"{len(paths)} mooncake {files_word}", BLOCK_SIZE)
+
+
+def _records(paths: list[Path], t0_ns: int, progress: Progress) -> Iterator[dict[str, Any]]:
+    i = 0
+    for path in paths:
+        name = str(path)
+        for lineno, row in json_lines(path):
+            at = At(name, f"line {lineno}")
+            ts_ms = need_num(row, "timestamp", at)
+            n_in = need_int(row, "input_length", at)
+            n_out = need_int(row, "output_length", at)
+            ids = need_ids(row, "hash_ids", at, n_in, BLOCK_SIZE)
+            submit = t0_ns + round(ts_ms * 1e6)
+            sid = f"mc{i}"
+            aid = f"{sid}.a"
+            yield {
+                "type": "session",
+                "id": sid,
+                "start_ns": submit,
+                "end_ns": submit,
+                "meta": {"source_line": lineno},
+            }
+            yield {
+                "type": "agent",
+                "id": aid,
+                "session_id": sid,
+                "role": "orchestrator",
+                "start_ns": submit,
+                "end_ns": submit,
+            }
+            yield call_record(
+                call_id=f"{aid}.0",
+                session_id=sid,
+                agent_id=aid,
+                seq=0,
+                model="unknown",
+                n_in=n_in,
+                n_out=n_out,
+                submit_ns=submit,
+                prefix={"blocks": list(map(str, ids))},
+            )
+            i += 1
+            progress.done = i

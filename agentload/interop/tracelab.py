@@ -1,12 +1,281 @@
-"""Import: tracelab (stub; replaced by its implementation)."""
+"""Import: TraceLab (one JSONL line per LLM round of real Claude Code / Codex sessions).
+
+A round carries ``session_id``, ``round_index``, ``input_tokens_total`` (= ``prefix_tokens`` +
+``newly_append_tokens``, the engine's split of what was already cached), ``output_tokens``,
+``reasoning_output_tokens``, ``model``, ``timing_events[]`` (ISO-8601 ``timestamp`` +
+``event_type``) and ``tools[]`` (``tool_name``, ``emitted_at``, ``result_at``,
+``tool_wall_latency_ms``). Each session becomes one session of one agent; each round a call
+submitted at its latest input event (``user_message``, ``tool_result``; else its first output
+event) and ending at its last output event (``text``, ``reasoning``, ``tool_call``); each tool a
+``tool_call`` the next round depends on.
+
+TraceLab has no content hashes: block ids are built per session at ``BLOCK_SIZE`` tokens a
+block from the prefix split: a round keeps the first ``prefix_tokens // BLOCK_SIZE`` blocks of
+the session's previous round and gets fresh ids for the rest of its whole blocks. Sub-agents
+have no link in the format and stay separate sessions. The rounds are read once, one line at a
+time, and held as small tuples until every session is complete (a session's rounds may be
+spread over the file).
+"""
 
 from __future__ import annotations
 
+import datetime
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["import_tracelab"]
+from agentload.interop.content_free import (
+    At,
+    Progress,
+    call_record,
+    json_lines,
+    need_file,
+    need_int,
+    need_str,
+    ns,
+    opt_num,
+    opt_str,
+    prefix_of,
+    summary,
+    write_trace,
+)
+from agentload.recorder import make_header
+from agentload.recorder.schema import ClockAnchor, SourceInfo
+
+__all__ = ["BLOCK_SIZE", "import_tracelab"]
+
+BLOCK_SIZE = 64
+"""Tokens per block id built from ``prefix_tokens`` (TraceLab records no block size)."""
+
+_INPUT_EVENTS = frozenset({"user_message", "tool_result"})
+_OUTPUT_EVENTS = frozenset({"text", "reasoning", "tool_call"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Tool:
+    name: str
+    start_s: float | None
+    end_s: float | None
+    latency_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Round:
+    submit_s: float
+    api_s: float | None
+    index: int
+    line: int
+    n_in: int
+    prefix: int
+    n_out: int
+    model: str
+    tools: tuple[_Tool, ...]
+
+
+def _ts(v: Any, at: At, fld: str) -> float:
+    if not isinstance(v, str):
+        at.fail(fld, f"expected an ISO-8601 timestamp string, got {v!r}")
+    try:
+        dt = datetime.datetime.fromisoformat(v)
+    except ValueError:
+        at.fail(fld, f"not an ISO-8601 timestamp: {v!r}")
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=datetime.UTC)
+    return dt.timestamp()
+
+
+def _list(row: dict[str, Any], key: str, at: At) -> list[dict[str, Any]]:
+    v = row.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        at.fail(key, "expected a list of objects")
+    for i, x in enumerate(v):
+        if not isinstance(x, dict):
+            at.fail(f"{key}[{i}]", "expected an object")
+    return v
+
+
+def _round(row: dict[str, Any], at: At, lineno: int) -> _Round | None:
+    """One round, or None when no event of it has a timestamp (it cannot be placed)."""
+    index = need_int(row, "round_index", at, default=0)
+    n_in = need_int(row, "input_tokens_total", at)
+    prefix = need_int(row, "prefix_tokens", at, default=0)
+    need_int(row, "newly_append_tokens", at, default=0)
+    n_out = need_int(row, "output_tokens", at, default=0)
+    n_out += need_int(row, "reasoning_output_tokens", at, default=0)
+    model = need_str(row, "model", at, default="unknown")
+    opt_str(row, "first_input_event_type", at)
+    ins: list[float] = []
+    outs: list[float] = []
+    for i, ev in enumerate(_list(row, "timing_events", at)):
+        kind = opt_str(ev, "event_type", at.sub(f"timing_events[{i}]"))
+        if ev.get("timestamp") is None:
+            continue
+        t = _ts(ev["timestamp"], at, f"timing_events[{i}].timestamp")
+        if kind in _INPUT_EVENTS:
+            ins.append(t)
+        elif kind in _OUTPUT_EVENTS:
+            outs.append(t)
+    tools = []
+    for i, tool in enumerate(_list(row, "tools", at)):
+        tat = at.sub(f"tools[{i}]")
+        name = need_str(tool, "tool_name", tat, default="tool")
+        latency = opt_num(tool, "tool_wall_latency_ms", tat)
+        start = tool.get("emitted_at")
+        end = tool.get("result_at")
+        tools.append(
+            _Tool(
+                name=name,
+                start_s=None if start is None else _ts(start, at, f"tools[{i}].emitted_at"),
+                end_s=None if end is None else _ts(end, at, f"tools[{i}].result_at"),
+                latency_s=None if latency is None else max(0.0, latency) / 1000,
+            )
+        )
+    if not ins and not outs:
+        return None
+    submit = max(ins) if ins else min(outs)
+    api = max(0.0, max(outs) - submit) if outs else None
+    return _Round(submit, api, index, lineno, n_in, min(prefix, n_in), n_out, model, tuple(tools))
 
 
 def import_tracelab(files: list[Path], out: Path) -> str:
     """Import ``files`` into the trace ``out``; returns the summary line."""
-    raise NotImplementedError
+    paths = [need_file(f) for f in files]
+    sessions: dict[str, list[_Round]] = {}
+    lines = skipped = 0
+    progress = Progress("reading tracelab")
+    for path in paths:
+        for lineno, row in json_lines(path):
+            at = At(str(path), f"line {lineno}")
+            sid = need_str(row, "session_id", at)
+            r = _round(row, at, lineno)
+            lines += 1
+            progress.done = lines
+            progress.show()
+            if r is None:
+                skipped += 1
+                continue
+            sessions.setdefault(sid, []).append(r)
+    t0_s = min((r.submit_s for rs in sessions.values() for r in rs), default=0.0)
+    model = next((rs[0].model for rs in sessions.values()), None)
+    header = make_header(
+        block_size=BLOCK_SIZE,
+        model=model,
+        redacted=True,
+        source=SourceInfo(
+            format="tracelab",
+            files=[str(p) for p in paths],
+            block_size=BLOCK_SIZE,
+            hash_id_scope="local",
+            records=lines,
+        ),
+    )
+    mono = header.clock.mono_ns
+    header.clock = ClockAnchor(unix_ns=ns(t0_s), mono_ns=mono)  # wall time of the first round
+    progress = Progress("importing tracelab", total=len(sessions))
+    records = _records(sessions, mono, t0_s, progress)
+    counts = write_trace(out, header, records, progress)
+    word = "file" if len(paths) == 1 else "files"
+    note = f"; {skipped:,} rounds without timestamps left out" if skipped else ""
+    return summary(out, counts, f"{len(paths)} tracelab {word}", BLOCK_SIZE) + note
+
+
+def _records(
+    sessions: dict[str, list[_Round]], mono: int, t0_s: float, progress: Progress
+) -> Iterator[dict[str, Any]]:
+    for k, (sid, rounds) in enumerate(sessions.items()):
+        rounds.sort(key=lambda r: (r.submit_s, r.index, r.line))
+        aid = f"{sid}.main"
+        calls: list[dict[str, Any]] = []
+        tools: list[dict[str, Any]] = []
+        prev: tuple[str, list[str]] | None = None
+        prev_tools: list[str] = []
+        fresh = 0
+        for seq, r in enumerate(rounds):
+            n_blocks = r.n_in // BLOCK_SIZE
+            keep = min(r.prefix // BLOCK_SIZE, len(prev[1]) if prev else 0, n_blocks)
+            blocks = (prev[1][:keep] if prev else []) + [
+                f"{k}:{fresh + j}" for j in range(n_blocks - keep)
+            ]
+            fresh += n_blocks - keep
+            call_id = f"{aid}.{seq}"
+            submit = mono + ns(r.submit_s - t0_s)
+            end = submit + ns(r.api_s) if r.api_s is not None else None
+            refs = []
+            for j, tool in enumerate(r.tools):
+                tid = f"{call_id}.t{j}"
+                start = (
+                    mono + ns(tool.start_s - t0_s) if tool.start_s is not None else (end or submit)
+                )
+                if tool.end_s is not None:
+                    stop = mono + ns(tool.end_s - t0_s)
+                else:
+                    stop = start + ns(tool.latency_s or 0.0)
+                refs.append({"id": tid, "name": tool.name, "arguments": "{}"})
+                tools.append(
+                    {
+                        "type": "tool_call",
+                        "id": tid,
+                        "session_id": sid,
+                        "agent_id": aid,
+                        "llm_call_id": call_id,
+                        "name": tool.name,
+                        "arguments": {},
+                        "start_ns": start,
+                        "end_ns": max(start, stop),
+                    }
+                )
+            calls.append(
+                call_record(
+                    call_id=call_id,
+                    session_id=sid,
+                    agent_id=aid,
+                    seq=seq,
+                    model=r.model,
+                    n_in=r.n_in,
+                    n_out=r.n_out,
+                    submit_ns=submit,
+                    last_token_ns=end,
+                    prefix=prefix_of(prev, blocks),
+                    depends_on=prev_tools,
+                    tool_calls=refs,
+                    finish_reason="tool_calls" if refs else "stop",
+                )
+            )
+            prev = (call_id, blocks)
+            prev_tools = [t["id"] for t in refs]
+        starts = [c["timings"]["submit_ns"] for c in calls]
+        ends = [c["timings"].get("last_token_ns", c["timings"]["submit_ns"]) for c in calls]
+        ends += [t["end_ns"] for t in tools]
+        yield {
+            "type": "session",
+            "id": sid,
+            "start_ns": min(starts),
+            "end_ns": max(ends),
+            "meta": {"source_id": sid, "models": sorted({r.model for r in rounds})},
+        }
+        yield {
+            "type": "agent",
+            "id": aid,
+            "session_id": sid,
+            "role": "orchestrator",
+            "start_ns": min(starts),
+            "end_ns": max(ends),
+        }
+        for c, t in _interleave(calls, tools):
+            yield c
+            yield from t
+        progress.done = k + 1
+
+
+def _interleave(
+    calls: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Each call with the tool calls it emitted (written right after it)."""
+    by_call: dict[str, list[dict[str, Any]]] = {}
+    for t in tools:
+        by_call.setdefault(t["llm_call_id"], []).append(t)
+    for c in calls:
+        yield c, by_call.get(c["id"], [])

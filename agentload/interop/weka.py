@@ -1,12 +1,401 @@
-"""Import: weka (stub; replaced by its implementation)."""
+"""Import: Weka / Claude Code traces (one JSON object per conversation).
+
+A conversation (``*.json``; or one per line of a ``*.jsonl``) holds ``requests[]``: API calls of
+type ``n`` (normal) and ``s`` (streaming) with ``t`` (seconds from the conversation's start),
+``in``/``out`` lengths, ``hash_ids`` (``block_size``-token blocks, one namespace per
+conversation), ``api_time``, ``think_time``, ``ttft``; and ``subagent`` entries (a Task-tool
+sub-agent) with their own nested ``requests``. Each conversation becomes one session: the main
+agent (role ``orchestrator``), and one child agent per sub-agent, started by the parent's
+preceding call (a ``delegate`` tool call), the parent's next call waiting for its end, as
+Claude Code's Task tool blocks (a sub-agent of status ``async_launched`` does not block).
+The mapping of every field is in docs/trace-formats.md ("Import: Weka").
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import orjson
+
+from agentload.errors import ConfigError, TraceFormatError
+from agentload.interop.content_free import (
+    At,
+    Progress,
+    call_record,
+    count_lines,
+    json_lines,
+    need_ids,
+    need_int,
+    need_num,
+    need_str,
+    ns,
+    opt_num,
+    opt_str,
+    prefix_of,
+    summary,
+    write_trace,
+)
+from agentload.recorder import make_header
+from agentload.recorder.schema import SourceInfo
 
 __all__ = ["import_weka"]
+
+_EPS_S = 1e-6
+_FINISH = {"tool_use": "tool_calls", "end_turn": "stop", "max_tokens": "length"}
+_SCOPES = ("local", "global")
+
+
+def _sources(files: list[Path]) -> list[Path]:
+    out: list[Path] = []
+    for f in files:
+        if f.is_dir():
+            found = sorted(
+                p for p in f.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl")
+            )
+            if not found:
+                raise ConfigError(f"{f}: no Weka conversations (*.json, *.jsonl) in this directory")
+            out.extend(found)
+        elif f.is_file():
+            out.append(f)
+        else:
+            raise ConfigError(f"{f}: no such file or directory")
+    return out
+
+
+def _is_jsonl(path: Path) -> bool:
+    return path.name.endswith((".jsonl", ".jsonl.gz"))
+
+
+def _conversations(paths: list[Path]) -> Iterator[tuple[At, dict[str, Any]]]:
+    for path in paths:
+        if _is_jsonl(path):
+            for lineno, obj in json_lines(path):
+                yield At(str(path), f"line {lineno}"), obj
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise TraceFormatError(f"{path}: cannot read: {exc}") from None
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise TraceFormatError(f"{path}: invalid JSON (cut short?): {exc}") from None
+        if not isinstance(obj, dict):
+            raise TraceFormatError(f"{path}: expected one JSON object (a conversation)")
+        yield At(str(path), ""), obj
 
 
 def import_weka(files: list[Path], out: Path) -> str:
     """Import ``files`` into the trace ``out``; returns the summary line."""
-    raise NotImplementedError
+    paths = _sources(files)
+    total = sum(count_lines(p) if _is_jsonl(p) else 1 for p in paths)
+    convs = _conversations(paths)
+    first = next(convs, None)
+    if first is None:
+        raise TraceFormatError(f"{paths[0]}: no conversation in the file")
+    block_size = need_int(first[1], "block_size", first[0], lo=1)
+    scope = need_str(first[1], "hash_id_scope", first[0], default="local")
+    models = first[1].get("models")
+    model = (
+        models[0] if isinstance(models, list) and models and isinstance(models[0], str) else None
+    )
+    header = make_header(
+        block_size=block_size,
+        model=model,
+        redacted=True,
+        source=SourceInfo(
+            format="weka",
+            files=[str(p) for p in paths],
+            block_size=block_size,
+            hash_id_scope=scope,
+            records=total,
+        ),
+    )
+    progress = Progress("importing weka", total=total)
+    importer = _Importer(block_size, scope, header.clock.mono_ns, progress)
+    counts = write_trace(out, header, importer.records(first, convs), progress)
+    word = "file" if len(paths) == 1 else "files"
+    return summary(out, counts, f"{len(paths)} weka {word}", block_size)
+
+
+@dataclass
+class _Agent:
+    """One agent being built: its records and what its next call extends."""
+
+    id: str
+    sid: str
+    at: At
+    spawn_s: float | None  # a sub-agent's spawn time (its requests' t may be relative to it)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    prev: tuple[str, list[str]] | None = None
+    prev_end_ns: int | None = None
+
+
+@dataclass
+class _Importer:
+    block_size: int
+    scope: str
+    t0_ns: int
+    progress: Progress
+    sessions: set[str] = field(default_factory=set)
+    agents: set[str] = field(default_factory=set)
+
+    def records(
+        self, first: tuple[At, dict[str, Any]], rest: Iterator[tuple[At, dict[str, Any]]]
+    ) -> Iterator[dict[str, Any]]:
+        k = 0
+        yield from self._one(k, *first)
+        for at, conv in rest:
+            k += 1
+            yield from self._one(k, at, conv)
+
+    def _one(self, k: int, at: At, conv: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        bs = need_int(conv, "block_size", at, lo=1)
+        if bs != self.block_size:
+            at.fail(
+                "block_size",
+                f"{bs}, but the first conversation's is {self.block_size} "
+                "(import conversations of one block size together)",
+            )
+        scope = need_str(conv, "hash_id_scope", at, default="local")
+        if scope not in _SCOPES:
+            at.fail("hash_id_scope", f"expected 'local' or 'global', got {scope!r}")
+        if scope != self.scope:
+            at.fail("hash_id_scope", f"{scope!r}, but the first conversation's is {self.scope!r}")
+        cid = need_str(conv, "id", at)
+        models = conv.get("models", [])
+        if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+            at.fail("models", "expected a list of strings")
+        tool_tokens = need_int(conv, "tool_tokens", at, default=0)
+        system_tokens = need_int(conv, "system_tokens", at, default=0)
+        reqs = conv.get("requests")
+        if not isinstance(reqs, list):
+            at.fail(
+                "requests", "missing (a list of requests)" if reqs is None else "expected a list"
+            )
+        sid = cid if cid not in self.sessions else f"{cid}#{k}"
+        self.sessions.add(sid)
+        ids_prefix = f"{k}:" if scope == "local" else ""
+        out: list[dict[str, Any]] = []
+        root = _Agent(id=self._agent_id(f"{sid}.main"), sid=sid, at=at, spawn_s=None)
+        model = models[0] if models else "unknown"
+        end_ns = self._agent(root, reqs, "requests", model, ids_prefix, out)
+        start_ns = min((r["start_ns"] for r in out if r["type"] == "agent"), default=self.t0_ns)
+        agent_rec = {
+            "type": "agent",
+            "id": root.id,
+            "session_id": sid,
+            "role": "orchestrator",
+            "start_ns": root.calls[0]["timings"]["submit_ns"] if root.calls else self.t0_ns,
+            "end_ns": end_ns,
+        }
+        session = {
+            "type": "session",
+            "id": sid,
+            "start_ns": min(start_ns, agent_rec["start_ns"]),
+            "end_ns": max([end_ns] + [r["end_ns"] for r in out if r["type"] == "agent"]),
+            "meta": {
+                "source_id": cid,
+                "source_file": at.file,
+                "models": models,
+                "system_tokens": system_tokens,
+                "tool_tokens": tool_tokens,
+            },
+        }
+        if at.record:
+            session["meta"]["source_record"] = at.record
+        yield session
+        yield agent_rec
+        yield from out
+        self.progress.done = k + 1
+
+    def _agent_id(self, want: str) -> str:
+        aid, n = want, 1
+        while aid in self.agents:
+            n += 1
+            aid = f"{want}~{n}"
+        self.agents.add(aid)
+        return aid
+
+    def _agent(
+        self,
+        agent: _Agent,
+        reqs: list[Any],
+        path: str,
+        model: str,
+        ids_prefix: str,
+        out: list[dict[str, Any]],
+    ) -> int:
+        """Build ``agent``'s calls (and its sub-agents') into ``out``; returns its end ns."""
+        waiting: list[str] = []  # blocking children started since the agent's last call
+        end_ns = self.t0_ns + ns(agent.spawn_s or 0.0)
+        last: dict[str, Any] | None = None  # the last call (out is written after the whole
+        # conversation is built, so the sub-agents that follow it can still attach to it)
+        for i, r in enumerate(reqs):
+            at = agent.at.sub(f"{path}[{i}]")
+            if not isinstance(r, dict):
+                at.fail("type", "expected a request object")
+            typ = r.get("type")
+            if typ in ("n", "s"):
+                last = self._call(agent, r, at, typ == "s", model, ids_prefix, waiting)
+                out.append(last)
+                waiting = []
+                end_ns = max(end_ns, _end_ns(last))
+            elif typ == "subagent":
+                child_end, child_id, blocking = self._subagent(
+                    agent, last, r, at, model, ids_prefix, out
+                )
+                end_ns = max(end_ns, child_end)
+                if blocking:
+                    waiting.append(child_id)
+            else:
+                at.fail("type", f"unknown request type {_show(typ)} (n, s or subagent)")
+        return end_ns
+
+    def _call(
+        self,
+        agent: _Agent,
+        r: dict[str, Any],
+        at: At,
+        stream: bool,
+        model: str,
+        ids_prefix: str,
+        waiting: list[str],
+    ) -> dict[str, Any]:
+        t = need_num(r, "t", at)
+        n_in = need_int(r, "in", at)
+        n_out = need_int(r, "out", at)
+        ids = need_ids(r, "hash_ids", at, n_in, self.block_size)
+        call_model = need_str(r, "model", at, default=model)
+        api = opt_num(r, "api_time", at)
+        think = opt_num(r, "think_time", at)
+        ttft = opt_num(r, "ttft", at)
+        stop = opt_str(r, "stop", at)
+        for key in ("input_types", "output_types"):
+            v = r.get(key)
+            if v is not None and (
+                not isinstance(v, list) or not all(isinstance(x, str) for x in v)
+            ):
+                at.fail(key, "expected a list of strings")
+        if agent.spawn_s is not None and t + _EPS_S < agent.spawn_s:
+            t += agent.spawn_s  # an inner t relative to the spawn (older captures)
+        if think is not None and agent.prev_end_ns is not None and not waiting:
+            submit = agent.prev_end_ns + ns(max(0.0, think))
+        else:
+            submit = self.t0_ns + ns(t)
+        if agent.prev_end_ns is not None and agent.calls:
+            submit = max(submit, agent.calls[-1]["timings"]["submit_ns"])
+        blocks = [f"{ids_prefix}{x}" for x in ids]
+        seq = len(agent.calls)
+        call_id = f"{agent.id}.{seq}"
+        rec = call_record(
+            call_id=call_id,
+            session_id=agent.sid,
+            agent_id=agent.id,
+            seq=seq,
+            model=call_model,
+            n_in=n_in,
+            n_out=n_out,
+            submit_ns=submit,
+            stream=stream,
+            first_token_ns=submit + ns(max(0.0, ttft)) if ttft is not None else None,
+            last_token_ns=submit + ns(max(0.0, api)) if api is not None else None,
+            prefix=prefix_of(agent.prev, blocks),
+            depends_on=list(waiting),
+            finish_reason=_FINISH.get(stop or ""),
+        )
+        agent.calls.append(rec)
+        agent.prev = (call_id, blocks)
+        agent.prev_end_ns = _end_ns(rec)
+        return rec
+
+    def _subagent(
+        self,
+        parent: _Agent,
+        parent_call: dict[str, Any] | None,
+        r: dict[str, Any],
+        at: At,
+        model: str,
+        ids_prefix: str,
+        out: list[dict[str, Any]],
+    ) -> tuple[int, str, bool]:
+        """Build one sub-agent; returns (its end ns, its agent id, whether it blocks)."""
+        spawn_s = need_num(r, "t", at)
+        name = need_str(r, "agent_id", at)
+        kind = need_str(r, "subagent_type", at)
+        status = need_str(r, "status", at, default="completed")
+        duration_ms = need_int(r, "duration_ms", at, default=-1)
+        models = r.get("models", [])
+        if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+            at.fail("models", "expected a list of strings")
+        reqs = r.get("requests")
+        if not isinstance(reqs, list):
+            at.fail(
+                "requests", "missing (a list of requests)" if reqs is None else "expected a list"
+            )
+        child = _Agent(
+            id=self._agent_id(f"{parent.sid}.{name}"), sid=parent.sid, at=at, spawn_s=spawn_s
+        )
+        spawn_ns = self.t0_ns + ns(spawn_s)
+        if parent_call is not None:
+            spawn_ns = max(spawn_ns, _end_ns(parent_call))
+        records: list[dict[str, Any]] = []
+        end_ns = self._agent(
+            child, reqs, "requests", models[0] if models else model, ids_prefix, records
+        )
+        if duration_ms >= 0:
+            end_ns = max(self.t0_ns + ns(spawn_s) + duration_ms * 1_000_000, spawn_ns)
+        end_ns = max(end_ns, spawn_ns)
+        tool_id: str | None = None
+        if parent_call is not None:
+            tool_id = f"{parent_call['id']}.task{len(parent_call['response']['tool_calls'])}"
+            args = {"subagent_type": kind, "agent_id": name}
+            parent_call["response"]["tool_calls"].append(
+                {"id": tool_id, "name": "delegate", "arguments": orjson.dumps(args).decode()}
+            )
+            parent_call["response"]["finish_reason"] = "tool_calls"
+        agent_rec: dict[str, Any] = {
+            "type": "agent",
+            "id": child.id,
+            "session_id": parent.sid,
+            "parent_agent_id": parent.id,
+            "role": kind,
+            "start_ns": spawn_ns,
+            "end_ns": end_ns,
+        }
+        if tool_id is not None:
+            agent_rec["parent_tool_call_id"] = tool_id
+        out.append(agent_rec)
+        out.extend(records)
+        if parent_call is not None and tool_id is not None:
+            out.append(
+                {
+                    "type": "tool_call",
+                    "id": tool_id,
+                    "session_id": parent.sid,
+                    "agent_id": parent.id,
+                    "llm_call_id": parent_call["id"],
+                    "name": "delegate",
+                    "arguments": args,
+                    "start_ns": spawn_ns,
+                    "end_ns": end_ns,
+                    "child_agent_id": child.id,
+                }
+            )
+            if status not in ("completed", "async_launched"):
+                out[-1]["error"] = f"sub-agent status {status}"
+        return end_ns, child.id, status != "async_launched"
+
+
+def _end_ns(call: dict[str, Any]) -> int:
+    t = call["timings"]
+    end = t.get("last_token_ns") or t.get("first_token_ns") or t["submit_ns"]
+    return int(end)
+
+
+def _show(v: Any) -> str:
+    text = orjson.dumps(v).decode()
+    return text if len(text) <= 40 else text[:37] + "..."

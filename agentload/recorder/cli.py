@@ -1,6 +1,7 @@
 """``agentload trace validate|stats|inspect``.
 
-* ``validate FILE...``: record counts per type; exit 0 when every file is whole, 1 when one is
+* ``validate FILE...``: record counts per type, and for a content-free trace where it came
+  from (``content: imported from ...`` / ``content: redacted ...``); exit 0 when every file is whole, 1 when one is
   readable but truncated (a killed run), 2 when one is damaged (one line on stderr naming
   ``file:line``, the field and the reason).
 * ``stats FILE... [--json] [--plot PNG]``: the numbers of ``agentload.recorder.stats``, per
@@ -24,6 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentload.errors import ConfigError
+from agentload.recorder.schema import Header
 
 __all__ = ["register", "trace_app"]
 
@@ -82,11 +84,31 @@ def _validate_one(file: Path) -> bool:
             f"schema {escape(report.header.schema_)}, "
             f"written by agentload {escape(report.header.tool_version)}"
         )
+        content = content_line(report.header)
+        if content is not None:
+            console.print(escape(content))
     if report.truncated is not None:
         console.print(f"TRUNCATED: {escape(str(report.truncated))}")
         return True
     console.print("OK: whole file")
     return False
+
+
+def content_line(header: Header) -> str | None:
+    """What ``validate`` says of a content-free trace (None for one with message text):
+    ``content: imported from FORMAT (FILES, block size N), no message text`` or
+    ``content: redacted (no message text)``."""
+    src = header.source
+    if src is not None:
+        names = [Path(f).name for f in src.files]
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return (
+            f"content: imported from {src.format} ({shown}, block size {src.block_size}), "
+            "no message text"
+        )
+    if header.redacted:
+        return "content: redacted (no message text)"
+    return None
 
 
 @trace_app.command()

@@ -39,8 +39,17 @@ def _sub(m: re.Match[bytes]) -> bytes:
     return REDACTED.encode()
 
 
+# Every match of _RE holds one of these (lower-cased): a substring search rules most records
+# out at memchr speed, where the regex costs ~50 us on a 500-byte record of digits.
+_HINTS = (b"sk-", b"bearer", b'key"', b"key=", b'token"', b"token=", b"secret", b"password",
+          b"authorization")  # fmt: skip
+
+
 def scrub_bytes(data: bytes) -> bytes:
     """Replace anything that looks like a credential in serialized JSON by ``[REDACTED]``."""
+    low = data.lower()
+    if not any(h in low for h in _HINTS):
+        return data
     return _RE.sub(_sub, data)
 
 

@@ -1,0 +1,347 @@
+"""What the importers share: reading a source's records with one-line errors, and writing the
+content-free agentload trace they become (see ``agentload.recorder.schema``).
+
+* ``At`` names a place in a source (``file:record``) and raises the one-line
+  ``TraceFormatError`` (``file:record: field: problem``) that the CLI prints with exit 2;
+  ``need_int``, ``need_num``, ``need_str``, ``need_ids`` read one field or raise it.
+* ``json_lines`` streams a JSONL file (plain or ``.gz``) one object at a time.
+* ``call_record``, ``prefix_of``: an ``llm_call`` of a content-free trace as the dict the
+  writer serializes (records are plain dicts: a million-line import must not build and dump a
+  pydantic model per record; ``load_trace`` validates them when the trace is read).
+* ``write_trace`` drains an iterator of such records into a ``TraceWriter``, showing a
+  one-line progress on stderr when it is a terminal, and removes the partial output when the
+  source turns out bad.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import math
+import sys
+import time
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import orjson
+
+from agentload.errors import ConfigError, TraceFormatError
+from agentload.recorder.schema import Header
+from agentload.recorder.writer import TraceWriter
+
+__all__ = [
+    "At",
+    "Progress",
+    "call_record",
+    "count_lines",
+    "json_lines",
+    "need_file",
+    "need_ids",
+    "need_int",
+    "need_num",
+    "need_str",
+    "ns",
+    "opt_num",
+    "opt_str",
+    "prefix_of",
+    "summary",
+    "write_trace",
+]
+
+_MISSING: Any = object()
+_YIELD_EVERY = 2048  # records between two turns of the writer task (bounded queue)
+_FLUSH_EVERY = 1 << 16  # records between two waits for the writer (bounded memory)
+
+
+@dataclass(frozen=True)
+class At:
+    """A place in a source: ``file`` and ``record`` (``line 12``, ``requests[3].requests[1]``)."""
+
+    file: str
+    record: str
+
+    def sub(self, part: str) -> At:
+        """A place inside this one (``requests[3]`` + ``.requests[1]``)."""
+        sep = "" if not self.record or part.startswith("[") else "."
+        if self.record.startswith("line ") and not part.startswith("["):
+            sep = " "
+        return At(self.file, f"{self.record}{sep}{part}")
+
+    def fail(self, fld: str, problem: str) -> NoReturn:
+        where = f"{self.file}:{self.record}" if self.record else self.file
+        raise TraceFormatError(f"{where}: {fld}: {problem}")
+
+
+def _show(v: Any) -> str:
+    text = orjson.dumps(v).decode() if not isinstance(v, bytes) else repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def need_int(d: dict[str, Any], key: str, at: At, default: Any = _MISSING, lo: int = 0) -> int:
+    """``d[key]`` as an int >= ``lo`` (an integral float is accepted; ``default`` when absent
+    or null, if given), else a one-line error."""
+    v = d.get(key)
+    if v is None:
+        if default is _MISSING:
+            at.fail(key, "missing (an integer)")
+        return int(default)
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if not isinstance(v, int) or isinstance(v, bool):
+        at.fail(key, f"expected an integer, got {_show(v)}")
+    if v < lo:
+        at.fail(key, f"expected an integer >= {lo}, got {v}")
+    return v
+
+
+def opt_num(d: dict[str, Any], key: str, at: At) -> float | None:
+    """``d[key]`` as a finite number, or None when absent or null."""
+    v = d.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+        at.fail(key, f"expected a number, got {_show(v)}")
+    return float(v)
+
+
+def need_num(d: dict[str, Any], key: str, at: At) -> float:
+    """``d[key]`` as a finite number, else a one-line error."""
+    v = opt_num(d, key, at)
+    if v is None:
+        at.fail(key, "missing (a number)")
+    return v
+
+
+def opt_str(d: dict[str, Any], key: str, at: At) -> str | None:
+    """``d[key]`` as a string, or None when absent or null."""
+    v = d.get(key)
+    if v is not None and not isinstance(v, str):
+        at.fail(key, f"expected a string, got {_show(v)}")
+    return v
+
+
+def need_str(d: dict[str, Any], key: str, at: At, default: str | None = None) -> str:
+    """``d[key]`` as a string (``default`` when absent or null, if given)."""
+    v = opt_str(d, key, at)
+    if v is None:
+        if default is None:
+            at.fail(key, "missing (a string)")
+        return default
+    return v
+
+
+def need_ids(d: dict[str, Any], key: str, at: At, n_in: int, block_size: int) -> list[int]:
+    """``d[key]``: a list of integer block ids (empty when absent) that fits ``n_in`` tokens:
+    at most ``ceil(n_in / block_size)`` of them."""
+    v = d.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        at.fail(key, f"expected a list of integers, got {_show(v)}")
+    if not all(type(x) is int for x in v):  # (a bool is not an int here)
+        i, x = next((i, x) for i, x in enumerate(v) if type(x) is not int)
+        at.fail(f"{key}[{i}]", f"expected an integer, got {_show(x)}")
+    fit = -(-n_in // block_size)
+    if len(v) > fit:
+        at.fail(
+            key,
+            f"{len(v)} block ids do not fit {n_in} input tokens at block size {block_size} "
+            f"(at most {fit})",
+        )
+    return v
+
+
+def need_file(path: Path) -> Path:
+    """``path`` when it is a readable file, else a one-line error."""
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory (give the JSONL file)")
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file")
+    return path
+
+
+def _open(path: Path) -> Any:
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+
+
+def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` of each non-blank line, read one line at a time."""
+    lineno = 0
+    try:
+        with _open(path) as f:
+            for lineno, raw in enumerate(f, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    obj = orjson.loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    cut = "" if raw.endswith(b"\n") else " (the file ends inside it: cut short?)"
+                    raise TraceFormatError(
+                        f"{path}:line {lineno}: invalid JSON{cut}: {exc}"
+                    ) from None
+                if not isinstance(obj, dict):
+                    raise TraceFormatError(
+                        f"{path}:line {lineno}: expected a JSON object, got {_show(obj)}"
+                    )
+                yield lineno, obj
+    except (OSError, EOFError, zlib.error) as exc:
+        raise TraceFormatError(f"{path}:line {lineno + 1}: cannot read: {exc}") from None
+
+
+def count_lines(path: Path) -> int:
+    """Non-blank lines of a JSONL file, counted in chunks (for the header and the progress)."""
+    n = 0
+    try:
+        with _open(path) as f:
+            for raw in f:
+                if raw.strip():
+                    n += 1
+    except (OSError, EOFError, zlib.error) as exc:
+        raise TraceFormatError(f"{path}: cannot read: {exc}") from None
+    return n
+
+
+def ns(seconds: float) -> int:
+    """Seconds as integer nanoseconds."""
+    return round(seconds * 1e9)
+
+
+def prefix_of(prev: tuple[str, list[str]] | None, blocks: list[str]) -> dict[str, Any]:
+    """The ``llm_call.prefix`` of ``blocks``, stored against the agent's previous call
+    ``prev = (call id, its blocks)``: the leading blocks they share are named, not repeated."""
+    if prev is None:
+        return {"blocks": blocks}
+    base_id, base = prev
+    n = 0
+    for a, b in zip(base, blocks, strict=False):
+        if a != b:
+            break
+        n += 1
+    if n == 0:
+        return {"blocks": blocks}
+    return {"base": base_id, "base_blocks": n, "blocks": blocks[n:]}
+
+
+def call_record(
+    *,
+    call_id: str,
+    session_id: str,
+    agent_id: str,
+    seq: int,
+    model: str,
+    n_in: int,
+    n_out: int,
+    submit_ns: int,
+    prefix: dict[str, Any],
+    stream: bool = True,
+    first_token_ns: int | None = None,
+    last_token_ns: int | None = None,
+    depends_on: list[str] | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
+    finish_reason: str | None = None,
+) -> dict[str, Any]:
+    """One content-free ``llm_call`` (the shared contract: no messages, lengths in usage and
+    ``max_tokens``, the prompt's block ids in ``prefix``), as the dict the writer serializes."""
+    timings: dict[str, Any] = {"submit_ns": submit_ns, "chunk_offsets_ns": []}
+    if first_token_ns is not None:
+        timings["first_token_ns"] = first_token_ns
+    if last_token_ns is not None:
+        timings["last_token_ns"] = last_token_ns
+    response: dict[str, Any] = {"text_len": 0, "tool_calls": tool_calls or []}
+    if finish_reason is not None:
+        response["finish_reason"] = finish_reason
+    return {
+        "type": "llm_call",
+        "id": call_id,
+        "session_id": session_id,
+        "agent_id": agent_id,
+        "seq": seq,
+        "request": {"model": model, "max_tokens": n_out, "stream": stream, "extra": {}},
+        "messages": [],
+        "response": response,
+        "usage": {
+            "prompt_tokens": n_in,
+            "completion_tokens": n_out,
+            "prompt_tokens_ours": n_in,
+            "completion_tokens_ours": n_out,
+        },
+        "timings": timings,
+        "depends_on": depends_on or [],
+        "prefix": prefix,
+    }
+
+
+@dataclass
+class Progress:
+    """Source records read so far, shown as one line on stderr while a terminal watches."""
+
+    label: str
+    total: int = 0
+    done: int = 0
+    _shown: float = field(default=0.0, repr=False)
+    _tty: bool = field(default_factory=lambda: sys.stderr.isatty(), repr=False)
+
+    def show(self, final: bool = False) -> None:
+        if not self._tty:
+            return
+        now = time.monotonic()
+        if not final and now - self._shown < 0.5:
+            return
+        self._shown = now
+        of = f"/{self.total:,}" if self.total else ""
+        end = "\n" if final else ""
+        sys.stderr.write(f"\r{self.label}: {self.done:,}{of} records{end}")
+        sys.stderr.flush()
+
+
+async def _drain(
+    out: Path, header: Header, records: Iterable[dict[str, Any]], p: Progress
+) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    writer = TraceWriter(out, header)
+    try:
+        await writer.open()
+    except OSError as exc:
+        raise ConfigError(f"-o {out}: cannot write there ({exc.strerror or exc})") from None
+    ok = False
+    try:
+        for n, rec in enumerate(records, 1):
+            writer.write_nowait(rec)
+            counts[rec["type"]] += 1
+            if n % _YIELD_EVERY == 0:
+                if n % _FLUSH_EVERY == 0:
+                    await writer.flush()
+                else:
+                    await asyncio.sleep(0)
+                p.show()
+        ok = True
+    finally:
+        await writer.close()
+        if not ok:
+            with contextlib.suppress(OSError):
+                out.unlink()
+    p.show(final=True)
+    return counts
+
+
+def write_trace(
+    out: Path, header: Header, records: Iterable[dict[str, Any]], progress: Progress
+) -> Counter[str]:
+    """Write ``header`` and every record to ``out``; returns the count per record type. A
+    source error raised while ``records`` is read removes the partial file."""
+    if out.is_dir():
+        raise ConfigError(f"-o {out}: is a directory (name the trace file to write)")
+    return asyncio.run(_drain(out, header, records, progress))
+
+
+def summary(out: Path, counts: Counter[str], sources: str, block_size: int) -> str:
+    """``wrote OUT: 12 sessions, 40 agents, 1,234 calls from 12 weka files (block size 64)``."""
+    return (
+        f"wrote {out}: {counts['session']:,} sessions, {counts['agent']:,} agents, "
+        f"{counts['llm_call']:,} calls from {sources} (block size {block_size})"
+    )
