@@ -4,7 +4,7 @@ A file is ``{id, models, block_size: 64, hash_id_scope: "local", requests, total
 ``requests`` interleave the root agent's calls (``type`` ``"s"`` streamed, ``"n"`` not) with one
 ``type: "subagent"`` entry per sub-agent, which nests that agent's own calls; both in time order,
 each entry right after the parent call that spawned it. Times ``t`` are seconds from the
-session's first call (sub-agent calls too: one clock per file). Hash ids are 64-token block
+session's first call (or an earlier sub-agent spawn; sub-agent calls too: one clock per file). Hash ids are 64-token block
 numbers, one namespace per file (``hash_id_scope: "local"``), so the conversation and its
 sub-agents share ids where their prompts share a prefix. Every field is mapped in
 docs/trace-formats.md ("Export: Weka").
@@ -157,7 +157,6 @@ def session_document(
     )
     if not calls:
         return None
-    t0 = calls[0].timings.submit_ns
     agents = _agents(trace, session_id, calls)
     by_id = {a.id: a for a in agents}
     own = {a.id: trace.calls_of(a.id) for a in agents}
@@ -165,6 +164,9 @@ def session_document(
     if not roots:  # no root agent made a call: the agent of the first call leads
         roots = [by_id[calls[0].agent_id]]
     root_ids = {a.id for a in roots}
+    subs = [a for a in agents if a.id not in root_ids and own[a.id]]
+    # The conversation starts at its first call (or an earlier sub-agent spawn).
+    t0 = min([calls[0].timings.submit_ns, *(a.start_ns for a in subs)])
     numbers = BlockNumbers()
     tools = Counter(tc.agent_id for tc in trace.tool_calls.values() if tc.session_id == session_id)
     # (time, order, entry): a call sorts before an entry spawned at the same instant.
@@ -173,9 +175,7 @@ def session_document(
         reqs = _requests(trace, own[a.id], t0, numbers, factor, scope)
         items += [(c.timings.submit_ns, 0, r) for c, r in zip(own[a.id], reqs, strict=True)]
     first_root = min(t for t, _, _ in items)
-    for a in agents:
-        if a.id in root_ids or not own[a.id]:
-            continue
+    for a in subs:
         entry = _subagent(trace, a, own[a.id], tools, t0, numbers, factor, scope)
         items.append((max(t0 + round(entry["t"] * _NS), first_root), 1, entry))
     items.sort(key=lambda it: (it[0], it[1]))
@@ -213,7 +213,7 @@ def _unique_id(session_id: str, stats: _Stats) -> str:
     doc_id, n = session_id, 1
     while _UNSAFE.sub("_", doc_id) in stats.ids:
         n += 1
-        doc_id = f"{session_id}~{n}"
+        doc_id = f"{session_id}-{n}"
     stats.ids.add(_UNSAFE.sub("_", doc_id))
     return doc_id
 

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -201,3 +202,113 @@ def aiperf(tmp_path_factory: pytest.TempPathFactory) -> AIPerf:
     hf_home = tmp_path_factory.mktemp("aiperf-hf")
     _train_tokenizer(hf_home)
     return AIPerf(python=python, hf_home=hf_home)
+
+
+MS = 1_000_000
+
+
+class TraceBuilder:
+    """Hand-built traces written as real files (plain JSON lines through the recorder's own
+    ``encode_record``), for the cases a generated trace does not show: content-free block ids
+    at another block size, nested sub-agents, errors."""
+
+    def __init__(self, block_size: int = 16, imported: bool = False) -> None:
+        from agentload.recorder import make_header
+        from agentload.recorder.schema import SourceInfo
+
+        self.header = make_header(model="m", tokenizer="o200k_base", block_size=block_size)
+        if imported:
+            self.header.redacted = True
+            self.header.source = SourceInfo(
+                format="weka", files=["x.json"], block_size=block_size, hash_id_scope="local"
+            )
+        self.t0 = self.header.clock.mono_ns
+        self.records: list[Any] = []
+
+    def session(self, sid: str) -> None:
+        from agentload.recorder.schema import SessionRecord
+
+        self.records.append(SessionRecord(id=sid, start_ns=self.t0))
+
+    def agent(
+        self, aid: str, sid: str, start_ms: float, end_ms: float | None, parent: str | None = None
+    ) -> None:
+        from agentload.recorder.schema import AgentRecord
+
+        end = None if end_ms is None else self.t0 + int(end_ms * MS)
+        role = "orchestrator" if parent is None else "code_search"
+        self.records.append(
+            AgentRecord(
+                id=aid,
+                session_id=sid,
+                parent_agent_id=parent,
+                role=role,
+                start_ns=self.t0 + int(start_ms * MS),
+                end_ns=end,
+            )
+        )
+
+    def call(
+        self,
+        cid: str,
+        aid: str,
+        sid: str,
+        seq: int,
+        submit_ms: float,
+        blocks: list[str],
+        prompt: int,
+        out: int | None = 10,
+        *,
+        api_ms: float | None = 5.0,
+        error: str | None = None,
+        stream: bool = True,
+    ) -> None:
+        from agentload.recorder.schema import (
+            LLMCallRecord,
+            PrefixInfo,
+            RequestParams,
+            Timings,
+            Usage,
+        )
+
+        submit = self.t0 + int(submit_ms * MS)
+        last = None if api_ms is None else submit + int(api_ms * MS)
+        self.records.append(
+            LLMCallRecord(
+                id=cid,
+                session_id=sid,
+                agent_id=aid,
+                seq=seq,
+                request=RequestParams(model="m", stream=stream),
+                messages=[],
+                usage=Usage(
+                    prompt_tokens=prompt,
+                    prompt_tokens_ours=prompt,
+                    completion_tokens=out,
+                    completion_tokens_ours=out,
+                ),
+                timings=Timings(
+                    submit_ns=submit,
+                    first_token_ns=None if last is None else submit + MS,
+                    last_token_ns=last,
+                ),
+                prefix=PrefixInfo(blocks=blocks),
+                error=error,
+            )
+        )
+
+    def write(self, path: Path) -> Path:
+        from agentload.recorder.schema import TRACE_END, EventRecord
+        from agentload.recorder.writer import encode_record
+
+        end = EventRecord(kind=TRACE_END, ns=self.t0)
+        with path.open("wb") as fh:
+            for rec in [self.header, *self.records, end]:
+                fh.write(encode_record(rec))
+        return path
+
+
+@pytest.fixture
+def build() -> type[TraceBuilder]:
+    """The ``TraceBuilder`` class (tests build their own traces with it)."""
+    return TraceBuilder

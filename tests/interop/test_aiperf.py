@@ -55,7 +55,7 @@ def _run(aiperf: Any, serve: Any, args: list[str], art: Path) -> list[dict[str, 
 
 
 def test_aiperf_replays_the_weka_export(
-    generated_trace: Path, serve: Any, aiperf: Any, tmp_path: Path
+    aiperf: Any, generated_trace: Path, serve: Any, tmp_path: Path
 ) -> None:
     trace = load_trace(generated_trace)
     out = tmp_path / "weka"
@@ -89,7 +89,7 @@ def test_aiperf_replays_the_weka_export(
 
 
 def test_aiperf_replays_the_mooncake_export(
-    generated_trace: Path, serve: Any, aiperf: Any, tmp_path: Path
+    aiperf: Any, generated_trace: Path, serve: Any, tmp_path: Path
 ) -> None:
     trace = load_trace(generated_trace)
     out = tmp_path / "trace.jsonl"
