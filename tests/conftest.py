@@ -98,8 +98,14 @@ def engine_required() -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Engine tests run last: CI builds the engine while the other tests run."""
-    items.sort(key=lambda item: item.get_closest_marker("engine") is not None)
+    """AIPerf tests, then engine tests, run last: CI installs AIPerf and builds the engine in the
+    background while the other tests run."""
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("engine") is not None,
+            item.get_closest_marker("aiperf") is not None,
+        )
+    )
 
 
 def _wait_for_engine_start() -> str | None:
