@@ -72,7 +72,8 @@ def _shape(trace: Trace, agent: AgentRecord) -> tuple[Any, ...]:
 
 def _roots(trace: Trace) -> list[AgentRecord]:
     roots = [a for a in trace.agents.values() if a.parent_agent_id is None]
-    return sorted(roots, key=lambda a: trace.calls_of(a.id)[0].timings.submit_ns)
+    # by session id (a Weka file is named by it): imported conversations all start at 0
+    return sorted(roots, key=lambda a: a.session_id)
 
 
 def _session_calls(trace: Trace, root: AgentRecord) -> list[LLMCallRecord]:
