@@ -191,7 +191,11 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
                 time_scale=cfg.time_scale,
             )
             runner = PointRunner(client, plans, builder, shape, nonce=new_nonce(run_nonce, i))
-            warm = _recorded_width(plans) if recorded else level
+            # open loop: the target's own latency decides how many are in flight, so open
+            # more than the recording had (a connection opened mid-run delays its request)
+            warm = level
+            if recorded:
+                warm = max(2 * _recorded_width(plans), min(64, sum(len(p.calls) for p in plans)))
             await client.warm(warm if not cfg.arrival_rate else 0)
             point = await _run_point(runner, cfg, slo, power, progress, i)
             points.append(point)
