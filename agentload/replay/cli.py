@@ -107,7 +107,8 @@ def replay(
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Write results, CSV and report here.")] = None,
 ) -> None:
-    """Replay traces against an endpoint: identical, closed-loop agentic traffic."""
+    """Replay traces against an endpoint: identical agentic traffic, closed loop or on the
+    recorded schedule (content-free traces: prompts synthesized from their block ids)."""
     from agentload.replay.progress import Progress
     from agentload.replay.report import write_report
     from agentload.replay.results import prepare_out_dir, write_results

@@ -59,13 +59,13 @@ CALLS = [
 ]
 
 
-async def _write(path: Path, calls: list[Call], call_ms: int) -> None:
+async def _write(path: Path, calls: list[Call], call_ms: int, block: int) -> None:
     header = make_header(
         tokenizer="o200k_base",
-        block_size=BLOCK,
+        block_size=block,
         redacted=True,
         source=SourceInfo(
-            format="mooncake", files=["m.jsonl"], block_size=BLOCK, hash_id_scope="global"
+            format="mooncake", files=["m.jsonl"], block_size=block, hash_id_scope="global"
         ),
     )
     t0 = header.clock.mono_ns + 5_000 * MS
@@ -96,8 +96,11 @@ async def _write(path: Path, calls: list[Call], call_ms: int) -> None:
             )
 
 
-def content_free_trace(path: Path, calls: list[Call] = CALLS, call_ms: int = 50) -> Path:
-    asyncio.run(_write(path, calls, call_ms))
+def content_free_trace(
+    path: Path, calls: list[Call] = CALLS, call_ms: int = 50, block: int = BLOCK
+) -> Path:
+    """A content-free trace of ``calls`` (each ``call_ms`` long) at ``block`` tokens a block."""
+    asyncio.run(_write(path, calls, call_ms, block))
     return path
 
 
