@@ -219,7 +219,6 @@ class PointRunner:
                     if not await self._sleep_until(t):
                         break
                     tg.create_task(runs[i].send(call, t))
-                self._mark_drain()
         finally:
             self._mark_drain()
             for run in runs:

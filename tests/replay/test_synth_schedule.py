@@ -53,6 +53,7 @@ def test_calls_go_at_their_recorded_offsets_without_waiting(
         # this server) had not completed: a closed loop would send a1 after 400 ms
         assert abs(reqs[c.id].send_ns - t0 - scale * c.at_ms * 1e6) < TOL_NS, c.id
     assert reqs["a1"].send_ns < reqs["a0"].end_ns
+    assert all(r.phase == "measured" for r in p.requests)
     assert p.max_inflight_requests >= 3
     assert {s.source for s in p.sessions} == {"s0", "s1"} and all(s.complete for s in p.sessions)
 
@@ -63,21 +64,23 @@ def test_our_own_traces_replay_on_their_recorded_schedule(
     trace = agentic_trace(tmp_path / "t.agentload.jsonl", sessions=2)
     plans = build_plans([load_trace(trace)])
     offsets = {c.key: c.rel_trace_submit_ns for pl in plans for c in pl.calls.values()}
-    # the second session starts 100 s into the recording: scale it down to 20 ms
+    # the second session starts 100 s into the recording: scaled to 300 ms; each session's
+    # seven calls (under 1 s recorded) go out within 3 ms, a burst a loaded machine may delay
     cfg = ReplayConfig(
         traces=[str(trace)],
         endpoint=simulator.base_url,  # type: ignore[attr-defined]
         model=simulator.model,  # type: ignore[attr-defined]
         schedule="recorded",
-        time_scale=0.0002,
+        time_scale=0.003,
     )
     res = asyncio.run(run_replay(cfg))
     reqs = res.points[0].requests
     assert len(reqs) == 14 and all(r.ok for r in reqs)
     t0 = min(r.send_ns for r in reqs)
     for r in reqs:
-        assert abs(r.send_ns - t0 - 0.0002 * offsets[r.call]) < TOL_NS
-    assert res.config.schedule == "recorded" and res.config.time_scale == 0.0002
+        assert abs(r.send_ns - t0 - 0.003 * offsets[r.call]) < 1.5 * TOL_NS
+    assert min(r.send_ns for r in reqs if r.source == "s1") - t0 > 0.27e9
+    assert res.config.schedule == "recorded" and res.config.time_scale == 0.003
 
 
 @pytest.mark.parametrize(
