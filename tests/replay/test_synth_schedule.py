@@ -15,6 +15,7 @@ from test_synth import Call, content_free_trace
 from agentload.recorder import load_trace
 from agentload.replay.config import ReplayConfig
 from agentload.replay.plan import build_plans
+from agentload.replay.report import text_summary, write_report
 from agentload.replay.run import run_replay
 
 # one agent's four calls 150 ms apart, and a second session's call in between; each call is
@@ -81,6 +82,9 @@ def test_our_own_traces_replay_on_their_recorded_schedule(
         assert abs(r.send_ns - t0 - 0.003 * offsets[r.call]) < 1.5 * TOL_NS
     assert min(r.send_ns for r in reqs if r.source == "s1") - t0 > 0.27e9
     assert res.config.schedule == "recorded" and res.config.time_scale == 0.003
+    page = write_report([res], tmp_path / "report")[0].read_text()
+    assert "<h3>the recorded schedule (time scale 0.003)</h3>" in page
+    assert text_summary(res)[-1].startswith("recorded: 14 measured requests")
 
 
 @pytest.mark.parametrize(
