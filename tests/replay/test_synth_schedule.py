@@ -121,3 +121,20 @@ def test_time_scale_belongs_to_the_recorded_schedule(
     assert err.endswith("--time-scale scales --schedule recorded; the closed loop has --gap-scale")
     assert run_cli([*argv, "--schedule", "open"]) == 2
     assert "--schedule 'open': choose closed or recorded" in capsys.readouterr().err
+
+
+def test_duration_stops_the_recorded_schedule(chat_server: ChatServer, tmp_path: Path) -> None:
+    trace = content_free_trace(tmp_path / "open.agentload.jsonl", OPEN, call_ms=20)
+    cfg = ReplayConfig(
+        traces=[str(trace)],
+        endpoint=chat_server.base_url,
+        model="test-model",
+        schedule="recorded",
+        duration_s=0.26,
+    )
+    p = asyncio.run(run_replay(cfg)).points[0]
+    # a0, a1, b0 are due before the deadline; a2 (300 ms) and a3 (450 ms) are never sent
+    assert sorted(r.call for r in p.requests) == ["a0", "a1", "b0"]
+    assert 0.25 < p.window.seconds < 0.4
+    s0 = next(s for s in p.sessions if s.source == "s0")
+    assert not s0.complete and s0.requests == 2
