@@ -83,6 +83,16 @@ def load_plans(
             file=sys.stderr,
             flush=True,
         )
+    for t in traces if salt else ():
+        src = t.header.source
+        if src is not None and src.hash_id_scope == "global" and len(t.sessions) > 1:
+            print(
+                f"agentload: note: {t.path}: its block ids are shared across sessions "
+                f"({src.format}); the salt keeps each session's prefix cache apart, "
+                "--no-salt replays that sharing",
+                file=sys.stderr,
+                flush=True,
+            )
     fitter = Fitter(max_context, fit) if max_context is not None else None
     plans = build_plans(traces, salted=salt, select=fitter, synth=synth)
     if not plans and fitter is not None:

@@ -227,7 +227,7 @@ def test_a_tokenizer_for_traces_with_text_is_refused(
 
 
 def test_two_replays_with_one_seed_send_identical_traffic(
-    own_simulator: Any, tmp_path: Path
+    own_simulator: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     trace = content_free_trace(tmp_path / "cf.agentload.jsonl")
     manifests = []
@@ -249,4 +249,14 @@ def test_two_replays_with_one_seed_send_identical_traffic(
         assert all(r["prompt_tokens"] > r["recorded_prompt_tokens"] for r in reqs)
         assert all(r["cached_tokens"] <= r["ceiling_tokens"] for r in reqs)
     assert manifests[0] == manifests[1] and len(manifests[0]) == 4
+    # salted: one note per run that the cross-session sharing of global ids is kept apart
+    notes = capsys.readouterr().err.strip().splitlines()
+    assert (
+        notes
+        == [
+            f"agentload: note: {trace}: its block ids are shared across sessions (mooncake); "
+            "the salt keeps each session's prefix cache apart, --no-salt replays that sharing"
+        ]
+        * 3
+    )
     assert all(manifests[0][k] != manifests[2][k] for k in manifests[0])
