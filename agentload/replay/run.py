@@ -83,11 +83,11 @@ def load_plans(
             file=sys.stderr,
             flush=True,
         )
-    for t in traces if salt else ():
-        src = t.header.source
-        if src is not None and src.hash_id_scope == "global" and len(t.sessions) > 1:
+    for tr in traces if salt else ():
+        src = tr.header.source
+        if src is not None and src.hash_id_scope == "global" and len(tr.sessions) > 1:
             print(
-                f"agentload: note: {t.path}: its block ids are shared across sessions "
+                f"agentload: note: {tr.path}: its block ids are shared across sessions "
                 f"({src.format}); the salt keeps each session's prefix cache apart, "
                 "--no-salt replays that sharing",
                 file=sys.stderr,
