@@ -19,7 +19,7 @@ from agentload.replay.report import text_summary, write_report
 from agentload.replay.run import run_replay
 
 # one agent's four calls 150 ms apart, and a second session's call in between; each call is
-# recorded as taking 20 ms, but the server below takes 400 ms for each
+# recorded as taking 20 ms, but the server below takes 800 ms for each
 OPEN = [
     Call("a0", "s0", "g0", 0, ["1"], 100, 0),
     Call("a1", "s0", "g0", 1, ["2"], 100, 150, base="a0", base_blocks=1),
@@ -27,14 +27,16 @@ OPEN = [
     Call("a2", "s0", "g0", 2, ["4"], 100, 300, base="a1", base_blocks=1),
     Call("a3", "s0", "g0", 3, ["5"], 100, 450, base="a2", base_blocks=1),
 ]
-TOL_NS = 100_000_000
+TOL_NS = 150_000_000
+"""How late a send may be (2 cores shared with other work); a closed loop would send a1
+800 ms after a0."""
 
 
 @pytest.mark.parametrize("scale", [1.0, 0.5])
 def test_calls_go_at_their_recorded_offsets_without_waiting(
     make_server: object, tmp_path: Path, scale: float
 ) -> None:
-    srv: ChatServer = make_server(Behaviour(ttft_s=0.4))  # type: ignore[operator]
+    srv: ChatServer = make_server(Behaviour(ttft_s=0.8))  # type: ignore[operator]
     trace = content_free_trace(tmp_path / "open.agentload.jsonl", OPEN, call_ms=20)
     cfg = ReplayConfig(
         traces=[str(trace)],
@@ -50,8 +52,8 @@ def test_calls_go_at_their_recorded_offsets_without_waiting(
     assert len(reqs) == 5 and all(r.ok for r in reqs.values())
     t0 = reqs["a0"].send_ns
     for c in OPEN:
-        # sent at the recorded offset (times the scale), though its predecessor (400 ms on
-        # this server) had not completed: a closed loop would send a1 after 400 ms
+        # sent at the recorded offset (times the scale), though its predecessor (800 ms on
+        # this server) had not completed: a closed loop would send a1 after 800 ms
         assert abs(reqs[c.id].send_ns - t0 - scale * c.at_ms * 1e6) < TOL_NS, c.id
     assert reqs["a1"].send_ns < reqs["a0"].end_ns
     assert all(r.phase == "measured" for r in p.requests)
@@ -79,7 +81,7 @@ def test_our_own_traces_replay_on_their_recorded_schedule(
     assert len(reqs) == 14 and all(r.ok for r in reqs)
     t0 = min(r.send_ns for r in reqs)
     for r in reqs:
-        assert abs(r.send_ns - t0 - 0.003 * offsets[r.call]) < 1.5 * TOL_NS
+        assert abs(r.send_ns - t0 - 0.003 * offsets[r.call]) < TOL_NS
     assert min(r.send_ns for r in reqs if r.source == "s1") - t0 > 0.27e9
     assert res.config.schedule == "recorded" and res.config.time_scale == 0.003
     page = write_report([res], tmp_path / "report")[0].read_text()
