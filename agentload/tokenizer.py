@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from agentload.errors import TokenizerError
@@ -38,6 +38,7 @@ __all__ = [
     "is_tokenizer_name",
     "render_message",
     "render_tools",
+    "token_texts",
     "write_tiktoken_cache",
 ]
 
@@ -113,6 +114,18 @@ class _TiktokenTokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         return self._enc.decode(list(ids))
 
+    def token_texts(self) -> Iterator[tuple[int, str]]:
+        """(id, text) of every ordinary token whose bytes are valid UTF-8 on their own."""
+        for i in range(self._enc.n_vocab):
+            try:
+                raw = self._enc.decode_single_token_bytes(i)
+            except KeyError:  # a hole in the ranks (o200k has some)
+                continue
+            try:
+                yield i, raw.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+
 
 class _HFTokenizer:
     def __init__(self, path: str) -> None:
@@ -125,12 +138,22 @@ class _HFTokenizer:
         try:
             self._tok = tokenizers.Tokenizer.from_file(path)
         except Exception as exc:  # the library raises its own untyped errors
-            raise TokenizerError(f"cannot load tokenizer file {path}: {exc}") from None
+            why = " ".join(str(exc).split()) or type(exc).__name__
+            raise TokenizerError(f"tokenizer hf:{path}: cannot load it: {why}") from None
         self.name = f"hf:{path}"
 
     def encode(self, text: str) -> list[int]:
         ids: list[int] = self._tok.encode(text, add_special_tokens=False).ids
         return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        text: str = self._tok.decode(list(ids), skip_special_tokens=False)
+        return text
+
+    def token_texts(self) -> Iterator[tuple[int, str]]:
+        """(id, decoded text) of every token of the vocabulary (added tokens included)."""
+        for i in range(self._tok.get_vocab_size(with_added_tokens=True)):
+            yield i, self.decode([i])
 
 
 def is_tokenizer_name(name: str) -> bool:
@@ -148,6 +171,15 @@ def get_tokenizer(name: str = DEFAULT_TOKENIZER) -> Tokenizer:
     raise TokenizerError(
         f"unknown tokenizer {name!r}; choose o200k_base, cl100k_base or hf:PATH/tokenizer.json"
     )
+
+
+def token_texts(tokenizer: Tokenizer) -> Iterator[tuple[int, str]]:
+    """(id, text) of each token of a vocabulary, decoded alone (for ``recorder.synth``)."""
+    texts = getattr(tokenizer, "token_texts", None)
+    if texts is None:
+        raise TokenizerError(f"tokenizer {tokenizer.name}: cannot list its vocabulary")
+    out: Iterator[tuple[int, str]] = texts()
+    return out
 
 
 def write_tiktoken_cache(directory: str) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,13 +66,13 @@ def _leading(n: int, holds: Callable[[int], bool]) -> int:
     return lo
 
 
-def seen_blocks(blocks: Sequence[str], seen: Container[str]) -> int:
+def seen_blocks(blocks: Sequence[Hashable], seen: Container[Hashable]) -> int:
     """Leading blocks of a prompt's chained block list that are in ``seen`` (the blocks of
     earlier prompts): the prefix those prompts already hold."""
     return _leading(len(blocks), lambda k: blocks[k] in seen)
 
 
-def common_blocks(a: Sequence[str], b: Sequence[str]) -> int:
+def common_blocks(a: Sequence[Hashable], b: Sequence[Hashable]) -> int:
     """Leading blocks two prompts' chained block lists share."""
     return _leading(min(len(a), len(b)), lambda k: a[k] == b[k])
 

@@ -31,7 +31,7 @@ class BodyBuilder:
     ) -> bytes:
         """The request bytes; ``max_tokens`` overrides the pinned length (warm-up sends 1:
         only its prefill matters, since the next prompt carries the recorded reply anyway)."""
-        body = dict(call.traffic)
+        body = dict(call.body())
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
         if salt:

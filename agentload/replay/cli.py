@@ -82,10 +82,33 @@ def replay(
     max_error_rate: Annotated[
         float, typer.Option(help="Exit 3 when a larger share of the requests failed.")
     ] = 0.5,
-    seed: Annotated[int, typer.Option(help="Seed of join points and arrivals.")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Seed of join points, arrivals and synthesized prompts.")
+    ] = 0,
+    schedule: Annotated[
+        str,
+        typer.Option(
+            help="closed: a call waits for its predecessors (--concurrency, --arrival-rate); "
+            "recorded: open loop, each call at its recorded time offset (x --time-scale)."
+        ),
+    ] = "closed",
+    time_scale: Annotated[
+        float,
+        typer.Option(
+            help="--schedule recorded: multiply the recorded offsets (0.5 = twice as fast)."
+        ),
+    ] = 1.0,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            help="Tokenizer of prompts synthesized for content-free traces: o200k_base "
+            "(default), cl100k_base, hf:PATH/tokenizer.json."
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Write results, CSV and report here.")] = None,
 ) -> None:
-    """Replay traces against an endpoint: identical, closed-loop agentic traffic."""
+    """Replay traces against an endpoint: identical agentic traffic, closed loop or on the
+    recorded schedule (content-free traces: prompts synthesized from their block ids)."""
     from agentload.replay.progress import Progress
     from agentload.replay.report import write_report
     from agentload.replay.results import prepare_out_dir, write_results
@@ -116,6 +139,9 @@ def replay(
             "timeout_s": timeout,
             "max_error_rate": max_error_rate,
             "seed": seed,
+            "schedule": schedule,
+            "time_scale": time_scale,
+            "tokenizer": tokenizer,
             "session_header": session_header,
             "session_field": session_field,
             "max_context": max_context,

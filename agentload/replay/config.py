@@ -19,6 +19,7 @@ from pydantic_core import PydanticCustomError
 from agentload.replay.engines import ENGINES
 from agentload.replay.fit import FIT_MODES, FitMode
 from agentload.replay.metrics.base import SLO
+from agentload.tokenizer import is_tokenizer_name
 
 __all__ = ["ReplayConfig", "parse_duration_ns", "parse_levels", "parse_slo"]
 
@@ -156,7 +157,28 @@ class ReplayConfig(BaseModel):
         allow_inf_nan=False,
         description="failed share of all requests above which the run exits 3 (--max-error-rate)",
     )
-    seed: int = Field(default=0, description="seed of join points and arrivals (--seed)")
+    seed: int = Field(
+        default=0,
+        description="seed of join points, arrivals and synthesized prompts (--seed)",
+    )
+    schedule: Literal["closed", "recorded"] = Field(
+        default="closed",
+        description="closed: each call waits for its predecessors (lanes or arrivals); "
+        "recorded: open loop, every call sent at its recorded offset from the trace's first "
+        "submit, times --time-scale (--schedule)",
+    )
+    time_scale: float = Field(
+        default=1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="multiplier of the recorded offsets with --schedule recorded (0.5: twice "
+        "as fast) (--time-scale)",
+    )
+    tokenizer: str | None = Field(
+        default=None,
+        description="tokenizer of synthesized prompts (content-free traces): o200k_base (the "
+        "default when None), cl100k_base or hf:PATH/tokenizer.json (--tokenizer)",
+    )
     session_header: str | None = Field(
         default=None, description="header carrying the session id (--session-header)"
     )
@@ -200,6 +222,20 @@ class ReplayConfig(BaseModel):
             raise _bad(f"choose {' or '.join(FIT_MODES)}")
         return v
 
+    @field_validator("schedule", mode="before")
+    @classmethod
+    def _schedule_choice(cls, v: Any) -> Any:
+        if v not in ("closed", "recorded"):
+            raise _bad("choose closed or recorded")
+        return v
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_name(cls, v: str | None) -> str | None:
+        if v is not None and not is_tokenizer_name(v):
+            raise _bad("choose o200k_base, cl100k_base or hf:PATH/tokenizer.json")
+        return v
+
     @field_validator("power", mode="before")
     @classmethod
     def _power_choice(cls, v: Any) -> Any:
@@ -226,4 +262,22 @@ class ReplayConfig(BaseModel):
             raise _bad("--sweep varies --concurrency; it cannot be combined with --arrival-rate")
         if self.power is not None and self.power_watts is not None:
             raise _bad("give --power-watts or --power nvml, not both")
+        if self.schedule == "recorded":
+            clash = [
+                opt
+                for opt, on in (
+                    ("--concurrency/--sweep", self.levels != [1]),
+                    ("--arrival-rate", self.arrival_rate is not None),
+                    ("--sessions", self.sessions is not None),
+                    ("--gap-scale", self.gap_scale != 1.0),
+                )
+                if on
+            ]
+            if clash:
+                raise _bad(
+                    f"--schedule recorded sends every recorded call once at its recorded time; "
+                    f"it cannot be combined with {', '.join(clash)} (use --time-scale)"
+                )
+        elif self.time_scale != 1.0:
+            raise _bad("--time-scale scales --schedule recorded; the closed loop has --gap-scale")
         return self

@@ -58,7 +58,7 @@ def points_xy(results: ResultsDocument, ytag: str) -> list[tuple[float, float, A
         tps = p.aggregates.tps_user
         y = p.aggregates.value(ytag)
         if tps is not None and y is not None:
-            out.append((tps.p50, float(y), p.concurrency or p.arrival_rate))
+            out.append((tps.p50, float(y), p.concurrency or p.arrival_rate or p.load))
     return out
 
 

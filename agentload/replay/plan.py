@@ -17,6 +17,13 @@ The payload digest is sha256 of the canonical JSON of the *traffic body*: messag
 tool_choice, sampling parameters, ``max_tokens`` and the recorded extra fields — unsalted, and
 without ``model``, ``stream``/``stream_options`` and the engine preset's extras, so two runs
 against two systems (different model names, different engines) prove identical traffic.
+
+A content-free trace (``header.redacted``) has no text to rebuild: each call's body is the
+synthesized messages (``recorder.synth``: the replay's tokenizer and seed) and ``max_tokens``,
+no tools. Such a body is built when it is needed (its digest, its send) from the call's block
+ids, never held: a plan of a long session holds its ids, not its prompts. Its digest covers the
+synthesized body, so two runs with the same seed and tokenizer prove identical traffic. Its
+reuse ceilings come from its token layout (``reuse.synth_ceilings``).
 """
 
 from __future__ import annotations
@@ -31,8 +38,9 @@ from agentload.errors import ReplayError, TokenizerError
 from agentload.hashing import canonical_json, sha256_hex
 from agentload.recorder.prefix import seen_blocks
 from agentload.recorder.schema import LLMCallRecord
+from agentload.recorder.synth import Layout, Synthesizer
 from agentload.recorder.trace import Trace
-from agentload.replay.reuse import salted_ceilings
+from agentload.replay.reuse import salted_ceilings, synth_ceilings
 from agentload.replay.salt import REPRESENTATIVE_SALTS, salt_messages, salt_target
 from agentload.tokenizer import ChatTokenCounter
 
@@ -75,7 +83,8 @@ class CallPlan:
     agent_id: str
     seq: int
     traffic: dict[str, Any]
-    """The unsalted traffic body (see the module docstring)."""
+    """The unsalted traffic body (see the module docstring); of a synthesized call, all but its
+    messages (``body()`` adds them)."""
     expected_tokens: int
     """Recorded completion tokens (the server's when reported, else ours): the pinned length."""
     prompt_tokens: int
@@ -98,7 +107,19 @@ class CallPlan:
     """Recorded prompt tokens in agentload's count (the trace's tokenizer), unsalted."""
     salt_tokens: int = 0
     """Tokens the salt line adds to the prompt in agentload's count (0 when not computed)."""
+    synth: tuple[Synthesizer, Layout] | None = None
+    """A content-free call's synthesizer and layout (None: the trace has the messages)."""
+    rel_trace_submit_ns: int = 0
+    """Recorded submit time, relative to the earliest submit of its trace (``--schedule
+    recorded``)."""
     _digest: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        """The unsalted traffic body, messages included (built anew for a synthesized call)."""
+        if self.synth is None:
+            return self.traffic
+        synth, layout = self.synth
+        return {"messages": synth.messages(layout), **self.traffic}
 
     def ceiling(self, salted: bool) -> int:
         """The KV-survival ceiling of the call as sent (salted or not)."""
@@ -114,7 +135,7 @@ class CallPlan:
     def digest(self) -> str:
         """sha256 of the canonical unsalted traffic body."""
         if self._digest is None:
-            self._digest = sha256_hex(canonical_json(self.traffic))
+            self._digest = sha256_hex(canonical_json(self.body()))
         return self._digest
 
 
@@ -175,18 +196,26 @@ the session out). The kept set must hold every predecessor of a kept call (``fit
 
 
 def build_plans(
-    traces: Sequence[Trace], salted: bool = True, select: Selector | None = None
+    traces: Sequence[Trace],
+    salted: bool = True,
+    select: Selector | None = None,
+    synth: Synthesizer | None = None,
 ) -> list[SessionPlan]:
     """Every session of every trace as a ``SessionPlan``, with the salted reuse ceilings when
     ``salted`` (and the trace's tokenizer loads). ``select`` may keep part of a session (it is
     planned again from the kept calls, so its gaps, width and ceilings are those of what is
-    sent) or leave it out. Raises ``ReplayError`` when no trace has a call; returns [] when
+    sent) or leave it out. ``synth`` synthesizes the prompts of content-free traces (default:
+    o200k_base, seed 0). Raises ``ReplayError`` when no trace has a call; returns [] when
     ``select`` left every session out."""
     plans: list[SessionPlan] = []
     any_calls = False
     for ti, trace in enumerate(traces):
         prefix = f"{ti}:" if len(traces) > 1 else ""
-        counter = _counter(trace) if salted else None
+        syn = None
+        if trace.header.redacted:
+            syn = synth = synth or Synthesizer()
+        counter = _counter(trace) if salted and syn is None else None
+        t0 = min((c.timings.submit_ns for c in trace.calls.values()), default=0)
         by_session: dict[str, list[LLMCallRecord]] = {}
         for c in trace.calls.values():
             by_session.setdefault(c.session_id, []).append(c)
@@ -194,14 +223,16 @@ def build_plans(
             by_session, key=lambda s: min(c.timings.submit_ns for c in by_session[s])
         ):
             any_calls = True
-            plan = _session_plan(trace, sid, by_session[sid], prefix)
+            plan = _session_plan(trace, sid, by_session[sid], prefix, syn, t0)
             keep = select(plan) if select is not None else None
             if keep is not None and len(keep) < len(plan.calls):
                 if not keep:
                     continue
                 kept = [c for c in by_session[sid] if c.id in keep]
-                plan = _session_plan(trace, sid, kept, prefix)
-            if counter is not None:
+                plan = _session_plan(trace, sid, kept, prefix, syn, t0)
+            if syn is not None:
+                _synth_ceilings(plan, syn, salted)
+            elif counter is not None:
                 _salt_ceilings(plan, counter, trace.header.block_size)
             plans.append(plan)
     if not any_calls:
@@ -228,6 +259,20 @@ def _salt_ceilings(plan: SessionPlan, counter: ChatTokenCounter, block_size: int
         c.salt_tokens = _salt_tokens(counter, c.traffic["messages"])
 
 
+def _synth_ceilings(plan: SessionPlan, synth: Synthesizer, salted: bool) -> None:
+    calls = [plan.calls[c] for c in plan.order]
+    index = {c.id: i for i, c in enumerate(calls)}
+    layouts = [c.synth[1] for c in calls if c.synth is not None]
+    succs = [[index[s] for s in c.succs] for c in calls]
+    unsalted, ceilings = synth_ceilings(synth, layouts, succs, salted)
+    salt = _salt_tokens(synth.counter, [synth.system]) if salted else 0
+    for i, c in enumerate(calls):
+        c.ceiling_tokens = unsalted[i]
+        if ceilings is not None:
+            c.salted_ceiling_tokens = ceilings[i]
+            c.salt_tokens = salt
+
+
 def _salt_tokens(counter: ChatTokenCounter, messages: list[dict[str, Any]]) -> int:
     """Tokens the salt line adds to a prompt: the salted message's count minus the unsalted
     one's (every salt has the same token layout, see ``salt``)."""
@@ -238,7 +283,14 @@ def _salt_tokens(counter: ChatTokenCounter, messages: list[dict[str, Any]]) -> i
     return len(counter.ids_for_message(salted)) - len(counter.ids_for_message(messages[i]))
 
 
-def _session_plan(trace: Trace, sid: str, calls: list[LLMCallRecord], prefix: str) -> SessionPlan:
+def _session_plan(
+    trace: Trace,
+    sid: str,
+    calls: list[LLMCallRecord],
+    prefix: str,
+    synth: Synthesizer | None,
+    trace_t0: int,
+) -> SessionPlan:
     calls.sort(key=lambda c: (c.timings.submit_ns, c.seq))
     t0 = calls[0].timings.submit_ns
     by_agent: dict[str, list[LLMCallRecord]] = {}
@@ -254,19 +306,26 @@ def _session_plan(trace: Trace, sid: str, calls: list[LLMCallRecord], prefix: st
         n = seen_blocks(blocks, seen)
         seen.update(blocks)
         exp = _expected(c)
+        ours = c.usage.prompt_tokens_ours
+        syn = None
+        if synth is not None:
+            syn = (synth, synth.layout(c.id, blocks, ours, block))
+            ours = syn[1].tokens
         plans[c.id] = CallPlan(
             id=c.id,
             key=prefix + c.id,
             session_id=sid,
             agent_id=c.agent_id,
             seq=c.seq,
-            traffic=traffic_body(trace, c, exp),
+            traffic={"max_tokens": exp} if syn else traffic_body(trace, c, exp),
             expected_tokens=exp,
             prompt_tokens=trace.prompt_tokens(c),
-            prompt_tokens_ours=c.usage.prompt_tokens_ours,
+            prompt_tokens_ours=ours,
             ceiling_tokens=n * block,
             rel_submit_ns=c.timings.submit_ns - t0,
             rel_end_ns=_last_ns(c) - t0,
+            synth=syn,
+            rel_trace_submit_ns=c.timings.submit_ns - trace_t0,
         )
     _link(trace, by_agent, plans)
     try:

@@ -169,7 +169,13 @@ def _run_section(run: ResultsDocument, name: str) -> str:
         a = p.aggregates
         w = p.window
         ph = a.phases
-        load = f"concurrency {p.concurrency}" if p.concurrency else f"rate {p.arrival_rate}/s"
+        load = (
+            f"concurrency {p.concurrency}"
+            if p.concurrency
+            else f"rate {p.arrival_rate}/s"
+            if p.arrival_rate
+            else f"the recorded schedule (time scale {run.config.time_scale:g})"
+        )
         parts.append(f"<h3>{html.escape(load)}</h3>")
         parts.append(
             "<p>"

@@ -205,8 +205,15 @@ class Point(_Model):
     """One load point (a concurrency level, or the arrival rate)."""
 
     interrupted: bool = Field(description="the run was interrupted during this point")
-    concurrency: int | None = Field(description="lanes; None with an arrival rate")
+    concurrency: int | None = Field(
+        description="lanes; None with an arrival rate or the recorded schedule"
+    )
     arrival_rate: float | None = Field(description="Poisson sessions/s, or None")
+    schedule: Literal["closed", "recorded"] = Field(
+        default="closed",
+        description="closed: lanes or arrivals; recorded: every call at its recorded offset "
+        "(open loop, config.time_scale)",
+    )
     wall_s: float = Field(description="wall-clock seconds the point ran")
     warmup_window: Span = Field(description="from the start until every lane warmed up")
     window: Window = Field(description="the measured (steady-state) window")
@@ -221,7 +228,9 @@ class Point(_Model):
 
     @property
     def load(self) -> str:
-        """``c=4`` or ``rate=2.0/s``."""
+        """``c=4``, ``rate=2.0/s`` or ``recorded``."""
+        if self.schedule == "recorded":
+            return "recorded"
         if self.concurrency is not None:
             return f"c={self.concurrency}"
         return f"rate={self.arrival_rate}/s"

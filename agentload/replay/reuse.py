@@ -22,6 +22,15 @@ the recorder and the simulator's KV model use, with the trace's tokenizer and bl
 salt's fixed token layout (``salt``) makes the counts the same for every instance. Against
 the simulator, cached ≤ ceiling holds exactly; against another server it holds up to the
 difference between its tokenizer and agentload's.
+
+A synthesized call (a content-free trace, ``recorder.synth``) is never tokenized for this: its
+token layout is known (the framing's head, then one token a word, the words of equal leading
+block ids equal), so ``synth_ceilings`` counts the tokens two calls share from their block ids
+(compared as prefixes: the ids are chained here, so ``[A, B]`` and ``[C, B]`` share nothing)
+and rounds down to ``CEILING_BLOCK`` tokens, the block of agentload's own traces, of the
+simulator and of vLLM. Both ceilings come from it, the unsalted one (earlier calls only, as
+``plan`` counts it) and the salted one (within the instance, the salt's tokens added, or across
+instances up to where the salts differ).
 """
 
 from __future__ import annotations
@@ -32,10 +41,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentload.recorder.prefix import PrefixHasher, common_blocks, hash_prompt, seen_blocks
+from agentload.recorder.synth import Layout, Synthesizer
 from agentload.replay.salt import REPRESENTATIVE_SALTS, salt_messages, salt_target
 from agentload.tokenizer import ChatTokenCounter
 
-__all__ = ["Prompt", "salted_ceilings"]
+__all__ = ["CEILING_BLOCK", "Prompt", "salted_ceilings", "synth_ceilings"]
+
+CEILING_BLOCK = 16
+"""Tokens a block when ceilings of synthesized prompts are counted (see the module docstring)."""
 
 Prompt = tuple[list[dict[str, Any]], list[dict[str, Any]] | None]
 """A request's (messages, tools) as recorded (unsalted)."""
@@ -95,3 +108,54 @@ def salted_ceilings(
         cross = _cross_tokens(counter, prompts[i]) // block_size
         out.append(max(within, cross) * block_size)
     return out
+
+
+def _chain(ids: Sequence[str]) -> list[int]:
+    """Prefix hashes of a block-id list: equal at k iff the first k + 1 ids are equal."""
+    out = []
+    h = 0
+    for b in ids:
+        h = hash((h, b))
+        out.append(h)
+    return out
+
+
+def synth_ceilings(
+    synth: Synthesizer,
+    layouts: Sequence[Layout],
+    succs: Sequence[Sequence[int]],
+    salted: bool,
+) -> tuple[list[int], list[int] | None]:
+    """(unsalted, salted or None) ceilings, in tokens, of one session's synthesized calls in
+    recorded submit order (module docstring); ``succs`` as for ``salted_ceilings``."""
+    g = CEILING_BLOCK
+    chains = [_chain(lay.ids) for lay in layouts]
+    desc = _descendants(succs) if salted else []
+    s = salt = cross = 0
+    if salted:
+        system = [synth.system]
+        salt = len(synth.counter.ids_for_message(salt_messages(system, REPRESENTATIVE_SALTS[0])[0]))
+        s = salt - len(synth.counter.ids_for_message(synth.system))
+        cross = _cross_tokens(synth.counter, (system, None)) // g * g
+    holder: dict[int, int] = {}  # prefix hash -> the earlier call with it and the most words
+    unsalted: list[int] = []
+    out: list[int] = []
+    for i, lay in enumerate(layouts):
+        ch = chains[i]
+        earlier = 0
+        if i:
+            j = seen_blocks(ch, holder)
+            earlier = synth.common_tokens(lay, layouts[holder[ch[j - 1]] if j else i - 1], j)
+        unsalted.append(earlier // g * g)
+        if salted:
+            within = earlier + s if i else 0
+            for k in range(i + 1, len(layouts)):
+                if not desc[i] >> k & 1:
+                    j = common_blocks(ch, chains[k])
+                    within = max(within, synth.common_tokens(lay, layouts[k], j) + s)
+            out.append(max(within // g * g, cross))
+        for h in ch:
+            old = holder.get(h)
+            if old is None or layouts[old].words < lay.words:
+                holder[h] = i
+    return unsalted, out if salted else None

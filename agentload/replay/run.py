@@ -17,8 +17,9 @@ from typing import Any
 
 from agentload import __version__
 from agentload.auth import api_key_from_env, redact_url
-from agentload.errors import ReplayError
+from agentload.errors import ConfigError, ReplayError
 from agentload.recorder.paths import trace_files
+from agentload.recorder.synth import Synthesizer
 from agentload.recorder.trace import load_trace
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.client import StreamClient
@@ -42,6 +43,7 @@ from agentload.replay.results import (
 from agentload.replay.salt import new_nonce, new_run_id
 from agentload.replay.schedule import LoadShape, PointRun, PointRunner
 from agentload.replay.scrape import MetricsScraper
+from agentload.tokenizer import DEFAULT_TOKENIZER
 
 __all__ = ["load_plans", "run_environment", "run_replay"]
 
@@ -53,12 +55,24 @@ def load_plans(
     max_context: int | None,
     salt: bool = True,
     fit: FitMode = "cut-session",
+    tokenizer: str | None = None,
+    seed: int = 0,
 ) -> tuple[list[SessionPlan], dict[str, Any]]:
     """Plans of every session of the traces (with the salted reuse ceilings when ``salt``),
     fitted to ``max_context`` by ``fit`` (see ``fit``), what was cut or left out, and which
     traces end early (a killed run: one warning line each on stderr; their complete calls are
-    replayed, each session as far as it was recorded)."""
+    replayed, each session as far as it was recorded). Content-free traces get prompts
+    synthesized with ``tokenizer`` (default o200k_base) and ``seed``; a ``tokenizer`` given
+    for traces that all have their text is a ``ConfigError``."""
     traces = [load_trace(p) for p in trace_files(paths)]
+    synth = None
+    if any(t.header.redacted for t in traces):
+        synth = Synthesizer(tokenizer or DEFAULT_TOKENIZER, seed)
+    elif tokenizer is not None:
+        raise ConfigError(
+            f"--tokenizer {tokenizer}: no trace is content-free (header.redacted); the "
+            "tokenizer only synthesizes the prompts of such traces"
+        )
     truncated = [
         {"file": t.path, "detail": str(t.truncated)} for t in traces if t.truncated is not None
     ]
@@ -69,8 +83,18 @@ def load_plans(
             file=sys.stderr,
             flush=True,
         )
+    for tr in traces if salt else ():
+        src = tr.header.source
+        if src is not None and src.hash_id_scope == "global" and len(tr.sessions) > 1:
+            print(
+                f"agentload: note: {tr.path}: its block ids are shared across sessions "
+                f"({src.format}); the salt keeps each session's prefix cache apart, "
+                "--no-salt replays that sharing",
+                file=sys.stderr,
+                flush=True,
+            )
     fitter = Fitter(max_context, fit) if max_context is not None else None
-    plans = build_plans(traces, salted=salt, select=fitter)
+    plans = build_plans(traces, salted=salt, select=fitter, synth=synth)
     if not plans and fitter is not None:
         what = "call" if fit == "drop-session" else "first call"
         raise ReplayError(
@@ -109,6 +133,24 @@ def run_environment() -> Environment:
     )
 
 
+def _recorded_width(plans: Sequence[SessionPlan]) -> int:
+    """Most calls the traces had in flight at once (the open loop's connections)."""
+    events = sorted(
+        (t, d)
+        for pl in plans
+        for c in pl.calls.values()
+        for t, d in (
+            (c.rel_trace_submit_ns, 1),
+            (c.rel_trace_submit_ns + c.rel_end_ns - c.rel_submit_ns, -1),
+        )
+    )
+    width = best = 0
+    for _, d in events:
+        width += d
+        best = max(best, width)
+    return best
+
+
 def _manifest(plans: Sequence[SessionPlan]) -> dict[str, str]:
     return {c.key: c.digest for pl in plans for c in pl.calls.values()}
 
@@ -118,17 +160,23 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     engine = get_engine(cfg.engine)
     if not cfg.extras:
         engine = engine.without_extras()
-    plans, exclusion = load_plans(cfg.traces, cfg.max_context, cfg.salt, cfg.fit)
+    plans, exclusion = load_plans(
+        cfg.traces, cfg.max_context, cfg.salt, cfg.fit, cfg.tokenizer, cfg.seed
+    )
+    recorded = cfg.schedule == "recorded"
     manifest = _manifest(plans)
     slo = SLO(**cfg.slo) if cfg.slo else None
     power = NvmlPower(cfg.gpus) if cfg.power == "nvml" else None
     width = max(pl.max_width for pl in plans)
     top = max(cfg.levels) if not cfg.arrival_rate else 256
+    conns = max(8, top * width + 8)
+    if recorded:  # open loop: no call may queue for a connection
+        conns = min(4096, sum(len(p.calls) for p in plans) + 8)
     client = StreamClient(
         cfg.endpoint,
         api_key=api_key_from_env(),
         timeout_s=cfg.timeout_s,
-        max_connections=max(8, top * width + 8),
+        max_connections=conns,
     )
     builder = BodyBuilder(cfg.model, engine, cfg.session_field or engine.session_field)
     points: list[Point] = []
@@ -149,9 +197,16 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
                 salt=cfg.salt,
                 seed=cfg.seed,
                 session_header=cfg.session_header or engine.session_header,
+                schedule=cfg.schedule,
+                time_scale=cfg.time_scale,
             )
             runner = PointRunner(client, plans, builder, shape, nonce=new_nonce(run_nonce, i))
-            await client.warm(level if not cfg.arrival_rate else 0)
+            # open loop: the target's own latency decides how many are in flight, so open
+            # more than the recording had (a connection opened mid-run delays its request)
+            warm = level
+            if recorded:
+                warm = max(2 * _recorded_width(plans), min(64, sum(len(p.calls) for p in plans)))
+            await client.warm(warm if not cfg.arrival_rate else 0)
             point = await _run_point(runner, cfg, slo, power, progress, i)
             points.append(point)
             if point.interrupted:
@@ -225,9 +280,11 @@ async def _run_point(
             power.samples, run.t0_ns + run.window.start_ns, run.t0_ns + run.window.end_ns
         )
     ctx = MetricContext(run.requests, run.sessions, run.window, cfg.gpus, watts, slo)
+    recorded = cfg.schedule == "recorded"
     return Point(
         interrupted=interrupted,
-        concurrency=None if cfg.arrival_rate else runner.shape.concurrency,
+        concurrency=None if cfg.arrival_rate or recorded else runner.shape.concurrency,
+        schedule=cfg.schedule,
         arrival_rate=cfg.arrival_rate,
         wall_s=run.wall_s,
         warmup_window=Span(start_ns=0, end_ns=run.warmup_end_ns),

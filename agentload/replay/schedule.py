@@ -1,4 +1,5 @@
-"""Closed-loop session scheduling: lanes (``--concurrency``) or Poisson arrivals.
+"""Session scheduling: closed loop (lanes, ``--concurrency``, or Poisson arrivals) or the
+recorded schedule (``--schedule recorded``, open loop).
 
 A session instance runs its call graph (see ``plan``): a call is sent once all its
 predecessors completed on the target and ``max(pred completion + gap_scale * recorded gap)``
@@ -14,6 +15,13 @@ The measured window starts when every lane has finished its warm-up (``W``) and 
 run stops sending at full load (``D``): the ``--duration`` deadline, the first lane that found
 no session left, or the last Poisson arrival. Requests are labelled ``ramp`` (sent before
 ``W``), ``measured`` (``W <= send <= D``) or ``drain`` (after ``D``).
+
+The recorded schedule is open loop: every recorded session runs once (one salted instance
+each), and every call is sent at ``time_scale * (its submit - the earliest submit of its
+trace)`` after the point started, whether or not its predecessors completed (several traces:
+each from its own first submit, all starting together). There is no warm-up: the window runs
+from the start to the last scheduled send (or the ``--duration`` deadline, which stops the
+sending; calls in flight complete).
 """
 
 from __future__ import annotations
@@ -77,7 +85,9 @@ class PointRunner:
         sampler = asyncio.create_task(self._sample())
         deadline = asyncio.create_task(self._deadline())
         try:
-            if self.shape.arrival_rate:
+            if self.shape.schedule == "recorded":
+                await self._recorded()
+            elif self.shape.arrival_rate:
                 await self._arrivals(self.shape.arrival_rate)
             else:
                 await self._lanes()
@@ -184,6 +194,35 @@ class PointRunner:
                     # and the deadline run, or this loop would never give them a turn.
                     await asyncio.sleep(0)
             self._mark_drain()
+
+    async def _recorded(self) -> None:
+        """Every call of every plan at its recorded offset (module docstring)."""
+        self._pending_warm = 0
+        self._warm_done()
+        insts = [self.source.next(False) for _ in self.source.plans]
+        calls = sorted(
+            (
+                (c.rel_trace_submit_ns, i, c)
+                for i, inst in enumerate(insts)
+                if inst is not None
+                for c in inst.plan.calls.values()
+            ),
+            key=lambda e: (e[0], e[1], e[2].seq),
+        )
+        runs = [_OpenRun(self, inst) for inst in insts if inst is not None]
+        base = self.clock()
+        scale = self.shape.time_scale
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for off, i, call in calls:
+                    t = base + int(scale * off)
+                    if not await self._sleep_until(t):
+                        break
+                    tg.create_task(runs[i].send(call, t))
+        finally:
+            self._mark_drain()
+            for run in runs:
+                run.close()
 
     async def _sleep_until(self, t: int) -> bool:
         """Sleep until clock ``t``; False when the run was stopped meanwhile."""
@@ -402,3 +441,53 @@ class _SessionRun:
             self.remaining[sid] -= 1
             if self.remaining[sid] == 0:
                 self.tg.create_task(self._fire(sid))
+
+
+class _OpenRun:
+    """One session instance on the recorded schedule: its calls are sent by the dispatcher,
+    this keeps its account (the ``SessionResult``)."""
+
+    def __init__(self, runner: PointRunner, inst: SessionInstance) -> None:
+        self.r = runner
+        self.inst = inst
+        self.sent = 0
+        self.start: int | None = None
+        self.end: int | None = None
+        self.agent_end: dict[str, int] = {}
+        runner.stats.active_sessions += 1
+        st = runner.stats
+        st.max_active_sessions = max(st.max_active_sessions, st.active_sessions)
+
+    async def send(self, call: CallPlan, t: int) -> None:
+        r = self.r
+        if self.start is None:
+            self.start = r.clock()
+        prev = self.agent_end.get(call.agent_id) if call.seq > 0 else None
+        end = await r.send(self.inst, call, t, "measured", prev)
+        self.sent += 1
+        self.agent_end[call.agent_id] = max(self.agent_end.get(call.agent_id, 0), end)
+        self.end = max(self.end or end, end)
+
+    def close(self) -> None:
+        r = self.r
+        st = r.stats
+        st.active_sessions -= 1
+        complete = self.sent == len(self.inst.plan.calls)
+        if complete:
+            st.done_sessions += 1
+        else:
+            st.cut_sessions += 1
+        now = r.clock()
+        r.sessions.append(
+            SessionResult(
+                session=self.inst.index,
+                source=self.inst.plan.key,
+                lane=-1,
+                start_ns=(self.start if self.start is not None else now) - r.t0,
+                end_ns=(self.end if self.end is not None else now) - r.t0,
+                joined_at_ns=None,
+                complete=complete,
+                requests=self.sent,
+                warmup_requests=0,
+            )
+        )

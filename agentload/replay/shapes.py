@@ -38,6 +38,10 @@ class LoadShape:
     salt: bool = True
     seed: int = 0
     session_header: str | None = None
+    schedule: str = "closed"
+    """closed (lanes or arrivals) or recorded (every call at its recorded offset)."""
+    time_scale: float = 1.0
+    """Multiplier of the recorded offsets (``schedule="recorded"``)."""
 
 
 @dataclass
