@@ -85,8 +85,8 @@ def _sharing(trace: Trace, calls: list[LLMCallRecord], size: int) -> list[int]:
     return [common_blocks(a, b) for i, a in enumerate(blocks) for b in blocks[i + 1 :]]
 
 
-def _edges(trace: Trace) -> list[list[tuple[int, int]]]:
-    """Per session, per call in walk order: (pred's position, gap in ms) of every edge."""
+def _edges(trace: Trace) -> list[list[list[tuple[int, int]]]]:
+    """Per session, per call in walk order: (pred's position, gap in ns) of every edge."""
     out = []
     plans = {p.session_id: p for p in build_plans([trace], salted=False)}
     for root in _roots(trace):
@@ -123,8 +123,15 @@ def test_weka_round_trip_keeps_the_call_graph_lengths_and_sharing(
         assert b_share == o_share
         assert sum(o_share) > 0  # the sharing compared is real
     # replay's plan: the same edges with the same recorded gaps (to the ms)
-    edges = _edges(orig)
-    assert _edges(back) == edges
+    edges, got = _edges(orig), _edges(back)
+    # the same preds, with the same gaps to 10 us (Weka's times are float seconds)
+    assert [[[p for p, _ in c] for c in s] for s in got] == [
+        [[p for p, _ in c] for c in s] for s in edges
+    ]
+    for s_got, s_want in zip(got, edges, strict=True):
+        for c_got, c_want in zip(s_got, s_want, strict=True):
+            for (_, g), (_, w) in zip(c_got, c_want, strict=True):
+                assert abs(g - w) < 10_000, (g, w)
     assert any(len(p) > 1 for s in edges for p in s)  # joins on children are compared
     assert any(gap > 0 for s in edges for p in s for _, gap in p)  # and recorded gaps
 
