@@ -13,10 +13,17 @@ Figures (last line, one JSON object):
   included) and source lines per second.
 * ``import_peak_rss_mb``: the import process's RSS high-water mark (``ru_maxrss`` of the child):
   streaming means it does not grow with the file (the file is never held, let alone twice).
+* ``parse_records_per_s``, ``import_vs_parse``: the peer in the same run, a bare loop that only
+  reads and parses the same file with orjson (no checks, nothing written), and the import's
+  rate as a share of it.
 * ``exports``: ``{FORMAT: {s, records_per_s, peak_rss_mb, out_mb}}`` for each ``--export``
-  (or ``{FORMAT: {error}}`` when the command fails).
+  format (default: all three), each the CLI exporting a real generated trace (``generate -s
+  quick -n 4`` on the simulator, local sandbox; or ``--export-trace PATH``): ``s`` is the CLI's
+  wall time (interpreter start included, as a user waits it), ``records_per_s`` calls per second
+  of the export alone, run again in this process (reading the trace included).
 
-Usage: ``python benchmarks/import_export.py [--lines N] [--out DIR] [--export weka ...]``.
+Usage: ``python benchmarks/import_export.py [--lines N] [--out DIR] [--export weka ...]
+[--export-trace PATH]``.
 """
 
 from __future__ import annotations
@@ -90,15 +97,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lines", type=int, default=1_000_000, help="Mooncake lines to import")
     ap.add_argument("--out", type=Path, default=None, help="keep the files in this directory")
-    # EXPORT RATES: each --export FORMAT times `agentload trace export FORMAT` of the import.
     ap.add_argument(
         "--export",
         action="append",
         default=[],
         choices=["weka", "mooncake", "otel"],
-        help="also time this export of the imported trace (repeatable)",
+        help="time this export (repeatable; default: all three)",
+    )
+    ap.add_argument(
+        "--export-trace",
+        type=Path,
+        default=None,
+        help="trace the exports read (default: a new one)",
     )
     args = ap.parse_args()
+    args.export = args.export or ["weka", "mooncake", "otel"]
     with tempfile.TemporaryDirectory(prefix="agentload-import-bench-") as tmp:
         d = args.out or Path(tmp)
         d.mkdir(parents=True, exist_ok=True)
@@ -114,6 +127,14 @@ def main() -> None:
         print(proc.stdout.strip())
         rate = args.lines / wall
         print(f"import: {wall:.1f}s, {rate:,.0f} records/s, peak RSS {rss:.0f} MB")
+        t0 = time.perf_counter()
+        n = 0
+        with src.open("rb") as f:
+            for line in f:
+                orjson.loads(line)
+                n += 1
+        parse_rate = n / (time.perf_counter() - t0)
+        print(f"peer: parse only: {parse_rate:,.0f} records/s")
         results: dict[str, Any] = {
             "lines": args.lines,
             "source_mb": round(src.stat().st_size / MB, 1),
@@ -121,12 +142,40 @@ def main() -> None:
             "import_s": round(wall, 2),
             "import_records_per_s": round(rate),
             "import_peak_rss_mb": round(rss),
+            "parse_records_per_s": round(parse_rate),
+            "import_vs_parse": round(rate / parse_rate, 3),
             "exports": {},
         }
-        # EXPORT RATES (the lead fills these in as the exporters land): one entry per format.
+        small = args.export_trace
+        if small is None:
+            gen = d / "generated"
+            _, _, proc = timed(
+                [
+                    "generate",
+                    "-s",
+                    "quick",
+                    "-n",
+                    "4",
+                    "-p",
+                    "4",
+                    "--sandbox",
+                    "local",
+                    "-o",
+                    str(gen),
+                ]
+            )
+            if proc.returncode != 0:
+                sys.exit(f"generate failed: {proc.stderr.strip()[-500:]}")
+            (small,) = gen.glob("*.agentload.jsonl.zst")
+        from agentload.recorder.trace import load_trace
+
+        n_export = len(load_trace(small).calls)
+        results["export_calls"] = n_export
+        from agentload.interop.exports import export_trace
+
         for fmt in args.export:
             target = d / ("weka-out" if fmt == "weka" else f"export.{fmt}")
-            wall, rss, proc = timed(["trace", "export", fmt, str(trace), "-o", str(target)])
+            wall, rss, proc = timed(["trace", "export", fmt, str(small), "-o", str(target)])
             if proc.returncode != 0:
                 err = (proc.stderr.strip().splitlines() or ["failed"])[-1]
                 results["exports"][fmt] = {"error": err}
@@ -137,13 +186,22 @@ def main() -> None:
                 if target.is_dir()
                 else target.stat().st_size
             )
+            # the export alone, in this process (no interpreter start, trace read included)
+            again = d / ("weka-again" if fmt == "weka" else f"again.{fmt}")
+            t0 = time.perf_counter()
+            export_trace(fmt, [small], again)
+            inproc = time.perf_counter() - t0
             results["exports"][fmt] = {
                 "s": round(wall, 2),
-                "records_per_s": round(args.lines / wall),
+                "in_process_s": round(inproc, 3),
+                "records_per_s": round(n_export / inproc),
                 "peak_rss_mb": round(rss),
                 "out_mb": round(size / MB, 1),
             }
-            print(f"export {fmt}: {wall:.1f}s, {args.lines / wall:,.0f} records/s")
+            print(
+                f"export {fmt}: {wall:.1f}s by the CLI, {inproc:.2f}s in process: "
+                f"{n_export / inproc:,.0f} calls/s, peak {rss:.0f} MB"
+            )
     print(json.dumps(results))
 
 
