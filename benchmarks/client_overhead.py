@@ -12,8 +12,8 @@ client's CPU seconds, and chunks per CPU second; the ratio is agentload's chunks
 AIPerf's. The timing error is agentload's TTFT minus the server's own (first body bytes −
 request received) for the same request, at the highest level.
 
-AIPerf is installed on demand into its own venv (``--aiperf-venv``, default
-/tmp/aiperf-venv; ~1.2 GB), never into agentload's; it runs offline with the tokenizer
+AIPerf is installed on demand by ``scripts/aiperf.sh install`` (its own cached, pinned venv
+under /var/tmp/agentload-aiperf; ~1.2 GB), never into agentload's; it runs offline with the tokenizer
 vocabularies written by ``agentload.tokenizer.write_tiktoken_cache`` and ``--tokenizer
 builtin``. When it cannot be installed or run, the script says so and reports agentload's own
 figures. The last line is one JSON object.
@@ -313,24 +313,19 @@ async def run_agentload(
 
 
 # ------------------------------------------------------------------------- AIPerf ---------
-def ensure_aiperf(venv: Path) -> tuple[Path | None, str]:
-    exe = venv / "bin" / "aiperf"
-    if exe.exists():
-        return exe, "found"
+def ensure_aiperf() -> tuple[Path | None, str]:
+    """AIPerf from the project's one installer (scripts/aiperf.sh: a cached, pinned venv)."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "aiperf.sh"
     try:
-        subprocess.run(
-            [sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300
+        proc = subprocess.run(
+            ["bash", str(script), "install"], capture_output=True, text=True, timeout=1800
         )
-        subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "-q", "aiperf"],
-            check=True,
-            capture_output=True,
-            timeout=1800,
-        )
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
-        err = getattr(exc, "stderr", b"") or b""
-        return None, f"could not install aiperf: {exc} {err.decode(errors='replace')[-300:]}"
-    return (exe, "installed") if exe.exists() else (None, "aiperf installed without a CLI")
+    except (subprocess.TimeoutExpired, OSError) as exc:
+        return None, f"could not install aiperf: {exc}"
+    if proc.returncode != 0:
+        return None, (proc.stderr.strip().splitlines() or ["could not install aiperf"])[-1]
+    exe = Path(proc.stdout.strip()).parent / "aiperf"
+    return (exe, "found") if exe.exists() else (None, "aiperf installed without a CLI")
 
 
 def run_aiperf(
@@ -461,7 +456,6 @@ def main() -> None:
     ap.add_argument("--requests-per-stream", type=int, default=3)
     ap.add_argument("--output-tokens", type=int, default=256)
     ap.add_argument("--no-aiperf", action="store_true")
-    ap.add_argument("--aiperf-venv", default="/tmp/aiperf-venv")
     a = ap.parse_args()
     if a.serve:
         if a.serve[2] == "raw":
@@ -479,7 +473,7 @@ def main() -> None:
     aiperf, note = (None, "skipped (--no-aiperf)")
     cache = tmp / "tiktoken"
     if not a.no_aiperf:
-        aiperf, note = ensure_aiperf(Path(a.aiperf_venv))
+        aiperf, note = ensure_aiperf()
         from agentload.tokenizer import write_tiktoken_cache
 
         write_tiktoken_cache(str(cache))

@@ -7,8 +7,7 @@
 #   scripts/aiperf.sh path      # the venv's python, or one error line and exit 1 when not installed
 #
 # The venv lives under $AGENTLOAD_AIPERF_DIR (default /var/tmp/agentload-aiperf) as
-# venv-$AIPERF_VERSION; a venv named `venv` there that already holds that version is reused
-# (linked). One install at a time (flock); an install is bounded by $AGENTLOAD_AIPERF_TIMEOUT_S
+# venv-$AIPERF_VERSION. One install at a time (flock); an install is bounded by $AGENTLOAD_AIPERF_TIMEOUT_S
 # (default 900 s; it takes ~2.5 min and ~1.2 GB) and a failed one leaves nothing behind.
 set -euo pipefail
 shopt -s inherit_errexit  # a failure inside $(...) stops the script too
@@ -25,24 +24,12 @@ installed() {
   [ -f "$OK" ] && "$VENV/bin/python" -c 'import aiperf' >/dev/null 2>&1
 }
 
-has_version() {  # $1: a venv; true when it holds aiperf $VERSION
-  [ -x "$1/bin/python" ] || return 1
-  [ "$("$1/bin/python" -c 'import importlib.metadata as m; print(m.version("aiperf"))' 2>/dev/null || true)" = "$VERSION" ]
-}
-
 install() {
   if installed; then echo "$VENV/bin/python"; return; fi
   mkdir -p "$D"
   exec 9>"$D/install.lock"
   flock 9
   if installed; then echo "$VENV/bin/python"; return; fi
-  if [ ! -e "$VENV" ] && has_version "$D/venv"; then
-    ln -s venv "$VENV"
-    touch "$OK"
-    log "reusing $D/venv (aiperf $VERSION)"
-    echo "$VENV/bin/python"
-    return
-  fi
   rm -rf "$VENV"
   log "installing aiperf==$VERSION into $VENV (~2.5 min, ~1.2 GB, once)"
   "$PY" -m venv "$VENV" >&2 || { rm -rf "$VENV"; die "could not create a venv with $PY"; }

@@ -74,8 +74,12 @@ def test_an_imported_weka_trace_replays_at_the_recorded_lengths(
     _check(_replay(back, sim), {c.id: trace.prompt_tokens(c) for c in trace.calls.values()})
 
 
-def test_a_redacted_trace_replays_at_the_original_lengths(
-    generated_trace: Path, tmp_path: Path, sim: Any, monkeypatch: pytest.MonkeyPatch
+def test_a_redacted_trace_says_so_and_replays_at_the_original_lengths(
+    generated_trace: Path,
+    tmp_path: Path,
+    sim: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("AGENTLOAD_TEST_SALT", "a salt of this test")
     red = tmp_path / "red.agentload.jsonl.zst"
@@ -84,6 +88,9 @@ def test_a_redacted_trace_replays_at_the_original_lengths(
     )
     orig = load_trace(generated_trace)
     assert load_trace(red).header.redacted
+    capsys.readouterr()
+    _cli("trace", "validate", str(red))
+    assert "content: redacted (no message text)" in capsys.readouterr().out
     # a redacted call is synthesized at our own count of the original prompt
     _check(
         _replay(red, sim),
