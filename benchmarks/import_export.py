@@ -11,7 +11,7 @@ Figures (last line, one JSON object):
 * ``lines``, ``source_mb``, ``trace_mb``: the source and the trace written.
 * ``import_s``, ``import_records_per_s``: wall seconds of the import command (interpreter start
   included) and source lines per second.
-* ``import_peak_rss_mb``: the import process's RSS high-water mark (``ru_maxrss`` of the child):
+* ``import_peak_rss_mb``: the import process's RSS high-water mark (the child's own ``VmHWM``):
   streaming means it does not grow with the file (the file is never held, let alone twice).
 * ``parse_records_per_s``, ``import_vs_parse``: the peer in the same run, a bare loop that only
   reads and parses the same file with orjson (no checks, nothing written), and the import's
@@ -67,13 +67,22 @@ def write_mooncake(path: Path, lines: int, seed: int = 0) -> None:
                 buf.clear()
 
 
-_CHILD = (
-    "import resource, sys\n"
+# VmHWM, the high-water mark of this process's own memory: ru_maxrss would also count the
+# parent's RSS, which Linux carries over a fork + exec.
+_PEAK = (
+    "def peak_kb():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            return int(line.split()[1])\n"
+    "    return 0\n"
+)
+_CHILD = _PEAK + (
+    "import sys\n"
     "from agentload.cli import main\n"
     "try:\n"
     "    main(sys.argv[1:])\n"
     "finally:\n"
-    "    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "    rss = peak_kb()\n"
     "    print(f'peak_rss_kb={rss}', file=sys.stderr)\n"
 )
 

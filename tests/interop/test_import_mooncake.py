@@ -116,12 +116,15 @@ def test_50k_lines_stream_through_the_cli(tmp_path: Path) -> None:
                                   "output_length": rng.randint(1, 500), "hash_ids": ids}) + b"\n")  # fmt: skip
     out = tmp_path / "big.agentload.jsonl.zst"
     code = (
-        "import resource, sys\n"
+        "import sys\n"
         "from agentload.cli import main\n"
         "try:\n"
         f"    main(['trace', 'import', 'mooncake', {str(src)!r}, '-o', {str(out)!r}])\n"
         "except SystemExit as e:\n"
-        "    print('rss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+        # VmHWM, this process's own peak: ru_maxrss would count pytest's RSS too, which Linux
+        # carries over the fork + exec (a long test run failed on it)
+        "    hwm = [ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')]\n"
+        "    print('rss_kb', hwm[0].split()[1], file=sys.stderr)\n"
         "    raise\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
