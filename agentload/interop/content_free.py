@@ -31,7 +31,8 @@ from typing import Any, NoReturn
 import orjson
 
 from agentload.errors import ConfigError, TraceFormatError
-from agentload.recorder.schema import Header
+from agentload.recorder import make_header
+from agentload.recorder.schema import Header, SourceInfo
 from agentload.recorder.writer import TraceWriter
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "Progress",
     "call_record",
     "count_lines",
+    "import_header",
     "json_lines",
     "need_file",
     "need_ids",
@@ -339,9 +341,36 @@ def write_trace(
     return asyncio.run(_drain(out, header, records, progress))
 
 
-def summary(out: Path, counts: Counter[str], sources: str, block_size: int) -> str:
+def import_header(
+    fmt: str,
+    paths: list[Path],
+    block_size: int,
+    scope: str,
+    records: int,
+    model: str | None = None,
+) -> Header:
+    """The header of a trace imported from ``paths`` of format ``fmt``: content-free
+    (``redacted``), its ``source`` naming the format, files, block size, scope and records."""
+    return make_header(
+        block_size=block_size,
+        model=model,
+        redacted=True,
+        source=SourceInfo(
+            format=fmt,
+            files=[str(p) for p in paths],
+            block_size=block_size,
+            hash_id_scope=scope,
+            records=records,
+        ),
+    )
+
+
+def summary(out: Path, counts: Counter[str], header: Header) -> str:
     """``wrote OUT: 12 sessions, 40 agents, 1,234 calls from 12 weka files (block size 64)``."""
+    src = header.source
+    assert src is not None  # an imported trace's header (import_header)
+    files = f"{len(src.files)} {src.format} {'file' if len(src.files) == 1 else 'files'}"
     return (
         f"wrote {out}: {counts['session']:,} sessions, {counts['agent']:,} agents, "
-        f"{counts['llm_call']:,} calls from {sources} (block size {block_size})"
+        f"{counts['llm_call']:,} calls from {files} (block size {src.block_size})"
     )

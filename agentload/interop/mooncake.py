@@ -18,6 +18,7 @@ from agentload.interop.content_free import (
     Progress,
     call_record,
     count_lines,
+    import_header,
     json_lines,
     need_file,
     need_ids,
@@ -26,8 +27,6 @@ from agentload.interop.content_free import (
     summary,
     write_trace,
 )
-from agentload.recorder import make_header
-from agentload.recorder.schema import SourceInfo
 
 __all__ = ["BLOCK_SIZE", "import_mooncake"]
 
@@ -39,21 +38,10 @@ def import_mooncake(files: list[Path], out: Path) -> str:
     """Import ``files`` into the trace ``out``; returns the summary line."""
     paths = [need_file(f) for f in files]
     total = sum(count_lines(p) for p in paths)
-    header = make_header(
-        block_size=BLOCK_SIZE,
-        redacted=True,
-        source=SourceInfo(
-            format="mooncake",
-            files=[str(p) for p in paths],
-            block_size=BLOCK_SIZE,
-            hash_id_scope="global",
-            records=total,
-        ),
-    )
+    header = import_header("mooncake", paths, BLOCK_SIZE, "global", total)
     progress = Progress("importing mooncake", total=total)
     counts = write_trace(out, header, _records(paths, header.clock.mono_ns, progress), progress)
-    files_word = "file" if len(paths) == 1 else "files"
-    return summary(out, counts, f"{len(paths)} mooncake {files_word}", BLOCK_SIZE)
+    return summary(out, counts, header)
 
 
 def _records(paths: list[Path], t0_ns: int, progress: Progress) -> Iterator[dict[str, Any]]:

@@ -29,6 +29,7 @@ from agentload.interop.content_free import (
     At,
     Progress,
     call_record,
+    import_header,
     json_lines,
     need_file,
     need_int,
@@ -40,8 +41,7 @@ from agentload.interop.content_free import (
     summary,
     write_trace,
 )
-from agentload.recorder import make_header
-from agentload.recorder.schema import ClockAnchor, SourceInfo
+from agentload.recorder.schema import ClockAnchor
 
 __all__ = ["BLOCK_SIZE", "import_tracelab"]
 
@@ -160,26 +160,14 @@ def import_tracelab(files: list[Path], out: Path) -> str:
             sessions.setdefault(sid, []).append(r)
     t0_s = min((r.submit_s for rs in sessions.values() for r in rs), default=0.0)
     model = next((rs[0].model for rs in sessions.values()), None)
-    header = make_header(
-        block_size=BLOCK_SIZE,
-        model=model,
-        redacted=True,
-        source=SourceInfo(
-            format="tracelab",
-            files=[str(p) for p in paths],
-            block_size=BLOCK_SIZE,
-            hash_id_scope="local",
-            records=lines,
-        ),
-    )
+    header = import_header("tracelab", paths, BLOCK_SIZE, "local", lines, model)
     mono = header.clock.mono_ns
     header.clock = ClockAnchor(unix_ns=ns(t0_s), mono_ns=mono)  # wall time of the first round
     progress = Progress("importing tracelab", total=len(sessions))
     records = _records(sessions, mono, t0_s, progress)
     counts = write_trace(out, header, records, progress)
-    word = "file" if len(paths) == 1 else "files"
     note = f"; {skipped:,} rounds without timestamps left out" if skipped else ""
-    return summary(out, counts, f"{len(paths)} tracelab {word}", BLOCK_SIZE) + note
+    return summary(out, counts, header) + note
 
 
 def _records(

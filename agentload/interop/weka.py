@@ -26,6 +26,7 @@ from agentload.interop.content_free import (
     Progress,
     call_record,
     count_lines,
+    import_header,
     json_lines,
     need_ids,
     need_int,
@@ -38,8 +39,6 @@ from agentload.interop.content_free import (
     summary,
     write_trace,
 )
-from agentload.recorder import make_header
-from agentload.recorder.schema import SourceInfo
 
 __all__ = ["import_weka"]
 
@@ -102,23 +101,11 @@ def import_weka(files: list[Path], out: Path) -> str:
     model = (
         models[0] if isinstance(models, list) and models and isinstance(models[0], str) else None
     )
-    header = make_header(
-        block_size=block_size,
-        model=model,
-        redacted=True,
-        source=SourceInfo(
-            format="weka",
-            files=[str(p) for p in paths],
-            block_size=block_size,
-            hash_id_scope=scope,
-            records=total,
-        ),
-    )
+    header = import_header("weka", paths, block_size, scope, total, model)
     progress = Progress("importing weka", total=total)
     importer = _Importer(block_size, scope, header.clock.mono_ns, progress)
     counts = write_trace(out, header, importer.records(first, convs), progress)
-    word = "file" if len(paths) == 1 else "files"
-    return summary(out, counts, f"{len(paths)} weka {word}", block_size)
+    return summary(out, counts, header)
 
 
 @dataclass
