@@ -13,7 +13,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from agentload.replay.engines import ENGINES
@@ -70,6 +77,14 @@ def parse_levels(text: str) -> list[int]:
         raise _bad(
             "write the concurrency levels as integers separated by commas, e.g. 1,2,4,8"
         ) from None
+
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "start_at": ("random", "zero"),
+    "fit": FIT_MODES,
+    "schedule": ("closed", "recorded"),
+}
+"""The options that take one of a few words, and the words (the message names them in order)."""
 
 
 class ReplayConfig(BaseModel):
@@ -208,25 +223,12 @@ class ReplayConfig(BaseModel):
     def _levels_text(cls, v: Any) -> Any:
         return parse_levels(v) if isinstance(v, str) else v
 
-    @field_validator("start_at", mode="before")
+    @field_validator("start_at", "fit", "schedule", mode="before")
     @classmethod
-    def _start_at_choice(cls, v: Any) -> Any:
-        if v not in ("random", "zero"):
-            raise _bad("choose random or zero")
-        return v
-
-    @field_validator("fit", mode="before")
-    @classmethod
-    def _fit_choice(cls, v: Any) -> Any:
-        if v not in FIT_MODES:
-            raise _bad(f"choose {' or '.join(FIT_MODES)}")
-        return v
-
-    @field_validator("schedule", mode="before")
-    @classmethod
-    def _schedule_choice(cls, v: Any) -> Any:
-        if v not in ("closed", "recorded"):
-            raise _bad("choose closed or recorded")
+    def _one_of(cls, v: Any, info: ValidationInfo) -> Any:
+        choices = _CHOICES[info.field_name or ""]
+        if v not in choices:
+            raise _bad(f"choose {' or '.join(choices)}")
         return v
 
     @field_validator("tokenizer")
