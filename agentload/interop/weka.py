@@ -40,10 +40,11 @@ from agentload.interop.content_free import (
     write_trace,
 )
 
-__all__ = ["import_weka"]
+__all__ = ["FINISH", "import_weka"]
 
 _EPS_S = 1e-6
-_FINISH = {"tool_use": "tool_calls", "end_turn": "stop", "max_tokens": "length"}
+FINISH = {"tool_use": "tool_calls", "end_turn": "stop", "max_tokens": "length"}
+"""Weka's ``stop`` → ``response.finish_reason`` (the export maps it back)."""
 _SCOPES = ("local", "global")
 
 
@@ -292,7 +293,7 @@ class _Importer:
             last_token_ns=submit + ns(max(0.0, api)) if api is not None else None,
             prefix=prefix_of(agent.prev, blocks),
             depends_on=list(waiting),
-            finish_reason=_FINISH.get(stop or ""),
+            finish_reason=FINISH.get(stop or ""),
         )
         agent.calls.append(rec)
         agent.prev = (call_id, blocks)

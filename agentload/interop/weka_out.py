@@ -28,6 +28,8 @@ import orjson
 
 from agentload.errors import ConfigError
 from agentload.interop.blockids import BlockNumbers, completion_tokens, group_factor, max_ids
+from agentload.interop.content_free import ns
+from agentload.interop.weka import FINISH
 from agentload.recorder.paths import writable_dir
 from agentload.recorder.schema import AgentRecord, LLMCallRecord
 from agentload.recorder.trace import Trace, load_trace
@@ -36,7 +38,7 @@ __all__ = ["BLOCK_SIZE", "export_weka", "session_document"]
 
 BLOCK_SIZE = 64
 _NS = 1e9
-_STOP = {"tool_calls": "tool_use", "stop": "end_turn", "length": "max_tokens"}
+_STOP = {finish: stop for stop, finish in FINISH.items()}
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -49,8 +51,8 @@ class _Stats:
     ids: set[str] = field(default_factory=set)
 
 
-def _secs(ns: int) -> float:
-    return round(ns / _NS, 6)
+def _secs(t_ns: int) -> float:
+    return round(t_ns / _NS, 6)
 
 
 def _request(
@@ -177,7 +179,7 @@ def session_document(
     first_root = min(t for t, _, _ in items)
     for a in subs:
         entry = _subagent(trace, a, own[a.id], tools, t0, numbers, factor, scope)
-        items.append((max(t0 + round(entry["t"] * _NS), first_root), 1, entry))
+        items.append((max(t0 + ns(entry["t"]), first_root), 1, entry))
     items.sort(key=lambda it: (it[0], it[1]))
     requests = [entry for _, _, entry in items]
     flat = [r for r in requests if r["type"] != "subagent"]
