@@ -29,6 +29,8 @@ import pytest
 from agentload.agents.run import GenerateOptions, generate
 from agentload.scenarios import load_scenario
 
+sys.path.insert(0, str(Path(__file__).parent))  # cli_helpers, otel_helpers
+
 REPO = Path(__file__).resolve().parents[2]
 TOKENIZER = "agentload/bpe"
 _SNAPSHOT = "0" * 40

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import one_line_exit_2
 from typer.testing import CliRunner
 
-from agentload.cli import app, main
+from agentload.cli import app
 from agentload.recorder import load_trace
 from agentload.recorder.prefix import common_blocks
 
@@ -112,17 +113,6 @@ def test_content_free_ids_regroup_by_eight_and_errors_get_one_token(
     lines = export([b.write(tmp_path / "cf.agentload.jsonl")], tmp_path / "m.jsonl")
     assert [line["hash_ids"] for line in lines] == [[0], [0, 1], [0, 2], [0, 1], []]
     assert lines[-1]["output_length"] == 1 and lines[0]["output_length"] == 10
-
-
-def one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out, err = capsys.readouterr()
-    lines = err.strip().splitlines()
-    assert exc.value.code == 2, out + err
-    assert len(lines) == 1 and lines[0].startswith("agentload: error: "), err
-    assert "Traceback" not in out + err
-    return lines[0]
 
 
 def test_bad_input_is_one_line_and_exit_2(

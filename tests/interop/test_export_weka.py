@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import one_line_exit_2
 from typer.testing import CliRunner
 
-from agentload.cli import app, main
+from agentload.cli import app
 from agentload.recorder import Trace, load_trace
 from agentload.recorder.prefix import common_blocks
 
@@ -271,18 +272,6 @@ def test_sessions_of_two_traces_with_one_id_get_two_files(build: Any, tmp_path: 
     code, output = export(paths, tmp_path / "out")
     assert code == 0, output
     assert sorted(load_dir(tmp_path / "out")) == ["s0", "s0-2"]
-
-
-def one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """The real CLI entry point: exit 2 and exactly one ``agentload: error:`` line."""
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out, err = capsys.readouterr()
-    lines = err.strip().splitlines()
-    assert exc.value.code == 2, out + err
-    assert len(lines) == 1 and lines[0].startswith("agentload: error: "), err
-    assert "Traceback" not in out + err
-    return lines[0]
 
 
 def test_bad_input_is_one_line_and_exit_2(

@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 import pytest
+from cli_helpers import run, write_jsonl
 
-from agentload.cli import main
 from agentload.recorder import load_trace
 from agentload.recorder.stats import compute_stats
 from agentload.replay.plan import build_plans
@@ -26,21 +26,8 @@ LINES = [
 ]
 
 
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out, err = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 1), out, err
-
-
-def write(path: Path, items: list[dict[str, Any]]) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in items))
-    return path
-
-
 def test_one_session_per_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    src = write(tmp_path / "mc.jsonl", LINES)
+    src = write_jsonl(tmp_path / "mc.jsonl", LINES)
     out = tmp_path / "m.agentload.jsonl.zst"
     code, stdout, err = run(["trace", "import", "mooncake", str(src), "-o", str(out)], capsys)
     assert code == 0, err
@@ -81,7 +68,7 @@ def test_one_session_per_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def test_bad_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], line: dict[str, Any], expect: str
 ) -> None:
-    src = write(tmp_path / "mc.jsonl", [LINES[0], line, LINES[1]])
+    src = write_jsonl(tmp_path / "mc.jsonl", [LINES[0], line, LINES[1]])
     out = tmp_path / "bad.agentload.jsonl.zst"
     code, _, err = run(["trace", "import", "mooncake", str(src), "-o", str(out)], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -91,7 +78,7 @@ def test_bad_line(
 
 def test_cut_and_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "mc.jsonl"
-    src.write_bytes(write(src, LINES).read_bytes()[:-10])
+    src.write_bytes(write_jsonl(src, LINES).read_bytes()[:-10])
     out = str(tmp_path / "x.agentload.jsonl.zst")
     code, _, err = run(["trace", "import", "mooncake", str(src), "-o", out], capsys)
     assert code == 2 and "mc.jsonl:line 3: invalid JSON (the file ends inside it" in err

@@ -8,10 +8,9 @@ import datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
+from cli_helpers import run, write_jsonl
 
-from agentload.cli import main
 from agentload.recorder import load_trace
 from agentload.recorder.stats import compute_stats
 from agentload.recorder.trace import Trace
@@ -61,22 +60,9 @@ def rows() -> list[dict[str, Any]]:
     return [r1, c0, r0, c1, r2]
 
 
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out, err = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 1), out, err
-
-
-def write(path: Path, items: list[dict[str, Any]]) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in items))
-    return path
-
-
 @pytest.fixture
 def imported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Trace, str]:
-    src = write(tmp_path / "rounds.jsonl", rows())
+    src = write_jsonl(tmp_path / "rounds.jsonl", rows())
     out = tmp_path / "t.agentload.jsonl.zst"
     code, stdout, err = run(["trace", "import", "tracelab", str(src), "-o", str(out)], capsys)
     assert code == 0, err
@@ -144,7 +130,7 @@ def test_bad_fields(
 ) -> None:
     items = rows()
     items[1].update(change)
-    src = write(tmp_path / "rounds.jsonl", items)
+    src = write_jsonl(tmp_path / "rounds.jsonl", items)
     out = tmp_path / "bad.agentload.jsonl.zst"
     code, _, err = run(["trace", "import", "tracelab", str(src), "-o", str(out)], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -154,7 +140,7 @@ def test_bad_fields(
 
 def test_truncated_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "rounds.jsonl"
-    data = write(src, rows()).read_bytes()
+    data = write_jsonl(src, rows()).read_bytes()
     src.write_bytes(data[: len(data) - 40])
     code, _, err = run(
         ["trace", "import", "tracelab", str(src), "-o", str(tmp_path / "x.agentload.jsonl.zst")],

@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 import pytest
+from cli_helpers import run
 
-from agentload.cli import main
 from agentload.recorder import load_trace
 from agentload.recorder.stats import compute_stats
 from agentload.recorder.trace import Trace
@@ -83,14 +83,6 @@ def conv_b() -> dict[str, Any]:
              "hash_ids": [1, 2, 3], "api_time": 0.5},
         ],
     }  # fmt: skip
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out, err = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 1), out, err
 
 
 def write(path: Path, obj: Any) -> Path:

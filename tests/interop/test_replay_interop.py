@@ -11,17 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import ok
 
-from agentload.cli import main
 from agentload.recorder.trace import load_trace
 from agentload.replay.config import ReplayConfig
 from agentload.replay.run import run_replay
-
-
-def _cli(*args: str) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main([*args])
-    assert exc.value.code in (0, None)
 
 
 @pytest.fixture
@@ -67,9 +61,9 @@ def _check(res: Any, recorded: dict[str, int]) -> None:
 def test_an_imported_weka_trace_replays_at_the_recorded_lengths(
     generated_trace: Path, tmp_path: Path, sim: Any
 ) -> None:
-    _cli("trace", "export", "weka", str(generated_trace), "-o", str(tmp_path / "weka"))
+    ok("trace", "export", "weka", str(generated_trace), "-o", str(tmp_path / "weka"))
     back = tmp_path / "back.agentload.jsonl.zst"
-    _cli("trace", "import", "weka", str(tmp_path / "weka"), "-o", str(back))
+    ok("trace", "import", "weka", str(tmp_path / "weka"), "-o", str(back))
     trace = load_trace(back)
     _check(_replay(back, sim), {c.id: trace.prompt_tokens(c) for c in trace.calls.values()})
 
@@ -83,13 +77,11 @@ def test_a_redacted_trace_says_so_and_replays_at_the_original_lengths(
 ) -> None:
     monkeypatch.setenv("AGENTLOAD_TEST_SALT", "a salt of this test")
     red = tmp_path / "red.agentload.jsonl.zst"
-    _cli(
-        "trace", "redact", str(generated_trace), "-o", str(red), "--salt-env", "AGENTLOAD_TEST_SALT"
-    )
+    ok("trace", "redact", str(generated_trace), "-o", str(red), "--salt-env", "AGENTLOAD_TEST_SALT")
     orig = load_trace(generated_trace)
     assert load_trace(red).header.redacted
     capsys.readouterr()
-    _cli("trace", "validate", str(red))
+    ok("trace", "validate", str(red))
     assert "content: redacted (no message text)" in capsys.readouterr().out
     # a redacted call is synthesized at our own count of the original prompt
     _check(

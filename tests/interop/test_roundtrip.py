@@ -8,19 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
+from cli_helpers import ok
 
-from agentload.cli import main
 from agentload.recorder.prefix import common_blocks
 from agentload.recorder.schema import AgentRecord, LLMCallRecord
 from agentload.recorder.trace import Trace, load_trace
 from agentload.replay.plan import build_plans
-
-
-def _cli(*args: str) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main([*args])
-    assert exc.value.code in (0, None)
 
 
 def _blocks_at(trace: Trace, call: LLMCallRecord, size: int) -> list[str]:
@@ -106,9 +99,9 @@ def test_weka_round_trip_keeps_the_call_graph_lengths_and_sharing(
     generated_trace: Path, tmp_path: Path
 ) -> None:
     orig = load_trace(generated_trace)
-    _cli("trace", "export", "weka", str(generated_trace), "-o", str(tmp_path / "weka"))
+    ok("trace", "export", "weka", str(generated_trace), "-o", str(tmp_path / "weka"))
     back_path = tmp_path / "back.agentload.jsonl.zst"
-    _cli("trace", "import", "weka", str(tmp_path / "weka"), "-o", str(back_path))
+    ok("trace", "import", "weka", str(tmp_path / "weka"), "-o", str(back_path))
     back = load_trace(back_path)
     assert back.header.redacted and back.header.source is not None
     assert back.header.source.block_size == 64
@@ -141,9 +134,9 @@ def test_mooncake_round_trip_keeps_lengths_times_and_sharing(
 ) -> None:
     orig = load_trace(generated_trace)
     out = tmp_path / "mc.jsonl"
-    _cli("trace", "export", "mooncake", str(generated_trace), "-o", str(out))
+    ok("trace", "export", "mooncake", str(generated_trace), "-o", str(out))
     back_path = tmp_path / "back.agentload.jsonl.zst"
-    _cli("trace", "import", "mooncake", str(out), "-o", str(back_path))
+    ok("trace", "import", "mooncake", str(out), "-o", str(back_path))
     back = load_trace(back_path)
     assert back.header.source is not None and back.header.source.block_size == 512
 
