@@ -245,10 +245,46 @@ class PointRunner:
         return not self._stop.is_set()
 
     # ---- one session -----------------------------------------------------------------
-    async def _run_session(self, inst: SessionInstance, lane: int, first: bool) -> None:
+    def _session_started(self) -> None:
         st = self.stats
         st.active_sessions += 1
         st.max_active_sessions = max(st.max_active_sessions, st.active_sessions)
+
+    def _session_ended(
+        self,
+        inst: SessionInstance,
+        lane: int,
+        span: tuple[int, int],
+        sent: int,
+        planned: int,
+        warm_sent: int,
+    ) -> None:
+        """Account for a session instance that ended over ``span`` (clock ns): complete when it
+        sent the ``planned`` calls, else cut; its ``SessionResult``."""
+        start, end = span
+        st = self.stats
+        st.active_sessions -= 1
+        complete = sent == planned
+        if complete:
+            st.done_sessions += 1
+        else:
+            st.cut_sessions += 1
+        self.sessions.append(
+            SessionResult(
+                session=inst.index,
+                source=inst.plan.key,
+                lane=lane,
+                start_ns=start - self.t0,
+                end_ns=end - self.t0,
+                joined_at_ns=inst.join_ns,
+                complete=complete,
+                requests=sent,
+                warmup_requests=warm_sent,
+            )
+        )
+
+    async def _run_session(self, inst: SessionInstance, lane: int, first: bool) -> None:
+        self._session_started()
         start = self.clock()
         run = _SessionRun(self, inst)
         try:
@@ -260,24 +296,8 @@ class PointRunner:
         finally:
             if first:
                 self._warm_done()
-            st.active_sessions -= 1
-            if run.sent == run.planned:
-                st.done_sessions += 1
-            else:
-                st.cut_sessions += 1
-            self.sessions.append(
-                SessionResult(
-                    session=inst.index,
-                    source=inst.plan.key,
-                    lane=lane,
-                    start_ns=start - self.t0,
-                    end_ns=self.clock() - self.t0,
-                    joined_at_ns=inst.join_ns,
-                    complete=run.sent == run.planned,
-                    requests=run.sent,
-                    warmup_requests=run.warm_sent,
-                )
-            )
+            span = (start, self.clock())
+            self._session_ended(inst, lane, span, run.sent, run.planned, run.warm_sent)
 
     async def send(
         self,
@@ -454,9 +474,7 @@ class _OpenRun:
         self.start: int | None = None
         self.end: int | None = None
         self.agent_end: dict[str, int] = {}
-        runner.stats.active_sessions += 1
-        st = runner.stats
-        st.max_active_sessions = max(st.max_active_sessions, st.active_sessions)
+        runner._session_started()
 
     async def send(self, call: CallPlan, t: int) -> None:
         r = self.r
@@ -469,25 +487,7 @@ class _OpenRun:
         self.end = max(self.end or end, end)
 
     def close(self) -> None:
-        r = self.r
-        st = r.stats
-        st.active_sessions -= 1
-        complete = self.sent == len(self.inst.plan.calls)
-        if complete:
-            st.done_sessions += 1
-        else:
-            st.cut_sessions += 1
-        now = r.clock()
-        r.sessions.append(
-            SessionResult(
-                session=self.inst.index,
-                source=self.inst.plan.key,
-                lane=-1,
-                start_ns=(self.start if self.start is not None else now) - r.t0,
-                end_ns=(self.end if self.end is not None else now) - r.t0,
-                joined_at_ns=None,
-                complete=complete,
-                requests=self.sent,
-                warmup_requests=0,
-            )
-        )
+        now = self.r.clock()
+        start = self.start if self.start is not None else now
+        end = self.end if self.end is not None else now
+        self.r._session_ended(self.inst, -1, (start, end), self.sent, len(self.inst.plan.calls), 0)
