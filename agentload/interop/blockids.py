@@ -19,10 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentload.errors import TraceFormatError
-from agentload.recorder.schema import LLMCallRecord
 from agentload.recorder.trace import Trace
 
-__all__ = ["BlockNumbers", "completion_tokens", "group_factor", "max_ids"]
+__all__ = ["BlockNumbers", "group_factor", "max_ids"]
 
 
 def group_factor(trace: Trace, target: int) -> int:
@@ -40,14 +39,6 @@ def group_factor(trace: Trace, target: int) -> int:
 def max_ids(input_tokens: int, target: int) -> int:
     """The most block ids a call of ``input_tokens`` may carry: ``ceil(input / target)``."""
     return -(-input_tokens // target)
-
-
-def completion_tokens(call: LLMCallRecord) -> int:
-    """Server-reported completion tokens when present, else ours, else 0."""
-    u = call.usage
-    if u.completion_tokens is not None:
-        return u.completion_tokens
-    return u.completion_tokens_ours or 0
 
 
 class BlockNumbers:

@@ -19,8 +19,9 @@ from pathlib import Path
 import orjson
 
 from agentload.errors import ConfigError
-from agentload.interop.blockids import BlockNumbers, completion_tokens, group_factor, max_ids
+from agentload.interop.blockids import BlockNumbers, group_factor, max_ids
 from agentload.recorder.paths import writable_dir
+from agentload.recorder.stats import completion_tokens
 from agentload.recorder.trace import load_trace
 
 __all__ = ["BLOCK_SIZE", "export_mooncake"]

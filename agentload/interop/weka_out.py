@@ -27,11 +27,12 @@ from typing import Any
 import orjson
 
 from agentload.errors import ConfigError
-from agentload.interop.blockids import BlockNumbers, completion_tokens, group_factor, max_ids
+from agentload.interop.blockids import BlockNumbers, group_factor, max_ids
 from agentload.interop.content_free import ns
 from agentload.interop.weka import FINISH
 from agentload.recorder.paths import writable_dir
 from agentload.recorder.schema import AgentRecord, LLMCallRecord
+from agentload.recorder.stats import completion_tokens
 from agentload.recorder.trace import Trace, load_trace
 
 __all__ = ["BLOCK_SIZE", "export_weka", "session_document"]
