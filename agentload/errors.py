@@ -13,6 +13,7 @@ with code 2. Anything else that escapes is a bug and shows a traceback.
      ├── SandboxError           Docker / local sandbox failures (names the container)
      │    └── DockerUnavailableError  no Docker daemon answers
      ├── WorkspaceError         a workspace recipe that cannot be materialised
+     ├── WireError              a request or answer body of an LLM API that cannot be read
      ├── EndpointError          an OpenAI-compatible endpoint misbehaves (names the URL)
      │    ├── EndpointUnreachableError
      │    └── ModelNotFoundError
@@ -39,6 +40,7 @@ __all__ = [
     "SchemaVersionError",
     "TokenizerError",
     "TraceFormatError",
+    "WireError",
     "WorkspaceError",
 ]
 
@@ -53,6 +55,11 @@ class ConfigError(AgentloadError):
 
 class ScenarioError(ConfigError):
     """A scenario file or preset does not validate."""
+
+
+class WireError(AgentloadError):
+    """A request or answer body of an LLM API (Chat Completions, Responses, Messages) cannot be
+    read; the message names the field (``messages[3].content[0].type: ...``)."""
 
 
 class TraceFormatError(AgentloadError):

@@ -14,7 +14,7 @@ import hmac
 import itertools
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -36,7 +36,13 @@ from agentload.endpoint.server.request import (
     parse_chat_request,
     parse_completion_request,
 )
-from agentload.endpoint.server.sse import Reply, render_json, render_stream, usage_event
+from agentload.endpoint.server.sse import (
+    Rendered,
+    Reply,
+    render_json,
+    render_stream,
+    usage_event,
+)
 from agentload.endpoint.timing.clock import Clock
 from agentload.endpoint.timing.engine import Engine, Sequence
 from agentload.endpoint.timing.profiles import Profile, load_profile
@@ -171,36 +177,67 @@ class Simulator:
                 "context_length_exceeded",
             )
 
+    def admit(self, req: ChatRequest, param: str = "messages") -> tuple[Reply, Sequence]:
+        """The reply to a validated chat request and its engine sequence; ``APIError`` for a
+        model not served or a prompt over the context. ``/v1/chat/completions``,
+        ``/v1/messages`` and ``/v1/responses`` all answer through here (the latter two on
+        their translation to chat, ``agentload.wire``), so one conversation gets one reply
+        whichever API carried it."""
+        if req.model != self.model:
+            self._check(req.model, 0, None, param)
+        mids, prompt_tokens, hashes = self.prompt(req)
+        self._check(req.model, prompt_tokens, req.max_tokens, param)
+        reply = self.reply(req, mids, prompt_tokens)
+        seq = Sequence(prompt_tokens, hashes, max(1, reply.completion_tokens))
+        seq.finish_reason = reply.finish_reason
+        return reply, seq
+
+    def response_id(self, prefix: str) -> str:
+        """A fresh response id, ``{prefix}-...`` (``chatcmpl``, ``msg``, ``resp``)."""
+        return f"{prefix}-{self._tag}{next(self._ids):010x}"
+
     async def chat(self, request: Request) -> Response:
         try:
             req = parse_chat_request(await request.body())
-            if req.model != self.model:
-                self._check(req.model, 0, None, "messages")
-            mids, prompt_tokens, hashes = self.prompt(req)
-            self._check(req.model, prompt_tokens, req.max_tokens, "messages")
-            reply = self.reply(req, mids, prompt_tokens)
+            reply, seq = self.admit(req)
         except APIError as exc:
             return _error(exc)
-        rid = f"chatcmpl-{self._tag}{next(self._ids):010x}"
-        seq = Sequence(prompt_tokens, hashes, max(1, reply.completion_tokens))
-        seq.finish_reason = reply.finish_reason
+        rid = self.response_id("chatcmpl")
         if req.stream:
-            return StreamingResponse(
-                self._stream(req, reply, rid, seq),
-                media_type="text/event-stream",
-                headers={"cache-control": "no-cache"},
-            )
-        async for _ in self.engine.run(seq):
-            pass
-        reply.cached_tokens = seq.cached_tokens
+            r = render_stream(reply, rid, self.created, self.model, req.include_usage)
+
+            def on_first() -> None:
+                if req.include_usage:
+                    r.events[-2] = usage_event(reply, rid, self.created, self.model)
+
+            return self.streaming(r, reply, seq, on_first)
+        await self.finish(reply, seq)
         return Response(
             render_json(reply, rid, self.created, self.model), media_type="application/json"
         )
 
+    async def finish(self, reply: Reply, seq: Sequence) -> None:
+        """Run ``seq`` through the engine to its end (a non-streamed answer); sets the reply's
+        cached tokens."""
+        async for _ in self.engine.run(seq):
+            pass
+        reply.cached_tokens = seq.cached_tokens
+
+    def streaming(
+        self, r: Rendered, reply: Reply, seq: Sequence, on_first: Callable[[], None]
+    ) -> StreamingResponse:
+        """The SSE response that sends ``r``'s events as the engine generates tokens;
+        ``on_first`` runs when the first token is ready (``reply.cached_tokens`` is known then:
+        a renderer fills usage into its last events there)."""
+        return StreamingResponse(
+            self._stream(r, reply, seq, on_first),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache"},
+        )
+
     async def _stream(
-        self, req: ChatRequest, reply: Reply, rid: str, seq: Sequence
+        self, r: Rendered, reply: Reply, seq: Sequence, on_first: Callable[[], None]
     ) -> AsyncIterator[bytes]:
-        r = render_stream(reply, rid, self.created, self.model, req.include_usage)
         events, pos = r.events, r.token_pos
         sent = 0
         ready = 0
@@ -209,10 +246,9 @@ class Simulator:
             if first:
                 first = False
                 reply.cached_tokens = seq.cached_tokens
-                if req.include_usage:
-                    events[-2] = usage_event(reply, rid, self.created, self.model)
+                on_first()
             ready += n
-            upto = pos[min(ready, len(pos)) - 1] if pos else 1
+            upto = pos[min(ready, len(pos)) - 1] if pos else r.head
             while sent < upto:
                 stop, size = sent, 0
                 while stop < upto and size < _WRITE_BYTES:

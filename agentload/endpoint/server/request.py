@@ -16,6 +16,8 @@ __all__ = [
     "APIError",
     "ChatRequest",
     "CompletionRequest",
+    "body_and_model",
+    "chat_request_from",
     "error_body",
     "parse_chat_request",
     "parse_completion_request",
@@ -183,7 +185,7 @@ def _tool_choice(value: Any, tools: list[dict[str, Any]]) -> str | dict[str, Any
     return choice
 
 
-def _body_and_model(raw: bytes) -> tuple[dict[str, Any], str]:
+def body_and_model(raw: bytes) -> tuple[dict[str, Any], str]:
     """A request body that is a JSON object with a string ``model``; else ``APIError`` (400)."""
     try:
         body = orjson.loads(raw)
@@ -201,7 +203,12 @@ def _body_and_model(raw: bytes) -> tuple[dict[str, Any], str]:
 
 def parse_chat_request(raw: bytes) -> ChatRequest:
     """Validate a request body; raises ``APIError`` (400) naming the field at fault."""
-    body, model = _body_and_model(raw)
+    return chat_request_from(*body_and_model(raw))
+
+
+def chat_request_from(body: dict[str, Any], model: str) -> ChatRequest:
+    """Validate a parsed Chat Completions body (``model`` already read and checked to be a
+    string); what ``/v1/messages`` and ``/v1/responses`` call on their translation to chat."""
     messages = _messages(body.get("messages"))
     n = body.get("n")
     if n is not None:
@@ -270,7 +277,7 @@ def parse_completion_request(raw: bytes) -> CompletionRequest:
     """Validate a text-completion body: ``model``, ``prompt`` (a string, or a list of one),
     ``max_tokens`` (default 16, as OpenAI's); ``stream`` must be off. ``APIError`` (400)
     naming the field at fault."""
-    body, model = _body_and_model(raw)
+    body, model = body_and_model(raw)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1:
         prompt = prompt[0]

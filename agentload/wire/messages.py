@@ -1,0 +1,22 @@
+"""Anthropic Messages (``/v1/messages``) read into the chat shape. OWNER: helper H1a."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentload.wire.reply import StreamReader, WireReply
+
+__all__ = ["Stream", "reply_from_json", "to_chat"]
+
+
+def to_chat(body: dict[str, Any]) -> dict[str, Any]:
+    raise NotImplementedError
+
+
+def reply_from_json(obj: Any) -> WireReply:
+    raise NotImplementedError
+
+
+class Stream(StreamReader):
+    def event(self, name: str | None, data: bytes) -> bool:
+        raise NotImplementedError
