@@ -1,11 +1,14 @@
 """Latency that ``agentload record`` adds to a streamed chat call, against LiteLLM's proxy.
 
-    .venv/bin/python benchmarks/record_overhead.py [--streams 100] [--rounds 5] [--tokens 64]
+    .venv/bin/python benchmarks/record_overhead.py [--streams 100] [--rounds 4] [--tokens 32]
         [--itl-ms 20] [--skip-litellm] [--skip-record]
 
 The upstream is the built-in simulator (``agentload serve``, own process) with a paced profile:
 every stream gets its tokens exactly ``--itl-ms`` apart (decode rate 1000/itl, no degradation
 with the batch, a batch limit far above ``--streams``, so nothing queues), after a 10 ms TTFT.
+The starts of a round are spread over ``--ramp-ms`` (200 ms: shorter than a stream, so all
+``--streams`` are in flight at once — ``peak`` says how many were — without the thundering
+herd that would measure the simulator's admission rather than the proxies).
 Three paths carry the same load — ``--streams`` concurrent streaming chat requests per round,
 the same prompts, ``max_tokens`` = ``--tokens`` with ``ignore_eos`` — and the rounds are
 interleaved (the order rotates each round) so that the machine's other work falls on each path
@@ -245,6 +248,8 @@ class Call:
     status: int = 0
     ttft_ns: int = 0
     gaps_ns: list[int] = field(default_factory=list)
+    start_ns: int = 0
+    end_ns: int = 0
     chunks: int = 0
 
 
@@ -292,7 +297,7 @@ class Conn:
             "content-type: application/json\r\nauthorization: Bearer x\r\n"
             f"accept: text/event-stream\r\ncontent-length: {len(body)}\r\n\r\n"
         ).encode()
-        t0 = time.perf_counter_ns()
+        t0 = call.start_ns = time.perf_counter_ns()
         await s.write(head + body)
         buf = b""
         while b"\r\n\r\n" not in buf:
@@ -336,6 +341,7 @@ class Conn:
             buf += data
         if not keep:
             await self.close()
+        call.end_ns = time.perf_counter_ns()
         call.ok = status == 200 and call.chunks > 0
         if status != 200:
             call.error = f"HTTP {status}: {sse[:200]!r}"
@@ -468,14 +474,26 @@ def figures(p: Path_, tokens: int) -> dict[str, Any]:
         bunched_gaps=sum(g < 2.0 for g in gaps) / len(gaps) if gaps else None,
         chunks_per_request=sum(c.chunks for c in ok) / len(ok),
         short_streams=sum(c.chunks < tokens for c in ok),
+        peak_in_flight=peak(ok),
         wall_s=p.wall_s,
         upstream_cpu_s=p.upstream_cpu_s,
     )
     if p.proc is not None:
         d["proxy_cpu_s"] = p.cpu_s
         d["proxy_cpu_ms_per_request"] = 1e3 * p.cpu_s / len(p.calls)
+        d["proxy_cpu_us_per_chunk"] = 1e6 * p.cpu_s / max(1, sum(c.chunks for c in p.calls))
         d["proxy_cores_busy"] = p.cpu_s / max(p.wall_s, 1e-9)
     return d
+
+
+def peak(calls: list[Call]) -> int:
+    """Most requests in flight at once (request written → response complete)."""
+    edges = sorted([(c.start_ns, 1) for c in calls] + [(c.end_ns, -1) for c in calls])
+    now = most = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
 
 
 def added(f: dict[str, Any], direct: dict[str, Any]) -> None:
@@ -502,11 +520,11 @@ def ratio(a: Any, b: Any) -> float | None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--streams", type=int, default=100, help="concurrent streams per round")
-    ap.add_argument("--rounds", type=int, default=5, help="measured rounds per path")
-    ap.add_argument("--tokens", type=int, default=64, help="content tokens per stream")
+    ap.add_argument("--rounds", type=int, default=4, help="measured rounds per path")
+    ap.add_argument("--tokens", type=int, default=32, help="content tokens per stream")
     ap.add_argument("--itl-ms", type=float, default=20.0, help="upstream inter-token time")
     ap.add_argument(
-        "--ramp-ms", type=float, default=500.0, help="starts of a round spread over this long"
+        "--ramp-ms", type=float, default=200.0, help="starts of a round spread over this long"
     )
     ap.add_argument("--skip-litellm", action="store_true")
     ap.add_argument("--skip-record", action="store_true")
@@ -556,18 +574,19 @@ def main() -> None:
         f"{a.streams} concurrent streams x {a.rounds} rounds per path (+1 warm-up), {a.tokens} "
         f"tokens each, upstream paced at {a.itl_ms:g} ms per token; {wall:.1f} s wall"
     )
-    hdr = ("path", "ok", "chunks", "TTFT p50", "p99", "gap p50", "p99", "bunched", "proxy CPU s")
-    print("{:>8} {:>6} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>12}".format(*hdr))
+    hdr = ("path", "ok", "peak", "chunks", "TTFT p50", "p99", "gap p50", "p99", "bunched",
+           "proxy CPU s")  # fmt: skip
+    print("{:>8} {:>7} {:>5} {:>6} {:>9} {:>9} {:>8} {:>8} {:>8} {:>12}".format(*hdr))
     for p in paths:
         f = out[p.name]
         if "ttft_p50_ms" not in f:
             print(f"{p.name:>8} {f['ok']:>3}/{f['requests']:<3} failed: {f.get('errors')}")
             continue
         print(
-            f"{p.name:>8} {f['ok']:>3}/{f['requests']:<3} {f['chunks_per_request']:>6.1f} "
-            f"{f['ttft_p50_ms']:>8.2f}ms {f['ttft_p99_ms']:>6.2f}ms {f['gap_p50_ms']:>6.2f}ms "
-            f"{f['gap_p99_ms']:>6.2f}ms {100 * f['bunched_gaps']:>7.1f}% "
-            f"{f.get('proxy_cpu_s', 0):>11.2f}"
+            f"{p.name:>8} {f['ok']:>3}/{f['requests']:<3} {f['peak_in_flight']:>5} "
+            f"{f['chunks_per_request']:>6.1f} {f['ttft_p50_ms']:>7.1f}ms {f['ttft_p99_ms']:>7.1f}ms "
+            f"{f['gap_p50_ms']:>6.2f}ms {f['gap_p99_ms']:>6.1f}ms {100 * f['bunched_gaps']:>7.1f}% "
+            f"{f.get('proxy_cpu_s', 0):>12.2f}"
         )
     for name in ("record", "litellm"):
         f = out[name]
@@ -575,7 +594,8 @@ def main() -> None:
             print(
                 f"{name}: added p99 TTFT {f['added_ttft_p99_ms']:+.2f} ms (p50 "
                 f"{f['added_ttft_p50_ms']:+.2f}), added p99 gap {f['added_gap_p99_ms']:+.2f} ms; "
-                f"proxy CPU {f['proxy_cpu_ms_per_request']:.2f} ms per request "
+                f"proxy CPU {f['proxy_cpu_ms_per_request']:.2f} ms per request, "
+                f"{f['proxy_cpu_us_per_chunk']:.0f} µs per chunk "
                 f"({f['proxy_cores_busy']:.2f} cores while its rounds ran)"
             )
     others = max(0.0, busy - ours)
