@@ -326,8 +326,8 @@ class Stream(StreamReader):
         return kind in ("text", "tool_use", "thinking", "redacted_thinking")
 
     def _delta(self, obj: dict[str, Any]) -> bool:
-        delta = obj.get("delta")
-        block = self._blocks.get(obj.get("index", -1))
+        delta, idx = obj.get("delta"), obj.get("index")
+        block = self._blocks.get(idx) if isinstance(idx, int) else None
         if not isinstance(delta, dict):
             return False
         kind = delta.get("type")

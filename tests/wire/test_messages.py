@@ -392,6 +392,14 @@ def test_stream_error_event_malformed_event_and_cut_stream() -> None:
     assert call["function"] == {"name": "get_weather", "arguments": '{"city": "Lis'}
     with pytest.raises(WireError, match="stream event content_block_delta: malformed JSON"):
         stream_reader("messages").feed(b"event: content_block_delta\ndata: {nope\n\n")
+    odd = stream_reader("messages")  # an index of the wrong type names no block
+    assert (
+        odd.feed(
+            sse([ev("content_block_delta", index=[1], delta={"type": "text_delta", "text": "x"})])
+        )
+        == 1
+    )
+    assert odd.reply().content is None
     with pytest.raises(WireError, match="stream event: expected an object, got list"):
         stream_reader("messages").feed(b"event: ping\ndata: []\n\n")
 
