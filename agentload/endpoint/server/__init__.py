@@ -5,6 +5,8 @@
   health, metrics);
 * ``request`` — validation of chat- and text-completion bodies, OpenAI-shaped errors;
 * ``sse`` — response bodies: SSE chunk streams and non-streaming JSON;
+* ``messages_api`` — ``POST /v1/messages``: Anthropic Messages read into chat, answered by
+  ``Simulator.admit``, rendered as Anthropic's message JSON or SSE events, Anthropic errors;
 * ``metrics`` — ``/metrics``: Prometheus text named after vLLM's metrics;
 * ``server`` — ``SimulatorServer``: uvicorn in a background thread (tests, ``generate``);
 * ``cli`` — ``agentload serve``: the server in the foreground.
