@@ -15,6 +15,7 @@ import itertools
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from functools import partial
 from typing import Any
 
 import orjson
@@ -36,6 +37,7 @@ from agentload.endpoint.server.request import (
     parse_chat_request,
     parse_completion_request,
 )
+from agentload.endpoint.server.responses_api import responses
 from agentload.endpoint.server.sse import (
     Rendered,
     Reply,
@@ -342,6 +344,7 @@ def build_app(sim: Simulator, api_key: str | None = None) -> ASGIApp:
     routes = [
         Route("/v1/chat/completions", sim.chat, methods=["POST"]),
         Route("/v1/completions", sim.completions, methods=["POST"]),
+        Route("/v1/responses", partial(responses, sim), methods=["POST"]),
         Route("/v1/models", sim.models, methods=["GET"]),
         Route("/health", sim.health, methods=["GET"]),
         Route("/metrics", sim.metrics, methods=["GET"]),
