@@ -13,6 +13,8 @@ import openai
 import pytest
 
 from agentload.endpoint.policy.textgen import text_tokens
+from agentload.endpoint.server.responses_api import ResponseIds, render_response_stream
+from agentload.endpoint.server.sse import Reply
 from agentload.recorder.capture import assistant_message
 from agentload.wire import reply_from_json, stream_reader, to_chat
 
@@ -257,3 +259,19 @@ def test_agents_sdk_runs_a_tool_to_a_final_output(simulator: Any, streamed: bool
     kinds = [type(i).__name__ for i in result.new_items]
     assert kinds[:2] == ["ToolCallItem", "ToolCallOutputItem"] and kinds[-1] == "MessageOutputItem"
     assert result.raw_responses[-1].usage.output_tokens == count(result.final_output)
+
+
+def test_stream_render_paces_one_delta_event_per_token() -> None:
+    reply = Reply(["Hel", "lo", "!"], [("call_1", "f", ['{"a"', ":1}"])], "tool_calls", 10, 5)
+    r = render_response_stream(reply, ResponseIds("x1"), 0, "m", {"input": "hi"})
+    data = [json.loads(e.split(b"\ndata: ", 1)[1]) for e in r.events]
+    assert [d["sequence_number"] for d in data] == list(range(len(data)))
+    assert all(
+        e.startswith(b"event: " + d["type"].encode() + b"\n")
+        for e, d in zip(r.events, data, strict=True)
+    )
+    assert len(r.token_pos) == 5 and r.token_pos == sorted(set(r.token_pos))
+    deltas = [data[p - 1]["delta"] for p in r.token_pos]
+    assert deltas == ["Hel", "lo", "!", '{"a"', ":1}"]
+    assert data[-1]["type"] == "response.completed"
+    assert [o["type"] for o in data[-1]["response"]["output"]] == ["message", "function_call"]
