@@ -10,12 +10,12 @@ with ``agentload.recorder.prefix.PrefixHasher`` (resumes from the longest known 
 
 from __future__ import annotations
 
-import functools
 import hmac
 import itertools
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from functools import partial
 from typing import Any
 
 import orjson
@@ -38,6 +38,7 @@ from agentload.endpoint.server.request import (
     parse_chat_request,
     parse_completion_request,
 )
+from agentload.endpoint.server.responses_api import responses
 from agentload.endpoint.server.sse import (
     Rendered,
     Reply,
@@ -345,7 +346,8 @@ def build_app(sim: Simulator, api_key: str | None = None) -> ASGIApp:
     routes = [
         Route("/v1/chat/completions", sim.chat, methods=["POST"]),
         Route("/v1/completions", sim.completions, methods=["POST"]),
-        Route("/v1/messages", functools.partial(messages_api.messages, sim), methods=["POST"]),
+        Route("/v1/messages", partial(messages_api.messages, sim), methods=["POST"]),
+        Route("/v1/responses", partial(responses, sim), methods=["POST"]),
         Route("/v1/models", sim.models, methods=["GET"]),
         Route("/health", sim.health, methods=["GET"]),
         Route("/metrics", sim.metrics, methods=["GET"]),

@@ -16,21 +16,19 @@ any chat ``stop`` (the simulator does not say whether a stop sequence cut the te
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
+from agentload.endpoint.server.answering import Answering
 from agentload.endpoint.server.request import (
     APIError,
-    ChatRequest,
     body_and_model,
     chat_request_from,
 )
-from agentload.endpoint.server.sse import Rendered, Reply, _js
-from agentload.endpoint.timing.engine import Sequence
+from agentload.endpoint.server.sse import Rendered, Reply, js_string
 from agentload.errors import WireError
 from agentload.wire.messages import to_chat
 
@@ -46,22 +44,6 @@ _KINDS = {
     429: "rate_limit_error",
     529: "overloaded_error",
 }
-
-
-class Answering(Protocol):
-    """What the handler needs of ``agentload.endpoint.server.app.Simulator``."""
-
-    model: str
-
-    def admit(self, req: ChatRequest, param: str = ...) -> tuple[Reply, Sequence]: ...
-
-    def response_id(self, prefix: str) -> str: ...
-
-    async def finish(self, reply: Reply, seq: Sequence) -> None: ...
-
-    def streaming(
-        self, r: Rendered, reply: Reply, seq: Sequence, on_first: Callable[[], None]
-    ) -> StreamingResponse: ...
 
 
 def error_response(exc: APIError) -> Response:
@@ -155,7 +137,7 @@ def render_events(r: Reply, mid: str, model: str) -> Rendered:
             + b'":'
         )
         for p in pieces:
-            events.append(pre + _js(p) + b"}}\n\n")
+            events.append(pre + js_string(p) + b"}}\n\n")
             token_pos.append(len(events))
         events.append(_event(b"content_block_stop", {"type": "content_block_stop", "index": index}))
         index += 1
