@@ -119,6 +119,7 @@ def start(
     env: dict[str, str] | None = None,
     ready_s: float = 60,
 ) -> subprocess.Popen[bytes]:
+    """``cmd`` in its own process, its output in ``log``, once it answers (else RuntimeError)."""
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
@@ -407,7 +408,7 @@ def body_for(stream: int, rnd: int, tokens: int) -> bytes:
 
 # ------------------------------------------------------------------------- rounds ---------
 @dataclass
-class Path_:
+class Route:
     """One way to the upstream: its connections, the proxy process (None: direct), figures."""
 
     name: str
@@ -421,7 +422,7 @@ class Path_:
     note: str = ""
 
 
-async def one_round(p: Path_, rnd: int, tokens: int, ramp_s: float, keep: bool, up: int) -> None:
+async def one_round(p: Route, rnd: int, tokens: int, ramp_s: float, keep: bool, up: int) -> None:
     cpu0, up0 = (tree_cpu_s(p.proc.pid) if p.proc else 0.0), tree_cpu_s(up)
     t0 = time.perf_counter()
     n = len(p.conns)
@@ -439,7 +440,7 @@ async def one_round(p: Path_, rnd: int, tokens: int, ramp_s: float, keep: bool, 
         p.upstream_cpu_s += tree_cpu_s(up) - up0
 
 
-async def measure(paths: list[Path_], a: argparse.Namespace, upstream_pid: int) -> None:
+async def measure(paths: list[Route], a: argparse.Namespace, upstream_pid: int) -> None:
     backend = AsyncioBackend(KernelStamps())
     for p in paths:
         host, port = p.root.removeprefix("http://").split(":")
@@ -456,7 +457,7 @@ async def measure(paths: list[Path_], a: argparse.Namespace, upstream_pid: int) 
         backend.stamps.close()
 
 
-def figures(p: Path_, tokens: int) -> dict[str, Any]:
+def figures(p: Route, tokens: int) -> dict[str, Any]:
     ok = [c for c in p.calls if c.ok]
     d: dict[str, Any] = {"requests": len(p.calls), "ok": len(ok)}
     errors = sorted({c.error for c in p.calls if not c.ok})
@@ -533,9 +534,12 @@ def main() -> None:
     procs: list[subprocess.Popen[bytes]] = []
     notes: dict[str, str] = {}
     try:
-        up, upstream = start_upstream(tmp, a.itl_ms, a.streams)
+        try:
+            up, upstream = start_upstream(tmp, a.itl_ms, a.streams)
+        except RuntimeError as exc:
+            raise SystemExit(f"record_overhead: {exc}") from None
         procs.append(up)
-        paths = [Path_("direct", upstream, None)]
+        paths = [Route("direct", upstream, None)]
         starters: dict[str, Callable[[Path, str], tuple[subprocess.Popen[bytes], str]]] = {
             "record": start_record,
             "litellm": start_litellm,
@@ -550,7 +554,7 @@ def main() -> None:
                 notes[name] = str(exc)
                 continue
             procs.append(proc)
-            paths.append(Path_(name, root, proc))
+            paths.append(Route(name, root, proc))
         for name, note in notes.items():
             print(f"{name}: {note}")
         busy0, t0 = machine_busy_s(), time.perf_counter()
@@ -622,7 +626,10 @@ def main() -> None:
         "itl_ms": a.itl_ms,
         "machine": {"cores": cores, "busy_cores": busy / wall, "other_cpu_s": others},
     }
-    shutil.rmtree(tmp, ignore_errors=True)
+    if any(not n.startswith("skipped") for n in notes.values()):
+        print(f"logs kept in {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(rounded(summary)))
 
 

@@ -40,7 +40,7 @@ install() {
   if [ "$rc" != 0 ]; then
     rm -rf "$VENV"
     [ "$rc" = 124 ] && die "pip install litellm[proxy]==$VERSION did not finish within $TIMEOUT s (log: $D/install.log)"
-    die "pip install litellm[proxy]==$VERSION failed (exit $rc): $(grep -m1 -i 'error' "$D/install.log" || tail -1 "$D/install.log")"
+    die "pip install litellm[proxy]==$VERSION failed (exit $rc): $( (grep -m1 -i 'error' "$D/install.log" || tail -1 "$D/install.log") | cut -c1-240) (log: $D/install.log)"
   fi
   LITELLM_LOCAL_MODEL_COST_MAP=True "$VENV/bin/python" -c 'import litellm.proxy.proxy_server' >"$D/import.log" 2>&1 \
     || { rm -rf "$VENV"; die "litellm $VERSION installed but its proxy does not import: $(tail -1 "$D/import.log")"; }
