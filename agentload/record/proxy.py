@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -78,17 +79,14 @@ class RecordingProxy:
     def __init__(self, upstream: str, recorder: Recorder | None) -> None:
         self.upstream = upstream.rstrip("/").removesuffix("/v1")
         self.recorder = recorder
-        self.client = httpx.AsyncClient(
-            timeout=httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
-            follow_redirects=False,
-        )
+        self.clients = _Clients(self.upstream.startswith("https"))
+        self.client = self.clients.builder
         self.in_flight = 0
         self.requests = 0
         self.last_activity_ns = time.perf_counter_ns()
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        await self.clients.aclose()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -175,7 +173,8 @@ class _Call:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await stream_task
                 error = "client disconnected before the answer ended"
-                reply = self._partial or reply
+                if self._reader is not None:
+                    reply = self._reader.reply()
         except _Upstream as exc:
             error = exc.message
             reply = exc.reply or reply
@@ -185,20 +184,26 @@ class _Call:
             return
         await self._record(reply, error)
 
-    _partial: WireReply | None = None
+    _reader: StreamReader | None = None
+    """The reader of a streamed answer, once its headers came (what was answered so far)."""
 
     async def _forward(self, req: httpx.Request) -> WireReply:
+        clients = self.proxy.clients
+        client = clients.take()
         try:
-            resp = await self.proxy.client.send(req, stream=True)
-        except httpx.HTTPError as exc:
-            message = f"upstream {req.url.host}:{req.url.port} unreachable: {_why(exc)}"
-            await self._respond(502, [(b"content-type", b"application/json")],
-                                _error_json(self.api, 502, message))  # fmt: skip
-            raise _Upstream(message, None, broken=False) from None
-        try:
-            return await self._relay(resp)
+            try:
+                resp = await client.send(req, stream=True)
+            except httpx.HTTPError as exc:
+                message = f"upstream {req.url.host}:{req.url.port} unreachable: {_why(exc)}"
+                await self._respond(502, [(b"content-type", b"application/json")],
+                                    _error_json(self.api, 502, message))  # fmt: skip
+                raise _Upstream(message, None, broken=False) from None
+            try:
+                return await self._relay(resp)
+            finally:
+                await resp.aclose()
         finally:
-            await resp.aclose()
+            clients.give_back(client)
 
     async def _relay(self, resp: httpx.Response) -> WireReply:
         await self.placed.wait()
@@ -212,7 +217,7 @@ class _Call:
         streamed = "text/event-stream" in resp.headers.get("content-type", "")
         reader: StreamReader | None = None
         if self.pending is not None and streamed and resp.status_code < 400:
-            reader = new_reader(self.pending.api)
+            reader = self._reader = new_reader(self.pending.api)
         kept: list[bytes] = []
         parse_error: str | None = None
         try:
@@ -228,7 +233,6 @@ class _Call:
                             self.offsets.append(t - self.submit_ns)
                     except Exception as exc:  # a stream we cannot read is still forwarded
                         parse_error = f"answer stream not readable: {exc}"
-                    self._partial = reader.reply()
                 elif reader is None:
                     kept.append(chunk)
         except httpx.HTTPError as exc:
@@ -289,6 +293,45 @@ class _Call:
             chunk_offsets_ns=self.offsets,
         )
         await rec.end(self.pending, reply, timings, error)
+
+
+class _Clients:
+    """Upstream connections: one single-connection ``httpx.AsyncClient`` per request in flight,
+    reused last-in first-out. httpx's shared pool scans every pooled connection at each request
+    start and end, which at 100 streams costs the proxy more than forwarding them (replay's
+    client does the same, for the same reason). One TLS context serves them all."""
+
+    def __init__(self, tls: bool) -> None:
+        self._verify: ssl.SSLContext | bool = ssl.create_default_context() if tls else False
+        self._idle: list[httpx.AsyncClient] = []
+        self._all: list[httpx.AsyncClient] = []
+        self.builder = self._new()
+        """Builds requests (``build_request``); sends none."""
+
+    def _new(self) -> httpx.AsyncClient:
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        return httpx.AsyncClient(
+            timeout=httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None),
+            limits=limits,
+            verify=self._verify,
+            follow_redirects=False,
+        )
+
+    def take(self) -> httpx.AsyncClient:
+        if self._idle:
+            return self._idle.pop()
+        c = self._new()
+        self._all.append(c)
+        return c
+
+    def give_back(self, client: httpx.AsyncClient) -> None:
+        self._idle.append(client)
+
+    async def aclose(self) -> None:
+        for c in [self.builder, *self._all]:
+            await c.aclose()
+        self._idle.clear()
+        self._all.clear()
 
 
 class _Upstream(Exception):
