@@ -144,7 +144,21 @@ def check_tool_calls(trace: Trace, runs: list[ToolRun]) -> None:
         assert rec.name == run.name
         assert rec.end_ns >= rec.start_ns
         assert rec.output_bytes == len(run.output.encode()) > 0
-        assert rec.llm_call_id in trace.calls
+        emitted = [t.id for t in trace.calls[rec.llm_call_id].response.tool_calls]
+        assert run.call_id in emitted, (run.call_id, emitted)
+
+
+def check_usage(trace: Trace, agent_id: str, reported: list[tuple[int, int]]) -> None:
+    """The agent's calls, in order, carry the (prompt, completion) tokens its SDK read from the
+    same answers; a call whose SDK saw no usage (a stream not asked for it) is not compared."""
+    calls = trace.calls_of(agent_id)
+    assert len(calls) == len(reported)
+    for call, (prompt, completion) in zip(calls, reported, strict=True):
+        if prompt or completion:
+            assert (call.usage.prompt_tokens, call.usage.completion_tokens) == (
+                prompt,
+                completion,
+            ), call.id
 
 
 def load_checked(path: Path, n_calls: int) -> Trace:

@@ -47,6 +47,7 @@ from agents_helpers import (
     Wire,
     check_replays,
     check_tool_calls,
+    check_usage,
     children,
     load_checked,
     roots,
@@ -163,7 +164,11 @@ async def test_openai_agents_agent_as_tool(
     trace = load_checked(path, n_calls=len(sent))
     [root] = roots(trace)
     [child] = children(trace, root)
-    assert len(trace.calls_of(root.id)) == len(result.raw_responses)
+    check_usage(
+        trace,
+        root.id,
+        [(r.usage.input_tokens, r.usage.output_tokens) for r in result.raw_responses],
+    )
     assert len(trace.calls_of(child.id)) == 2
     assert child.parent_tool_call_id == asked[0].call_id
     assert child.session_id == root.session_id
@@ -213,7 +218,8 @@ async def test_openai_agents_handoff(
     [closer_rec] = children(trace, front_rec)
     assert closer_rec.parent_tool_call_id == handed[0].call_id
     assert closer_rec.session_id == front_rec.session_id
-    assert [len(trace.calls_of(a.id)) for a in (front_rec, closer_rec)] == [1, 1]
+    for agent, response in zip((front_rec, closer_rec), result.raw_responses, strict=True):
+        check_usage(trace, agent.id, [(response.usage.input_tokens, response.usage.output_tokens)])
     check_tool_calls(trace, handed)
     check_replays(path, trace, simulator.base_url, MODEL, tmp_path / "replay")
 
@@ -311,6 +317,7 @@ def test_anthropic_streamed_tool_loop(simulator: Any, record_proxy: Any, tmp_pat
     proxy = record_proxy(upstream=simulator.base_url.removesuffix("/v1"))
     wire, runs = Wire(), list[ToolRun]()
     messages: list[dict[str, Any]] = []
+    usage: list[tuple[int, int]] = []  # per request, as the SDK read it from the stream
     with httpx2.Client(event_hooks=wire.hooks()) as http:
         client = anthropic.Anthropic(
             base_url=proxy.url, api_key="sk-ant-test", http_client=http, max_retries=0
@@ -320,12 +327,15 @@ def test_anthropic_streamed_tool_loop(simulator: Any, record_proxy: Any, tmp_pat
             for _ in range(4):
                 with client.messages.stream(
                     model=MODEL,
-                    max_tokens=512,
+                    max_tokens=4096,
                     system="You answer questions about notes with your tools.",
                     tools=_NOTES_TOOLS,
                     messages=messages,
                 ) as stream:
                     final = stream.get_final_message()
+                u = final.usage
+                cached = (u.cache_read_input_tokens or 0) + (u.cache_creation_input_tokens or 0)
+                usage.append((u.input_tokens + cached, u.output_tokens))
                 messages.append({"role": "assistant", "content": final.content})
                 if final.stop_reason != "tool_use":
                     break
@@ -346,6 +356,7 @@ def test_anthropic_streamed_tool_loop(simulator: Any, record_proxy: Any, tmp_pat
     path = proxy.stop()
     trace = load_checked(path, n_calls=len(sent))
     [root] = roots(trace)
-    assert children(trace, root) == [] and len(trace.calls_of(root.id)) == 4
+    assert children(trace, root) == []
+    check_usage(trace, root.id, usage)
     check_tool_calls(trace, runs)
     check_replays(path, trace, simulator.base_url, MODEL, tmp_path / "replay")
