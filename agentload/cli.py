@@ -44,6 +44,7 @@ _AREAS = (
     "agentload.recorder.cli",
     "agentload.interop.cli",
     "agentload.endpoint.server.cli",
+    "agentload.record.cli",
     "agentload.scenarios.cli",
     "agentload.sandboxes.cli",
     "agentload.agents.cli",

@@ -8,6 +8,8 @@ it (``server`` → ``timing`` → ``policy``):
   * ``app``      — ``Simulator`` (one server's state and caches) and ``build_app`` (Starlette)
   * ``request``  — chat-completion bodies validated, OpenAI-shaped errors
   * ``sse``      — response bodies: SSE chunk streams and non-streaming JSON
+  * ``messages_api`` — ``POST /v1/messages``: Anthropic Messages on the chat pipeline
+  * ``responses_api`` — ``POST /v1/responses``: OpenAI Responses answered through chat
   * ``metrics``  — ``/metrics``: Prometheus text named after vLLM's, read from the engine
   * ``server``   — ``SimulatorServer``: uvicorn in a background thread
   * ``cli``      — ``agentload serve``

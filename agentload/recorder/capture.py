@@ -14,11 +14,12 @@ messages) whatever its context length.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from agentload.recorder.prefix import PrefixHasher, PromptPrefix, hash_prompt
 from agentload.recorder.schema import (
     LLMCallRecord,
+    NativeRequest,
     PrefixInfo,
     RequestParams,
     ResponseRecord,
@@ -67,6 +68,8 @@ class CallCapture:
         timings: Timings,
         depends_on: list[str] | None = None,
         error: str | None = None,
+        api: Literal["chat", "responses", "messages"] = "chat",
+        native: NativeRequest | None = None,
     ) -> LLMCallRecord:
         """Write the blobs this call needs and the ``llm_call`` record; return the record.
 
@@ -89,7 +92,7 @@ class CallCapture:
             session_id=session_id,
             agent_id=agent_id,
             seq=seq,
-            request=request_params(body, pp.tools_id),
+            request=request_params(body, pp.tools_id, api, native),
             messages=pp.message_ids,
             response=ResponseRecord(
                 content=reply_id,
@@ -152,6 +155,7 @@ class CallCapture:
             prompt_tokens=u.get("prompt_tokens"),
             completion_tokens=u.get("completion_tokens"),
             cached_tokens=details.get("cached_tokens") if isinstance(details, dict) else None,
+            cache_creation_tokens=u.get("cache_creation_tokens"),
             prompt_tokens_ours=prompt_tokens_ours,
             completion_tokens_ours=self.counter.count_text(content or "")
             + sum(
@@ -171,7 +175,12 @@ def prefix_info(pp: PromptPrefix) -> PrefixInfo:
     )
 
 
-def request_params(body: dict[str, Any], tools_id: str | None) -> RequestParams:
+def request_params(
+    body: dict[str, Any],
+    tools_id: str | None,
+    api: Literal["chat", "responses", "messages"] = "chat",
+    native: NativeRequest | None = None,
+) -> RequestParams:
     """The request's parameters; fields we do not model are kept under ``extra``."""
     extra = {
         k: v
@@ -188,4 +197,6 @@ def request_params(body: dict[str, Any], tools_id: str | None) -> RequestParams:
         tool_choice=body.get("tool_choice"),
         stream=bool(body.get("stream", False)),
         extra=extra,
+        api=api,
+        native=native,
     )

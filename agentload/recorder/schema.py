@@ -38,6 +38,7 @@ __all__ = [
     "Header",
     "HostFacts",
     "LLMCallRecord",
+    "NativeRequest",
     "PrefixInfo",
     "Record",
     "RequestParams",
@@ -186,11 +187,31 @@ class BlobRecord(_Model):
 
     type: Literal["blob"] = "blob"
     id: str = Field(description="blake2b-128 hex of the canonical JSON of `content`")
-    kind: Literal["message", "tools", "text"] = Field(description="what the content is")
+    kind: Literal["message", "tools", "text", "native"] = Field(
+        description="what the content is (native: one field or item of a request body in its "
+        "own API, see RequestParams.native)"
+    )
     content: Any = Field(description="the message dict / tools list / text")
     tokens: int | None = Field(
         default=None, ge=0, description="our token count of its framing piece"
     )
+
+
+class NativeRequest(_Model):
+    """A request body in the API the agent sent it in (Responses, Messages), as blobs.
+
+    The body is ``{name: blob(id).content for name, id in fields.items()}`` with the field
+    ``items_field`` (``input`` or ``messages``) set to ``[blob(i).content for i in items]``:
+    each conversation item is stored once, as each chat message is, so a long session stays
+    small. Its chat translation is the call's ``messages`` / ``request`` (``agentload.wire``).
+    """
+
+    fields: dict[str, str] = Field(
+        description="top-level field name -> blob id of its value, in the order sent (the "
+        "items field maps to '')"
+    )
+    items_field: str = Field(description="the field holding the conversation items")
+    items: list[str] = Field(default_factory=list, description="blob ids of the items, in order")
 
 
 class RequestParams(_Model):
@@ -205,6 +226,14 @@ class RequestParams(_Model):
     tool_choice: Any = Field(default=None, description="tool_choice as sent")
     stream: bool = Field(default=True, description="whether the response was streamed")
     extra: dict[str, Any] = Field(default_factory=dict, description="other body fields sent")
+    api: Literal["chat", "responses", "messages"] = Field(
+        default="chat",
+        description="the API the call used: chat (OpenAI Chat Completions), responses (OpenAI "
+        "Responses), messages (Anthropic Messages); the other fields are its chat translation",
+    )
+    native: NativeRequest | None = Field(
+        default=None, description="the body as sent, for a call not in chat (api != chat)"
+    )
 
 
 class ToolCallRef(_Model):
@@ -241,6 +270,9 @@ class Usage(_Model):
     )
     cached_tokens: int | None = Field(
         default=None, ge=0, description="server-reported cached prompt tokens"
+    )
+    cache_creation_tokens: int | None = Field(
+        default=None, ge=0, description="server-reported prompt tokens written to its cache"
     )
     prompt_tokens_ours: int = Field(ge=0, description="our count under the framing convention")
     completion_tokens_ours: int | None = Field(
@@ -328,6 +360,12 @@ class ToolCallRecord(_Model):
         description="the tool_call id the server sent, when it differs from ``id`` (agentload "
         "gives every tool call a seed-derived ``id`` so replays are byte-identical; this keeps "
         "the server's own)",
+    )
+    observed_by: Literal["proxy"] | None = Field(
+        default=None,
+        description="None: the harness ran the tool and timed it; 'proxy': the recording proxy "
+        "saw the call in a reply and its result in a later request (start_ns: the reply's end; "
+        "end_ns: that request's arrival; no exit code)",
     )
 
 

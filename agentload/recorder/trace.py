@@ -79,6 +79,24 @@ class Trace:
         tools: list[dict[str, Any]] = blob.content
         return tools
 
+    def native_body(self, call: LLMCallRecord) -> dict[str, Any] | None:
+        """The request body as sent in its own API (``request.native``), or None for a chat
+        call (its body is ``messages`` with ``request``)."""
+        native = call.request.native
+        if native is None:
+            return None
+        try:
+            body = {k: self.blobs[b].content for k, b in native.fields.items() if b}
+            items = [self.blobs[b].content for b in native.items]
+        except KeyError as exc:
+            raise TraceFormatError(
+                f"{self.path}: llm_call {call.id}: request.native: unknown blob {exc.args[0]}"
+            ) from None
+        out: dict[str, Any] = {}
+        for k in native.fields:  # the order sent
+            out[k] = items if k == native.items_field else body[k]
+        return out
+
     def blocks(self, call: LLMCallRecord) -> list[str]:
         """The call's full list of prompt block hashes (resolving ``prefix.base`` chains)."""
         # Iterative: a base chain is as long as an agent's (or a whole run's) call sequence.

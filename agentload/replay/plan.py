@@ -112,6 +112,10 @@ class CallPlan:
     rel_trace_submit_ns: int = 0
     """Recorded submit time, relative to the earliest submit of its trace (``--schedule
     recorded``)."""
+    api: str = "chat"
+    """The API the call was recorded in (``chat``, ``responses``, ``messages``); replay sends
+    its Chat Completions form (``traffic``: the recording proxy stored it beside the body as
+    sent)."""
     _digest: str | None = None
 
     def body(self) -> dict[str, Any]:
@@ -326,6 +330,7 @@ def _session_plan(
             rel_end_ns=_last_ns(c) - t0,
             synth=syn,
             rel_trace_submit_ns=c.timings.submit_ns - trace_t0,
+            api=c.request.api,
         )
     _link(trace, by_agent, plans)
     try:

@@ -47,6 +47,9 @@ def run_lines(results: ResultsDocument) -> list[str]:
     fit = results.plan.fit_line()
     if fit:
         lines.append(fit)
+    api = results.plan.api_line()
+    if api:
+        lines.append(api)
     ratio = results.prompt_token_ratio
     if ratio is not None:
         lines.append(

@@ -285,6 +285,22 @@ class PlanInfo(_Model):
         default=0, description="calls the cuts removed (sessions left out whole not counted)"
     )
     truncated_traces: list[TruncatedTrace] = Field(description="traces that end early")
+    apis: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="recorded API -> {API it was sent in: calls}: every call is sent in Chat "
+        "Completions ('chat'); a call recorded in OpenAI Responses or Anthropic Messages "
+        "(agentload record) is sent as its chat translation",
+    )
+
+    def api_line(self) -> str | None:
+        """Which recorded calls were sent translated (None when all were Chat Completions)."""
+        moved = [
+            f"{n} {api} call(s) sent as {sent}"
+            for api, to in sorted(self.apis.items())
+            for sent, n in sorted(to.items())
+            if sent != api
+        ]
+        return "translated: " + ", ".join(moved) if moved else None
 
     def fit_line(self) -> str | None:
         """What ``--max-context`` did, in one line (None without it, or when nothing moved)."""

@@ -230,12 +230,27 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
             min_tokens=engine.min_tokens,
             include_usage=engine.include_usage,
         ),
-        plan=PlanInfo(sessions=len(plans), calls=sum(len(p.calls) for p in plans), **exclusion),
+        plan=PlanInfo(
+            sessions=len(plans),
+            calls=sum(len(p.calls) for p in plans),
+            apis=_apis(plans),
+            **exclusion,
+        ),
         digest_manifest=manifest,
         interrupted=interrupted,
         prompt_token_ratio=prompt_token_ratio(r for p in points for r in p.requests),
         points=points,
     )
+
+
+def _apis(plans: Sequence[SessionPlan]) -> dict[str, dict[str, int]]:
+    """Calls per recorded API and the API each was sent in (``PlanInfo.apis``)."""
+    out: dict[str, dict[str, int]] = {}
+    for p in plans:
+        for c in p.calls.values():
+            sent = out.setdefault(c.api, {})
+            sent["chat"] = sent.get("chat", 0) + 1
+    return out
 
 
 async def _run_point(

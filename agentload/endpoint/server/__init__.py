@@ -1,10 +1,16 @@
 """agentload.endpoint.server: the simulated server's HTTP surface and how it is run.
 
 * ``app`` — ``Simulator`` (one server's state: profile, engine, policy, caches) and
-  ``build_app`` (the Starlette application: chat completions, text completions, models,
+  ``build_app`` (the Starlette application: chat completions, messages, responses, text completions, models,
   health, metrics);
 * ``request`` — validation of chat- and text-completion bodies, OpenAI-shaped errors;
 * ``sse`` — response bodies: SSE chunk streams and non-streaming JSON;
+* ``messages_api`` — ``POST /v1/messages``: Anthropic Messages read into chat, answered by
+  ``Simulator.admit``, rendered as Anthropic's message JSON or SSE events, Anthropic errors;
+* ``responses_api`` — ``POST /v1/responses``: a Responses request read into chat
+  (``agentload.wire.responses``), answered by ``Simulator.admit``, rendered as a ``response``
+  object or its ``response.*`` event stream;
+* ``answering`` — ``Answering``: the part of ``Simulator`` those two handlers use (a protocol);
 * ``metrics`` — ``/metrics``: Prometheus text named after vLLM's metrics;
 * ``server`` — ``SimulatorServer``: uvicorn in a background thread (tests, ``generate``);
 * ``cli`` — ``agentload serve``: the server in the foreground.

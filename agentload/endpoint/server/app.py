@@ -15,6 +15,7 @@ import itertools
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from functools import partial
 from typing import Any
 
 import orjson
@@ -28,6 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from agentload.endpoint.policy import Policy
 from agentload.endpoint.policy.textgen import text_tokens
 from agentload.endpoint.policy.types import Decision, PolicyConfig
+from agentload.endpoint.server import messages_api
 from agentload.endpoint.server.metrics import metrics_registry, metrics_text
 from agentload.endpoint.server.request import (
     APIError,
@@ -36,6 +38,7 @@ from agentload.endpoint.server.request import (
     parse_chat_request,
     parse_completion_request,
 )
+from agentload.endpoint.server.responses_api import responses
 from agentload.endpoint.server.sse import (
     Rendered,
     Reply,
@@ -323,7 +326,8 @@ class Simulator:
 def build_app(sim: Simulator, api_key: str | None = None) -> ASGIApp:
     """The ASGI application serving ``sim``; with ``api_key``, every ``/v1/`` request must
     carry ``Authorization: Bearer <api_key>`` (else 401, as vLLM's ``--api-key`` does), while
-    ``/health`` and ``/metrics`` stay open."""
+    ``/health`` and ``/metrics`` stay open; ``/v1/messages`` also takes ``x-api-key: <api_key>``
+    (what Anthropic's SDK sends)."""
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return Response(
@@ -342,6 +346,8 @@ def build_app(sim: Simulator, api_key: str | None = None) -> ASGIApp:
     routes = [
         Route("/v1/chat/completions", sim.chat, methods=["POST"]),
         Route("/v1/completions", sim.completions, methods=["POST"]),
+        Route("/v1/messages", partial(messages_api.messages, sim), methods=["POST"]),
+        Route("/v1/responses", partial(responses, sim), methods=["POST"]),
         Route("/v1/models", sim.models, methods=["GET"]),
         Route("/health", sim.health, methods=["GET"]),
         Route("/metrics", sim.metrics, methods=["GET"]),
@@ -351,12 +357,17 @@ def build_app(sim: Simulator, api_key: str | None = None) -> ASGIApp:
     if api_key is None:
         return app
     expected = f"Bearer {api_key}".encode()
+    key = api_key.encode()
     refused = error_body(401, "Incorrect API key provided", None, "invalid_api_key")
 
     async def keyed(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/v1/"):
-            got = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(got, expected):
+            headers = dict(scope["headers"])
+            ok = hmac.compare_digest(headers.get(b"authorization", b""), expected) or (
+                scope["path"] == "/v1/messages"
+                and hmac.compare_digest(headers.get(b"x-api-key", b""), key)
+            )
+            if not ok:
                 await Response(refused, status_code=401, media_type="application/json")(
                     scope, receive, send
                 )

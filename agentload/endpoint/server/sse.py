@@ -14,12 +14,20 @@ from typing import Any
 
 import orjson
 
-__all__ = ["Rendered", "Reply", "render_json", "render_stream", "usage_event", "usage_obj"]
+__all__ = [
+    "Rendered",
+    "Reply",
+    "js_string",
+    "render_json",
+    "render_stream",
+    "usage_event",
+    "usage_obj",
+]
 
 _JSON_CACHE: dict[str, bytes] = {}
 
 
-def _js(piece: str) -> bytes:
+def js_string(piece: str) -> bytes:
     b = _JSON_CACHE.get(piece)
     if b is None:
         b = orjson.dumps(piece)
@@ -70,7 +78,7 @@ def _chunk_head(rid: str, created: int, model: str) -> bytes:
         + b'","object":"chat.completion.chunk","created":'
         + str(created).encode()
         + b',"model":'
-        + _js(model)
+        + js_string(model)
         + b',"system_fingerprint":"fp_agentload","choices":'
     )
 
@@ -85,7 +93,7 @@ def render_stream(r: Reply, rid: str, created: int, model: str, include_usage: b
     pre_c = prefix + b'{"content":'
     suf_c = b"}" + open_suffix
     for p in r.content_pieces:
-        events.append(pre_c + _js(p) + suf_c)
+        events.append(pre_c + js_string(p) + suf_c)
         token_pos.append(len(events))
     for i, (cid, name, arg_pieces) in enumerate(r.tool_calls):
         idx = str(i).encode()
@@ -96,14 +104,14 @@ def render_stream(r: Reply, rid: str, created: int, model: str, include_usage: b
             + b',"id":"'
             + cid.encode()
             + b'","type":"function","function":{"name":'
-            + _js(name)
+            + js_string(name)
             + b',"arguments":""}}]}'
             + open_suffix
         )
         pre_a = prefix + b'{"tool_calls":[{"index":' + idx + b',"function":{"arguments":'
         suf_a = b"}}]}" + open_suffix
         for p in arg_pieces:
-            events.append(pre_a + _js(p) + suf_a)
+            events.append(pre_a + js_string(p) + suf_a)
             token_pos.append(len(events))
     events.append(
         prefix + b'{},"logprobs":null,"finish_reason":"' + r.finish_reason.encode() + b'"}]' + tail

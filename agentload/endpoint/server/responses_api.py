@@ -1,0 +1,282 @@
+"""``POST /v1/responses``: the simulator answering OpenAI Responses requests.
+
+A request is read into chat with ``agentload.wire.responses.to_chat`` and answered by the same
+``admit`` as ``/v1/chat/completions``, so a conversation gets one reply whichever API carries it.
+The answer is a ``response`` object: a ``message`` item with the text (when there is text),
+then one ``function_call`` item per tool call (``call_id`` the chat reply's tool call id);
+``incomplete`` with ``max_output_tokens`` when the reply hit ``max_output_tokens``. Streamed, it
+is the event sequence the ``openai`` SDK's typed stream accumulator accepts:
+``response.created``, ``response.in_progress``, per item ``output_item.added``, its content
+events (``content_part.added``, one ``output_text.delta`` per token, ``output_text.done``,
+``content_part.done``; or one ``function_call_arguments.delta`` per token and
+``function_call_arguments.done``), ``output_item.done``, and ``response.completed`` carrying
+the whole response with usage. Every event has its ``type`` and an increasing
+``sequence_number``. Nothing is stored: ``previous_response_id`` is refused (400).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from agentload.endpoint.server.answering import Answering
+from agentload.endpoint.server.request import (
+    APIError,
+    ChatRequest,
+    body_and_model,
+    chat_request_from,
+)
+from agentload.endpoint.server.sse import Rendered, Reply
+from agentload.errors import WireError
+from agentload.wire import responses as wire
+
+__all__ = ["ResponseIds", "render_response", "render_response_stream", "responses"]
+
+
+class ResponseIds:
+    """The ids of one response: ``resp_X``, its message ``msg_X`` and calls ``fc_X_NN``."""
+
+    def __init__(self, tail: str) -> None:
+        self.response = f"resp_{tail}"
+        self.message = f"msg_{tail}"
+        self._tail = tail
+
+    def call(self, i: int) -> str:
+        return f"fc_{self._tail}_{i:02x}"
+
+
+async def responses(sim: Answering, request: Request) -> Response:
+    """The handler of ``POST /v1/responses`` (errors in OpenAI's ``{"error": ...}`` shape)."""
+    try:
+        body, model = body_and_model(await request.body())
+        req = _chat_request(body, model)
+        reply, seq = sim.admit(req, "input")
+    except APIError as exc:
+        return Response(exc.body(), status_code=exc.status, media_type="application/json")
+    ids = ResponseIds(sim.response_id("resp").partition("-")[2])
+    if req.stream:
+        r = render_response_stream(reply, ids, sim.created, sim.model, body)
+
+        def on_first() -> None:
+            r.events[-1] = _completed_event(
+                reply, ids, sim.created, sim.model, body, len(r.events) - 1
+            )
+
+        return sim.streaming(r, reply, seq, on_first)
+    await sim.finish(reply, seq)
+    return Response(
+        render_response(reply, ids, sim.created, sim.model, body), media_type="application/json"
+    )
+
+
+def _chat_request(body: dict[str, Any], model: str) -> ChatRequest:
+    if body.get("previous_response_id") is not None:
+        raise APIError(
+            400,
+            "previous_response_id: this simulator stores no responses; send the whole "
+            "conversation in input",
+            "previous_response_id",
+            "unsupported_parameter",
+        )
+    try:
+        chat = wire.to_chat(body)
+    except WireError as exc:
+        text = str(exc)
+        param = text.partition(":")[0].removeprefix("body.")
+        raise APIError(400, text, param, "invalid_value") from None
+    if not chat["messages"]:
+        raise APIError(
+            400, "input: field required (a string or a non-empty list)", "input", "missing_field"
+        )
+    try:
+        return chat_request_from(chat, model)
+    except APIError as exc:
+        native = _NATIVE.get(exc.param or "")
+        if native is None:
+            raise
+        message = native + exc.message.removeprefix(exc.param or "")
+        raise APIError(exc.status, message, native, exc.code) from None
+
+
+_NATIVE = {"max_tokens": "max_output_tokens", "tool_choice.function.name": "tool_choice.name"}
+"""Chat fields whose errors are named by the Responses field they came from."""
+
+
+# -- the response object ------------------------------------------------------------------------
+
+
+def _response(
+    r: Reply | None, ids: ResponseIds, created: int, model: str, body: dict[str, Any]
+) -> dict[str, Any]:
+    """The ``response`` object: ``in_progress`` with no output when ``r`` is None."""
+    status = (
+        "in_progress" if r is None else "incomplete" if r.finish_reason == "length" else "completed"
+    )
+    return {
+        "id": ids.response,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "model": model,
+        "output": [] if r is None else _output(r, ids),
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "previous_response_id": None,
+        "reasoning": {"effort": None, "summary": None},
+        "store": False,
+        "temperature": body.get("temperature", 1.0),
+        "text": {"format": {"type": "text"}},
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "top_p": body.get("top_p", 1.0),
+        "truncation": "disabled",
+        "usage": None if r is None else _usage(r),
+        "user": None,
+        "metadata": {},
+    }
+
+
+def _usage(r: Reply) -> dict[str, Any]:
+    return {
+        "input_tokens": r.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": r.cached_tokens},
+        "output_tokens": r.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": r.prompt_tokens + r.completion_tokens,
+    }
+
+
+def _message(ids: ResponseIds, text: str, status: str) -> dict[str, Any]:
+    content = [] if status == "in_progress" else [_part(text)]
+    return {
+        "id": ids.message,
+        "type": "message",
+        "role": "assistant",
+        "status": status,
+        "content": content,
+    }
+
+
+def _part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def _call(ids: ResponseIds, i: int, cid: str, name: str, args: str, status: str) -> dict[str, Any]:
+    return {
+        "id": ids.call(i),
+        "type": "function_call",
+        "call_id": cid,
+        "name": name,
+        "arguments": args,
+        "status": status,
+    }
+
+
+def _output(r: Reply, ids: ResponseIds) -> list[dict[str, Any]]:
+    out = [_message(ids, r.content, "completed")] if r.content else []
+    for i, (cid, name, pieces) in enumerate(r.tool_calls):
+        out.append(_call(ids, i, cid, name, "".join(pieces), "completed"))
+    return out
+
+
+def render_response(
+    r: Reply, ids: ResponseIds, created: int, model: str, body: dict[str, Any]
+) -> bytes:
+    """The non-streamed ``response`` object."""
+    return orjson.dumps(_response(r, ids, created, model, body))
+
+
+# -- the event stream ---------------------------------------------------------------------------
+
+
+def _event(kind: str, seq: int, fields: dict[str, Any]) -> bytes:
+    data = orjson.dumps({"type": kind, "sequence_number": seq, **fields})
+    return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
+
+
+def _completed_event(
+    r: Reply, ids: ResponseIds, created: int, model: str, body: dict[str, Any], seq: int
+) -> bytes:
+    response = _response(r, ids, created, model, body)
+    kind = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
+    return _event(kind, seq, {"response": response})
+
+
+def render_response_stream(
+    r: Reply, ids: ResponseIds, created: int, model: str, body: dict[str, Any]
+) -> Rendered:
+    """All SSE events of a streamed response; ``token_pos[k]`` is how many may go out once
+    ``k + 1`` tokens are generated. The last event (``response.completed``) is built again
+    when usage is known (``reply.cached_tokens``, at the first token)."""
+    start = _response(None, ids, created, model, body)
+    events = [
+        _event("response.created", 0, {"response": start}),
+        _event("response.in_progress", 1, {"response": start}),
+    ]
+    token_pos: list[int] = []
+
+    def add(kind: str, **fields: Any) -> None:
+        events.append(_event(kind, len(events), fields))
+
+    index = 0
+    if r.content:
+        where: dict[str, Any] = {"item_id": ids.message, "output_index": 0, "content_index": 0}
+        add("response.output_item.added", output_index=0, item=_message(ids, "", "in_progress"))
+        add("response.content_part.added", **where, part=_part(""))
+        for p in r.content_pieces:
+            events.append(_text_delta(len(events), ids.message, p))
+            token_pos.append(len(events))
+        add("response.output_text.done", **where, text=r.content, logprobs=[])
+        add("response.content_part.done", **where, part=_part(r.content))
+        add("response.output_item.done", output_index=0, item=_message(ids, r.content, "completed"))
+        index = 1
+    for i, (cid, name, pieces) in enumerate(r.tool_calls):
+        args = "".join(pieces)
+        at = index + i
+        add(
+            "response.output_item.added",
+            output_index=at,
+            item=_call(ids, i, cid, name, "", "in_progress"),
+        )
+        for p in pieces:
+            add(
+                "response.function_call_arguments.delta",
+                item_id=ids.call(i),
+                output_index=at,
+                delta=p,
+            )
+            token_pos.append(len(events))
+        add(
+            "response.function_call_arguments.done",
+            item_id=ids.call(i),
+            output_index=at,
+            name=name,
+            arguments=args,
+        )
+        add(
+            "response.output_item.done",
+            output_index=at,
+            item=_call(ids, i, cid, name, args, "completed"),
+        )
+    events.append(_completed_event(r, ids, created, model, body, len(events)))
+    return Rendered(events, token_pos, 2)
+
+
+def _text_delta(seq: int, item_id: str, piece: str) -> bytes:
+    """One ``response.output_text.delta`` (the per-token event, built without a dict)."""
+    return (
+        b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+        b'"sequence_number":'
+        + str(seq).encode()
+        + b',"item_id":"'
+        + item_id.encode()
+        + b'","output_index":0,"content_index":0,"delta":'
+        + orjson.dumps(piece)
+        + b',"logprobs":[]}\n\n'
+    )

@@ -1,0 +1,119 @@
+"""``agentload record``: the recording proxy in the foreground, until Ctrl-C (the normal way
+to stop it: the trace is closed and the command exits 0)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agentload.errors import ConfigError
+
+__all__ = ["record", "register"]
+
+
+def record(
+    upstream: Annotated[
+        str,
+        typer.Option(
+            help="Base URL of the server the agent really talks to, e.g. "
+            "http://127.0.0.1:8000/v1 or https://api.anthropic.com (a trailing /v1 is optional)."
+        ),
+    ],
+    listen: Annotated[
+        str, typer.Option(help="HOST:PORT to listen on (port 0 picks a free one).")
+    ] = "127.0.0.1:8100",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory of the trace file.")] = Path(
+        "traces"
+    ),
+    session_header: Annotated[
+        str,
+        typer.Option(
+            help="Request header naming the session (an agent that can send one gets exact "
+            "sessions; '' turns it off). Its agent twin is --agent-header."
+        ),
+    ] = "x-agentload-session",
+    agent_header: Annotated[
+        str, typer.Option(help="Request header naming the agent within its session.")
+    ] = "x-agentload-agent",
+    max_sessions: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Stop once this many sessions were recorded and have been quiet for 2 s.",
+        ),
+    ] = None,
+    idle_timeout: Annotated[
+        float | None,
+        typer.Option(min=0.1, metavar="SECONDS", help="Stop after this long with no request."),
+    ] = None,
+    tokenizer: Annotated[
+        str, typer.Option(help="Tokenizer of our own token counts (o200k_base, cl100k_base).")
+    ] = "o200k_base",
+) -> None:
+    """Record any agent's LLM traffic: a reverse proxy to --upstream that writes every Chat
+    Completions, Responses and Messages call into an agentload trace (docs/record.md)."""
+    from agentload.auth import redact_url
+    from agentload.record.server import RecordOptions, RecordServer, parse_listen
+    from agentload.tokenizer import ChatTokenCounter
+
+    host, port = parse_listen(listen)
+    try:
+        ChatTokenCounter(tokenizer)
+    except Exception as exc:
+        raise ConfigError(f"--tokenizer {tokenizer!r}: {exc}") from None
+    opts = RecordOptions(
+        upstream=upstream,
+        out=out,
+        host=host,
+        port=port,
+        session_header=session_header or None,
+        agent_header=agent_header or None,
+        max_sessions=max_sessions,
+        idle_timeout_s=idle_timeout,
+        tokenizer=tokenizer,
+    )
+    rs = RecordServer(opts)
+    rs.bind()
+    interrupted = False
+
+    def started() -> None:
+        typer.echo(
+            f"agentload record on {rs.url} -> {redact_url(upstream)}  trace: {rs.trace_path}\n"
+            f"  point agents at OPENAI_BASE_URL={rs.url}/v1 or ANTHROPIC_BASE_URL={rs.url}"
+            "  (Ctrl-C stops)",
+            err=True,
+        )
+
+    async def main() -> None:
+        nonlocal interrupted
+        loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            nonlocal interrupted
+            interrupted = True
+            rs.request_stop()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+        await rs.serve(started)
+
+    asyncio.run(main())
+    rec = rs.recorder
+    calls = rec.calls if rec else 0
+    sessions = len(rec.threads.sessions) if rec else 0
+    errors = rec.errors if rec else 0
+    why = "interrupted" if interrupted else (rs.stop_reason or "stopped")
+    typer.echo(
+        f"recorded {calls} calls in {sessions} sessions ({errors} failed) -> {rs.trace_path}"
+        f"  [{why}]",
+        err=True,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``record`` to the ``agentload`` command."""
+    app.command("record")(record)

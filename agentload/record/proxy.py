@@ -1,0 +1,327 @@
+"""The recording reverse proxy: an ASGI app that forwards every request to the upstream,
+unchanged, and records the LLM calls among them.
+
+* ``POST`` to a Chat Completions, Responses or Messages path (``agentload.wire.api_for_path``)
+  is forwarded and recorded; anything else (``/v1/models``, ``/v1/messages/count_tokens``, ...)
+  is forwarded and not recorded.
+* Headers pass through both ways, credentials included (``Authorization``, ``x-api-key``: they
+  never reach the trace), except hop-by-hop ones; the upstream is asked for an uncompressed
+  answer so the proxy can read it.
+* A streamed answer is forwarded chunk by chunk as it arrives: each chunk is sent on before the
+  proxy reads it (``wire.StreamReader``) and stamps it.
+* Upstream errors reach the agent as the upstream sent them (status, headers, body); an
+  upstream that cannot be reached is a 502 in the API's error shape; an upstream that breaks a
+  stream breaks the agent's stream too (the connection is closed without the final chunk). A
+  client that disconnects closes the upstream request. Each is recorded as the call's error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import orjson
+
+from agentload.auth import redact_text
+from agentload.errortext import clip
+from agentload.record.recorder import Pending, Recorder
+from agentload.recorder.schema import Timings
+from agentload.wire import Api, StreamReader, WireReply, api_for_path, reply_from_json
+from agentload.wire import stream_reader as new_reader
+
+__all__ = ["RecordingProxy", "StreamBroken"]
+
+_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"host",
+        b"content-length",
+        b"accept-encoding",
+    }
+)
+_HOP_OUT = frozenset(_HOP - {b"accept-encoding"} | {b"content-encoding"})
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class StreamBroken(Exception):
+    """Raised out of the ASGI app to close the agent's connection mid-answer (the upstream
+    broke its stream): the server drops the connection without ending the response."""
+
+
+def _error_json(api: Api | None, status: int, message: str) -> bytes:
+    if api == "messages":
+        kind = "api_error" if status >= 500 else "invalid_request_error"
+        return orjson.dumps({"type": "error", "error": {"type": kind, "message": message}})
+    return orjson.dumps(
+        {"error": {"message": message, "type": "upstream_error", "param": None, "code": status}}
+    )
+
+
+class RecordingProxy:
+    """The ASGI application (see the module docstring)."""
+
+    def __init__(self, upstream: str, recorder: Recorder | None) -> None:
+        self.upstream = upstream.rstrip("/").removesuffix("/v1")
+        self.recorder = recorder
+        self.client = httpx.AsyncClient(
+            timeout=httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
+            follow_redirects=False,
+        )
+        self.in_flight = 0
+        self.requests = 0
+        self.last_activity_ns = time.perf_counter_ns()
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        self.in_flight += 1
+        self.requests += 1
+        try:
+            await self._handle(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+            self.last_activity_ns = time.perf_counter_ns()
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await _read_body(receive)
+        now = time.perf_counter_ns()
+        path: str = scope["path"]
+        api = api_for_path(path) if scope["method"] == "POST" else None
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP]
+        headers.append((b"accept-encoding", b"identity"))
+        url = self.upstream + (scope.get("raw_path") or path.encode()).decode("latin-1")
+        if scope.get("query_string"):
+            url += "?" + scope["query_string"].decode("latin-1")
+        pending: Pending | None = None
+        if api is not None and self.recorder is not None:
+            hdrs = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
+            pending = self.recorder.begin(api, body, hdrs, now)
+        req = self.client.build_request(scope["method"], url, headers=headers, content=body)
+        disconnected = asyncio.Event()
+        watcher = asyncio.create_task(_watch_disconnect(receive, disconnected))
+        call = _Call(self, api, pending, now, send, disconnected)
+        try:
+            await call.run(req)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+
+class _Call:
+    """One forwarded request and what is recorded of it."""
+
+    def __init__(
+        self,
+        proxy: RecordingProxy,
+        api: Api | None,
+        pending: Pending | None,
+        submit_ns: int,
+        send: Send,
+        disconnected: asyncio.Event,
+    ) -> None:
+        self.proxy = proxy
+        self.api = api
+        self.pending = pending
+        self.submit_ns = submit_ns
+        self.send = send
+        self.disconnected = disconnected
+        self.first_ns: int | None = None
+        self.offsets: list[int] = []
+        self.started = False
+
+    async def run(self, req: httpx.Request) -> None:
+        error: str | None = None
+        reply = WireReply()
+        try:
+            stream_task = asyncio.ensure_future(self._forward(req))
+            gone = asyncio.ensure_future(self.disconnected.wait())
+            done, _ = await asyncio.wait({stream_task, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if stream_task in done:
+                gone.cancel()
+                reply = stream_task.result()
+            else:
+                stream_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await stream_task
+                error = "client disconnected before the answer ended"
+                reply = self._partial or reply
+        except _Upstream as exc:
+            error = exc.message
+            reply = exc.reply or reply
+            await self._record(reply, error)
+            if exc.broken:
+                raise StreamBroken(error) from None
+            return
+        await self._record(reply, error)
+
+    _partial: WireReply | None = None
+
+    async def _forward(self, req: httpx.Request) -> WireReply:
+        try:
+            resp = await self.proxy.client.send(req, stream=True)
+        except httpx.HTTPError as exc:
+            message = f"upstream {req.url.host}:{req.url.port} unreachable: {_why(exc)}"
+            await self._respond(502, [(b"content-type", b"application/json")],
+                                _error_json(self.api, 502, message))  # fmt: skip
+            raise _Upstream(message, None, broken=False) from None
+        try:
+            return await self._relay(resp)
+        finally:
+            await resp.aclose()
+
+    async def _relay(self, resp: httpx.Response) -> WireReply:
+        out_headers = [
+            (k, v) for k, v in resp.headers.raw if k.lower() not in _HOP_OUT
+        ]  # fmt: skip
+        await self.send(
+            {"type": "http.response.start", "status": resp.status_code, "headers": out_headers}
+        )
+        self.started = True
+        streamed = "text/event-stream" in resp.headers.get("content-type", "")
+        reader: StreamReader | None = None
+        if self.pending is not None and streamed and resp.status_code < 400:
+            reader = new_reader(self.pending.api)
+        kept: list[bytes] = []
+        parse_error: str | None = None
+        try:
+            async for chunk in resp.aiter_raw():
+                await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+                t = time.perf_counter_ns()
+                if self.pending is None:
+                    continue
+                if reader is not None and parse_error is None:
+                    try:
+                        if reader.feed(chunk):
+                            self.first_ns = self.first_ns or t
+                            self.offsets.append(t - self.submit_ns)
+                    except Exception as exc:  # a stream we cannot read is still forwarded
+                        parse_error = f"answer stream not readable: {exc}"
+                    self._partial = reader.reply()
+                elif reader is None:
+                    kept.append(chunk)
+        except httpx.HTTPError as exc:
+            partial = reader.reply() if reader is not None else None
+            raise _Upstream(
+                f"upstream broke the stream: {_why(exc)}", partial, broken=True
+            ) from None
+        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        end = time.perf_counter_ns()
+        self._end_ns = end
+        if self.pending is None:
+            return WireReply()
+        if reader is not None:
+            out = reader.reply()
+            if parse_error and not out.error:
+                out.error = parse_error
+            elif not reader.done and not out.error:
+                out.error = "upstream ended the stream before its last event"
+            return out
+        return self._body_reply(resp.status_code, b"".join(kept))
+
+    def _body_reply(self, status: int, raw: bytes) -> WireReply:
+        assert self.pending is not None
+        try:
+            obj = orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError:
+            obj = None
+        if status >= 400:
+            text = raw.decode("utf-8", "replace")
+            if isinstance(obj, dict) and obj.get("error") is not None:
+                err = obj["error"]
+                text = str(err.get("message", err)) if isinstance(err, dict) else str(err)
+            return WireReply(error=f"HTTP {status}: {clip(text)}")
+        try:
+            return reply_from_json(self.pending.api, obj)
+        except Exception as exc:
+            return WireReply(error=f"answer not readable: {exc}")
+
+    _end_ns: int | None = None
+
+    async def _respond(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+        await self.send({"type": "http.response.body", "body": body, "more_body": False})
+        self.started = True
+
+    async def _record(self, reply: WireReply, error: str | None) -> None:
+        rec = self.proxy.recorder
+        if self.pending is None or rec is None:
+            return
+        end = self._end_ns or time.perf_counter_ns()
+        streamed = bool(self.pending.chat.get("stream"))
+        first = self.first_ns if streamed else (end if not error else None)
+        timings = Timings(
+            submit_ns=self.submit_ns,
+            first_token_ns=first,
+            last_token_ns=end,
+            chunk_offsets_ns=self.offsets,
+        )
+        await rec.end(self.pending, reply, timings, error)
+
+
+class _Upstream(Exception):
+    """The upstream failed this call: its message, what was answered before, and whether the
+    agent's stream must be broken."""
+
+    def __init__(self, message: str, reply: WireReply | None, *, broken: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reply = reply
+        self.broken = broken
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return redact_text(clip(text))
+
+
+async def _read_body(receive: Receive) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            break
+        parts.append(msg.get("body", b""))
+        if not msg.get("more_body"):
+            break
+    return b"".join(parts)
+
+
+async def _watch_disconnect(receive: Receive, event: asyncio.Event) -> None:
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            event.set()
+            return
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        msg = await receive()
+        if msg["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif msg["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

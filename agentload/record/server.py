@@ -1,0 +1,231 @@
+"""``RecordServer``: the recording proxy on uvicorn, with its trace writer, until told to stop.
+
+    with RecordServer("http://127.0.0.1:8000", out_dir) as rs:   # in a background thread
+        ...  # point agents at rs.url + "/v1"
+    rs.trace_path                                                 # closed, readable
+
+``run()`` serves in the calling thread (``agentload record``) until ``stop()``, a signal,
+``--idle-timeout`` seconds with no request in flight, or ``--max-sessions`` sessions recorded
+and quiet for ``QUIET_S``. The trace is written as ``generate`` writes one (complete zstd frames
+every second), so a proxy killed at any moment leaves it readable to its last complete record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import platform
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+
+import uvicorn
+
+from agentload import __version__
+from agentload.auth import redact_url
+from agentload.endpoint.server.server import bind_socket
+from agentload.errors import ConfigError, EndpointError
+from agentload.record.proxy import RecordingProxy
+from agentload.record.recorder import Recorder
+from agentload.recorder.schema import ClockAnchor, Header, HostFacts
+from agentload.recorder.writer import TraceWriter
+from agentload.tokenizer import DEFAULT_TOKENIZER
+
+__all__ = ["QUIET_S", "RecordOptions", "RecordServer", "parse_listen"]
+
+QUIET_S = 2.0
+"""With ``--max-sessions``: how long the recorded sessions must send nothing before the proxy
+stops."""
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    """What ``agentload record`` was asked to do."""
+
+    upstream: str
+    out: Path = Path("traces")
+    host: str = "127.0.0.1"
+    port: int = 8100
+    session_header: str | None = "x-agentload-session"
+    agent_header: str | None = "x-agentload-agent"
+    max_sessions: int | None = None
+    idle_timeout_s: float | None = None
+    tokenizer: str = DEFAULT_TOKENIZER
+    name: str = "record"
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6, ``:PORT`` for 127.0.0.1) → (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8100")
+    return (host.strip("[]") or "127.0.0.1"), int(port)
+
+
+def _check_upstream(url: str) -> str:
+    if not url.startswith(("http://", "https://")) or "://" not in url or url.endswith("://"):
+        raise ConfigError(f"--upstream {redact_url(url)!r}: expected an http(s):// URL")
+    return url
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its signal handling: ``agentload record`` handles Ctrl-C itself (stop
+    serving, close the trace, exit 130)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class RecordServer:
+    """The proxy and its trace (see the module docstring)."""
+
+    def __init__(self, opts: RecordOptions) -> None:
+        self.opts = opts
+        _check_upstream(opts.upstream)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        opts.out.mkdir(parents=True, exist_ok=True)
+        self.trace_path = opts.out / f"{opts.name}-{stamp}-{os.getpid()}.agentload.jsonl.zst"
+        self.port = opts.port
+        self.recorder: Recorder | None = None
+        self.proxy: RecordingProxy | None = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
+        self._stop = threading.Event()
+        self._errors: list[BaseException] = []
+        self.stop_reason: str | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT``: the root agents' base URLs start with (OpenAI SDKs: + /v1)."""
+        host = f"[{self.opts.host}]" if ":" in self.opts.host else self.opts.host
+        return f"http://{host}:{self.port}"
+
+    def _header(self) -> Header:
+        return Header(
+            tool_version=__version__,
+            created_at=datetime.now(UTC).isoformat(),
+            clock=ClockAnchor(unix_ns=time.time_ns(), mono_ns=time.perf_counter_ns()),
+            tokenizer=self.opts.tokenizer,
+            endpoint=redact_url(self.opts.upstream),
+            host=HostFacts(
+                python=platform.python_version(), os=platform.platform(), cpu_count=os.cpu_count() or 1
+            ),
+            recorder={"proxy": True, "listen": self.url},  # type: ignore[call-arg]
+        )  # fmt: skip
+
+    # -- serving -----------------------------------------------------------------------------
+    def bind(self) -> None:
+        self._sock = bind_socket(self.opts.host, self.opts.port)
+        self.port = self._sock.getsockname()[1]
+
+    async def serve(self, on_started: Callable[[], None] | None = None) -> None:
+        """Serve until stopped; closes the trace on the way out, whatever ended it."""
+        if self._sock is None:
+            self.bind()
+        assert self._sock is not None
+        writer = TraceWriter(self.trace_path, self._header())
+        await writer.open()
+        try:
+            self.recorder = Recorder(
+                writer, session_header=self.opts.session_header, agent_header=self.opts.agent_header
+            )  # fmt: skip
+            self.proxy = RecordingProxy(self.opts.upstream, self.recorder)
+            config = uvicorn.Config(
+                self.proxy,
+                log_level="critical",
+                access_log=False,
+                lifespan="off",
+                timeout_keep_alive=75,
+                timeout_graceful_shutdown=5,
+                backlog=2048,
+            )
+            self._server = _Server(config)
+            task = asyncio.create_task(self._server.serve(sockets=[self._sock]))
+            while not self._server.started and not task.done():
+                await asyncio.sleep(0.01)
+            if task.done():
+                task.result()
+            if on_started is not None:
+                on_started()
+            await self._until_done(task)
+            self._server.should_exit = True
+            await task
+            await self.proxy.aclose()
+        finally:
+            if self.recorder is not None:
+                self.recorder.close()
+            await writer.close()
+
+    async def _until_done(self, task: asyncio.Task[None]) -> None:
+        o = self.opts
+        while not task.done():
+            await asyncio.sleep(0.05)
+            if self._stop.is_set():
+                self.stop_reason = self.stop_reason or "stopped"
+                return
+            assert self.proxy is not None and self.recorder is not None
+            idle_s = (time.perf_counter_ns() - self.proxy.last_activity_ns) / 1e9
+            if self.proxy.in_flight:
+                continue
+            if o.idle_timeout_s is not None and idle_s >= o.idle_timeout_s:
+                self.stop_reason = f"idle for {o.idle_timeout_s:g}s"
+                return
+            seen = len(self.recorder.threads.sessions)
+            if o.max_sessions is not None and seen >= o.max_sessions and idle_s >= QUIET_S:
+                self.stop_reason = f"{seen} sessions recorded"
+                return
+
+    # -- in a background thread (tests, embedding) -------------------------------------------
+    def start(self, timeout_s: float = 30.0) -> RecordServer:
+        """Serve in a daemon thread; returns when the proxy accepts connections."""
+        self.bind()
+        started = threading.Event()
+
+        def run() -> None:
+            try:
+                asyncio.run(self.serve(started.set))
+            except BaseException as exc:
+                self._errors.append(exc)
+                started.set()
+
+        self._thread = threading.Thread(target=run, name="agentload-record", daemon=True)
+        self._thread.start()
+        if not started.wait(timeout_s) or self._errors:
+            self.stop()
+            raise EndpointError(f"recording proxy failed to start on {self.url}: {self._errors}")
+        return self
+
+    def stop(self, timeout_s: float = 15.0) -> Path:
+        """Stop serving, close the trace, join the thread; the trace's path."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=timeout_s)
+            self._thread = None
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            self._sock = None
+        return self.trace_path
+
+    def request_stop(self) -> None:
+        """Ask a serving proxy to stop (from a signal handler or another thread)."""
+        self._stop.set()
+
+    def __enter__(self) -> RecordServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
