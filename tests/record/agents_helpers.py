@@ -144,8 +144,24 @@ def check_tool_calls(trace: Trace, runs: list[ToolRun]) -> None:
         assert rec.name == run.name
         assert rec.end_ns >= rec.start_ns
         assert rec.output_bytes == len(run.output.encode()) > 0
+        assert rec.observed_by == "proxy"
         emitted = [t.id for t in trace.calls[rec.llm_call_id].response.tool_calls]
         assert run.call_id in emitted, (run.call_id, emitted)
+
+
+def check_bodies(trace: Trace, sent: list[Sent], api: str) -> None:
+    """The trace's calls, in the order sent, are the agent's requests: each recorded in its own
+    API, a Chat Completions call with the messages as sent, a Responses or Messages call with
+    its body as sent (``request.native``)."""
+    calls = sorted(trace.calls.values(), key=lambda c: c.timings.submit_ns)
+    assert len(calls) == len(sent)
+    for call, request in zip(calls, sent, strict=True):
+        assert call.request.api == api, call.id
+        assert call.request.stream is bool(request.body.get("stream")), call.id
+        if api == "chat":
+            assert trace.messages(call) == request.body["messages"], call.id
+        else:
+            assert trace.native_body(call) == request.body, call.id
 
 
 def check_usage(trace: Trace, agent_id: str, reported: list[tuple[int, int]]) -> None:
@@ -162,19 +178,26 @@ def check_usage(trace: Trace, agent_id: str, reported: list[tuple[int, int]]) ->
 
 
 def load_checked(path: Path, n_calls: int) -> Trace:
-    """The trace at ``path``: ``trace validate`` passes, it loads whole, and it holds
-    ``n_calls`` llm_calls (the number of model requests the agent sent), none failed."""
+    """The trace at ``path``: ``trace validate`` passes, it loads whole, every session in it
+    ended ``done`` (no tool call left waiting), and it holds ``n_calls`` llm_calls (the number
+    of model requests the agent sent), none failed."""
     validate(path)
     trace = load_trace(path)
     assert trace.truncated is None
+    assert [s.end_reason for s in trace.sessions.values()] == ["done"] * len(trace.sessions)
     assert len(trace.calls) == n_calls, (len(trace.calls), n_calls)
     assert all(c.error is None for c in trace.calls.values())
     return trace
 
 
 def check_replays(trace_path: Path, trace: Trace, endpoint: str, model: str, out: Path) -> None:
-    """Replay of the trace against ``endpoint`` exits 0 and sends every recorded call once."""
+    """Replay of the trace against ``endpoint`` exits 0 and sends every recorded call once, in
+    Chat Completions (a Responses or Messages call as its chat form), each answered."""
     results = replay(trace_path, endpoint, model, out)
     sent = replayed_requests(results)
     assert len(sent) == len(trace.calls), (len(sent), len(trace.calls))
-    assert all(r.get("error") in (None, "") for r in sent), [r.get("error") for r in sent]
+    assert all(r["status"] == 200 and r.get("error") is None for r in sent), sent
+    apis: dict[str, dict[str, int]] = {}
+    for call in trace.calls.values():
+        apis.setdefault(call.request.api, {"chat": 0})["chat"] += 1
+    assert results["plan"]["apis"] == apis

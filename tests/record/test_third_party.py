@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # agents_helpers
 from agents_helpers import (
     ToolRun,
     Wire,
+    check_bodies,
     check_replays,
     check_tool_calls,
     check_usage,
@@ -162,6 +163,7 @@ async def test_openai_agents_agent_as_tool(
 
     path = proxy.stop()
     trace = load_checked(path, n_calls=len(sent))
+    check_bodies(trace, sent, api)
     [root] = roots(trace)
     [child] = children(trace, root)
     check_usage(
@@ -171,9 +173,11 @@ async def test_openai_agents_agent_as_tool(
     )
     assert len(trace.calls_of(child.id)) == 2
     assert child.parent_tool_call_id == asked[0].call_id
+    assert (root.role, child.role) == ("agent", "ask_counter")  # a child's role: its tool's name
     assert child.session_id == root.session_id
     check_tool_calls(trace, [*asked, *runs])
     assert tool_call_for(trace, asked[0].call_id).agent_id == root.id
+    assert tool_call_for(trace, asked[0].call_id).child_agent_id == child.id
     assert tool_call_for(trace, runs[0].call_id).agent_id == child.id
     # the orchestrator's answer waits on the sub-agent, the sub-agent's on its tool
     assert trace.calls_of(root.id)[1].depends_on == [child.id]
@@ -212,11 +216,14 @@ async def test_openai_agents_handoff(
 
     path = proxy.stop()
     trace = load_checked(path, n_calls=len(sent))
+    check_bodies(trace, sent, api)
     # a handoff: the closer's history carries the front's transfer call, so the closer is a
     # new agent under that call, in the same session (docs/record.md, rule 3)
     [front_rec] = roots(trace)
     [closer_rec] = children(trace, front_rec)
     assert closer_rec.parent_tool_call_id == handed[0].call_id
+    assert closer_rec.role == "transfer_to_closer"
+    assert tool_call_for(trace, handed[0].call_id).child_agent_id == closer_rec.id
     assert closer_rec.session_id == front_rec.session_id
     for agent, response in zip((front_rec, closer_rec), result.raw_responses, strict=True):
         check_usage(trace, agent.id, [(response.usage.input_tokens, response.usage.output_tokens)])
@@ -269,11 +276,12 @@ def test_langgraph_react_agent_streamed(simulator: Any, record_proxy: Any, tmp_p
         if isinstance(m, ToolMessage)
     ]
     assert len(runs) == 2 and {r.name for r in runs} <= {"read_note", "count_chars"}
-    sent = wire.calls("/chat/completions")
-    assert len(sent) == 4 and all(s.body.get("stream") is True for s in sent)
+    sent = wire.calls("/v1/chat/completions")
+    assert len(sent) == len(wire.sent) == 4 and all(s.body.get("stream") is True for s in sent)
 
     path = proxy.stop()
     trace = load_checked(path, n_calls=len(sent))
+    check_bodies(trace, sent, "chat")
     [root] = roots(trace)
     assert children(trace, root) == [] and len(trace.calls_of(root.id)) == 4
     assert all(c.request.stream for c in trace.calls.values())
@@ -318,6 +326,7 @@ def test_anthropic_streamed_tool_loop(simulator: Any, record_proxy: Any, tmp_pat
     wire, runs = Wire(), list[ToolRun]()
     messages: list[dict[str, Any]] = []
     usage: list[tuple[int, int]] = []  # per request, as the SDK read it from the stream
+    stops: list[str | None] = []
     with httpx2.Client(event_hooks=wire.hooks()) as http:
         client = anthropic.Anthropic(
             base_url=proxy.url, api_key="sk-ant-test", http_client=http, max_retries=0
@@ -337,6 +346,7 @@ def test_anthropic_streamed_tool_loop(simulator: Any, record_proxy: Any, tmp_pat
                 cached = (u.cache_read_input_tokens or 0) + (u.cache_creation_input_tokens or 0)
                 usage.append((u.input_tokens + cached, u.output_tokens))
                 messages.append({"role": "assistant", "content": final.content})
+                stops.append(final.stop_reason)
                 if final.stop_reason != "tool_use":
                     break
                 results = []
@@ -349,12 +359,13 @@ def test_anthropic_streamed_tool_loop(simulator: Any, record_proxy: Any, tmp_pat
                         )
                 messages.append({"role": "user", "content": results})
 
-    assert len(runs) == 2
+    assert stops == ["tool_use", "end_turn"] * 2 and len(runs) == 2
     sent = wire.calls("/v1/messages")
-    assert len(sent) == 4 and all(s.body.get("stream") is True for s in sent)
+    assert len(sent) == len(wire.sent) == 4 and all(s.body.get("stream") is True for s in sent)
 
     path = proxy.stop()
     trace = load_checked(path, n_calls=len(sent))
+    check_bodies(trace, sent, "messages")
     [root] = roots(trace)
     assert children(trace, root) == []
     check_usage(trace, root.id, usage)
