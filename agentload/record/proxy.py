@@ -114,17 +114,23 @@ class RecordingProxy:
         url = self.upstream + (scope.get("raw_path") or path.encode()).decode("latin-1")
         if scope.get("query_string"):
             url += "?" + scope["query_string"].decode("latin-1")
-        pending: Pending | None = None
-        if api is not None and self.recorder is not None:
-            hdrs = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
-            pending = self.recorder.begin(api, body, hdrs, now)
         req = self.client.build_request(scope["method"], url, headers=headers, content=body)
         disconnected = asyncio.Event()
         watcher = asyncio.create_task(_watch_disconnect(receive, disconnected))
-        call = _Call(self, api, pending, now, send, disconnected)
+        call = _Call(self, api, None, now, send, disconnected)
+        task = asyncio.ensure_future(call.run(req))
         try:
-            await call.run(req)
+            if api is not None and self.recorder is not None:
+                # The request goes out first; it is read and placed while the upstream works
+                # on it (before its answer can arrive: nothing here awaits).
+                await asyncio.sleep(0)
+                hdrs = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
+                call.pending = self.recorder.begin(api, body, hdrs, now)
+            call.placed.set()
+            await task
         finally:
+            if not task.done():
+                task.cancel()
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
@@ -151,6 +157,8 @@ class _Call:
         self.first_ns: int | None = None
         self.offsets: list[int] = []
         self.started = False
+        self.placed = asyncio.Event()
+        """Set once the request has been read and placed (``pending`` is final)."""
 
     async def run(self, req: httpx.Request) -> None:
         error: str | None = None
@@ -193,6 +201,7 @@ class _Call:
             await resp.aclose()
 
     async def _relay(self, resp: httpx.Response) -> WireReply:
+        await self.placed.wait()
         out_headers = [
             (k, v) for k, v in resp.headers.raw if k.lower() not in _HOP_OUT
         ]  # fmt: skip
@@ -266,6 +275,7 @@ class _Call:
         self.started = True
 
     async def _record(self, reply: WireReply, error: str | None) -> None:
+        await self.placed.wait()
         rec = self.proxy.recorder
         if self.pending is None or rec is None:
             return
