@@ -112,16 +112,20 @@ class RecordingProxy:
         url = self.upstream + (scope.get("raw_path") or path.encode()).decode("latin-1")
         if scope.get("query_string"):
             url += "?" + scope["query_string"].decode("latin-1")
-        req = self.client.build_request(scope["method"], url, headers=headers, content=body)
         disconnected = asyncio.Event()
         watcher = asyncio.create_task(_watch_disconnect(receive, disconnected))
         call = _Call(self, api, None, now, send, disconnected)
+        req = self.client.build_request(
+            scope["method"], url, headers=headers, content=body, extensions={"trace": call.trace}
+        )
         task = asyncio.ensure_future(call.run(req))
         try:
             if api is not None and self.recorder is not None:
                 # The request goes out first; it is read and placed while the upstream works
-                # on it (before its answer can arrive: nothing here awaits).
-                await asyncio.sleep(0)
+                # on it (its answer is read only once it is placed).
+                sent = asyncio.ensure_future(call.sent.wait())
+                await asyncio.wait({task, sent}, return_when=asyncio.FIRST_COMPLETED)
+                sent.cancel()
                 hdrs = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
                 call.pending = self.recorder.begin(api, body, hdrs, now)
             call.placed.set()
@@ -157,6 +161,13 @@ class _Call:
         self.started = False
         self.placed = asyncio.Event()
         """Set once the request has been read and placed (``pending`` is final)."""
+        self.sent = asyncio.Event()
+        """Set once the request's body has been written to the upstream."""
+
+    async def trace(self, event: str, info: Any) -> None:
+        """httpcore's trace hook: marks the moment the request is out."""
+        if event == "http11.send_request_body.complete":
+            self.sent.set()
 
     async def run(self, req: httpx.Request) -> None:
         error: str | None = None
@@ -198,6 +209,8 @@ class _Call:
                 await self._respond(502, [(b"content-type", b"application/json")],
                                     _error_json(self.api, 502, message))  # fmt: skip
                 raise _Upstream(message, None, broken=False) from None
+            finally:
+                self.sent.set()  # out, or never going out: either way, place it now
             try:
                 return await self._relay(resp)
             finally:
