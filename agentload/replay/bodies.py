@@ -1,5 +1,6 @@
 """Request bodies as sent: the recorded traffic body, salted (``salt``), plus model, stream
-and extras."""
+and extras; in Chat Completions, or in the call's recorded API (Responses, Messages) when the
+target speaks it (``CallPlan.send_api``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import orjson
 
 from agentload.replay.engines import EnginePreset
 from agentload.replay.plan import CallPlan
-from agentload.replay.salt import make_salt, salt_messages, unsalt_messages
+from agentload.replay.salt import make_salt, salt_messages, salt_native, unsalt_messages
 
 __all__ = ["BodyBuilder", "make_salt", "salt_messages", "unsalt_messages"]
 
@@ -32,18 +33,24 @@ class BodyBuilder:
         """The request bytes; ``max_tokens`` overrides the pinned length (warm-up sends 1:
         only its prefill matters, since the next prompt carries the recorded reply anyway)."""
         body = dict(call.body())
+        api = call.send_api
+        length = "max_output_tokens" if api == "responses" else "max_tokens"
         if max_tokens is not None:
-            body["max_tokens"] = max_tokens
+            # Responses asks for at least 16 output tokens
+            body[length] = max(max_tokens, 16) if api == "responses" else max_tokens
         if salt:
-            body["messages"] = salt_messages(body["messages"], salt)
+            if api == "chat":
+                body["messages"] = salt_messages(body["messages"], salt)
+            else:
+                body = salt_native(api, body, salt)
         body["model"] = self.model
         body["stream"] = True
-        if self.engine.include_usage:
+        if self.engine.include_usage and api == "chat":
             body["stream_options"] = {"include_usage": True}
         if self.engine.ignore_eos:
             body["ignore_eos"] = True
         if self.engine.min_tokens:
-            body["min_tokens"] = body["max_tokens"]
+            body["min_tokens"] = body[length]
         if self.session_field and session_id is not None:
             body[self.session_field] = session_id
         return orjson.dumps(body)

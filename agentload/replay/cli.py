@@ -98,6 +98,13 @@ def replay(
             help="--schedule recorded: multiply the recorded offsets (0.5 = twice as fast)."
         ),
     ] = 1.0,
+    api: Annotated[
+        str,
+        typer.Option(
+            help="auto: calls recorded in Responses or Messages (agentload record) go in that "
+            "API when the target answers it, else as Chat Completions; chat: all as chat."
+        ),
+    ] = "auto",
     tokenizer: Annotated[
         str | None,
         typer.Option(
@@ -141,6 +148,7 @@ def replay(
             "seed": seed,
             "schedule": schedule,
             "time_scale": time_scale,
+            "api": api,
             "tokenizer": tokenizer,
             "session_header": session_header,
             "session_field": session_field,

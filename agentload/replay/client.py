@@ -48,11 +48,20 @@ from agentload.auth import (
     split_base_url,
     url_secrets,
 )
-from agentload.errors import EndpointError, EndpointUnreachableError, ModelNotFoundError
+from agentload.errors import (
+    EndpointError,
+    EndpointUnreachableError,
+    ModelNotFoundError,
+    WireError,
+)
 from agentload.errortext import clip, is_context_overflow
 from agentload.replay.netback import AsyncioBackend, KernelStamps, SocketStream
+from agentload.wire import stream_reader
 
-__all__ = ["PROBE_TIMEOUT_S", "Outcome", "StreamClient", "endpoint_url"]
+__all__ = ["ANTHROPIC_VERSION", "PROBE_TIMEOUT_S", "Outcome", "StreamClient", "endpoint_url"]
+
+ANTHROPIC_VERSION = "2023-06-01"
+"""The ``anthropic-version`` header sent with Messages requests."""
 
 PROBE_TIMEOUT_S = 10.0
 """Longest wait for the ``/models`` probe, and for the warm-up before each point."""
@@ -109,6 +118,16 @@ class StreamClient:
             hdrs["authorization"] = f"Bearer {api_key}"
         hdrs.update(headers or {})
         self._url = endpoint_url(self.base_url, "/chat/completions")
+        self._urls = {
+            "chat": self._url,
+            "responses": endpoint_url(self.base_url, "/responses"),
+            "messages": endpoint_url(self.base_url, "/messages"),
+        }
+        # Messages servers read the key from x-api-key and want a version (vLLM, SGLang and
+        # Anthropic's own accept these two).
+        self._messages_headers = {"anthropic-version": ANTHROPIC_VERSION}
+        if api_key:
+            self._messages_headers["x-api-key"] = api_key
         self._models_url = endpoint_url(self.base_url, "/models")
         self._secrets = url_secrets(base_url) + ([api_key] if api_key else [])
         self._headers = hdrs
@@ -239,9 +258,31 @@ class StreamClient:
                 await client.aclose()
         return opened
 
-    async def chat(self, body: bytes, headers: Mapping[str, str] | None = None) -> Outcome:
-        """Send one streaming request, within ``timeout_s`` from now (a wait for a free
-        connection included); never raises for endpoint failures."""
+    async def speaks(self, api: str, model: str) -> tuple[bool, str]:
+        """Whether the target answers ``api`` (``responses``, ``messages``): one small
+        non-streamed request within ``probe_timeout_s``; (answered, what it said)."""
+        small: dict[str, Any] = (
+            {"model": model, "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}
+            if api == "messages"
+            else {"model": model, "max_output_tokens": 16, "input": "hi"}
+        )
+        headers = self._messages_headers if api == "messages" else None
+        limit = self.probe_timeout_s
+        try:
+            async with asyncio.timeout(limit):
+                r = await self._client.post(
+                    self._urls[api], content=orjson.dumps(small), headers=headers, timeout=limit
+                )
+        except (TimeoutError, httpx.HTTPError) as exc:
+            return False, self.hide(f"{type(exc).__name__}")
+        return r.status_code == 200, f"HTTP {r.status_code}"
+
+    async def chat(
+        self, body: bytes, headers: Mapping[str, str] | None = None, api: str = "chat"
+    ) -> Outcome:
+        """Send one streaming request (in ``api``: chat, or a call's recorded Responses or
+        Messages), within ``timeout_s`` from now (a wait for a free connection included);
+        never raises for endpoint failures."""
         clock = self.clock
         out = Outcome(send_ns=clock())
         try:
@@ -251,8 +292,10 @@ class StreamClient:
                     client = self._new_client(1)
                     self._all.append(client)
                 out.send_ns = clock()
+                if api == "messages":
+                    headers = {**self._messages_headers, **(headers or {})}
                 try:
-                    await self._chat(client, body, headers, out)
+                    await self._chat(client, body, headers, out, api)
                 finally:
                     self._idle.append(client)
         except TimeoutError:
@@ -268,6 +311,7 @@ class StreamClient:
         body: bytes,
         headers: Mapping[str, str] | None,
         out: Outcome,
+        api: str = "chat",
     ) -> None:
         try:
             clock = self.clock
@@ -279,7 +323,7 @@ class StreamClient:
                     out.send_ns = clock()
 
             req = client.build_request(
-                "POST", self._url, content=body, headers=headers, extensions={"trace": trace}
+                "POST", self._urls[api], content=body, headers=headers, extensions={"trace": trace}
             )
             resp = await client.send(req, stream=True)
             try:
@@ -292,8 +336,10 @@ class StreamClient:
                         else f"http_{resp.status_code}"
                     )
                     out.error = clip(text.decode("utf-8", "replace"))
-                else:
+                elif api == "chat":
                     await self._read_stream(resp, out)
+                else:
+                    await self._read_native(resp, out, api)
             finally:
                 await resp.aclose()
         except httpx.TimeoutException as exc:
@@ -358,6 +404,44 @@ class StreamClient:
             out.first_ns = chunks[0]
         if out.error_kind is None and not done and out.finish_reason is None:
             out.error_kind, out.error = "truncated", "stream ended without [DONE]"
+
+    async def _read_native(self, resp: httpx.Response, out: Outcome, api: str) -> None:
+        """A Responses or Messages stream, read by ``agentload.wire``: one chunk time per
+        event that carries output (text, a tool name or arguments)."""
+        clock = self.clock
+        append = out.chunk_ns.append
+        rx = resp.extensions.get("network_stream")
+        if not (type(rx) is SocketStream and rx.stamped):
+            rx = None
+        send = out.send_ns
+        reader = stream_reader(api)  # type: ignore[arg-type]
+        async for raw in resp.aiter_raw():
+            now = clock()
+            if rx is not None and send < rx.rx_ns < now:
+                now = rx.rx_ns
+            try:
+                n = reader.feed(raw)
+            except WireError as exc:
+                out.error_kind, out.error = "stream_error", str(exc)
+                continue
+            for _ in range(n):
+                append(now)
+        reply = reader.reply()
+        u = reply.usage or {}
+        out.prompt_tokens = u.get("prompt_tokens")
+        out.completion_tokens = u.get("completion_tokens")
+        details = u.get("prompt_tokens_details")
+        if isinstance(details, dict) and details.get("cached_tokens") is not None:
+            out.cached_tokens = details["cached_tokens"]
+        out.finish_reason = reply.finish_reason
+        if reply.error and out.error_kind is None:
+            text = reply.error.encode()
+            out.error_kind = "context_overflow" if is_context_overflow(text) else "stream_error"
+            out.error = clip(reply.error)
+        if out.chunk_ns:
+            out.first_ns = out.chunk_ns[0]
+        if out.error_kind is None and not reader.done:
+            out.error_kind, out.error = "truncated", "stream ended before its last event"
 
 
 def _event(ev: Any, out: Outcome) -> bool:

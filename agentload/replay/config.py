@@ -83,6 +83,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "start_at": ("random", "zero"),
     "fit": FIT_MODES,
     "schedule": ("closed", "recorded"),
+    "api": ("auto", "chat"),
 }
 """The options that take one of a few words, and the words (the message names them in order)."""
 
@@ -182,6 +183,12 @@ class ReplayConfig(BaseModel):
         "recorded: open loop, every call sent at its recorded offset from the trace's first "
         "submit, times --time-scale (--schedule)",
     )
+    api: Literal["auto", "chat"] = Field(
+        default="auto",
+        description="auto: a call recorded in OpenAI Responses or Anthropic Messages is sent in "
+        "that API when the target answers it (one probe per API), else as its Chat Completions "
+        "translation; chat: every call as Chat Completions (--api)",
+    )
     time_scale: float = Field(
         default=1.0,
         gt=0,
@@ -223,7 +230,7 @@ class ReplayConfig(BaseModel):
     def _levels_text(cls, v: Any) -> Any:
         return parse_levels(v) if isinstance(v, str) else v
 
-    @field_validator("start_at", "fit", "schedule", mode="before")
+    @field_validator("start_at", "fit", "schedule", "api", mode="before")
     @classmethod
     def _one_of(cls, v: Any, info: ValidationInfo) -> Any:
         choices = _CHOICES[info.field_name or ""]

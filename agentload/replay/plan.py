@@ -113,13 +113,28 @@ class CallPlan:
     """Recorded submit time, relative to the earliest submit of its trace (``--schedule
     recorded``)."""
     api: str = "chat"
-    """The API the call was recorded in (``chat``, ``responses``, ``messages``); replay sends
-    its Chat Completions form (``traffic``: the recording proxy stored it beside the body as
-    sent)."""
+    """The API the call was recorded in (``chat``, ``responses``, ``messages``)."""
+    native: dict[str, Any] | None = None
+    """The body as recorded in ``api`` when that is not chat (``request.native``)."""
+    send_api: str = "chat"
+    """The API it is sent in: ``api`` when the target speaks it (``use_api``), else chat (its
+    Chat Completions translation, ``traffic``)."""
     _digest: str | None = None
 
+    def use_api(self, api: str) -> None:
+        """Send the call in ``api`` (its recorded API, or chat)."""
+        if api not in ("chat", self.api) or (api != "chat" and self.native is None):
+            raise ValueError(f"call {self.id}: cannot be sent in {api}")
+        if api != self.send_api:
+            self.send_api = api
+            self._digest = None
+
     def body(self) -> dict[str, Any]:
-        """The unsalted traffic body, messages included (built anew for a synthesized call)."""
+        """The unsalted traffic body, messages included (built anew for a synthesized call); in
+        its recorded API when sent in it (``send_api``), length pinned to ``expected_tokens``."""
+        if self.send_api != "chat" and self.native is not None:
+            key = "max_output_tokens" if self.send_api == "responses" else "max_tokens"
+            return {**self.native, key: self.expected_tokens}
         if self.synth is None:
             return self.traffic
         synth, layout = self.synth
@@ -137,7 +152,7 @@ class CallPlan:
 
     @property
     def digest(self) -> str:
-        """sha256 of the canonical unsalted traffic body."""
+        """sha256 of the canonical unsalted traffic body (in the API it is sent in)."""
         if self._digest is None:
             self._digest = sha256_hex(canonical_json(self.body()))
         return self._digest
@@ -331,6 +346,7 @@ def _session_plan(
             synth=syn,
             rel_trace_submit_ns=c.timings.submit_ns - trace_t0,
             api=c.request.api,
+            native=trace.native_body(c) if c.request.api != "chat" else None,
         )
     _link(trace, by_agent, plans)
     try:

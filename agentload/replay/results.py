@@ -287,20 +287,21 @@ class PlanInfo(_Model):
     truncated_traces: list[TruncatedTrace] = Field(description="traces that end early")
     apis: dict[str, dict[str, int]] = Field(
         default_factory=dict,
-        description="recorded API -> {API it was sent in: calls}: every call is sent in Chat "
-        "Completions ('chat'); a call recorded in OpenAI Responses or Anthropic Messages "
-        "(agentload record) is sent as its chat translation",
+        description="recorded API -> {API it was sent in: calls}: a call recorded in OpenAI "
+        "Responses or Anthropic Messages (agentload record) is sent in that API when the target "
+        "answers it (--api auto), else as its Chat Completions translation ('chat')",
     )
 
     def api_line(self) -> str | None:
-        """Which recorded calls were sent translated (None when all were Chat Completions)."""
-        moved = [
-            f"{n} {api} call(s) sent as {sent}"
+        """Which recorded calls were sent translated, or natively in Responses or Messages
+        (None when every call was a Chat Completions call)."""
+        said = [
+            f"{n} {api} call(s) sent as {sent}" if sent != api else f"{n} sent in {api}"
             for api, to in sorted(self.apis.items())
             for sent, n in sorted(to.items())
-            if sent != api
+            if api != "chat"
         ]
-        return "translated: " + ", ".join(moved) if moved else None
+        return "recorded APIs: " + ", ".join(said) if said else None
 
     def fit_line(self) -> str | None:
         """What ``--max-context`` did, in one line (None without it, or when nothing moved)."""

@@ -164,7 +164,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         cfg.traces, cfg.max_context, cfg.salt, cfg.fit, cfg.tokenizer, cfg.seed
     )
     recorded = cfg.schedule == "recorded"
-    manifest = _manifest(plans)
+    manifest: dict[str, str] = {}
     slo = SLO(**cfg.slo) if cfg.slo else None
     power = NvmlPower(cfg.gpus) if cfg.power == "nvml" else None
     width = max(pl.max_width for pl in plans)
@@ -184,6 +184,8 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     interrupted = False
     try:
         await client.probe(cfg.model)
+        await _choose_apis(client, plans, cfg)
+        manifest = _manifest(plans)
         for i, level in enumerate(cfg.levels):
             shape = LoadShape(
                 concurrency=level,
@@ -243,13 +245,29 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     )
 
 
+async def _choose_apis(
+    client: StreamClient, plans: Sequence[SessionPlan], cfg: ReplayConfig
+) -> None:
+    """``--api auto``: each call recorded in Responses or Messages goes in that API when the
+    target answers one small request of it, else as its chat translation (``--api chat``)."""
+    wanted = {c.api for p in plans for c in p.calls.values() if c.native is not None}
+    wanted.discard("chat")
+    if cfg.api == "chat" or not wanted:
+        return
+    spoken = {api for api in sorted(wanted) if (await client.speaks(api, cfg.model))[0]}
+    for p in plans:
+        for c in p.calls.values():
+            if c.api in spoken:
+                c.use_api(c.api)
+
+
 def _apis(plans: Sequence[SessionPlan]) -> dict[str, dict[str, int]]:
     """Calls per recorded API and the API each was sent in (``PlanInfo.apis``)."""
     out: dict[str, dict[str, int]] = {}
     for p in plans:
         for c in p.calls.values():
             sent = out.setdefault(c.api, {})
-            sent["chat"] = sent.get("chat", 0) + 1
+            sent[c.send_api] = sent.get(c.send_api, 0) + 1
     return out
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "new_nonce",
     "new_run_id",
     "salt_messages",
+    "salt_native",
     "salt_target",
     "unsalt_messages",
 ]
@@ -95,6 +96,43 @@ def _edit_text(
 def salt_messages(messages: list[dict[str, Any]], salt: str) -> list[dict[str, Any]]:
     """A copy of ``messages`` with ``salt`` in front of the first system message's text."""
     return _edit_text(messages, lambda text: salt + text, add=salt)
+
+
+def salt_native(api: str, body: dict[str, Any], salt: str) -> dict[str, Any]:
+    """A copy of a Responses or Messages body with ``salt`` in front of its system text (where
+    ``salt_messages`` puts it in the chat form): Messages' ``system`` (a string, or its first
+    text block; added when absent); Responses' ``instructions`` (else the first input text)."""
+    out = dict(body)
+    if api == "messages":
+        system = out.get("system")
+        if isinstance(system, list) and any(
+            isinstance(b, dict) and b.get("type") == "text" for b in system
+        ):
+            blocks = [dict(b) if isinstance(b, dict) else b for b in system]
+            first = next(b for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+            first["text"] = salt + str(first.get("text", ""))
+            out["system"] = blocks
+        else:
+            out["system"] = salt + (system if isinstance(system, str) else "")
+        return out
+    if isinstance(out.get("instructions"), str) or not out.get("input"):
+        out["instructions"] = salt + str(out.get("instructions") or "")
+    elif isinstance(out["input"], str):
+        out["input"] = salt + out["input"]
+    else:
+        items = list(out["input"])
+        for i, item in enumerate(items):
+            if isinstance(item, dict) and "role" in item and "content" in item:
+                msg = dict(item)
+                content = msg["content"]
+                if isinstance(content, str):
+                    msg["content"] = salt + content
+                elif isinstance(content, list):
+                    msg["content"] = [{"type": "input_text", "text": salt}, *content]
+                items[i] = msg
+                break
+        out["input"] = items
+    return out
 
 
 def unsalt_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

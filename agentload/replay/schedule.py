@@ -317,7 +317,7 @@ class PointRunner:
         st.inflight += 1
         st.max_inflight = max(st.max_inflight, st.inflight)
         try:
-            out = await self.client.chat(body, headers)
+            out = await self.client.chat(body, headers, call.send_api)
         finally:
             st.inflight -= 1
         t0 = self.t0

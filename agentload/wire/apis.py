@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["API_PATHS", "Api", "api_for_path"]
+__all__ = ["API_PATHS", "ENGINE_FIELDS", "Api", "api_for_path"]
 
 Api = Literal["chat", "responses", "messages"]
 """``chat``: OpenAI Chat Completions; ``responses``: OpenAI Responses; ``messages``: Anthropic
 Messages."""
+
+ENGINE_FIELDS = ("ignore_eos", "min_tokens")
+"""Inference engines' length-pinning extensions (vLLM, SGLang, llama.cpp), which replay adds to a
+request whatever its API: a Responses or Messages body's chat form keeps them."""
 
 API_PATHS: dict[str, Api] = {
     "/v1/chat/completions": "chat",

@@ -34,6 +34,7 @@ import orjson
 
 from agentload.errors import WireError
 from agentload.recorder.capture import assistant_message
+from agentload.wire.apis import ENGINE_FIELDS
 from agentload.wire.reply import StreamReader, WireReply, need
 
 __all__ = ["Stream", "reply_from_json", "to_chat"]
@@ -63,7 +64,7 @@ def to_chat(body: dict[str, Any]) -> dict[str, Any]:
     for i, turn in enumerate(turns):
         messages.extend(_turn(turn, f"messages[{i}]"))
     out: dict[str, Any] = {"messages": messages}
-    for key in ("model", "max_tokens", "temperature", "top_p", "stream"):
+    for key in ("model", "max_tokens", "temperature", "top_p", "stream", *ENGINE_FIELDS):
         if key in body:
             out[key] = body[key]
     if body.get("stop_sequences") is not None:

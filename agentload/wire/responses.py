@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from agentload.errors import WireError
+from agentload.wire.apis import ENGINE_FIELDS
 from agentload.wire.reply import StreamReader, WireReply, need
 
 __all__ = ["Stream", "previous_response_id", "reply_from_json", "to_chat"]
@@ -67,7 +68,7 @@ def to_chat(body: dict[str, Any]) -> dict[str, Any]:
             out["tool_choice"] = choice
     if body.get("max_output_tokens") is not None:
         out["max_tokens"] = body["max_output_tokens"]
-    for key in ("temperature", "top_p", "parallel_tool_calls", "stream"):
+    for key in ("temperature", "top_p", "parallel_tool_calls", "stream", *ENGINE_FIELDS):
         if body.get(key) is not None:
             out[key] = body[key]
     if body.get("stream") is True:

@@ -191,13 +191,15 @@ def load_checked(path: Path, n_calls: int) -> Trace:
 
 
 def check_replays(trace_path: Path, trace: Trace, endpoint: str, model: str, out: Path) -> None:
-    """Replay of the trace against ``endpoint`` exits 0 and sends every recorded call once, in
-    Chat Completions (a Responses or Messages call as its chat form), each answered."""
+    """Replay of the trace against ``endpoint`` (the simulator, which speaks all three APIs)
+    exits 0 and sends every recorded call once, each in the API it was recorded in, each
+    answered."""
     results = replay(trace_path, endpoint, model, out)
     sent = replayed_requests(results)
     assert len(sent) == len(trace.calls), (len(sent), len(trace.calls))
     assert all(r["status"] == 200 and r.get("error") is None for r in sent), sent
     apis: dict[str, dict[str, int]] = {}
     for call in trace.calls.values():
-        apis.setdefault(call.request.api, {"chat": 0})["chat"] += 1
+        api = call.request.api
+        apis.setdefault(api, {api: 0})[api] += 1
     assert results["plan"]["apis"] == apis

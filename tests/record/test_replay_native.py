@@ -1,0 +1,162 @@
+"""Replay of calls recorded in OpenAI Responses and Anthropic Messages: in their own API when
+the target answers it (``--api auto``), else (or with ``--api chat``) as their Chat Completions
+translation; ``results.json`` says which, and the digests cover what was sent."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import orjson
+import pytest
+
+from agentload.recorder.trace import load_trace
+from agentload.replay.bodies import BodyBuilder
+from agentload.replay.config import ReplayConfig
+from agentload.replay.engines import get_engine
+from agentload.replay.plan import build_plans
+from agentload.replay.results import ResultsDocument
+from agentload.replay.run import run_replay
+from agentload.replay.salt import make_salt, salt_native
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "reliability"))
+
+from faultserver import FaultPlan, FaultServer
+
+_TOOLS = [
+    {
+        "name": "lookup",
+        "description": "look a word up",
+        "input_schema": {
+            "type": "object",
+            "properties": {"word": {"type": "string"}},
+            "required": ["word"],
+        },
+    }
+]
+
+
+@pytest.fixture
+def recorded(record_proxy: Callable[..., Any], simulator: Any) -> Path:
+    """A trace of two sessions through the proxy: a Messages tool loop (system blocks with
+    cache_control) and a Responses tool loop."""
+    rp = record_proxy(simulator.base_url)
+    ac = anthropic.Anthropic(base_url=rp.url, api_key="x", max_retries=0)
+    msgs: list[Any] = [{"role": "user", "content": "Look up 'serendipity' please."}]
+    system = [
+        {"type": "text", "text": "You look words up.", "cache_control": {"type": "ephemeral"}}
+    ]
+    for _ in range(3):
+        with ac.messages.stream(
+            model="agentload-sim", max_tokens=2048, system=system, messages=msgs, tools=_TOOLS
+        ) as s:
+            m = s.get_final_message()
+        msgs.append(
+            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in m.content]}
+        )
+        uses = [b for b in m.content if b.type == "tool_use"]
+        if not uses:
+            break
+        msgs.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": u.id, "content": "a happy accident"} for u in uses
+        ]})  # fmt: skip
+    oc = openai.OpenAI(base_url=rp.base_url, api_key="x", max_retries=0)
+    tools: Any = [{"type": "function", "name": "lookup", "description": "look a word up",
+                   "parameters": _TOOLS[0]["input_schema"]}]  # fmt: skip
+    inp: list[Any] = [{"role": "user", "content": "Look up 'petrichor' please."}]
+    for _ in range(3):
+        r = oc.responses.create(
+            model="agentload-sim", input=inp, tools=tools, instructions="Be brief.", stream=False
+        )
+        inp += [o.model_dump(exclude_none=True) for o in r.output]
+        calls = [o for o in r.output if o.type == "function_call"]
+        if not calls:
+            break
+        inp += [{"type": "function_call_output", "call_id": c.call_id, "output": "rain smell"}
+                for c in calls]  # fmt: skip
+    return rp.stop()
+
+
+def _replay(trace: Path, endpoint: str, api: str = "auto") -> ResultsDocument:
+    cfg = ReplayConfig(
+        traces=[str(trace)], endpoint=endpoint, model="agentload-sim", levels=[1], sessions=2,
+        start_at="zero", gap_scale=0.0, api=api,
+    )  # fmt: skip
+    return asyncio.run(run_replay(cfg))
+
+
+def _counts(trace: Path) -> dict[str, int]:
+    t = load_trace(trace)
+    out: dict[str, int] = {}
+    for c in t.calls.values():
+        out[c.request.api] = out.get(c.request.api, 0) + 1
+    assert set(out) == {"messages", "responses"}
+    return out
+
+
+def test_a_target_that_speaks_the_api_gets_it(recorded: Path, simulator: Any) -> None:
+    n = _counts(recorded)
+    native = _replay(recorded, simulator.base_url)
+    assert native.plan.apis == {api: {api: k} for api, k in n.items()}
+    reqs = [r for p in native.points for r in p.requests]
+    assert len(reqs) == sum(n.values())
+    assert all(r.error is None for r in reqs)
+    assert all(r.ttft_ns is not None and r.completion_tokens for r in reqs)
+    again = _replay(recorded, simulator.base_url)
+    assert again.digest_manifest == native.digest_manifest  # identical traffic, run to run
+    chat = _replay(recorded, simulator.base_url, api="chat")
+    assert chat.plan.apis == {api: {"chat": k} for api, k in n.items()}
+    assert all(r.error is None for p in chat.points for r in p.requests)
+    # What was sent differs between the two, and the digests say so.
+    assert set(chat.digest_manifest) == set(native.digest_manifest)
+    assert all(chat.digest_manifest[k] != native.digest_manifest[k] for k in chat.digest_manifest)
+
+
+def test_a_target_that_does_not_speak_it_gets_the_chat_form(recorded: Path) -> None:
+    n = _counts(recorded)
+    srv = FaultServer(FaultPlan(model="agentload-sim")).start()
+    try:
+        res = _replay(recorded, srv.base_url)
+    finally:
+        srv.stop()
+    assert res.plan.apis == {api: {"chat": k} for api, k in n.items()}
+    posted = [t for m, t, _ in srv.requests if m == "POST"]
+    # one probe of each API (404), then every call in chat
+    assert sorted(t for t in posted if not t.endswith("/chat/completions")) == [
+        "/v1/messages",
+        "/v1/responses",
+    ]
+    assert sum(t.endswith("/chat/completions") for t in posted) >= sum(n.values())
+
+
+def test_native_bodies_are_pinned_and_salted_in_their_own_fields(recorded: Path) -> None:
+    (plan,) = [p for p in build_plans([load_trace(recorded)]) if any(
+        c.api == "messages" for c in p.calls.values())]  # fmt: skip
+    call = next(c for c in plan.calls.values() if c.api == "messages")
+    call.use_api("messages")
+    salt = make_salt("0" * 9, 3)
+    body = orjson.loads(BodyBuilder("m", get_engine("vllm")).build(call, salt, "s"))
+    assert body["max_tokens"] == call.expected_tokens and body["model"] == "m"
+    assert body["stream"] is True and "stream_options" not in body
+    assert body["system"][0]["text"] == salt + "You look words up."
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert body["messages"] == call.native["messages"]  # type: ignore[index]
+    with pytest.raises(ValueError):
+        call.use_api("responses")
+
+
+def test_salt_native_puts_the_salt_where_the_system_text_is() -> None:
+    s = "[agentload-salt 0000000001]\n"
+    assert salt_native("messages", {"system": "sys"}, s)["system"] == s + "sys"
+    assert salt_native("messages", {}, s)["system"] == s
+    assert (
+        salt_native("responses", {"instructions": "i", "input": "x"}, s)["instructions"] == s + "i"
+    )
+    assert salt_native("responses", {"input": "x"}, s)["input"] == s + "x"
+    out = salt_native("responses", {"input": [{"role": "user", "content": "q"}]}, s)
+    assert out["input"][0]["content"] == s + "q"
