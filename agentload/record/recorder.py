@@ -12,6 +12,7 @@ and agent. A request that cannot be read is still proxied; it is noted as an ``e
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +33,13 @@ from agentload.recorder.schema import (
 from agentload.recorder.writer import TraceWriter
 from agentload.tokenizer import ChatTokenCounter
 from agentload.wire import Api, WireReply, to_chat
+from agentload.wire.responses import continue_from, previous_response_id
 
 __all__ = ["Pending", "Recorder"]
 
 _ITEMS = {"messages": "messages", "responses": "input"}
+_KEEP_RESPONSES = 4096
+"""Responses remembered for ``previous_response_id`` (the oldest are forgotten first)."""
 
 
 @dataclass
@@ -67,6 +71,9 @@ class Recorder:
         self.agent_header = agent_header.lower() if agent_header else None
         self.calls = 0
         self.errors = 0
+        self._responses: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        """Responses answered so far (bounded): id → the conversation it ended, reply included
+        (``previous_response_id`` continues from it)."""
         self.last_ns = time.perf_counter_ns()
 
     # -- arrival -----------------------------------------------------------------------------
@@ -82,6 +89,8 @@ class Recorder:
             messages = chat.get("messages")
             if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
                 raise WireError("messages: expected a list of objects")
+            if api == "responses":
+                chat["messages"] = messages = self._resolve(body, messages, now_ns)
         except (orjson.JSONDecodeError, WireError) as exc:
             self.note("unread_request", now_ns, api=api, error=clip(str(exc)))
             return None
@@ -98,6 +107,29 @@ class Recorder:
         for a in placement.ended_agents:
             self.writer.write_nowait(a)
         return Pending(api, body, chat, placement, now_ns)
+
+    def _resolve(
+        self, body: dict[str, Any], messages: list[dict[str, Any]], now_ns: int
+    ) -> list[dict[str, Any]]:
+        """A Responses request that continues a stored response (``previous_response_id``)
+        means that response's conversation, then its own items; its own instructions stand in
+        for the earlier ones (the API does not carry them over)."""
+        prev = previous_response_id(body)
+        if prev is None:
+            return messages
+        earlier = self._responses.get(prev)
+        if earlier is None:
+            self.note("unknown_previous_response", now_ns, previous_response_id=prev[:80])
+            return messages
+        return continue_from(earlier, messages)
+
+    def _remember(self, p: Pending, reply: WireReply) -> None:
+        if p.api != "responses" or not reply.response_id:
+            return
+        turn = assistant_message(reply.content, reply.tool_calls or None)
+        self._responses[reply.response_id] = [*p.chat["messages"], turn]
+        while len(self._responses) > _KEEP_RESPONSES:
+            self._responses.popitem(last=False)
 
     def _tool_record(self, c: Closed) -> ToolCallRecord:
         o = c.call
@@ -159,6 +191,8 @@ class Recorder:
             api=p.api,
             native=native,
         )
+        if not error:
+            self._remember(p, reply)
         answered = None if error else assistant_message(reply.content, tool_calls)
         if answered is not None and not (reply.content or tool_calls):
             answered = None

@@ -201,6 +201,16 @@ def traffic_body(trace: Trace, call: LLMCallRecord, expected_tokens: int) -> dic
     return body
 
 
+def _native(trace: Trace, call: LLMCallRecord) -> dict[str, Any] | None:
+    """The body to send in the call's recorded API; None for a chat call, and for one that
+    continued a response stored on the recording's server (``previous_response_id``: no
+    target has it), which goes as its chat form (the whole conversation)."""
+    body = trace.native_body(call) if call.request.api != "chat" else None
+    if body is not None and body.get("previous_response_id"):
+        return None
+    return body
+
+
 def _expected(call: LLMCallRecord) -> int:
     u = call.usage
     n = u.completion_tokens if u.completion_tokens is not None else u.completion_tokens_ours
@@ -346,7 +356,7 @@ def _session_plan(
             synth=syn,
             rel_trace_submit_ns=c.timings.submit_ns - trace_t0,
             api=c.request.api,
-            native=trace.native_body(c) if c.request.api != "chat" else None,
+            native=_native(trace, c),
         )
     _link(trace, by_agent, plans)
     try:

@@ -257,7 +257,7 @@ async def _choose_apis(
     spoken = {api for api in sorted(wanted) if (await client.speaks(api, cfg.model))[0]}
     for p in plans:
         for c in p.calls.values():
-            if c.api in spoken:
+            if c.api in spoken and c.native is not None:
                 c.use_api(c.api)
 
 

@@ -20,7 +20,13 @@ from agentload.errors import WireError
 from agentload.wire.apis import ENGINE_FIELDS
 from agentload.wire.reply import StreamReader, WireReply, need
 
-__all__ = ["Stream", "previous_response_id", "reply_from_json", "to_chat"]
+__all__ = [
+    "Stream",
+    "continue_from",
+    "previous_response_id",
+    "reply_from_json",
+    "to_chat",
+]
 
 _TEXT_PARTS = ("input_text", "output_text", "text")
 _PLACEHOLDERS = {"input_image": "[image]", "input_file": "[file]", "input_audio": "[audio]"}
@@ -33,6 +39,17 @@ def previous_response_id(body: dict[str, Any]) -> str | None:
     conversation): the proxy resolves it from the responses it has seen."""
     v = body.get("previous_response_id")
     return v if isinstance(v, str) and v else None
+
+
+def continue_from(
+    earlier: list[dict[str, Any]], messages: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The chat messages of a request that continues a stored response: that response's
+    conversation (its reply last), then the request's own items; the request's instructions
+    (its leading system message) replace the earlier ones, which the API does not carry over."""
+    system = messages[:1] if messages and messages[0].get("role") == "system" else []
+    history = earlier[1:] if earlier and earlier[0].get("role") == "system" else earlier
+    return [*system, *history, *messages[len(system) :]]
 
 
 def to_chat(body: dict[str, Any]) -> dict[str, Any]:

@@ -199,7 +199,6 @@ def test_same_reply_as_its_chat_translation(simulator: Any, c: openai.OpenAI) ->
         ),
         ({"input": [{"role": "robot", "content": "x"}]}, "input[0].role"),
         ({"input": "x", "tools": [{"type": "function", "parameters": {}}]}, "tools[0].name"),
-        ({"input": "x", "previous_response_id": "resp_1"}, "previous_response_id"),
         ({"input": []}, "input"),
         ({"input": "x", "max_output_tokens": 0}, "max_output_tokens"),
     ],
@@ -213,6 +212,34 @@ def test_bad_requests_are_400_naming_the_field(
     body: Any = err.value.body
     assert body["message"].startswith(field + ":"), body
     assert body["param"] == field and body["type"] == "invalid_request_error"
+
+
+def test_previous_response_id_continues_a_stored_response(simulator: Any, c: openai.OpenAI) -> None:
+    """A request that continues a stored response gets the reply the whole conversation gets."""
+    tools: Any = [{"type": "function", "name": "lookup", "description": "look a word up",
+                   "parameters": {"type": "object", "properties": {"word": {"type": "string"}},
+                                  "required": ["word"]}}]  # fmt: skip
+    first = c.responses.create(model=simulator.model, input="Look up 'zephyr'.", tools=tools)
+    (call,) = [o for o in first.output if o.type == "function_call"]
+    result: Any = [{"type": "function_call_output", "call_id": call.call_id, "output": "a wind"}]
+    cont = c.responses.create(
+        model=simulator.model, previous_response_id=first.id, input=result, tools=tools
+    )
+    whole = c.responses.create(
+        model=simulator.model,
+        input=[{"role": "user", "content": "Look up 'zephyr'."},
+               *[o.model_dump(exclude_none=True) for o in first.output], *result],
+        tools=tools,
+    )  # fmt: skip
+    assert cont.previous_response_id == first.id
+    assert cont.output_text == whole.output_text and cont.output_text
+    assert cont.usage is not None and whole.usage is not None
+    assert cont.usage.input_tokens == whole.usage.input_tokens
+    with pytest.raises(openai.NotFoundError, match="no stored response"):
+        c.responses.create(model=simulator.model, previous_response_id="resp_nope", input="x")
+    unstored = c.responses.create(model=simulator.model, input="hello", store=False)
+    with pytest.raises(openai.NotFoundError):
+        c.responses.create(model=simulator.model, previous_response_id=unstored.id, input="x")
 
 
 def test_unknown_model_is_404(simulator: Any, c: openai.OpenAI) -> None:

@@ -160,3 +160,34 @@ def test_salt_native_puts_the_salt_where_the_system_text_is() -> None:
     assert salt_native("responses", {"input": "x"}, s)["input"] == s + "x"
     out = salt_native("responses", {"input": [{"role": "user", "content": "q"}]}, s)
     assert out["input"][0]["content"] == s + "q"
+
+
+def test_previous_response_id_is_followed_and_replayed_as_the_whole_conversation(
+    record_proxy: Callable[..., Any], simulator: Any
+) -> None:
+    """An agent that sends only its new items after ``previous_response_id``: the proxy records
+    the conversation the server saw, as the agent's next call; replay sends that call as its
+    chat form (no target holds the recording's responses), the first in Responses."""
+    rp = record_proxy(simulator.base_url)
+    oc = openai.OpenAI(base_url=rp.base_url, api_key="x", max_retries=0)
+    tools: Any = [{"type": "function", "name": "lookup", "description": "look a word up",
+                   "parameters": _TOOLS[0]["input_schema"]}]  # fmt: skip
+    first = oc.responses.create(model="agentload-sim", input="Look up 'zephyr'.", tools=tools)
+    (fc,) = [o for o in first.output if o.type == "function_call"]
+    result: Any = [{"type": "function_call_output", "call_id": fc.call_id, "output": "a wind"}]
+    second = oc.responses.create(
+        model="agentload-sim", previous_response_id=first.id, input=result, tools=tools
+    )
+    assert second.output_text
+    path = rp.stop()
+    t = load_trace(path)
+    assert len(t.sessions) == len(t.agents) == 1
+    a, b = sorted(t.calls.values(), key=lambda c: c.seq)
+    assert (a.seq, b.seq) == (0, 1) and a.agent_id == b.agent_id
+    assert b.messages[: len(a.messages)] == a.messages  # the whole conversation, not its tail
+    assert len(b.messages) == len(a.messages) + 2  # + the reply, + the tool result
+    (tc,) = t.tool_calls.values()
+    assert tc.id == fc.call_id and tc.observed_by == "proxy" and b.depends_on == [tc.id]
+    res = _replay(path, simulator.base_url)
+    assert res.plan.apis == {"responses": {"responses": 1, "chat": 1}}
+    assert all(r.error is None for p in res.points for r in p.requests)

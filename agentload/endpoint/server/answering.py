@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from starlette.responses import StreamingResponse
 
@@ -20,6 +20,8 @@ class Answering(Protocol):
 
     model: str
     created: int
+    stored_responses: dict[str, list[dict[str, Any]]]
+    """``/v1/responses``' stored conversations (``previous_response_id``), oldest first."""
 
     def admit(self, req: ChatRequest, param: str = ...) -> tuple[Reply, Sequence]: ...
 

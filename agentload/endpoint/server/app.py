@@ -95,6 +95,8 @@ class Simulator:
         self._ids = itertools.count(1)
         self._tag = os.urandom(3).hex()
         self._registry: CollectorRegistry | None = None  # made at the first scrape
+        self.stored_responses: dict[str, list[dict[str, Any]]] = {}
+        """``/v1/responses``' stored conversations (``previous_response_id``), oldest first."""
 
     # -- prompt accounting -------------------------------------------------------------------
     def prompt(self, req: ChatRequest) -> tuple[list[str], int, list[str]]:

@@ -11,11 +11,13 @@ events (``content_part.added``, one ``output_text.delta`` per token, ``output_te
 ``content_part.done``; or one ``function_call_arguments.delta`` per token and
 ``function_call_arguments.done``), ``output_item.done``, and ``response.completed`` carrying
 the whole response with usage. Every event has its ``type`` and an increasing
-``sequence_number``. Nothing is stored: ``previous_response_id`` is refused (400).
+``sequence_number``. Responses are kept (the last ``STORED_RESPONSES``, unless ``store`` is false)
+so a request may continue one with ``previous_response_id`` (an unknown id is a 404).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import orjson
@@ -31,6 +33,7 @@ from agentload.endpoint.server.request import (
 )
 from agentload.endpoint.server.sse import Rendered, Reply
 from agentload.errors import WireError
+from agentload.recorder.capture import assistant_message
 from agentload.wire import responses as wire
 
 __all__ = ["ResponseIds", "render_response", "render_response_stream", "responses"]
@@ -52,11 +55,13 @@ async def responses(sim: Answering, request: Request) -> Response:
     """The handler of ``POST /v1/responses`` (errors in OpenAI's ``{"error": ...}`` shape)."""
     try:
         body, model = body_and_model(await request.body())
-        req = _chat_request(body, model)
+        req = _chat_request(body, model, sim.stored_responses)
         reply, seq = sim.admit(req, "input")
     except APIError as exc:
         return Response(exc.body(), status_code=exc.status, media_type="application/json")
     ids = ResponseIds(sim.response_id("resp").partition("-")[2])
+    if body.get("store", True) is not False:
+        _store(sim.stored_responses, ids.response, req.messages, reply)
     if req.stream:
         r = render_response_stream(reply, ids, sim.created, sim.model, body)
 
@@ -72,21 +77,48 @@ async def responses(sim: Answering, request: Request) -> Response:
     )
 
 
-def _chat_request(body: dict[str, Any], model: str) -> ChatRequest:
-    if body.get("previous_response_id") is not None:
-        raise APIError(
-            400,
-            "previous_response_id: this simulator stores no responses; send the whole "
-            "conversation in input",
-            "previous_response_id",
-            "unsupported_parameter",
-        )
+STORED_RESPONSES = 1024
+"""Responses a simulator keeps for ``previous_response_id`` (the oldest are forgotten)."""
+
+
+def _store(
+    store: MutableMapping[str, list[dict[str, Any]]],
+    rid: str,
+    messages: list[dict[str, Any]],
+    reply: Reply,
+) -> None:
+    """Keep a response's conversation, its reply last in the chat form, for requests that
+    continue from it."""
+    calls = [
+        {"id": cid, "type": "function", "function": {"name": name, "arguments": "".join(a)}}
+        for cid, name, a in reply.tool_calls
+    ]
+    store[rid] = [*messages, assistant_message(reply.content or None, calls or None)]
+    while len(store) > STORED_RESPONSES:
+        del store[next(iter(store))]
+
+
+def _chat_request(
+    body: dict[str, Any], model: str, store: Mapping[str, list[dict[str, Any]]]
+) -> ChatRequest:
     try:
         chat = wire.to_chat(body)
     except WireError as exc:
         text = str(exc)
         param = text.partition(":")[0].removeprefix("body.")
         raise APIError(400, text, param, "invalid_value") from None
+    prev = wire.previous_response_id(body)
+    if prev is not None:
+        earlier = store.get(prev)
+        if earlier is None:
+            raise APIError(
+                404,
+                f"previous_response_id: no stored response {prev!r} (this server keeps the "
+                f"last {STORED_RESPONSES})",
+                "previous_response_id",
+                "previous_response_not_found",
+            )
+        chat["messages"] = wire.continue_from(earlier, chat["messages"])
     if not chat["messages"]:
         raise APIError(
             400, "input: field required (a string or a non-empty list)", "input", "missing_field"
@@ -127,9 +159,9 @@ def _response(
         "model": model,
         "output": [] if r is None else _output(r, ids),
         "parallel_tool_calls": body.get("parallel_tool_calls", True),
-        "previous_response_id": None,
+        "previous_response_id": body.get("previous_response_id"),
         "reasoning": {"effort": None, "summary": None},
-        "store": False,
+        "store": body.get("store", True) is not False,
         "temperature": body.get("temperature", 1.0),
         "text": {"format": {"type": "text"}},
         "tool_choice": body.get("tool_choice", "auto"),
