@@ -127,7 +127,10 @@ class RecordingProxy:
                 await asyncio.wait({task, sent}, return_when=asyncio.FIRST_COMPLETED)
                 sent.cancel()
                 hdrs = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
-                call.pending = self.recorder.begin(api, body, hdrs, now)
+                try:
+                    call.pending = self.recorder.begin(api, body, hdrs, now)
+                except Exception as exc:  # recording never gets in the agent's way
+                    self.recorder.note("record_error", now, where="begin", error=_why(exc))
             call.placed.set()
             await task
         finally:
@@ -305,7 +308,10 @@ class _Call:
             last_token_ns=end,
             chunk_offsets_ns=self.offsets,
         )
-        await rec.end(self.pending, reply, timings, error)
+        try:
+            await rec.end(self.pending, reply, timings, error)
+        except Exception as exc:  # the agent already has its answer; the trace notes the loss
+            rec.note("record_error", end, where="end", error=_why(exc))
 
 
 class _Clients:
