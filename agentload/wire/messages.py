@@ -15,7 +15,8 @@
 * ``tools`` → function tools (server tools, which have no ``input_schema``, drop);
   ``tool_choice`` ``auto``/``any``/``tool``/``none`` → ``auto``/``required``/a function/
   ``none`` (``disable_parallel_tool_use`` → ``parallel_tool_calls: false``); ``max_tokens``,
-  ``temperature``, ``top_p``, ``stream`` carry over, ``stop_sequences`` → ``stop``, and a
+  ``temperature``, ``top_p``, ``stream`` and the engines' length fields (``apis.ENGINE_FIELDS``)
+  carry over, ``stop_sequences`` → ``stop``, and a
   streamed request asks for usage (``stream_options.include_usage``).
 
 A block of a type this module does not know maps to nothing; a body that is broken in shape

@@ -6,8 +6,11 @@ one assistant message (text joined, every call a tool call with ``call_id`` as i
 ``arguments`` text as sent), ``function_call_output`` a tool message; ``reasoning`` and unknown
 items are skipped. An answer (a ``response`` object or its event stream) reads into the same
 assistant message: the text of its ``message`` items joined, its ``function_call`` items in
-order. ``previous_response_id`` cannot be resolved here (the earlier turns live with whoever saw
-them): ``to_chat`` keeps the messages as given and ``previous_response_id(body)`` names it.
+order. ``max_output_tokens`` becomes ``max_tokens``; ``temperature``, ``top_p``,
+``parallel_tool_calls``, ``stream`` and the engines' length fields (``apis.ENGINE_FIELDS``)
+carry over. ``previous_response_id`` cannot be resolved here (the earlier turns live with
+whoever saw them): ``to_chat`` keeps the messages as given, ``previous_response_id(body)`` names
+it, and ``continue_from`` joins the stored conversation and the new items.
 """
 
 from __future__ import annotations
