@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import ssl
 import time
+import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -52,7 +53,10 @@ _HOP = frozenset(
         b"accept-encoding",
     }
 )
-_HOP_OUT = frozenset(_HOP - {b"accept-encoding"} | {b"content-encoding"})
+_HOP_OUT = frozenset(_HOP - {b"accept-encoding"})
+_DECODERS = {"gzip", "x-gzip", "deflate"}
+"""Content encodings the proxy can read (an upstream that compresses although it was asked not
+to); the agent gets the bytes as sent either way."""
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -236,20 +240,30 @@ class _Call:
             reader = self._reader = new_reader(self.pending.api)
         kept: list[bytes] = []
         parse_error: str | None = None
+        coding = resp.headers.get("content-encoding", "identity").strip().lower()
+        unzip = zlib.decompressobj(wbits=47) if coding in _DECODERS else None
+        if coding not in _DECODERS | {"identity", ""}:
+            parse_error = f"answer not readable: content-encoding {coding[:40]}"
         try:
             async for chunk in resp.aiter_raw():
                 await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
                 t = time.perf_counter_ns()
-                if self.pending is None:
+                if self.pending is None or parse_error is not None:
                     continue
-                if reader is not None and parse_error is None:
+                if unzip is not None:
+                    try:
+                        chunk = unzip.decompress(chunk)
+                    except zlib.error as exc:
+                        parse_error = f"answer not readable: {coding}: {exc}"
+                        continue
+                if reader is not None:
                     try:
                         if reader.feed(chunk):
                             self.first_ns = self.first_ns or t
                             self.offsets.append(t - self.submit_ns)
                     except Exception as exc:  # a stream we cannot read is still forwarded
                         parse_error = f"answer stream not readable: {exc}"
-                elif reader is None:
+                else:
                     kept.append(chunk)
         except httpx.HTTPError as exc:
             partial = reader.reply() if reader is not None else None
@@ -268,6 +282,8 @@ class _Call:
             elif not reader.done and not out.error:
                 out.error = "upstream ended the stream before its last event"
             return out
+        if parse_error:
+            return WireReply(error=parse_error)
         return self._body_reply(resp.status_code, b"".join(kept))
 
     def _body_reply(self, status: int, raw: bytes) -> WireReply:

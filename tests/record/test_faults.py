@@ -4,6 +4,7 @@ the upstream and never reach the trace."""
 
 from __future__ import annotations
 
+import gzip
 import sys
 import threading
 import time
@@ -198,3 +199,73 @@ def test_credentials_pass_through_and_never_reach_the_trace(
     t = load_trace(path)
     assert len(t.calls) == 2
     assert all(key not in (c.error or "") for c in t.calls.values())
+
+
+class _GzipUpstream:
+    """A real HTTP upstream (uvicorn, 127.0.0.1) that gzips its chat answers whatever the
+    request accepts, as a misconfigured server or CDN does."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        import uvicorn
+
+        from agentload.endpoint.server.server import bind_socket
+
+        answer = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "fault-model",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "squeezed hello"},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+        }
+        body = gzip.compress(orjson.dumps(answer))
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                return
+            while (await receive()).get("more_body"):
+                pass
+            headers = [(b"content-type", b"application/json"), (b"content-encoding", b"gzip")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+        self.sock = bind_socket("127.0.0.1", 0)
+        self.base_url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="off"))
+        self.thread = threading.Thread(
+            target=lambda: asyncio.run(self.server.serve(sockets=[self.sock])), daemon=True
+        )
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()
+
+
+def test_a_compressed_answer_reaches_the_agent_as_sent_and_is_read(
+    record_proxy: Callable[..., Any],
+) -> None:
+    up = _GzipUpstream()
+    try:
+        rp = record_proxy(up.base_url)
+        r = httpx.post(rp.base_url + "/chat/completions", json={**_BODY, "stream": False})
+    finally:
+        up.stop()
+    assert r.headers["content-encoding"] == "gzip"  # as the upstream sent it
+    assert r.json()["choices"][0]["message"]["content"] == "squeezed hello"
+    t = load_trace(rp.stop())
+    (call,) = t.calls.values()
+    assert call.error is None and call.response.text_len == len("squeezed hello")
+    assert call.usage.prompt_tokens == 5
