@@ -9,8 +9,9 @@ can tell which agent sent it. The rules, in this order (docs/record.md):
 2. **Continuation.** A call whose messages start with an agent's previous request followed by
    that request's reply is that agent's next call (``seq`` + 1). The reply is compared as the
    agent carries it on: same tool-call names and arguments (as JSON values, so re-serialized
-   arguments match) and the same text up to surrounding whitespace; tool-call ids may differ
-   (agents, ``generate`` among them, renumber them). After a failed call (no reply) the same
+   arguments match; malformed ones, not a JSON object, match whatever repair the agent carries
+   on) and the same text up to surrounding whitespace; tool-call ids may differ (agents,
+   ``generate`` among them, renumber them). After a failed call (no reply) the same
    prompt, or any extension of it, continues the agent. The longest match wins.
 3. **Child agent.** A call that continues no agent but starts while tool calls are outstanding
    (emitted, no result seen yet) is a sub-agent of one of them: of the call whose id its
@@ -131,7 +132,10 @@ def same_reply(reply: dict[str, Any], carried: dict[str, Any]) -> bool:
         fx, fy = x.get("function") or {}, y.get("function") or {}
         if fx.get("name") != fy.get("name"):
             return False
-        if _args_value(str(fx.get("arguments", ""))) != _args_value(str(fy.get("arguments", ""))):
+        mine = _args_value(str(fx.get("arguments", "")))
+        if not isinstance(mine, dict):
+            continue  # malformed (cut at max_tokens, not an object): agents repair it their way
+        if mine != _args_value(str(fy.get("arguments", ""))):
             return False
     return _text(reply.get("content")).strip() == _text(carried.get("content")).strip()
 
