@@ -269,3 +269,36 @@ def test_a_compressed_answer_reaches_the_agent_as_sent_and_is_read(
     (call,) = t.calls.values()
     assert call.error is None and call.response.text_len == len("squeezed hello")
     assert call.usage.prompt_tokens == 5
+
+
+def test_a_cut_tool_call_the_agent_repaired_keeps_its_thread(
+    record_proxy: Callable[..., Any],
+) -> None:
+    """A reply cut at max_tokens inside a tool call's arguments; the agent carries the call on
+    with repaired arguments (as generate does, with ``{}``) and its result: the same agent."""
+    srv = _fault(chat=["cutcall", "ok"])
+    try:
+        rp = record_proxy(srv.base_url)
+        url = rp.base_url + "/chat/completions"
+        first = httpx.post(url, json=_BODY, timeout=10)
+        assert first.status_code == 200 and b'"finish_reason":"length"' in first.content
+        events = [orjson.loads(line[6:]) for line in first.content.split(b"\n")
+                  if line.startswith(b"data: {")]  # fmt: skip
+        deltas = [e["choices"][0]["delta"] for e in events if e["choices"]]
+        text = "".join(d.get("content") or "" for d in deltas)
+        cid = next(tc["id"] for d in deltas for tc in d.get("tool_calls", []) if tc.get("id"))
+        history = [
+            *_BODY["messages"],  # type: ignore[misc]
+            {"role": "assistant", "content": text, "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": "read_file",
+                                                              "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": cid, "content": "error: the call was cut"},
+        ]  # fmt: skip
+        second = httpx.post(url, json={**_BODY, "messages": history}, timeout=10)
+        assert second.status_code == 200
+    finally:
+        srv.stop()
+    t = load_trace(rp.stop())
+    assert len(t.agents) == 1 and sorted(c.seq for c in t.calls.values()) == [0, 1]
+    (tc,) = t.tool_calls.values()
+    assert tc.id == cid and tc.arguments == {} and tc.name == "read_file"
