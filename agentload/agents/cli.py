@@ -15,21 +15,22 @@ import sys
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import typer
 from rich.console import Console
 
-from agentload.agents.calibrate import TokenRatio
-from agentload.agents.live import run_points
-from agentload.agents.llm import DEFAULT_CALL_TIMEOUT_S
-from agentload.agents.progress import make_progress, summary_table
-from agentload.agents.run import GenerateOptions, RunResult, generate, summary_rows
+from agentload.agents.limits import DEFAULT_CALL_TIMEOUT_S
 from agentload.auth import redact_text, userinfo_warning
 from agentload.replay.cli import config_from_options
 from agentload.replay.config import ReplayConfig
 from agentload.replay.results import ResultsDocument
+
+if TYPE_CHECKING:  # the agents' modules load langgraph, langchain and openai (seconds): only
+    # the commands that run agents import them, so `agentload --help`, `record`, `replay` ... start fast
+    from agentload.agents.calibrate import TokenRatio
+    from agentload.agents.run import GenerateOptions, RunResult
 
 __all__ = ["FAILED_REASONS", "register", "run_command", "run_generate"]
 
@@ -64,6 +65,10 @@ def run_generate(
     ``bench`` (the live benchmark's options: levels, GPUs, power), one run per level and the
     benchmark files beside the traces (``agents.live``; report.html only with ``report``).
     Returns the (first) run."""
+    from agentload.agents.live import run_points
+    from agentload.agents.progress import make_progress, summary_table
+    from agentload.agents.run import generate, summary_rows
+
     err = Console(stderr=True)
     warning = userinfo_warning(opts.endpoint) if opts.endpoint else None
     if warning:
@@ -239,6 +244,7 @@ def run_command(doc: str, *, evaluate: bool | None = None) -> Callable[..., None
     ``evaluate`` fixes ``--eval`` (and leaves the option out), None offers it."""
 
     def command(**kw: Any) -> None:
+        from agentload.agents.run import GenerateOptions
         from agentload.scenarios import load_scenario
 
         json_out = kw.pop("json_out")

@@ -24,7 +24,10 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["END_REASONS", "Deadline", "SessionEnd"]
+__all__ = ["DEFAULT_CALL_TIMEOUT_S", "END_REASONS", "Deadline", "SessionEnd"]
+
+DEFAULT_CALL_TIMEOUT_S: Final = 300.0
+"""The most one attempt of a call may take (``--call-timeout``), first byte to last."""
 
 END_REASONS: Final = (
     "done",

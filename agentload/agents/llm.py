@@ -44,7 +44,7 @@ from typing import Any, Literal
 import openai
 import orjson
 
-from agentload.agents.limits import Deadline, SessionEnd
+from agentload.agents.limits import DEFAULT_CALL_TIMEOUT_S, Deadline, SessionEnd
 from agentload.auth import api_key_from_env, redact_text, redact_url, split_base_url
 from agentload.errortext import clip, is_context_overflow, is_request_error
 
@@ -64,8 +64,6 @@ __all__ = [
 ]
 
 DUMMY_API_KEY = "agentload-simulator"
-DEFAULT_CALL_TIMEOUT_S = 300.0
-"""The most one attempt of a call may take (``--call-timeout``), first byte to last."""
 _RAW = "X-Stainless-Raw-Response"
 
 Clock = Callable[[], int]
