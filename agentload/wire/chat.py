@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
-from agentload.errors import WireError
-from agentload.wire.reply import StreamReader, WireReply, need
+from agentload.wire.reply import (
+    StreamReader,
+    WireReply,
+    error_text,
+    event_object,
+    need,
+    str_or_none,
+)
 
 __all__ = ["Stream", "reply_from_json", "to_chat"]
 
@@ -26,9 +30,9 @@ def _usage(obj: dict[str, Any]) -> dict[str, Any] | None:
 def reply_from_json(obj: Any) -> WireReply:
     """A ``chat.completion`` object (or an ``{"error": ...}`` body)."""
     if isinstance(obj, dict) and "error" in obj and "choices" not in obj:
-        return WireReply(error=_error_text(obj["error"]))
+        return WireReply(error=error_text(obj["error"]))
     choices = need(obj, "choices", list, "body")
-    out = WireReply(usage=_usage(obj), response_id=_str(obj.get("id")))
+    out = WireReply(usage=_usage(obj), response_id=str_or_none(obj.get("id")))
     if not choices:
         return out
     ch = choices[0]
@@ -37,7 +41,7 @@ def reply_from_json(obj: Any) -> WireReply:
     out.content = content if isinstance(content, str) else None
     out.tool_calls = [_tool_call(tc, f"choices[0].message.tool_calls[{i}]")
                       for i, tc in enumerate(msg.get("tool_calls") or ())]  # fmt: skip
-    out.finish_reason = _str(ch.get("finish_reason"))
+    out.finish_reason = str_or_none(ch.get("finish_reason"))
     return out
 
 
@@ -53,16 +57,6 @@ def _tool_call(tc: Any, where: str) -> dict[str, Any]:
     }
 
 
-def _str(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
-
-
-def _error_text(err: Any) -> str:
-    if isinstance(err, dict):
-        return str(err.get("message") or err)
-    return str(err)
-
-
 class Stream(StreamReader):
     """``chat.completion.chunk`` events, ``data: [DONE]`` last."""
 
@@ -75,17 +69,12 @@ class Stream(StreamReader):
         if data == b"[DONE]":
             self.done = True
             return False
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise WireError(f"stream event: malformed JSON: {exc}") from None
-        if not isinstance(obj, dict):
-            raise WireError(f"stream event: expected an object, got {type(obj).__name__}")
+        obj = event_object(name, data)
         if "error" in obj and "choices" not in obj:
-            self.out.error = _error_text(obj["error"])
+            self.out.error = error_text(obj["error"])
             return False
         if self.out.response_id is None:
-            self.out.response_id = _str(obj.get("id"))
+            self.out.response_id = str_or_none(obj.get("id"))
         if isinstance(obj.get("usage"), dict):
             self.out.usage = dict(obj["usage"])
         carried = False

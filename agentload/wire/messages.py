@@ -36,7 +36,7 @@ import orjson
 from agentload.errors import WireError
 from agentload.recorder.capture import assistant_message
 from agentload.wire.apis import ENGINE_FIELDS
-from agentload.wire.reply import StreamReader, WireReply, need
+from agentload.wire.reply import StreamReader, WireReply, event_object, need
 
 __all__ = ["Stream", "reply_from_json", "to_chat"]
 
@@ -230,20 +230,12 @@ def reply_from_json(obj: Any) -> WireReply:
     """A ``message`` object (or an ``{"type": "error", "error": ...}`` body)."""
     if isinstance(obj, dict) and "error" in obj and "content" not in obj:
         return WireReply(error=_error_text(obj))
-    blocks = need(obj, "content", list, "body")
-    texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    for j, b in enumerate(blocks):
-        kind = _kind(b, f"content[{j}]")
-        if kind == "text":
-            texts.append(need(b, "text", str, f"content[{j}]"))
-        elif kind == "tool_use":
-            calls.append(_call(b, f"content[{j}]"))
+    turn = _assistant(need(obj, "content", list, "body"), "content")  # as the history reads it
     usage = obj.get("usage")
     rid = obj.get("id")
     return WireReply(
-        content="".join(texts) or None,
-        tool_calls=calls,
+        content=turn["content"],
+        tool_calls=turn.get("tool_calls", []),
         finish_reason=_finish(obj.get("stop_reason")),
         usage=_chat_usage(usage) if isinstance(usage, dict) else None,
         response_id=rid if isinstance(rid, str) else None,
@@ -290,12 +282,7 @@ class Stream(StreamReader):
         self._usage: dict[str, Any] = {}
 
     def event(self, name: str | None, data: bytes) -> bool:
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise WireError(f"stream event {name or '?'}: malformed JSON: {exc}") from None
-        if not isinstance(obj, dict):
-            raise WireError(f"stream event: expected an object, got {type(obj).__name__}")
+        obj = event_object(name, data)
         kind = obj.get("type") or name
         if kind == "content_block_delta":
             return self._delta(obj)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from agentload.errors import WireError
 
 __all__ = ["StreamReader", "WireReply"]
@@ -75,6 +77,29 @@ class StreamReader:
 
     def reply(self) -> WireReply:
         return self.out
+
+
+def event_object(name: str | None, data: bytes) -> dict[str, Any]:
+    """One SSE event's data as a JSON object; else ``WireError`` naming the event."""
+    what = f"stream event {name}" if name else "stream event"
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise WireError(f"{what}: malformed JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise WireError(f"{what}: expected an object, got {type(obj).__name__}")
+    return obj
+
+
+def str_or_none(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def error_text(err: Any) -> str:
+    """The text of an OpenAI-shaped ``error`` value (its ``message``, else the value)."""
+    if isinstance(err, dict):
+        return str(err.get("message") or err)
+    return str(err)
 
 
 def need(obj: Any, key: str, types: type | tuple[type, ...], where: str) -> Any:

@@ -17,11 +17,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from agentload.errors import WireError
 from agentload.wire.apis import ENGINE_FIELDS
-from agentload.wire.reply import StreamReader, WireReply, need
+from agentload.wire.reply import (
+    StreamReader,
+    WireReply,
+    error_text,
+    event_object,
+    need,
+    str_or_none,
+)
 
 __all__ = [
     "Stream",
@@ -194,11 +199,11 @@ def _tool_choice(choice: Any) -> str | dict[str, Any] | None:
 def reply_from_json(obj: Any) -> WireReply:
     """A ``response`` object (or an ``{"error": ...}`` body)."""
     if isinstance(obj, dict) and obj.get("error") is not None and "output" not in obj:
-        return WireReply(error=_error_text(obj["error"]))
+        return WireReply(error=error_text(obj["error"]))
     output = need(obj, "output", list, "body")
-    out = WireReply(response_id=_str(obj.get("id")), usage=_usage(obj.get("usage")))
+    out = WireReply(response_id=str_or_none(obj.get("id")), usage=_usage(obj.get("usage")))
     if obj.get("error") is not None:
-        out.error = _error_text(obj["error"])
+        out.error = error_text(obj["error"])
     text: list[str] = []
     for i, item in enumerate(output):
         kind = need(item, "type", str, f"output[{i}]")
@@ -253,16 +258,6 @@ def _usage(u: Any) -> dict[str, Any] | None:
     return out
 
 
-def _str(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
-
-
-def _error_text(err: Any) -> str:
-    if isinstance(err, dict):
-        return str(err.get("message") or err)
-    return str(err)
-
-
 _FINAL = ("response.completed", "response.incomplete", "response.failed")
 
 
@@ -278,14 +273,7 @@ class Stream(StreamReader):
         self._final_response: dict[str, Any] | None = None
 
     def event(self, name: str | None, data: bytes) -> bool:
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise WireError(f"stream event {name or ''}: malformed JSON: {exc}") from None
-        if not isinstance(obj, dict):
-            raise WireError(
-                f"stream event {name or ''}: expected an object, got {type(obj).__name__}"
-            )
+        obj = event_object(name, data)
         kind = obj.get("type") or name
         if kind == "response.output_text.delta":
             return self._delta(obj)
@@ -303,7 +291,7 @@ class Stream(StreamReader):
         elif kind in ("response.created", "response.in_progress"):
             r = obj.get("response")
             if isinstance(r, dict) and self.out.response_id is None:
-                self.out.response_id = _str(r.get("id"))
+                self.out.response_id = str_or_none(r.get("id"))
         elif kind in _FINAL:
             self._final(obj.get("response"))
         elif kind == "error":
@@ -348,10 +336,10 @@ class Stream(StreamReader):
             self._text = {0: {0: [final.content or ""]}}
             self._calls = dict(enumerate(final.tool_calls, start=1))
             self._order = [0, *self._calls]
-        self.out.response_id = self.out.response_id or _str(r.get("id"))
+        self.out.response_id = self.out.response_id or str_or_none(r.get("id"))
         self.out.usage = _usage(r.get("usage")) or self.out.usage
         if r.get("error") is not None:
-            self.out.error = _error_text(r["error"])
+            self.out.error = error_text(r["error"])
         self._final_response = r
 
     def reply(self) -> WireReply:

@@ -400,7 +400,7 @@ def test_stream_error_event_malformed_event_and_cut_stream() -> None:
         == 1
     )
     assert odd.reply().content is None
-    with pytest.raises(WireError, match="stream event: expected an object, got list"):
+    with pytest.raises(WireError, match="stream event ping: expected an object, got list"):
         stream_reader("messages").feed(b"event: ping\ndata: []\n\n")
 
 
