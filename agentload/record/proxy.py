@@ -84,9 +84,7 @@ class RecordingProxy:
         self.upstream = upstream.rstrip("/").removesuffix("/v1")
         self.recorder = recorder
         self.clients = _Clients(self.upstream.startswith("https"))
-        self.client = self.clients.builder
         self.in_flight = 0
-        self.requests = 0
         self.last_activity_ns = time.perf_counter_ns()
 
     async def aclose(self) -> None:
@@ -99,7 +97,6 @@ class RecordingProxy:
         if scope["type"] != "http":
             return
         self.in_flight += 1
-        self.requests += 1
         try:
             await self._handle(scope, receive, send)
         finally:
@@ -119,7 +116,7 @@ class RecordingProxy:
         disconnected = asyncio.Event()
         watcher = asyncio.create_task(_watch_disconnect(receive, disconnected))
         call = _Call(self, api, None, now, send, disconnected)
-        req = self.client.build_request(
+        req = self.clients.builder.build_request(
             scope["method"], url, headers=headers, content=body, extensions={"trace": call.trace}
         )
         task = asyncio.ensure_future(call.run(req))
@@ -165,7 +162,6 @@ class _Call:
         self.disconnected = disconnected
         self.first_ns: int | None = None
         self.offsets: list[int] = []
-        self.started = False
         self.placed = asyncio.Event()
         """Set once the request has been read and placed (``pending`` is final)."""
         self.sent = asyncio.Event()
@@ -233,7 +229,6 @@ class _Call:
         await self.send(
             {"type": "http.response.start", "status": resp.status_code, "headers": out_headers}
         )
-        self.started = True
         streamed = "text/event-stream" in resp.headers.get("content-type", "")
         reader: StreamReader | None = None
         if self.pending is not None and streamed and resp.status_code < 400:
@@ -308,7 +303,6 @@ class _Call:
     async def _respond(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
         await self.send({"type": "http.response.body", "body": body, "more_body": False})
-        self.started = True
 
     async def _record(self, reply: WireReply, error: str | None) -> None:
         await self.placed.wait()

@@ -51,6 +51,8 @@ class Pending:
     chat: dict[str, Any]
     placement: Placement
     submit_ns: int
+    scrubbed: list[tuple[Any, str]]
+    """Each chat message as the trace holds it, and its content id (hashed once per call)."""
 
 
 class Recorder:
@@ -74,13 +76,11 @@ class Recorder:
         self._responses: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         """Responses answered so far (bounded): id → the conversation it ended, reply included
         (``previous_response_id`` continues from it)."""
-        self.last_ns = time.perf_counter_ns()
 
     # -- arrival -----------------------------------------------------------------------------
     def begin(self, api: Api, raw: bytes, headers: dict[str, str], now_ns: int) -> Pending | None:
         """Read and place one request (synchronous: requests are placed in arrival order);
         None when its body cannot be read (noted as an event; the request is still sent)."""
-        self.last_ns = now_ns
         try:
             body = orjson.loads(raw)
             if not isinstance(body, dict):
@@ -94,7 +94,8 @@ class Recorder:
         except (orjson.JSONDecodeError, WireError) as exc:
             self.note("unread_request", now_ns, api=api, error=clip(str(exc)))
             return None
-        ids = [self.writer.scrubbed(m)[1] for m in messages]
+        scrubbed = [self.writer.scrubbed(m) for m in messages]
+        ids = [mid for _, mid in scrubbed]
         session = headers.get(self.session_header) if self.session_header else None
         agent = headers.get(self.agent_header) if self.agent_header and session else None
         placement = self.threads.route(messages, ids, now_ns, session, agent)
@@ -106,7 +107,7 @@ class Recorder:
             self.writer.write_nowait(self._tool_record(c))
         for a in placement.ended_agents:
             self.writer.write_nowait(a)
-        return Pending(api, body, chat, placement, now_ns)
+        return Pending(api, body, chat, placement, now_ns, scrubbed)
 
     def _resolve(
         self, body: dict[str, Any], messages: list[dict[str, Any]], now_ns: int
@@ -168,7 +169,6 @@ class Recorder:
         """Write the call's ``llm_call`` (``error``: why it failed, if it did)."""
         pl = p.placement
         end_ns = timings.last_token_ns or time.perf_counter_ns()
-        self.last_ns = max(self.last_ns, end_ns)
         self.calls += 1
         error = error or reply.error
         if error:
@@ -190,6 +190,7 @@ class Recorder:
             error=clip(error) if error else None,
             api=p.api,
             native=native,
+            scrubbed=p.scrubbed,
         )
         if not error:
             self._remember(p, reply)

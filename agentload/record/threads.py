@@ -57,7 +57,6 @@ class AgentState:
     last_call_id: str | None = None
     last_end_ns: int | None = None
     in_flight: int = 0
-    header_name: str | None = None
 
 
 @dataclass
@@ -330,7 +329,7 @@ class Threads:
             role=_role(parent),
             start_ns=now_ns,
         )
-        state = AgentState(rec, header_name=header_name)
+        state = AgentState(rec)
         self.agents[aid] = state
         if header_name is not None:
             self._by_header[(session_id, header_name)] = aid

@@ -70,13 +70,16 @@ class CallCapture:
         error: str | None = None,
         api: Literal["chat", "responses", "messages"] = "chat",
         native: NativeRequest | None = None,
+        scrubbed: list[tuple[Any, str]] | None = None,
     ) -> LLMCallRecord:
         """Write the blobs this call needs and the ``llm_call`` record; return the record.
 
         ``body`` is the request body exactly as sent (messages, tools, parameters);
-        ``usage`` the server's usage object (or None); ``tool_calls`` OpenAI-shaped dicts.
+        ``usage`` the server's usage object (or None); ``tool_calls`` OpenAI-shaped dicts;
+        ``scrubbed``: ``writer.scrubbed`` of each message, when the caller has it already.
         """
-        scrubbed = [self.writer.scrubbed(m) for m in body["messages"]]
+        if scrubbed is None:
+            scrubbed = [self.writer.scrubbed(m) for m in body["messages"]]
         messages = [m for m, _ in scrubbed]
         tools: list[dict[str, Any]] | None = body.get("tools") or None
         if tools:
