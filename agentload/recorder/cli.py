@@ -6,6 +6,9 @@
   ``file:line``, the field and the reason).
 * ``stats FILE... [--json] [--plot PNG]``: the numbers of ``agentload.recorder.stats``, per
   file (``--json``: one object per file, one per line).
+* ``stats FILE... --compare OTHER... [--labels A,B] [--tolerance T] [--json] [--plot PNG]``:
+  the FILEs pooled against the OTHER traces pooled, statistic by statistic
+  (``agentload.recorder.comparison``); ``--plot`` draws the distributions overlaid.
 
 A directory given as FILE stands for its ``*.agentload.jsonl[.zst]`` files.
 * ``inspect FILE [--agent ID] [--call N]``: the agent tree and one agent's calls, or one call
@@ -122,12 +125,32 @@ def stats(
         typer.Option(
             "--plot",
             help="Write a PNG of prompt tokens vs call index per agent "
-            "(several files: NAME-1.png, NAME-2.png, ...).",
+            "(several files: NAME-1.png, NAME-2.png, ...); with --compare, the distributions "
+            "of both sides overlaid, one panel per statistic.",
         ),
     ] = None,
+    compare: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--compare",
+            help="Compare the FILEs (pooled) with these traces (pooled; files or directories, "
+            "the option repeated for more): p10/p50/p90 per statistic, the ratio of the "
+            "medians and the Kolmogorov-Smirnov distance.",
+        ),
+    ] = None,
+    labels: Annotated[
+        str | None,
+        typer.Option("--labels", help="Names of the two sides, 'A,B' (default: file names)."),
+    ] = None,
+    tolerance: Annotated[
+        float,
+        typer.Option(
+            "--tolerance", min=0.0, help="A ratio of medians within 1 ± this counts as matching."
+        ),
+    ] = 0.25,
 ) -> None:
     """Summary numbers per file: agents, calls, tool times, gaps, token growth, prefix reuse,
-    wall time."""
+    wall time; or, with --compare, two sets of traces side by side."""
     from agentload.recorder.paths import trace_files
     from agentload.recorder.stats import compute_stats
     from agentload.recorder.trace import load_trace
@@ -135,6 +158,11 @@ def stats(
     if plot is not None and plot.suffix.lower() != ".png":
         raise ConfigError(f"--plot {plot}: the plot is written as PNG; name it *.png")
     paths = trace_files(files)
+    if compare:
+        _compare(paths, trace_files(compare), json_, plot, labels, tolerance)
+        return
+    if labels is not None:
+        raise ConfigError("--labels names the two sides of --compare; give --compare too")
     for i, path in enumerate(paths, 1):
         trace = load_trace(path)
         result = compute_stats(trace)
@@ -155,6 +183,58 @@ def stats(
             out = plot_context_growth(trace, target)
             which = f" ({path})" if len(paths) > 1 else ""
             print(f"plot written to {out}{which}", file=sys.stderr)
+
+
+def _side_label(paths: list[Path]) -> str:
+    if len(paths) == 1:
+        return paths[0].name.split(".")[0]
+    parents = {p.parent for p in paths}
+    folder = parents.pop().name if len(parents) == 1 else "traces"
+    return f"{folder} ({len(paths)} files)"
+
+
+def _compare(
+    a_paths: list[Path],
+    b_paths: list[Path],
+    json_: bool,
+    plot: Path | None,
+    labels: str | None,
+    tolerance: float,
+) -> None:
+    from agentload.recorder.comparison import compare, render_comparison
+    from agentload.recorder.samples import Samples, trace_samples
+    from agentload.recorder.trace import load_trace
+
+    if labels is not None:
+        names = [n.strip() for n in labels.split(",")]
+        if len(names) != 2 or not all(names):
+            raise ConfigError(f"--labels {labels!r}: give two names, 'A,B'")
+        pair = (names[0], names[1])
+    else:
+        pair = (_side_label(a_paths), _side_label(b_paths))
+        if pair[0] == pair[1]:
+            pair = (f"A: {pair[0]}", f"B: {pair[1]}")
+    sides = []
+    for paths in (a_paths, b_paths):
+        pooled = Samples()
+        for path in paths:
+            pooled.extend(trace_samples(load_trace(path)))
+        sides.append(pooled)
+    result = compare(sides[0], sides[1], tolerance=tolerance)
+    if json_:
+        out = {
+            "a": {"label": pair[0], "files": [str(p) for p in a_paths]},
+            "b": {"label": pair[1], "files": [str(p) for p in b_paths]},
+            **result,
+        }
+        sys.stdout.write(orjson.dumps(out).decode() + "\n")
+    else:
+        render_comparison(result, _console(), pair)
+    if plot is not None:
+        from agentload.recorder.compare_plot import plot_comparison
+
+        written = plot_comparison(sides[0], sides[1], result, plot, pair)
+        print(f"plot written to {written}", file=sys.stderr)
 
 
 @trace_app.command()

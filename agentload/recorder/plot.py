@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from agentload.errors import ConfigError
 from agentload.recorder.trace import Trace
 
-__all__ = ["plot_context_growth"]
+__all__ = ["plot_context_growth", "save_figure"]
 
 _ROLE_COLOURS = ("#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
@@ -90,6 +91,14 @@ def plot_context_growth(trace: Trace, out: str | os.PathLike[str]) -> Path:
         title += f" ({trace.header.model})"
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
+    return save_figure(fig, out)
+
+
+def save_figure(fig: Any, out: str | os.PathLike[str]) -> Path:
+    """Write a matplotlib figure to ``out`` (its folder made), close it, return the path; a
+    path that cannot be written is one ConfigError line."""
+    from matplotlib import pyplot as plt
+
     path = Path(out)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -54,15 +54,19 @@ sample.
 
 from __future__ import annotations
 
-import itertools
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 from agentload.intervals import union_ns
 from agentload.quantiles import percentile
-from agentload.recorder.prefix import seen_blocks
-from agentload.recorder.schema import LLMCallRecord, ToolCallRecord
+from agentload.recorder.samples import (
+    agent_ids,
+    completion_tokens,
+    is_tool_time,
+    session_spans,
+    trace_samples,
+)
 from agentload.recorder.trace import Trace
 
 __all__ = ["STATS_KEYS", "completion_tokens", "compute_stats"]
@@ -89,75 +93,8 @@ def _pct(values: Sequence[float], q: float) -> float | None:
     return percentile(values, q) if values else None
 
 
-def completion_tokens(call: LLMCallRecord) -> int:
-    """Server-reported completion tokens when present, else ours, else 0."""
-    u = call.usage
-    if u.completion_tokens is not None:
-        return u.completion_tokens
-    return u.completion_tokens_ours or 0
-
-
-def _end_ns(call: LLMCallRecord) -> int:
-    t = call.timings
-    return t.last_token_ns or t.first_token_ns or t.submit_ns
-
-
-def _is_tool_time(tc: ToolCallRecord) -> bool:
-    return tc.child_agent_id is None and tc.name != "delegate"
-
-
-def _session_spans(trace: Trace) -> dict[str, tuple[int, int]]:
-    """(start_ns, end_ns) per session, filled from its records where the session lacks them."""
-    lo: dict[str, int] = {}
-    hi: dict[str, int] = {}
-
-    def see(sid: str, *ts: int | None) -> None:
-        for t in ts:
-            if t is None:
-                continue
-            lo[sid] = min(lo.get(sid, t), t)
-            hi[sid] = max(hi.get(sid, t), t)
-
-    for a in trace.agents.values():
-        see(a.session_id, a.start_ns, a.end_ns)
-    for c in trace.calls.values():
-        see(c.session_id, c.timings.submit_ns, _end_ns(c))
-    for tc in trace.tool_calls.values():
-        see(tc.session_id, tc.start_ns, tc.end_ns)
-    for rec in trace.sessions.values():
-        see(rec.id, rec.start_ns, rec.end_ns)
-    spans = {}
-    for sid in lo:
-        sess = trace.sessions.get(sid)
-        start = sess.start_ns if sess is not None else lo[sid]
-        end = sess.end_ns if sess is not None and sess.end_ns is not None else hi[sid]
-        spans[sid] = (start, max(start, end))
-    return spans
-
-
-def _prefix_reuse(trace: Trace) -> float | None:
-    bs = trace.header.block_size
-    by_session: dict[str, list[LLMCallRecord]] = defaultdict(list)
-    for c in trace.calls.values():
-        by_session[c.session_id].append(c)
-    seen_tokens = 0
-    total_tokens = 0
-    for calls in by_session.values():
-        seen: set[str] = set()
-        for c in sorted(calls, key=lambda c: (c.timings.submit_ns, c.seq)):
-            blocks = trace.blocks(c)
-            lo = seen_blocks(blocks, seen)
-            seen_tokens += bs * lo
-            seen.update(blocks[lo:])
-            total_tokens += c.usage.prompt_tokens_ours
-    return seen_tokens / total_tokens if total_tokens else None
-
-
 def _agent_rows(trace: Trace) -> list[dict[str, Any]]:
-    ids = dict.fromkeys(
-        [a.id for a in sorted(trace.agents.values(), key=lambda a: a.start_ns)]
-        + sorted({c.agent_id for c in trace.calls.values()})
-    )
+    ids = agent_ids(trace)
     tools_per_agent: dict[str, int] = defaultdict(int)
     for tc in trace.tool_calls.values():
         tools_per_agent[tc.agent_id] += 1
@@ -209,30 +146,27 @@ def _server_per_ours(trace: Trace) -> float | None:
 def compute_stats(trace: Trace) -> dict[str, Any]:
     """The stats object of a loaded trace (formulas in the module docstring)."""
     rows = _agent_rows(trace)
-    gaps: list[float] = []
-    appended: list[float] = []
-    for r in rows:
-        calls = trace.calls_of(r["id"])
-        for prev, cur in itertools.pairwise(calls):
-            gaps.append(max(0, cur.timings.submit_ns - _end_ns(prev)) / _NS)
-            appended.append(max(0, trace.prompt_tokens(cur) - trace.prompt_tokens(prev)))
-    outputs = [float(completion_tokens(c)) for c in trace.calls.values()]
+    samples = trace_samples(trace)
+    gaps = samples.get("gap_s")
+    appended = samples.get("appended_tokens_per_call")
+    outputs = samples.get("output_tokens_per_call")
 
     durations: dict[str, list[float]] = defaultdict(list)
     busy: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for tc in trace.tool_calls.values():
         durations[tc.name].append(max(0, tc.end_ns - tc.start_ns) / _NS)
-        if _is_tool_time(tc):
+        if is_tool_time(tc):
             busy[tc.session_id].append((tc.start_ns, max(tc.start_ns, tc.end_ns)))
     by_name = {
         name: {"count": len(d), "p50_s": _pct(d, 50), "p90_s": _pct(d, 90)}
         for name, d in sorted(durations.items())
     }
 
-    spans = _session_spans(trace)
+    spans = session_spans(trace)
     session_wall = sum(e - s for s, e in spans.values())
     tool_busy = sum(union_ns(iv) for iv in busy.values())
     wall_ns = max(e for _, e in spans.values()) - min(s for s, _ in spans.values()) if spans else 0
+    seen, total = samples.reuse_tokens
     cached = [c.usage.cached_tokens for c in trace.calls.values()]
     cal = trace.header.token_calibration
     return {
@@ -250,7 +184,7 @@ def compute_stats(trace: Trace) -> dict[str, Any]:
             "p50": _pct(appended, 50),
             "p90": _pct(appended, 90),
         },
-        "prefix_reuse_ceiling": _prefix_reuse(trace),
+        "prefix_reuse_ceiling": seen / total if total else None,
         "tool_time_share": tool_busy / session_wall if session_wall else None,
         "wall_s": wall_ns / _NS,
         "tokenizer": trace.header.tokenizer,
