@@ -19,6 +19,7 @@ an agentload agent from the tools it is offered and its prompt's wording
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -183,9 +184,20 @@ SUBAGENT_TOOLS: Final[dict[str, tuple[str, ...]]] = {
 TOOL_SCHEMAS: Final[dict[str, dict[str, Any]]] = {n: s.schema() for n, s in TOOLS.items()}
 
 
-def tool_schemas(names: tuple[str, ...] | list[str]) -> list[dict[str, Any]]:
-    """The OpenAI ``tools`` list for the given tool names, in that order."""
-    return [TOOLS[n].schema() for n in names]
+def tool_schemas(
+    names: tuple[str, ...] | list[str], descriptions: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The OpenAI ``tools`` list for the given tool names, in that order; ``descriptions``
+    replaces a tool's description by name (a scenario's ``tool_descriptions``: the full manual
+    a real agent product sends instead of the one-line default)."""
+    out = []
+    for n in names:
+        schema = TOOLS[n].schema()
+        text = descriptions.get(n) if descriptions else None
+        if text is not None:
+            schema = {**schema, "function": {**schema["function"], "description": text}}
+        out.append(schema)
+    return out
 
 
 def check_tools(names: list[str], *roles: str) -> list[str]:

@@ -89,7 +89,7 @@ def sample_text(scenario: Scenario, workdir: Path, counter: ChatTokenCounter) ->
     from agentload.scenarios.workspace import materialise
 
     ws = materialise(scenario.workspace.recipe, workdir / "ws", scenario.workspace.fault)
-    tools = contract.tool_schemas(tuple(scenario.orchestrator.tools))
+    tools = contract.tool_schemas(tuple(scenario.orchestrator.tools), scenario.tool_descriptions)
     prompt = build_orchestrator_prompt(
         root=ws.root,
         files=ws.files(),

@@ -158,7 +158,7 @@ async def orchestrator_agent(
         role=contract.ORCHESTRATOR,
         seq=seq,
         messages=state["messages"],
-        tools=contract.tool_schemas(s.orchestrator_tools),
+        tools=s.schemas(s.orchestrator_tools),
         depends_on=state.get("depends_on", []),
         max_tokens=s.max_tokens,
     )
@@ -377,7 +377,7 @@ async def subagent_agent(state: SubagentState, *, runtime: Runtime[AgentRuntime]
         role=state["role"],
         seq=seq,
         messages=state["messages"],
-        tools=contract.tool_schemas(sub.tools),
+        tools=rt.settings.schemas(sub.tools),
         depends_on=state.get("depends_on", []),
         max_tokens=sub.max_tokens,
     )

@@ -18,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agentload import contract
 from agentload.agents.limits import Deadline
 from agentload.agents.llm import ChatClient
 from agentload.agents.tracing import SessionRecorder
@@ -87,6 +88,12 @@ class AgentSettings:
     follow_ups: tuple[str, ...] = ()
     token_ratio: float = 1.0
     """Server tokens per token of ours (``agents.calibrate``): for replies without usage."""
+    tool_descriptions: Mapping[str, str] = field(default_factory=dict)
+    """The scenario's ``tool_descriptions`` (full manuals by tool name)."""
+
+    def schemas(self, names: tuple[str, ...]) -> list[dict[str, Any]]:
+        """The ``tools`` list the agents send for ``names``, with the scenario's descriptions."""
+        return contract.tool_schemas(names, self.tool_descriptions)
 
 
 @dataclass

@@ -83,6 +83,7 @@ def agent_settings(
         seed=seed,
         follow_ups=tuple(scenario.follow_ups),
         token_ratio=token_ratio,
+        tool_descriptions=dict(scenario.tool_descriptions),
     )
 
 
@@ -173,7 +174,7 @@ async def _first_prompt(
         files=place.files,
         instructions=scenario.orchestrator.system_prompt,
         task=scenario.task,
-        tools=contract.tool_schemas(settings.orchestrator_tools),
+        tools=settings.schemas(settings.orchestrator_tools),
         budget_tokens=first_prompt_budget(scenario, settings.token_ratio),
         counter=counter,
     )

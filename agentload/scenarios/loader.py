@@ -103,7 +103,7 @@ def _read(path: Path) -> _Source:
         ) from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_loader(path.parent, label))  # a SafeLoader subclass
     except RecursionError:
         raise ScenarioError(f"{label}: invalid YAML: nested too deeply") from None
     except yaml.YAMLError as exc:
@@ -116,6 +116,38 @@ def _read(path: Path) -> _Source:
     if not isinstance(data, dict):
         raise ScenarioError(f"{label}:1: a scenario must be a YAML mapping")
     return _Source(label, data, node)
+
+
+def _loader(folder: Path, label: str) -> type[yaml.SafeLoader]:
+    """A SafeLoader that also reads ``!include FILE`` (or ``!include [FILE, ...]``, joined by a
+    blank line): the text of files next to the scenario (``folder``), so long prompts and tool
+    manuals live in their own files. A file that cannot be read is one ScenarioError line."""
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    def include(loader: yaml.SafeLoader, node: yaml.Node) -> str:
+        if isinstance(node, yaml.ScalarNode):
+            names = [loader.construct_scalar(node)]
+        elif isinstance(node, yaml.SequenceNode):
+            names = [loader.construct_object(n) for n in node.value]
+        else:
+            names = []
+        where = f"{label}:{node.start_mark.line + 1}"
+        if not names or not all(isinstance(n, str) and n for n in names):
+            raise ScenarioError(f"{where}: !include takes a file name or a list of file names")
+        texts = []
+        for name in names:
+            target = (folder / str(name)).resolve()
+            try:
+                texts.append(target.read_text(encoding="utf-8").strip())
+            except (OSError, UnicodeDecodeError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+                raise ScenarioError(f"{where}: !include {name}: cannot read: {why}") from None
+        return "\n\n".join(texts) + "\n"
+
+    _Loader.add_constructor("!include", include)
+    return _Loader
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -197,6 +197,12 @@ class Scenario(_Model):
         gt=0,
         description="stop when the orchestrator's server-reported prompt tokens reach this",
     )
+    tool_descriptions: dict[str, str] = Field(
+        default_factory=dict,
+        description="the description the model reads, by tool name, instead of the one-line "
+        "default: the full manual a real agent product sends (`!include FILE` in YAML reads it "
+        "from a file next to the scenario)",
+    )
     tool_output_max_chars: int = Field(
         default=30_000, ge=200, description="tool output beyond this is cut (head + tail kept)"
     )
@@ -225,6 +231,16 @@ class Scenario(_Model):
         orch = info.data.get("orchestrator")
         if isinstance(orch, OrchestratorSpec) and contract.DELEGATE in orch.tools and not v:
             raise ValueError("orchestrator.tools has `delegate`: define at least one kind")
+        return v
+
+    @field_validator("tool_descriptions")
+    @classmethod
+    def _known_described_tools(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, text in v.items():
+            if name not in contract.TOOLS:
+                raise ValueError(f"unknown tool {name!r}; valid: {', '.join(contract.TOOLS)}")
+            if not text.strip():
+                raise ValueError(f"{name}: empty; leave the tool out to keep its default")
         return v
 
     @field_validator("test_target_command")

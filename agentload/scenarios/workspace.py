@@ -3,7 +3,8 @@
 Recipes (always a copy; the original is never touched):
 
 * ``stdlib:PACKAGE`` — the package from the running interpreter's standard library plus its test
-  suite from the stdlib ``test`` package (``test/test_PACKAGE``) and ``test/support``, laid out so
+  suite from the stdlib ``test`` package (``test/test_PACKAGE``), ``test/support`` (and
+  ``test/certdata`` when the suite reads its certificates), laid out so
   that ``python3 -m unittest test.test_PACKAGE`` run in the workspace imports the *workspace's*
   copy (the current directory comes first on ``sys.path``).
 * ``path:DIR`` — a copy of a directory (symlinks copied as links, ``.git`` left out).
@@ -62,6 +63,15 @@ FAULTS: dict[str, Fault] = {
             new="    encoded = header_bytes.translate(_QUOPRI_HEADER_MAP)",
             description="quoprimime.header_encode forgets to decode the header bytes as latin-1: "
             "24 tests of test_email error with a TypeError raised inside email/quoprimime.py",
+        ),
+        Fault(
+            name="logging-asctime-first",
+            path="logging/__init__.py",
+            old="        return self._fmt.find(self.asctime_search) >= 0",
+            new="        return self._fmt.find(self.asctime_search) > 0",
+            description="logging's PercentStyle.usesTime misses a format that starts with its "
+            "asctime field (and so does the {}-style that inherits it): the record gets no "
+            "asctime and 4 tests of test_logging fail or error",
         ),
         Fault(
             name="base64-header-length",
@@ -151,6 +161,10 @@ def _stdlib(package: str, dest: Path) -> None:
         shutil.copytree(tests_dir, dest / "test" / tests_dir.name, ignore=_IGNORE)
     else:
         shutil.copy2(tests_mod, dest / "test" / tests_mod.name)
+        certdata = test_home / "certdata"
+        if certdata.is_dir() and "certdata" in tests_mod.read_text(encoding="utf-8"):
+            # the suite's TLS tests read their certificates from test/certdata
+            shutil.copytree(certdata, dest / "test" / "certdata", ignore=_IGNORE)
 
 
 def _path(src: str, dest: Path) -> None:

@@ -176,3 +176,53 @@ def test_tool_timeouts_follow_the_registry() -> None:
         assert key is not None and t.for_tool(name) == getattr(t, key)
     with pytest.raises(ValueError, match="delegate has no tool timeout"):
         t.for_tool(contract.DELEGATE)
+
+
+def test_include_reads_prompt_files_next_to_the_scenario(tmp_path: Path) -> None:
+    """`!include FILE` / `!include [FILE, ...]` put the files' text in (joined by a blank
+    line); the tools' schemas then carry the scenario's descriptions."""
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "read.md").write_text("Read one file.\nLine two.\n")
+    (tmp_path / "prompts" / "extra.md").write_text("\nMore.\n")
+    (tmp_path / "s.yaml").write_text(
+        "extends: quick\n"
+        "tool_descriptions:\n"
+        "  read_file: !include prompts/read.md\n"
+        "  search_code: !include [prompts/read.md, prompts/extra.md]\n"
+    )
+    s = load_scenario(str(tmp_path / "s.yaml"))
+    assert s.tool_descriptions == {
+        "read_file": "Read one file.\nLine two.\n",
+        "search_code": "Read one file.\nLine two.\n\nMore.\n",
+    }
+    schemas = contract.tool_schemas(["read_file", "list_files"], s.tool_descriptions)
+    assert schemas[0]["function"]["description"] == "Read one file.\nLine two.\n"
+    assert schemas[1] == contract.TOOLS["list_files"].schema()  # not described: the default
+    assert contract.TOOLS["read_file"].schema()["function"]["description"] != schemas[0]
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        (
+            "tool_descriptions:\n  read_file: !include nope.md\n",
+            r"s\.yaml:3: !include nope\.md: cannot read: No such file",
+        ),
+        (
+            "tool_descriptions:\n  read_file: !include []\n",
+            r"s\.yaml:3: !include takes a file name",
+        ),
+        (
+            "tool_descriptions:\n  frob: text\n",
+            r"s\.yaml:2: tool_descriptions: unknown tool 'frob'",
+        ),
+        ("tool_descriptions:\n  read_file: '  '\n", r"tool_descriptions: .*read_file: empty"),
+    ],
+)
+def test_bad_includes_and_descriptions_are_one_line(
+    tmp_path: Path, yaml_text: str, message: str
+) -> None:
+    (tmp_path / "s.yaml").write_text("extends: quick\n" + yaml_text)
+    with pytest.raises(ScenarioError, match=message) as exc:
+        load_scenario(str(tmp_path / "s.yaml"))
+    assert "\n" not in str(exc.value)

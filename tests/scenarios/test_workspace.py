@@ -80,10 +80,45 @@ def test_the_fault_makes_real_tests_fail_inside_the_workspace_copy(tmp_path: Pat
     assert "OK (skipped=" in run.stderr
 
 
-def test_every_documented_fault_applies_to_stdlib_email(tmp_path: Path) -> None:
+def test_every_documented_fault_applies_to_its_stdlib_package(tmp_path: Path) -> None:
     for i, fault in enumerate(list_faults()):
-        ws = materialise("stdlib:email", tmp_path / str(i), fault.name)
+        package = fault.path.split("/")[0]
+        ws = materialise(f"stdlib:{package}", tmp_path / str(i), fault.name)
         assert fault.new in (ws.root / fault.path).read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_logging_session_suite_runs_in_the_sandbox_and_its_fault_fails_it(
+    docker_client: object, tmp_path: Path
+) -> None:
+    """The logging-session workspace: its whole suite passes in the Docker sandbox as
+    materialised (the certificates its TLS test reads are copied; scratch files go to the
+    sandbox's temporary directory, so the workspace stays clean), and its fault fails exactly
+    the four tests that format asctime."""
+    from agentload.sandboxes import open_sandbox
+
+    scenario = load_scenario("logging-session")
+    assert scenario.workspace.fault == "logging-asctime-first"
+    outcomes = {}
+    for name, fault in (("clean", None), ("fault", scenario.workspace.fault)):
+        ws = materialise(scenario.workspace.recipe, tmp_path / name, fault)
+        assert "test/certdata/keycert.pem" in ws.files()
+        with open_sandbox("docker", ws.root, docker_client=docker_client) as sb:
+            run = sb.exec(scenario.test_command, timeout_s=240)
+        out = run.output.decode(errors="replace")
+        assert not run.timed_out, out[-2000:]
+        assert _git(ws.root, "status", "--porcelain") == "", "the suite wrote into the workspace"
+        outcomes[name] = (run.exit_code, out)
+    code, out = outcomes["clean"]
+    assert code == 0 and "Ran 220 tests" in out and "\nOK" in out, out[-2000:]
+    code, out = outcomes["fault"]
+    assert code == 1, out[-2000:]
+    failed = sorted(
+        line.split(" ")[1] for line in out.splitlines() if line.startswith(("FAIL: ", "ERROR: "))
+    )
+    assert failed == ["test_braces", "test_issue_89047", "test_percent", "test_time"], failed
+    assert "/workspace/logging/__init__.py" in out  # tracebacks point into the copy
 
 
 def test_unknown_or_inapplicable_faults(tmp_path: Path) -> None:
