@@ -152,7 +152,7 @@ def _run_section(run: ResultsDocument, name: str) -> str:
         what = (
             f"endpoint {cfg.endpoint} · model {cfg.model} · engine {cfg.engine} · "
             f"traces {', '.join(cfg.traces)} · gap scale {cfg.gap_scale} · "
-            f"start at {cfg.start_at} · salt {'on' if cfg.salt else 'off'}"
+            f"start at {cfg.start_at} · salt at {cfg.salt_at}"
         )
     parts.append(f"<p>{html.escape(what)}</p>")
     parts += [f"<p class='headline'>{html.escape(h.text)}</p>" for h in headlines(run)]
