@@ -216,6 +216,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         if power is not None:
             power.close()
     return ResultsDocument(
+        salt_at=cfg.salt_at,
         config=cfg.model_copy(
             update={
                 "endpoint": redact_url(cfg.endpoint),

@@ -346,6 +346,7 @@ class PointRunner:
             prompt_tokens_ours=call.ours(),
             mismatch=out.completion_tokens is not None and out.completion_tokens != expected,
             ceiling_tokens=call.ceiling(),
+            within_ceiling_tokens=call.within(),
             gap_ns=None if prev_end is None else out.send_ns - prev_end,
             recorded_gap_ns=call.recorded_gap_ns,
             finish_reason=out.finish_reason,

@@ -3,6 +3,7 @@ across sessions on the simulator, and what results.json says."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import re
 from pathlib import Path
@@ -10,14 +11,19 @@ from typing import Any
 
 import orjson
 import pytest
-from replay_helpers import run_point
+from replay_helpers import run_cli, run_point
 from replay_servers import ChatServer
+from replay_traces import TOOLS, Shape, agentic_trace
 
 from agentload.hashing import canonical_json, sha256_hex
 from agentload.recorder import load_trace
+from agentload.replay.compare import compare_results
 from agentload.replay.config import ReplayConfig
 from agentload.replay.plan import traffic_body
+from agentload.replay.results import load_results, write_results
+from agentload.replay.run import run_replay
 from agentload.replay.salt import SaltAt, make_salt, salt_messages, salt_native, unsalt_messages
+from agentload.tokenizer import ChatTokenCounter
 
 S = make_salt("123456789", 42)
 SALT_LINE = re.compile(r"\[agentload-salt [0-9]{18}\]\n")
@@ -157,6 +163,98 @@ async def test_salt_modes_send_what_they_claim(
     # one salt per instance, carried by every call of every agent of it
     assert len(salts) == (0 if at == "off" else 2)
     assert all(ids == set(by_call) for ids in salts.values())
+
+
+def test_salt_modes_share_across_sessions_on_the_simulator(simulator: Any, tmp_path: Path) -> None:
+    """On the simulator (instant profile: nothing evicted), cached ≤ ceiling for every request
+    in every mode; with after-system a later instance's agents' first calls find the tools and
+    the system prompt another instance cached (cross-session hits); with start only what
+    precedes the salt — the tool schemas, the system message's framing and the salt's head."""
+    shape = Shape(tool_gap_s=0.01, child_gap_s=0.01, post_gap_s=0.01)
+    trace = agentic_trace(tmp_path / "t.jsonl", sessions=2, shape=shape)
+    counter = ChatTokenCounter("o200k_base")
+    # more than start's salt leaves in front of it: the tool schemas, and a system message
+    # holding only the salt line (its framing, and the whole salt)
+    before_salt = len(counter.ids_for_tools(TOOLS)) + len(
+        counter.ids_for_message({"role": "system", "content": S})
+    )
+    cross: dict[str, int] = {}
+    for at in ("start", "after-system", "off"):
+        cfg = ReplayConfig(
+            traces=[str(trace)],
+            endpoint=simulator.base_url,
+            model=simulator.model,
+            start_at="zero",
+            levels=[2],
+            sessions=6,
+            salt_at=at,  # type: ignore[arg-type]
+        )
+        res = asyncio.run(run_replay(cfg))
+        assert res.salt_at == at
+        (p,) = res.points
+        reqs = [r for r in p.requests if r.ok and r.cached_tokens is not None]
+        assert len(reqs) == 6 * 7
+        assert all(r.cached_tokens <= r.ceiling_tokens for r in reqs), at
+        assert all(r.within_ceiling_tokens is not None for r in reqs)
+        hits = {
+            id(r): r.cached_tokens - min(r.cached_tokens, r.within_ceiling_tokens or 0)
+            for r in reqs
+        }
+        agg = p.aggregates.kv_hits
+        assert agg is not None and agg.cross_session_tokens is not None
+        measured = [r for r in reqs if r.phase == "measured"]
+        assert agg.cross_session_tokens == sum(hits[id(r)] for r in measured)
+        assert (
+            agg.within_session_tokens
+            == sum(r.cached_tokens for r in measured) - agg.cross_session_tokens
+        )
+        cross[at] = sum(hits.values())
+        # instances 2..5 start after an instance finished (2 lanes), so after both recorded
+        # sessions' orchestrators sent their first call
+        later_firsts = [
+            r for r in reqs if r.turn_depth == 0 and r.session >= 2 and r.agent.endswith("-orch")
+        ]
+        assert later_firsts
+        if at == "start":
+            assert all(hits[id(r)] <= before_salt for r in reqs)
+        else:
+            # everything up to the salt (after-system), the whole prompt (off) was cached
+            assert all(r.cached_tokens == r.ceiling_tokens for r in later_firsts)
+            assert all(hits[id(r)] > before_salt for r in later_firsts)
+    assert cross["after-system"] > cross["start"]
+    # unsalted, replicas share whole prompts: more across sessions than after-system's prefix
+    assert cross["off"] > cross["after-system"]
+
+
+def test_results_json_names_the_mode_and_reads_older_files(
+    simulator: Any, trace_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["replay", str(trace_path), "--endpoint", simulator.base_url, "--model", simulator.model]
+    argv += ["--start-at", "zero", "--sessions", "1"]
+    assert run_cli([*argv, "--salt-at", "start", "--out", str(tmp_path / "a")]) == 0
+    assert run_cli([*argv, "--no-salt", "--out", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "cached " in out and "cross-session" in out
+    doc = orjson.loads((tmp_path / "a" / "results.json").read_bytes())
+    assert doc["salt_at"] == doc["config"]["salt_at"] == "start" and "salt" not in doc["config"]
+    hits = doc["points"][0]["aggregates"]["kv_hits"]
+    assert set(hits) >= {"within_session_tokens", "cross_session_tokens", "cached_tokens"}
+    assert "within_session_tokens" in doc["points"][0]["aggregates"]["kv_survival"][0]
+    a, b = load_results(tmp_path / "a"), load_results(tmp_path / "b")
+    assert b.salt_at == b.config.salt_at == "off"
+    lines, _ = compare_results(a, b)
+    assert "note: salt_at differs (A start, B off)" in lines
+    # a file written before --salt-at: config.salt true was the salt at the start
+    old = dict(doc, config={k: v for k, v in doc["config"].items() if k != "salt_at"})
+    del old["salt_at"]
+    for flag, mode in ((True, "start"), (False, "off")):
+        old["config"]["salt"] = flag
+        (tmp_path / "old").mkdir(exist_ok=True)
+        (tmp_path / "old" / "results.json").write_bytes(orjson.dumps(old))
+        res = load_results(tmp_path / "old")
+        assert res.salt_at == res.config.salt_at == mode and res.config.salt is flag
+        assert write_results(res, tmp_path / "old2")  # and it is written back in the new form
+        assert orjson.loads((tmp_path / "old2" / "results.json").read_bytes())["salt_at"] == mode
 
 
 def test_config_salt_flag() -> None:
