@@ -233,7 +233,7 @@ def bench_config(kw: dict[str, Any]) -> ReplayConfig:
     a bad ``--sweep``, ``--gpus`` or ``--power`` is one line naming the option."""
     sweep = kw.pop("sweep")
     raw = {"traces": [], "endpoint": "", "model": "", "engine": "openai", "extras": False}
-    raw |= {"salt": False, "start_at": "zero", "sessions": kw["sessions"]}
+    raw |= {"salt_at": "off", "start_at": "zero", "sessions": kw["sessions"]}
     raw |= {k: kw.pop(k) for k in ("gpus", "power_watts", "power")}
     raw["levels"] = sweep if sweep is not None else [kw["parallel"]]
     return config_from_options(raw, "--sweep" if sweep is not None else "--parallel")

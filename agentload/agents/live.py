@@ -165,7 +165,7 @@ def live_results(
 ) -> ResultsDocument:
     """The results document of the runs (one point each, in order); see the module docstring."""
     traces = [load_trace(r.trace_path) for r in runs]
-    plans = build_plans(traces, salted=False) if any(t.calls for t in traces) else []
+    plans = build_plans(traces, salt_at="off") if any(t.calls for t in traces) else []
     slo = SLO(**cfg.slo) if cfg.slo else None
     points = []
     for i, trace in enumerate(traces):
@@ -185,7 +185,7 @@ def live_results(
                 "extras": False,
                 "sessions": opts.sessions,
                 "gap_scale": 1.0,
-                "salt": False,
+                "salt_at": "off",
                 "start_at": "zero",
                 "timeout_s": opts.call_timeout_s,
                 "seed": first.seed if first.seed is not None else cfg.seed,
@@ -319,7 +319,7 @@ def _requests(
                     cached_tokens=u.cached_tokens,
                     expected_tokens=cp.expected_tokens,
                     recorded_prompt_tokens=cp.prompt_tokens,
-                    prompt_tokens_ours=cp.ours(False),
+                    prompt_tokens_ours=cp.ours(),
                     ceiling_tokens=cp.ceiling_tokens,
                     recorded_gap_ns=cp.recorded_gap_ns,
                     finish_reason=c.response.finish_reason,

@@ -3,7 +3,8 @@
 * ``plan``      — traces → per-session call graphs (bodies, digests, gaps, reuse ceilings)
 * ``fit``       — ``--max-context``/``--fit``: each session cut (or left out) to fit a context
 * ``engines``   — the engine presets (the extras each server accepts; docs/engines.md)
-* ``salt``, ``reuse`` — the salt line, and the reuse ceiling of salted requests
+* ``salt``, ``reuse`` — the salt line and where it goes (``--salt-at``), and the reuse
+  ceilings of requests as sent (within a session instance, across instances)
 * ``shapes``    — load shapes and the salted, replicated session pool
 * ``schedule``  — runs one load point (lanes or Poisson arrivals, warm-up, windows)
 * ``client``    — the streaming HTTP client with precise timings (``netback``: its transport)

@@ -1,5 +1,5 @@
-"""Request bodies as sent: the recorded traffic body, salted (``salt``), plus model, stream
-and extras; in Chat Completions, or in the call's recorded API (Responses, Messages) when the
+"""Request bodies as sent: the recorded traffic body, salted where the call's plan says
+(``CallPlan.salt_at``, ``salt``), plus model, stream and extras; in Chat Completions, or in the call's recorded API (Responses, Messages) when the
 target speaks it (``CallPlan.send_api``)."""
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ class BodyBuilder:
             body[length] = max(max_tokens, 16) if api == "responses" else max_tokens
         if salt:
             if api == "chat":
-                body["messages"] = salt_messages(body["messages"], salt)
+                body["messages"] = salt_messages(body["messages"], salt, call.salt_at)
             else:
-                body = salt_native(api, body, salt)
+                body = salt_native(api, body, salt, call.salt_at)
         body["model"] = self.model
         body["stream"] = True
         if self.engine.include_usage and api == "chat":

@@ -36,9 +36,15 @@ def replay(
         typer.Option(help="Session instances per point (default: max(trace sessions, N))."),
     ] = None,
     gap_scale: Annotated[float, typer.Option(help="Scale recorded waits (0 = none).")] = 1.0,
-    no_salt: Annotated[
-        bool, typer.Option("--no-salt", help="Do not salt replicated sessions.")
-    ] = False,
+    salt_at: Annotated[
+        str | None,
+        typer.Option(
+            help="Where each session instance's salt line goes: start (before everything but "
+            "the tools), after-system (after the tools and system prompt: shared across "
+            "sessions, as in production; the default), off (no salt)."
+        ),
+    ] = None,
+    no_salt: Annotated[bool, typer.Option("--no-salt", help="The same as --salt-at off.")] = False,
     start_at: Annotated[
         str, typer.Option(help="random: join mid-flight after a warm-up; zero: from the start.")
     ] = "random",
@@ -135,7 +141,8 @@ def replay(
             "duration_s": duration,
             "sessions": sessions,
             "gap_scale": gap_scale,
-            "salt": not no_salt,
+            **({"salt_at": salt_at} if salt_at is not None else {}),
+            **({"salt": False} if no_salt else {}),
             "start_at": start_at,
             "slo": slo,
             "gpus": gpus,

@@ -70,7 +70,7 @@ def compare_results(a: ResultsDocument, b: ResultsDocument) -> tuple[list[str], 
             if diff[key]:
                 shown = ", ".join(diff[key][:10]) + (" …" if len(diff[key]) > 10 else "")
                 lines.append(f"  {len(diff[key])} call(s) {what}: {shown}")
-    for k in ("gap_scale", "salt", "start_at", "engine") if a.mode == b.mode == "replay" else ():
+    for k in ("gap_scale", "salt_at", "start_at", "engine") if a.mode == b.mode == "replay" else ():
         va, vb = getattr(a.config, k), getattr(b.config, k)
         if va != vb:
             lines.append(f"note: {k} differs (A {va}, B {vb})")

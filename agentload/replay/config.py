@@ -26,6 +26,7 @@ from pydantic_core import PydanticCustomError
 from agentload.replay.engines import ENGINES
 from agentload.replay.fit import FIT_MODES, FitMode
 from agentload.replay.metrics.base import SLO
+from agentload.replay.salt import SALT_MODES, SaltAt
 from agentload.tokenizer import is_tokenizer_name
 
 __all__ = ["ReplayConfig", "parse_duration_ns", "parse_levels", "parse_slo"]
@@ -84,6 +85,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "fit": FIT_MODES,
     "schedule": ("closed", "recorded"),
     "api": ("auto", "chat"),
+    "salt_at": SALT_MODES,
 }
 """The options that take one of a few words, and the words (the message names them in order)."""
 
@@ -131,8 +133,12 @@ class ReplayConfig(BaseModel):
         allow_inf_nan=False,
         description="multiplier of recorded waits (--gap-scale)",
     )
-    salt: bool = Field(
-        default=True, description="unique prefix per session instance (--no-salt: off)"
+    salt_at: SaltAt = Field(
+        default="after-system",
+        description="where each session instance's unique salt line goes: start (in front of "
+        "everything but the tool schemas), after-system (after the tools and the leading "
+        "system/developer messages, so those are shared across sessions), off (no salt) "
+        "(--salt-at; --no-salt = off; an older file's salt: true/false = start/off)",
     )
     start_at: Literal["random", "zero"] = Field(
         default="random", description="random (mid-flight join) or zero (--start-at)"
@@ -230,7 +236,35 @@ class ReplayConfig(BaseModel):
     def _levels_text(cls, v: Any) -> Any:
         return parse_levels(v) if isinstance(v, str) else v
 
-    @field_validator("start_at", "fit", "schedule", "api", mode="before")
+    @model_validator(mode="before")
+    @classmethod
+    def _salt_flag(cls, data: Any) -> Any:
+        """``salt`` (``--no-salt``, or a config written before ``salt_at``): false is
+        ``off``; true, alone, is ``start`` (what it meant then); with ``salt_at`` it must
+        agree."""
+        if not isinstance(data, dict) or "salt" not in data:
+            return data
+        data = dict(data)
+        salt = data.pop("salt")
+        at = data.get("salt_at")
+        if not isinstance(salt, bool):
+            return {**data, "salt": salt}  # refused as an unknown field
+        if at is None:
+            data["salt_at"] = "start" if salt else "off"
+        elif (at == "off") == salt:
+            raise _bad(
+                f"--no-salt is --salt-at off; it contradicts --salt-at {at}"
+                if not salt
+                else f"salt: true contradicts salt_at: {at}"
+            )
+        return data
+
+    @property
+    def salt(self) -> bool:
+        """Whether session instances are salted (``salt_at`` is not ``off``)."""
+        return self.salt_at != "off"
+
+    @field_validator("start_at", "fit", "schedule", "api", "salt_at", mode="before")
     @classmethod
     def _one_of(cls, v: Any, info: ValidationInfo) -> Any:
         choices = _CHOICES[info.field_name or ""]

@@ -24,6 +24,10 @@ no tools. Such a body is built when it is needed (its digest, its send) from the
 ids, never held: a plan of a long session holds its ids, not its prompts. Its digest covers the
 synthesized body, so two runs with the same seed and tokenizer prove identical traffic. Its
 reuse ceilings come from its token layout (``reuse.synth_ceilings``).
+
+A plan is made for one salt mode (``--salt-at``, ``salt``): its calls' reuse ceilings
+(``reuse``) are those of the prompts as that mode sends them, and the body builder and the
+session pool read the mode from the plan, so what is sent and what is counted agree.
 """
 
 from __future__ import annotations
@@ -40,8 +44,15 @@ from agentload.recorder.prefix import seen_blocks
 from agentload.recorder.schema import LLMCallRecord
 from agentload.recorder.synth import Layout, Synthesizer
 from agentload.recorder.trace import Trace
-from agentload.replay.reuse import salted_ceilings, synth_ceilings
-from agentload.replay.salt import REPRESENTATIVE_SALTS, salt_messages, salt_target
+from agentload.replay.reuse import (
+    Ceiling,
+    salt_tokens,
+    salted_ceilings,
+    synth_ceilings,
+    synth_salt_tokens,
+    unsalted_ceilings,
+)
+from agentload.replay.salt import SaltAt
 from agentload.tokenizer import ChatTokenCounter
 
 __all__ = ["CallPlan", "Edge", "Selector", "SessionPlan", "build_plans", "traffic_body"]
@@ -91,8 +102,8 @@ class CallPlan:
     """Recorded prompt tokens (server's when reported, else ours)."""
     ceiling_tokens: int
     """Prompt tokens reusable from earlier calls of the session: leading blocks of this call
-    already present in earlier calls' block lists, times the trace's block size (the ceiling
-    of unsalted requests)."""
+    already present in earlier calls' block lists, times the trace's block size (the recorded
+    sharing; the ceiling when ``within_tokens`` is not known)."""
     rel_submit_ns: int
     """Recorded submit time, relative to the session's first submit."""
     rel_end_ns: int
@@ -100,13 +111,19 @@ class CallPlan:
     succs: list[str] = field(default_factory=list)
     recorded_gap_ns: int | None = None
     """Recorded wait after the previous call of the same agent (None for an agent's first)."""
-    salted_ceiling_tokens: int | None = None
-    """The ceiling of the call when salted (see ``reuse``); None when not computed (planned
-    without salting, or the trace's tokenizer cannot be loaded)."""
+    salt_at: SaltAt = "after-system"
+    """Where the salt goes in the call's body (``salt``): the mode it was planned for."""
+    within_tokens: int | None = None
+    """Prompt tokens of the call as sent reusable from its own session instance (``reuse``);
+    None when not computed (the trace's tokenizer cannot be loaded)."""
+    cross_tokens: int | None = None
+    """Prompt tokens of the call as sent that another instance can have put in the cache
+    (``reuse``); None when not computed."""
     prompt_tokens_ours: int = 0
     """Recorded prompt tokens in agentload's count (the trace's tokenizer), unsalted."""
     salt_tokens: int = 0
-    """Tokens the salt line adds to the prompt in agentload's count (0 when not computed)."""
+    """Tokens the salt line adds to the prompt in agentload's count (0 unsalted or when not
+    computed)."""
     synth: tuple[Synthesizer, Layout] | None = None
     """A content-free call's synthesizer and layout (None: the trace has the messages)."""
     rel_trace_submit_ns: int = 0
@@ -140,15 +157,20 @@ class CallPlan:
         synth, layout = self.synth
         return {"messages": synth.messages(layout), **self.traffic}
 
-    def ceiling(self, salted: bool) -> int:
-        """The KV-survival ceiling of the call as sent (salted or not)."""
-        if salted and self.salted_ceiling_tokens is not None:
-            return self.salted_ceiling_tokens
-        return self.ceiling_tokens
+    def ceiling(self) -> int:
+        """The KV-survival ceiling of the call as sent: the larger of ``within_tokens`` and
+        ``cross_tokens`` (``ceiling_tokens`` when they are not known)."""
+        if self.within_tokens is None or self.cross_tokens is None:
+            return self.ceiling_tokens
+        return max(self.within_tokens, self.cross_tokens)
 
-    def ours(self, salted: bool) -> int:
-        """Prompt tokens of the call as sent (salted or not), in agentload's count."""
-        return self.prompt_tokens_ours + (self.salt_tokens if salted else 0)
+    def within(self) -> int:
+        """The part of the ceiling reusable from the call's own session instance."""
+        return self.ceiling_tokens if self.within_tokens is None else self.within_tokens
+
+    def ours(self) -> int:
+        """Prompt tokens of the call as sent (salt included), in agentload's count."""
+        return self.prompt_tokens_ours + self.salt_tokens
 
     @property
     def digest(self) -> str:
@@ -172,6 +194,8 @@ class SessionPlan:
     n_agents: int
     max_width: int
     """Most calls of this session the recording had in flight at once."""
+    salt_at: SaltAt = "after-system"
+    """The salt mode it was planned for (every call's ``salt_at``)."""
 
     @property
     def last_submit_ns(self) -> int:
@@ -226,12 +250,13 @@ the session out). The kept set must hold every predecessor of a kept call (``fit
 
 def build_plans(
     traces: Sequence[Trace],
-    salted: bool = True,
+    salt_at: SaltAt = "after-system",
     select: Selector | None = None,
     synth: Synthesizer | None = None,
 ) -> list[SessionPlan]:
-    """Every session of every trace as a ``SessionPlan``, with the salted reuse ceilings when
-    ``salted`` (and the trace's tokenizer loads). ``select`` may keep part of a session (it is
+    """Every session of every trace as a ``SessionPlan`` for salt mode ``salt_at``, with the
+    mode's reuse ceilings (a salted mode's when the trace's tokenizer loads). ``select`` may
+    keep part of a session (it is
     planned again from the kept calls, so its gaps, width and ceilings are those of what is
     sent) or leave it out. ``synth`` synthesizes the prompts of content-free traces (default:
     o200k_base, seed 0). Raises ``ReplayError`` when no trace has a call; returns [] when
@@ -243,7 +268,7 @@ def build_plans(
         syn = None
         if trace.header.redacted:
             syn = synth = synth or Synthesizer()
-        counter = _counter(trace) if salted and syn is None else None
+        counter = _counter(trace) if salt_at != "off" and syn is None else None
         t0 = min((c.timings.submit_ns for c in trace.calls.values()), default=0)
         by_session: dict[str, list[LLMCallRecord]] = {}
         for c in trace.calls.values():
@@ -259,10 +284,17 @@ def build_plans(
                     continue
                 kept = [c for c in by_session[sid] if c.id in keep]
                 plan = _session_plan(trace, sid, kept, prefix, syn, t0)
+            plan.salt_at = salt_at
+            for cp in plan.calls.values():
+                cp.salt_at = salt_at
             if syn is not None:
-                _synth_ceilings(plan, syn, salted)
+                _synth_ceilings(plan, syn, salt_at)
+            elif salt_at == "off":
+                calls = _ordered(plan)
+                blocks = [trace.blocks(trace.calls[c.id]) for c in calls]
+                _set(calls, unsalted_ceilings(blocks, trace.header.block_size, _succs(calls)))
             elif counter is not None:
-                _salt_ceilings(plan, counter, trace.header.block_size)
+                _salt_ceilings(plan, counter, trace.header.block_size, salt_at)
             plans.append(plan)
     if not any_calls:
         names = ", ".join(t.path for t in traces)
@@ -278,38 +310,40 @@ def _counter(trace: Trace) -> ChatTokenCounter | None:
         return None
 
 
-def _salt_ceilings(plan: SessionPlan, counter: ChatTokenCounter, block_size: int) -> None:
-    calls = [plan.calls[c] for c in plan.order]
+def _ordered(plan: SessionPlan) -> list[CallPlan]:
+    return [plan.calls[c] for c in plan.order]
+
+
+def _succs(calls: list[CallPlan]) -> list[list[int]]:
+    """Per call (in this order), the indexes of the calls that wait for it."""
     index = {c.id: i for i, c in enumerate(calls)}
+    return [[index[s] for s in c.succs] for c in calls]
+
+
+def _set(calls: list[CallPlan], ceilings: Sequence[Ceiling]) -> None:
+    for c, (within, cross) in zip(calls, ceilings, strict=True):
+        c.within_tokens, c.cross_tokens = within, cross
+
+
+def _salt_ceilings(
+    plan: SessionPlan, counter: ChatTokenCounter, block_size: int, salt_at: SaltAt
+) -> None:
+    calls = _ordered(plan)
     prompts = [(c.traffic["messages"], c.traffic.get("tools")) for c in calls]
-    succs = [[index[s] for s in c.succs] for c in calls]
-    for c, ceiling in zip(calls, salted_ceilings(counter, block_size, prompts, succs), strict=True):
-        c.salted_ceiling_tokens = ceiling
-        c.salt_tokens = _salt_tokens(counter, c.traffic["messages"])
+    _set(calls, salted_ceilings(counter, block_size, prompts, _succs(calls), salt_at))
+    for c in calls:
+        c.salt_tokens = salt_tokens(counter, c.traffic["messages"], salt_at)
 
 
-def _synth_ceilings(plan: SessionPlan, synth: Synthesizer, salted: bool) -> None:
-    calls = [plan.calls[c] for c in plan.order]
-    index = {c.id: i for i, c in enumerate(calls)}
+def _synth_ceilings(plan: SessionPlan, synth: Synthesizer, salt_at: SaltAt) -> None:
+    calls = _ordered(plan)
     layouts = [c.synth[1] for c in calls if c.synth is not None]
-    succs = [[index[s] for s in c.succs] for c in calls]
-    unsalted, ceilings = synth_ceilings(synth, layouts, succs, salted)
-    salt = _salt_tokens(synth.counter, [synth.system]) if salted else 0
-    for i, c in enumerate(calls):
-        c.ceiling_tokens = unsalted[i]
-        if ceilings is not None:
-            c.salted_ceiling_tokens = ceilings[i]
-            c.salt_tokens = salt
-
-
-def _salt_tokens(counter: ChatTokenCounter, messages: list[dict[str, Any]]) -> int:
-    """Tokens the salt line adds to a prompt: the salted message's count minus the unsalted
-    one's (every salt has the same token layout, see ``salt``)."""
-    if not messages:
-        return 0
-    i = salt_target(messages)
-    salted = salt_messages(messages, REPRESENTATIVE_SALTS[0])[i]
-    return len(counter.ids_for_message(salted)) - len(counter.ids_for_message(messages[i]))
+    recorded, ceilings = synth_ceilings(synth, layouts, _succs(calls), salt_at)
+    _set(calls, ceilings)
+    salt = synth_salt_tokens(synth, salt_at)
+    for c, n in zip(calls, recorded, strict=True):
+        c.ceiling_tokens = n
+        c.salt_tokens = salt
 
 
 def _session_plan(

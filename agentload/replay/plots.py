@@ -104,8 +104,9 @@ def kv_plot(run: ResultsDocument, out: Path) -> Path | None:
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
     _category_lines(ax, lines, sorted(lo, key=lambda b: lo[b]))
-    # 1 is everything reusable reused; an unsalted run (replicas share whole prompts) can go
-    # above it, so the axis grows with the data instead of cutting it off
+    # 1 is everything reusable reused; a server counting with another tokenizer (or a file
+    # written before the unsalted ceiling was the whole prompt) can go above it, so the axis
+    # grows with the data instead of cutting it off
     top = max((y for _, ys in lines for y in ys.values()), default=1.0)
     ax.set_ylim(0, max(1.1, top * 1.08))
     _style(

@@ -66,6 +66,12 @@ class RequestRecord:
         description="prompt tokens the target can have cached for this request, the KV "
         "survival ceiling (see metrics.quality.KVSurvival)",
     )
+    within_ceiling_tokens: int | None = Field(
+        default=None,
+        description="of ceiling_tokens, the prompt tokens reusable from the request's own "
+        "session instance (the rest of the ceiling only another instance can have put in the "
+        "cache); None in files written before it",
+    )
     gap_ns: int | None = Field(
         default=None,
         description="actual idle time since the previous call of the same agent completed",

@@ -11,6 +11,7 @@ from agentload.replay import metrics
 from agentload.replay.pareto import Headline, axis_of, headline, points_xy
 from agentload.replay.results import (
     LIVE_NOTE,
+    Aggregates,
     Distribution,
     GroupAggregates,
     Point,
@@ -74,9 +75,22 @@ def text_summary(results: ResultsDocument) -> list[str]:
             f"window | TTFT p50 {_d(a.ttft_ms, 'p50')} p99 {_d(a.ttft_ms, 'p99')} ms | "
             f"TPOT p50 {_d(a.tpot_ms, 'p50')} ms | E2E p50 {_d(a.e2e_ms, 'p50')} ms | "
             f"{_d(a.tps_user, 'p50')} tok/s/user | {_f(a.output_tps)} output tok/s | "
-            f"errors {errs} (context overflow {a.context_overflow})"
+            f"errors {errs} (context overflow {a.context_overflow})" + _hits(a)
         )
     return lines
+
+
+def _hits(a: Aggregates) -> str:
+    """`` | cached N tokens (within-session W, cross-session C)`` ("" without cached counts)."""
+    h = a.kv_hits
+    if h is None:
+        return ""
+    split = (
+        f" (within-session {h.within_session_tokens:,}, cross-session {h.cross_session_tokens:,})"
+        if h.within_session_tokens is not None and h.cross_session_tokens is not None
+        else ""
+    )
+    return f" | cached {h.cached_tokens:,} tokens{split}"
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -152,7 +166,7 @@ def _run_section(run: ResultsDocument, name: str) -> str:
         what = (
             f"endpoint {cfg.endpoint} · model {cfg.model} · engine {cfg.engine} · "
             f"traces {', '.join(cfg.traces)} · gap scale {cfg.gap_scale} · "
-            f"start at {cfg.start_at} · salt {'on' if cfg.salt else 'off'}"
+            f"start at {cfg.start_at} · salt at {cfg.salt_at}"
         )
     parts.append(f"<p>{html.escape(what)}</p>")
     parts += [f"<p class='headline'>{html.escape(h.text)}</p>" for h in headlines(run)]

@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from agentload.errors import ConfigError, ResultsFormatError
@@ -27,6 +35,7 @@ from agentload.recorder.paths import writable_dir
 from agentload.recorder.reader import format_validation_error
 from agentload.replay.config import ReplayConfig
 from agentload.replay.records import RequestRecord, SessionResult, Window
+from agentload.replay.salt import SaltAt
 
 __all__ = [
     "LIVE_NOTE",
@@ -39,6 +48,7 @@ __all__ = [
     "Environment",
     "GroupAggregates",
     "KVBucket",
+    "KVHits",
     "LiveInfo",
     "LivePoint",
     "Phases",
@@ -107,6 +117,30 @@ class KVBucket(_Model):
     )
     ratio: float = Field(description="cached_tokens / ceiling_tokens_server")
     mean_ratio: float = Field(description="mean of the per-request ratios cached / ceiling")
+    within_session_tokens: int | None = Field(
+        default=None,
+        description="of cached_tokens, within-session hits: Σ min(cached, the request's "
+        "within-instance ceiling in the server's tokens) (None in older files)",
+    )
+    cross_session_tokens: int | None = Field(
+        default=None,
+        description="of cached_tokens, cross-session hits: cached_tokens − "
+        "within_session_tokens, what only another session instance can have cached",
+    )
+
+
+class KVHits(_Model):
+    """Prefix-cache hits of a point by origin (metrics.quality.KVHits)."""
+
+    n: int = Field(description="successful measured requests with a reported cached count")
+    cached_tokens: int = Field(description="Σ server-reported cached prompt tokens")
+    ceiling_tokens: int = Field(description="Σ ceilings, agentload's tokens")
+    within_session_tokens: int | None = Field(
+        description="within-session hits: Σ min(cached, within-instance ceiling)"
+    )
+    cross_session_tokens: int | None = Field(
+        description="cross-session hits: cached_tokens − within_session_tokens"
+    )
 
 
 class Phases(_Model):
@@ -159,6 +193,11 @@ class Aggregates(_RequestMetrics):
     prompt_token_ratio: float | None = Field(
         default=None,
         description="server-reported / agentload's prompt tokens of the same requests",
+    )
+    kv_hits: KVHits | None = Field(
+        default=None,
+        description="server-reported cached tokens split into within- and cross-session hits "
+        "(None without cached counts, and in older files)",
     )
     context_overflow: int = Field(description="requests rejected for context length")
     length_mismatch: int = Field(description="requests whose output length was not honoured")
@@ -349,6 +388,11 @@ class ResultsDocument(_Model):
         description="replay (recorded traffic, identical for every target) or live (agents "
         "driven by the target's own outputs; see LIVE_NOTE)",
     )
+    salt_at: SaltAt | None = Field(
+        default=None,
+        description="where the salt went (config.salt_at): start, after-system or off; read "
+        "from config when absent (an older file)",
+    )
     config: ReplayConfig = Field(
         description="the run's options (a live run: its traces, endpoint, model, levels, "
         "sessions per point, power and GPUs; no salt, no pinned lengths, start at zero)"
@@ -367,6 +411,12 @@ class ResultsDocument(_Model):
     points: list[Point] = Field(description="one per load point, in order")
     live: LiveInfo | None = Field(default=None, description="what a live run ran (else None)")
     _path: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _salt_mode(self) -> ResultsDocument:
+        if self.salt_at is None:
+            self.salt_at = self.config.salt_at
+        return self
 
     @field_validator("schema_")
     @classmethod

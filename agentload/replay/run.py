@@ -40,7 +40,7 @@ from agentload.replay.results import (
     Span,
     TimelineSample,
 )
-from agentload.replay.salt import new_nonce, new_run_id
+from agentload.replay.salt import SaltAt, new_nonce, new_run_id
 from agentload.replay.schedule import LoadShape, PointRun, PointRunner
 from agentload.replay.scrape import MetricsScraper
 from agentload.tokenizer import DEFAULT_TOKENIZER
@@ -53,12 +53,12 @@ ProgressHook = Callable[[PointRunner, int, int], Any]
 def load_plans(
     paths: Sequence[str],
     max_context: int | None,
-    salt: bool = True,
+    salt_at: SaltAt = "after-system",
     fit: FitMode = "cut-session",
     tokenizer: str | None = None,
     seed: int = 0,
 ) -> tuple[list[SessionPlan], dict[str, Any]]:
-    """Plans of every session of the traces (with the salted reuse ceilings when ``salt``),
+    """Plans of every session of the traces for salt mode ``salt_at`` (``plan``),
     fitted to ``max_context`` by ``fit`` (see ``fit``), what was cut or left out, and which
     traces end early (a killed run: one warning line each on stderr; their complete calls are
     replayed, each session as far as it was recorded). Content-free traces get prompts
@@ -83,28 +83,26 @@ def load_plans(
             file=sys.stderr,
             flush=True,
         )
-    for tr in traces if salt else ():
+    for tr in traces if salt_at != "off" else ():
         src = tr.header.source
         if src is not None and src.hash_id_scope == "global" and len(tr.sessions) > 1:
             print(
                 f"agentload: note: {tr.path}: its block ids are shared across sessions "
                 f"({src.format}); the salt keeps each session's prefix cache apart, "
-                "--no-salt replays that sharing",
+                "--salt-at off replays that sharing",
                 file=sys.stderr,
                 flush=True,
             )
     fitter = Fitter(max_context, fit) if max_context is not None else None
-    plans = build_plans(traces, salted=salt, select=fitter, synth=synth)
+    plans = build_plans(traces, salt_at=salt_at, select=fitter, synth=synth)
     if not plans and fitter is not None:
         what = "call" if fit == "drop-session" else "first call"
         raise ReplayError(
             f"--max-context {max_context}: every session has a {what} above it "
             f"({len(fitter.excluded)} left out; prompt + output in the trace's tokens)"
         )
-    unsalted = {
-        pl.trace_path for pl in plans if pl.calls[pl.order[0]].salted_ceiling_tokens is None
-    }
-    for trace in traces if salt else ():
+    unsalted = {pl.trace_path for pl in plans if pl.calls[pl.order[0]].within_tokens is None}
+    for trace in traces:
         if trace.path in unsalted:
             print(
                 f"agentload: warning: {trace.path}: tokenizer {trace.header.tokenizer} cannot "
@@ -161,7 +159,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     if not cfg.extras:
         engine = engine.without_extras()
     plans, exclusion = load_plans(
-        cfg.traces, cfg.max_context, cfg.salt, cfg.fit, cfg.tokenizer, cfg.seed
+        cfg.traces, cfg.max_context, cfg.salt_at, cfg.fit, cfg.tokenizer, cfg.seed
     )
     recorded = cfg.schedule == "recorded"
     manifest: dict[str, str] = {}
@@ -196,7 +194,6 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
                 else (None if cfg.duration_s else max(len(plans), level)),
                 gap_scale=cfg.gap_scale,
                 start_at=cfg.start_at,
-                salt=cfg.salt,
                 seed=cfg.seed,
                 session_header=cfg.session_header or engine.session_header,
                 schedule=cfg.schedule,
@@ -219,6 +216,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         if power is not None:
             power.close()
     return ResultsDocument(
+        salt_at=cfg.salt_at,
         config=cfg.model_copy(
             update={
                 "endpoint": redact_url(cfg.endpoint),

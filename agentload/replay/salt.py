@@ -1,13 +1,31 @@
-"""The salt: a short unique first line in front of the first system message of every agent of
-a session instance (the same salt for the whole session), so prefix-cache hits can only come
-from within the session, never from another replica of it or another sweep point.
-``unsalt_messages`` undoes it exactly.
+"""The salt: a short unique line in every prompt of a session instance (the same salt for all
+of its agents' calls), so prefix-cache hits can only come from within the session, up to the
+salt's place, never from another replica of it or another sweep point. ``unsalt_messages``
+undoes it exactly.
+
+Where the line goes is the salt mode (``--salt-at``, ``SALT_MODES``):
+
+* ``start``: in front of the first system message's text (else the first message's), so
+  nothing but the tool schemas (which chat templates render first) and the salt's own head can
+  be shared across instances;
+* ``after-system`` (the default): after the tools and every leading system/developer message,
+  in front of the text of the first message that is neither (the first user turn, usually), so
+  the static part every user of an agent product sends — tools and system prompt — is shared
+  across sessions as it is in production, and the conversation is not; when every message is
+  a system/developer message the line is appended to the last one's text instead;
+* ``off``: no salt; replicas of one recorded session send identical prompts.
 
 The salt is ``[agentload-salt D]`` + newline, where D is 18 decimal digits: 9 naming the run
 and point (the nonce), 9 the instance. A fixed number of digits is a fixed number of tokens
 (tiktoken vocabularies split digits in groups of three, each one token), so every instance's
 salted prompt has the same token layout: the reuse ceiling (``reuse``) is computed once per
 recorded session, with ``REPRESENTATIVE_SALTS``.
+
+A text to salt is a string content or a list's first text part; a list without a text part
+gets one inserted first (holding just the salt), a missing or null content becomes the salt.
+Unsalting removes such an inserted part, and gives a null content back as ``""``: the two
+cases it cannot tell apart are a null content from ``""`` and an inserted part from a recorded
+first text part that was empty and had no other keys (dropped too).
 """
 
 from __future__ import annotations
@@ -15,11 +33,13 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, get_args
 
 __all__ = [
     "NONCE_DIGITS",
     "REPRESENTATIVE_SALTS",
+    "SALT_MODES",
+    "SaltAt",
     "make_salt",
     "new_nonce",
     "new_run_id",
@@ -29,7 +49,14 @@ __all__ = [
     "unsalt_messages",
 ]
 
-_SALT_RE = re.compile(r"^\[agentload-salt [0-9a-z-]+\]\n")
+SaltAt = Literal["start", "after-system", "off"]
+SALT_MODES: tuple[str, ...] = get_args(SaltAt)
+"""The salt modes, in ``--salt-at``'s order."""
+
+_LINE = r"\[agentload-salt [0-9a-z-]+\]\n"
+_FRONT = re.compile("^" + _LINE)
+_END = re.compile(_LINE + r"\Z")
+_SYSTEM = ("system", "developer")
 NONCE_DIGITS = 9
 _INDEX_DIGITS = 9
 
@@ -59,30 +86,57 @@ REPRESENTATIVE_SALTS = (make_salt("0" * NONCE_DIGITS, 0), make_salt("0" * NONCE_
 most two instances' salts can share."""
 
 
-def salt_target(messages: list[dict[str, Any]]) -> int:
-    """Index of the message the salt goes into: the first system message (else the first)."""
+def _is_system(m: Any) -> bool:
+    return isinstance(m, dict) and m.get("role") in _SYSTEM
+
+
+def salt_target(messages: list[dict[str, Any]], at: SaltAt = "start") -> tuple[int, bool]:
+    """(index of the message the salt goes into, whether it is appended to the end of its text
+    rather than put in front) in mode ``at`` (see the module docstring; ``off`` places it as
+    ``after-system`` would)."""
+    if at == "start":
+        return next((i for i, m in enumerate(messages) if m.get("role") == "system"), 0), False
     for i, m in enumerate(messages):
-        if m.get("role") == "system":
-            return i
-    return 0
+        if not _is_system(m):
+            return i, False
+    return len(messages) - 1, True
 
 
 def _edit_text(
-    messages: list[dict[str, Any]], edit: Callable[[str], str], add: str | None
+    messages: list[dict[str, Any]],
+    i: int,
+    edit: Callable[[str], str],
+    add: str | None,
 ) -> list[dict[str, Any]]:
-    """A copy of ``messages`` with the salt target's text (its string content, or its first
-    text part) replaced by ``edit(text)``; a list content without a text part gets ``add`` as
-    its first part (when given)."""
-    if not messages:
-        return messages
-    i = salt_target(messages)
+    """A copy of ``messages`` with message ``i``'s text (its string content, or its first text
+    part) replaced by ``edit(text)``; a list content without a text part gets ``add`` as its
+    first part (when given); a text part ``edit`` empties that is exactly the salt line it
+    removed, first in the list with no other keys, is dropped (it was added)."""
     msg = dict(messages[i])
     content = msg.get("content")
     if isinstance(content, list):
         parts = [dict(p) if isinstance(p, dict) else p for p in content]
-        text = next((p for p in parts if isinstance(p, dict) and p.get("type") == "text"), None)
-        if text is not None:
-            text["text"] = edit(str(text.get("text", "")))
+        j = next(
+            (k for k, p in enumerate(parts) if isinstance(p, dict) and p.get("type") == "text"),
+            None,
+        )
+        if j is not None:
+            old = str(parts[j].get("text", ""))
+            new = edit(old)
+            if (
+                add is None
+                and j == 0
+                and not new
+                and new != old
+                and set(parts[0])
+                == {
+                    "type",
+                    "text",
+                }
+            ):
+                del parts[0]
+            else:
+                parts[j]["text"] = new
         elif add is not None:
             parts.insert(0, {"type": "text", "text": add})
         msg["content"] = parts
@@ -93,17 +147,80 @@ def _edit_text(
     return out
 
 
-def salt_messages(messages: list[dict[str, Any]], salt: str) -> list[dict[str, Any]]:
-    """A copy of ``messages`` with ``salt`` in front of the first system message's text."""
-    return _edit_text(messages, lambda text: salt + text, add=salt)
+def salt_messages(
+    messages: list[dict[str, Any]], salt: str, at: SaltAt = "start"
+) -> list[dict[str, Any]]:
+    """A copy of ``messages`` with ``salt`` placed as mode ``at`` says (module docstring);
+    unchanged for ``off`` or no messages."""
+    if at == "off" or not messages:
+        return messages
+    i, append = salt_target(messages, at)
+    edit = (lambda text: text + salt) if append else (lambda text: salt + text)
+    return _edit_text(messages, i, edit, add=salt)
 
 
-def salt_native(api: str, body: dict[str, Any], salt: str) -> dict[str, Any]:
-    """A copy of a Responses or Messages body with ``salt`` in front of its system text (where
-    ``salt_messages`` puts it in the chat form): Messages' ``system`` (a string, or its first
-    text block; added when absent); Responses' ``instructions`` (else the first input text)."""
+def unsalt_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Undo ``salt_messages`` in whichever mode it salted (messages without a salt line are
+    returned unchanged)."""
+    modes: tuple[SaltAt, ...] = ("start", "after-system")
+    for at in modes if messages else ():
+        i, append = salt_target(messages, at)
+        pattern = _END if append else _FRONT
+
+        def strip(text: str, pattern: re.Pattern[str] = pattern) -> str:
+            return pattern.sub("", text, count=1)
+
+        out = _edit_text(messages, i, strip, add=None)
+        if out[i] != messages[i]:
+            return out
+    return messages
+
+
+def _salt_input(items: list[Any], salt: str, at: SaltAt) -> list[Any]:
+    """Responses ``input`` items with the salt in front of the first message item's text
+    (``start``), or of the first one that is not a system/developer message (``after-system``;
+    when every message item is one, appended to the last one's text)."""
+    messages = [
+        i
+        for i, item in enumerate(items)
+        if isinstance(item, dict) and "role" in item and "content" in item
+    ]
+    if not messages:
+        return items
+    target = messages[0]
+    append = False
+    if at == "after-system":
+        rest = [i for i in messages if not _is_system(items[i])]
+        target, append = (rest[0], False) if rest else (messages[-1], True)
+    msg = dict(items[target])
+    content = msg["content"]
+    if isinstance(content, str):
+        msg["content"] = content + salt if append else salt + content
+    elif isinstance(content, list):
+        part = {"type": "input_text", "text": salt}
+        msg["content"] = [*content, part] if append else [part, *content]
+    out = list(items)
+    out[target] = msg
+    return out
+
+
+def salt_native(api: str, body: dict[str, Any], salt: str, at: SaltAt = "start") -> dict[str, Any]:
+    """A copy of a Responses or Messages body with ``salt`` where ``salt_messages`` puts it in
+    the chat form. ``start``: Messages' ``system`` (a string, or its first text block; added
+    when absent); Responses' ``instructions`` (else the first input text). ``after-system``:
+    Messages' first ``messages`` item (its string content or first text block; a text block
+    added first when it has none), ``system`` untouched; Responses' first input item that is
+    not a system/developer message (a string ``input``: in front), ``instructions`` untouched.
+    ``off``: the body unchanged."""
+    if at == "off":
+        return body
     out = dict(body)
     if api == "messages":
+        if at == "after-system":
+            items = out.get("messages")
+            if isinstance(items, list) and items and isinstance(items[0], dict):
+                out["messages"] = salt_messages(items, salt, "after-system")
+            return out
         system = out.get("system")
         if isinstance(system, list) and any(
             isinstance(b, dict) and b.get("type") == "text" for b in system
@@ -115,26 +232,12 @@ def salt_native(api: str, body: dict[str, Any], salt: str) -> dict[str, Any]:
         else:
             out["system"] = salt + (system if isinstance(system, str) else "")
         return out
-    if isinstance(out.get("instructions"), str) or not out.get("input"):
+    if at == "start" and (isinstance(out.get("instructions"), str) or not out.get("input")):
         out["instructions"] = salt + str(out.get("instructions") or "")
-    elif isinstance(out["input"], str):
+    elif isinstance(out.get("input"), str):
         out["input"] = salt + out["input"]
-    else:
-        items = list(out["input"])
-        for i, item in enumerate(items):
-            if isinstance(item, dict) and "role" in item and "content" in item:
-                msg = dict(item)
-                content = msg["content"]
-                if isinstance(content, str):
-                    msg["content"] = salt + content
-                elif isinstance(content, list):
-                    msg["content"] = [{"type": "input_text", "text": salt}, *content]
-                items[i] = msg
-                break
-        out["input"] = items
+    elif isinstance(out.get("input"), list) and out["input"]:
+        out["input"] = _salt_input(list(out["input"]), salt, at)
+    else:  # after-system without input: nothing follows the instructions; append to them
+        out["instructions"] = str(out.get("instructions") or "") + salt
     return out
-
-
-def unsalt_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Undo ``salt_messages`` (messages without a salt line are returned unchanged)."""
-    return _edit_text(messages, lambda text: _SALT_RE.sub("", text, count=1), add=None)

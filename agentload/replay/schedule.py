@@ -16,8 +16,8 @@ run stops sending at full load (``D``): the ``--duration`` deadline, the first l
 no session left, or the last Poisson arrival. Requests are labelled ``ramp`` (sent before
 ``W``), ``measured`` (``W <= send <= D``) or ``drain`` (after ``D``).
 
-The recorded schedule is open loop: every recorded session runs once (one salted instance
-each), and every call is sent at ``time_scale * (its submit - the earliest submit of its
+The recorded schedule is open loop: every recorded session runs once (one instance
+each, salted as its plan says), and every call is sent at ``time_scale * (its submit - the earliest submit of its
 trace)`` after the point started, whether or not its predecessors completed (several traces:
 each from its own first submit, all starting together). There is no warm-up: the window runs
 from the start to the last scheduled send (or the ``--duration`` deadline, which stops the
@@ -343,9 +343,10 @@ class PointRunner:
             cached_tokens=out.cached_tokens,
             expected_tokens=expected,
             recorded_prompt_tokens=call.prompt_tokens,
-            prompt_tokens_ours=call.ours(inst.salt is not None),
+            prompt_tokens_ours=call.ours(),
             mismatch=out.completion_tokens is not None and out.completion_tokens != expected,
-            ceiling_tokens=call.ceiling(inst.salt is not None),
+            ceiling_tokens=call.ceiling(),
+            within_ceiling_tokens=call.within(),
             gap_ns=None if prev_end is None else out.send_ns - prev_end,
             recorded_gap_ns=call.recorded_gap_ns,
             finish_reason=out.finish_reason,

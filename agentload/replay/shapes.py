@@ -1,8 +1,8 @@
 """Load shapes and the pool of session instances a point draws from.
 
 ``LoadShape`` says how sessions are offered (lanes or Poisson arrivals, bounds, gap scale,
-warm-up, salting); ``SessionSource`` hands out session instances round-robin over the plans,
-replicated and salted; ``LiveStats`` are the counters a running point keeps for the progress
+warm-up); ``SessionSource`` hands out session instances round-robin over the plans,
+replicated and salted (as each plan's ``salt_at`` says); ``LiveStats`` are the counters a running point keeps for the progress
 display and the timeline; ``PointRun`` is what a point produced.
 """
 
@@ -35,7 +35,6 @@ class LoadShape:
     """Stop after this many session instances were started."""
     gap_scale: float = 1.0
     start_at: str = "random"
-    salt: bool = True
     seed: int = 0
     session_header: str | None = None
     schedule: str = "closed"
@@ -106,5 +105,5 @@ class SessionSource:
         join = None
         if join_random and plan.last_submit_ns > 0:
             join = int(random.Random(f"{self.shape.seed}:{i}").uniform(0, plan.last_submit_ns))
-        salt = make_salt(self.nonce, i) if self.shape.salt else None
+        salt = make_salt(self.nonce, i) if plan.salt_at != "off" else None
         return SessionInstance(i, plan, salt, join, f"{self.nonce}-{i}")

@@ -134,8 +134,9 @@ def test_a_target_that_does_not_speak_it_gets_the_chat_form(recorded: Path) -> N
     assert sum(t.endswith("/chat/completions") for t in posted) >= sum(n.values())
 
 
-def test_native_bodies_are_pinned_and_salted_in_their_own_fields(recorded: Path) -> None:
-    (plan,) = [p for p in build_plans([load_trace(recorded)]) if any(
+@pytest.mark.parametrize("at", ["start", "after-system"])
+def test_native_bodies_are_pinned_and_salted_in_their_own_fields(recorded: Path, at: str) -> None:
+    (plan,) = [p for p in build_plans([load_trace(recorded)], salt_at=at) if any(  # type: ignore[arg-type]
         c.api == "messages" for c in p.calls.values())]  # fmt: skip
     call = next(c for c in plan.calls.values() if c.api == "messages")
     call.use_api("messages")
@@ -143,9 +144,20 @@ def test_native_bodies_are_pinned_and_salted_in_their_own_fields(recorded: Path)
     body = orjson.loads(BodyBuilder("m", get_engine("vllm")).build(call, salt, "s"))
     assert body["max_tokens"] == call.expected_tokens and body["model"] == "m"
     assert body["stream"] is True and "stream_options" not in body
-    assert body["system"][0]["text"] == salt + "You look words up."
+    native = call.native or {}
     assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
-    assert body["messages"] == call.native["messages"]  # type: ignore[index]
+    if at == "start":
+        assert body["system"][0]["text"] == salt + "You look words up."
+        assert body["messages"] == native["messages"]
+    else:  # after the system prompt: in front of the first message's text
+        assert body["system"] == native["system"]
+        first, recorded_first = body["messages"][0], native["messages"][0]
+        text = (
+            first["content"] if isinstance(first["content"], str) else first["content"][0]["text"]
+        )
+        old = recorded_first["content"]
+        assert text == salt + (old if isinstance(old, str) else old[0]["text"])
+        assert body["messages"][1:] == native["messages"][1:]
     with pytest.raises(ValueError):
         call.use_api("responses")
 

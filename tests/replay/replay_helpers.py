@@ -13,11 +13,12 @@ from agentload.replay.bodies import BodyBuilder
 from agentload.replay.client import StreamClient
 from agentload.replay.engines import get_engine
 from agentload.replay.plan import SessionPlan, build_plans
+from agentload.replay.salt import SaltAt
 from agentload.replay.schedule import LoadShape, PointRun, PointRunner
 
 
-def plans_of(*paths: Path) -> list[SessionPlan]:
-    return build_plans([load_trace(p) for p in paths])
+def plans_of(*paths: Path, salt_at: SaltAt = "after-system") -> list[SessionPlan]:
+    return build_plans([load_trace(p) for p in paths], salt_at=salt_at)
 
 
 async def run_point(
@@ -27,12 +28,16 @@ async def run_point(
     model: str = "test-model",
     engine: str = "vllm",
     timeout_s: float = 30.0,
+    salt_at: SaltAt = "after-system",
     **shape: Any,
 ) -> tuple[PointRun, PointRunner]:
     client = StreamClient(base_url, timeout_s=timeout_s, max_connections=64)
     try:
         runner = PointRunner(
-            client, plans_of(*paths), BodyBuilder(model, get_engine(engine)), LoadShape(**shape)
+            client,
+            plans_of(*paths, salt_at=salt_at),
+            BodyBuilder(model, get_engine(engine)),
+            LoadShape(**shape),
         )
         return await runner.run(), runner
     finally:

@@ -122,6 +122,8 @@ def test_compare_detects_a_changed_trace(
         (["--power", "nvml", "--power-watts", "500"], "give --power-watts or --power nvml, not"),
         (["--power", "rapl"], "only 'nvml'"),
         (["--start-at", "middle"], "--start-at 'middle'"),
+        (["--salt-at", "nowhere"], "--salt-at 'nowhere': choose start or after-system or off"),
+        (["--no-salt", "--salt-at", "start"], "--no-salt is --salt-at off; it contradicts --salt"),
     ],
 )
 def test_bad_options_fail_before_any_load(

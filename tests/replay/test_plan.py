@@ -12,6 +12,7 @@ from agentload.errors import ReplayError
 from agentload.hashing import canonical_json, sha256_hex
 from agentload.recorder import load_trace
 from agentload.replay.run import load_plans
+from agentload.replay.salt import SaltAt
 
 
 def test_edges_carry_the_recorded_gaps(trace_path: Path) -> None:
@@ -130,10 +131,11 @@ def test_a_cyclic_call_graph_is_rejected(tmp_path: Path) -> None:
         plans_of(path)
 
 
-def test_salted_ceilings_match_real_salts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("at", ["start", "after-system"])
+def test_salted_ceilings_match_real_salts(tmp_path: Path, at: SaltAt) -> None:
     """The salted ceiling (computed once per recorded session with representative salts) is
     what a brute force over real instances' salted prompts finds: exact for what an instance
-    shares with itself, an upper bound of what other instances share."""
+    shares with itself, an upper bound of what other instances share, in either salted mode."""
     import random
 
     from agentload.recorder.prefix import PrefixHasher, hash_prompt
@@ -142,7 +144,7 @@ def test_salted_ceilings_match_real_salts(tmp_path: Path) -> None:
 
     path = agentic_trace(tmp_path / "t.jsonl", sessions=2, shape=Shape(system_words=37))
     trace = load_trace(path)
-    plans = plans_of(path)
+    plans = plans_of(path, salt_at=at)
     counter, block = ChatTokenCounter(trace.header.tokenizer), trace.header.block_size
     rng = random.Random(7)
     salts = [make_salt(f"{rng.randrange(10**9):09d}", rng.randrange(10**6)) for _ in range(3)]
@@ -151,7 +153,7 @@ def test_salted_ceilings_match_real_salts(tmp_path: Path) -> None:
     for i, salt in enumerate(salts):
         for pl in plans:
             for c in pl.calls.values():
-                msgs = salt_messages(c.traffic["messages"], salt)
+                msgs = salt_messages(c.traffic["messages"], salt, at)
                 pp = hash_prompt(PrefixHasher(block), counter, msgs, c.traffic.get("tools"))
                 sent[(i, c.key)] = list(pp.state.blocks)
 
@@ -172,12 +174,19 @@ def test_salted_ceilings_match_real_salts(tmp_path: Path) -> None:
             before = [o for o in pl.calls.values() if o.id != c.id and o.id not in after[c.id]]
             within = max((lcp(mine, sent[(0, o.key)]) for o in before), default=0)
             cross = max(lcp(mine, sent[(i, k)]) for (i, k) in sent if i != 0)
-            assert c.salted_ceiling_tokens is not None
-            assert c.salted_ceiling_tokens >= max(within, cross) * block, c.key
+            assert c.within_tokens == within * block, c.key
+            assert c.cross_tokens is not None and c.cross_tokens >= cross * block, c.key
+            assert c.ceiling() == max(c.within_tokens, c.cross_tokens)
             if c.seq > 0:  # an agent's later call: its own history is the most it can reuse
-                assert c.salted_ceiling_tokens == within * block >= c.ceiling_tokens
+                assert c.ceiling() == within * block >= c.ceiling_tokens
             else:  # an agent's first call: the tool schemas and the salt's head, at least
-                assert c.salted_ceiling_tokens >= cross * block > 0
+                assert c.ceiling() >= cross * block > 0
+            if at == "after-system":  # the tools and the whole system prompt, across sessions
+                system = [m for m in c.traffic["messages"] if m["role"] == "system"]
+                shared = len(counter.ids_for_tools(c.traffic["tools"])) + sum(
+                    len(counter.ids_for_message(m)) for m in system
+                )
+                assert c.cross_tokens >= shared // block * block, c.key
 
 
 def test_a_tokenizer_that_cannot_load_keeps_the_unsalted_ceiling(
@@ -190,11 +199,15 @@ def test_a_tokenizer_that_cannot_load_keeps_the_unsalted_ceiling(
     path.write_bytes(header.replace(b'"tokenizer":"o200k_base"', missing) + b"\n" + rest)
     plans, _ = load_plans([str(path)], max_context=None)
     calls = [c for pl in plans for c in pl.calls.values()]
-    assert calls and all(c.salted_ceiling_tokens is None for c in calls)
+    assert calls and all(c.within_tokens is None for c in calls)
+    assert all(c.ceiling() == c.within() == c.ceiling_tokens for c in calls)
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"{path}: tokenizer hf:" in err and "cannot be loaded" in err
-    plans, _ = load_plans([str(path)], max_context=None, salt=False)  # nothing to warn about
+    plans, _ = load_plans([str(path)], max_context=None, salt_at="off")  # nothing to warn about
     assert capsys.readouterr().err == ""
+    # unsalted, the ceilings need no tokenizer: the trace's blocks say them
+    calls = [c for pl in plans for c in pl.calls.values()]
+    assert all(c.within_tokens is not None and c.within_tokens >= c.ceiling_tokens for c in calls)
 
 
 def test_every_salt_has_the_same_token_layout() -> None:

@@ -76,8 +76,9 @@ async def test_bodies_are_the_recorded_requests(chat_server: ChatServer, trace_p
         assert body["model"] == "test-model" and body["stream"] is True
         assert body["stream_options"] == {"include_usage": True}
         assert body["ignore_eos"] is True and body["min_tokens"] == body["max_tokens"] == 8
-        first_system = next(m for m in body["messages"] if m["role"] == "system")
-        salt = first_system["content"].split("\n", 1)[0]
+        # the default --salt-at after-system: the first message after the system prompt
+        first_turn = next(m for m in body["messages"] if m["role"] != "system")
+        salt = first_turn["content"].split("\n", 1)[0]
         assert salt.startswith("[agentload-salt ")
         body["messages"] = unsalt_messages(body["messages"])
         traffic = {
@@ -100,7 +101,7 @@ async def test_no_salt_and_no_extras(chat_server: ChatServer, trace_path: Path) 
         [trace_path],
         start_at="zero",
         sessions=2,
-        salt=False,
+        salt_at="off",
         engine="openai",
     )
     bodies = [orjson.loads(s.body) for s in chat_server.seen]

@@ -125,7 +125,7 @@ def test_synthesized_prompts_have_the_recorded_lengths_and_sharing(
         traces=[str(trace)],
         endpoint=own_simulator.base_url,
         model=own_simulator.model,
-        salt=False,
+        salt_at="off",
         schedule="recorded",
         time_scale=0.5,
     )
@@ -147,11 +147,18 @@ def test_synthesized_prompts_have_the_recorded_lengths_and_sharing(
     assert reqs["c1"].cached_tokens == _floor(head + 200 - Synthesizer().framing)
     assert reqs["c2"].cached_tokens == _floor(head + 5 * BLOCK)
     assert reqs["d0"].cached_tokens == _floor(head + 2 * BLOCK)
-    # the ceilings (the session's own earlier calls) are what the server cached
+    # unsalted, the ceiling is the whole prompt (a replica could have sent it); its part the
+    # session's own earlier calls can have cached is exactly what the server cached
     for cid in ("c0", "c1", "c2"):
-        assert reqs[cid].ceiling_tokens == reqs[cid].cached_tokens
-    assert reqs["d0"].ceiling_tokens == 0  # first call of its session
-    assert res.points[0].aggregates.kv_survival[0].ratio == 1.0
+        r = reqs[cid]
+        assert r.within_ceiling_tokens == r.cached_tokens <= r.ceiling_tokens
+        assert r.ceiling_tokens == _floor(r.prompt_tokens_ours)
+    assert reqs["d0"].within_ceiling_tokens == 0  # first call of its session
+    # d0's hits came from the other session (global block ids): cross-session hits
+    hits = res.points[0].aggregates.kv_hits
+    assert hits is not None and hits.n == 4
+    assert hits.within_session_tokens == sum(reqs[c].cached_tokens for c in ("c1", "c2"))
+    assert hits.cross_session_tokens == reqs["d0"].cached_tokens > 0
 
 
 def test_same_id_same_text_and_digests_follow_the_seed(tmp_path: Path) -> None:
@@ -255,7 +262,7 @@ def test_two_replays_with_one_seed_send_identical_traffic(
         notes
         == [
             f"agentload: note: {trace}: its block ids are shared across sessions (mooncake); "
-            "the salt keeps each session's prefix cache apart, --no-salt replays that sharing"
+            "the salt keeps each session's prefix cache apart, --salt-at off replays that sharing"
         ]
         * 3
     )

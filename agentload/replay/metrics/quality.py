@@ -15,6 +15,7 @@ __all__ = [
     "ContextOverflow",
     "ErrorCounts",
     "Goodput",
+    "KVHits",
     "KVSurvival",
     "LengthMismatch",
     "PhaseCounts",
@@ -78,12 +79,31 @@ class SLOAttainment(Metric):
         return sum(1 for r in ctx.measured if meets_slo(r, slo)) / len(ctx.measured)
 
 
-def ceiling_server(r: RequestRecord) -> float:
-    """The request's KV-survival ceiling in the server's tokens: the ceiling (agentload's
-    tokens) times the request's server/ours prompt-token ratio, or as counted when the server
-    reported no prompt tokens (ours by ours)."""
+def ceiling_server(r: RequestRecord, tokens: int | None = None) -> float:
+    """The request's KV-survival ceiling (or ``tokens`` of it) in the server's tokens: the
+    ceiling (agentload's tokens) times the request's server/ours prompt-token ratio, or as
+    counted when the server reported no prompt tokens (ours by ours)."""
+    n = r.ceiling_tokens if tokens is None else tokens
     scale = r.server_per_ours
-    return r.ceiling_tokens * scale if scale is not None else float(r.ceiling_tokens)
+    return n * scale if scale is not None else float(n)
+
+
+def _phase(name: str) -> Callable[[Any], Any]:
+    """A column cell: key ``name`` of a dict value (None when there is no value)."""
+    return lambda v: v[name] if v else None
+
+
+def _hits_split(sel: list[RequestRecord]) -> dict[str, int | None]:
+    """The server's cached tokens of ``sel`` split by where they can have come from:
+    within-session hits Σ min(cached, within ceiling in the server's tokens), cross-session
+    hits the rest (None both when a request has no within ceiling: an older file)."""
+    if any(r.within_ceiling_tokens is None for r in sel):
+        return {"within_session_tokens": None, "cross_session_tokens": None}
+    within = sum(
+        min(r.cached_tokens or 0, round(ceiling_server(r, r.within_ceiling_tokens))) for r in sel
+    )
+    cached = sum(r.cached_tokens or 0 for r in sel)
+    return {"within_session_tokens": within, "cross_session_tokens": cached - within}
 
 
 class KVSurvival(Metric):
@@ -99,13 +119,17 @@ class KVSurvival(Metric):
     the server reused, whatever its tokenizer.
 
     The ceiling counts what the target can truly have cached for the request as sent, in
-    full blocks of agentload's tokenizer and the trace's block size. Salted (the default):
-    the longest prefix of the salted prompt shared with a call of the same session instance
-    that may run before it, or with any other replica (the tool schemas and system head
-    before the salt, and the salt's common leading tokens), see ``replay.reuse``; so against
-    the simulator the ratio is at most 1. Unsalted (``--no-salt``): the leading blocks the
-    recorded prompt shares with earlier calls of its session; replicas then share whole
-    prompts, so the ratio can exceed 1."""
+    full blocks of agentload's tokenizer and the trace's block size, in every ``--salt-at``
+    mode the larger of two parts (``replay.reuse``): within the session instance, the longest
+    prefix of the prompt as sent shared with a call of the same instance that may run before
+    it; across instances, what another one can have cached: salted, everything before the
+    point where two salts differ (``start``: the tool schemas, the system head and the salt's
+    common leading tokens; ``after-system``: the tools and the whole system prompt too),
+    unsalted (``off``), the whole prompt (a replica sends it too). So against the simulator
+    the ratio is at most 1 in every mode.
+
+    Each row also splits the cached tokens into within-session hits (Σ min(cached, the
+    request's within-instance ceiling)) and cross-session hits (the rest), as ``KVHits``."""
 
     tag = "kv_survival"
     header = "KV survival"
@@ -118,6 +142,8 @@ class KVSurvival(Metric):
         ("ceiling_tokens_server", "ceiling tokens (server's)"),
         ("ratio", "cached / ceiling"),
         ("mean_ratio", "mean per-request ratio"),
+        ("within_session_tokens", "within-session hits"),
+        ("cross_session_tokens", "cross-session hits"),
     )
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
@@ -149,9 +175,48 @@ class KVSurvival(Metric):
                         (r.cached_tokens or 0) / c for r, c in zip(sel, scaled, strict=True)
                     )
                     / len(sel),
+                    **_hits_split(sel),
                 }
             )
         return rows
+
+
+class KVHits(Metric):
+    """Prefix-cache hits by origin: over successful measured requests with a reported cached
+    count (agents' first calls included, which KV survival's gap buckets leave out), Σ server
+    cached tokens split into within-session hits, Σ min(cached, within-instance ceiling) (the
+    ceiling's part the request's own session instance can have put in the cache, scaled to the
+    server's tokens as for KV survival), and cross-session hits, the rest: cached tokens only
+    another session instance (another replica or recorded session, an earlier sweep point) can
+    have left there; with ``--salt-at after-system`` the shared tools and system prompt. None
+    without such requests."""
+
+    tag = "kv_hits"
+    header = "prefix-cache hits"
+    unit = "tokens"
+
+    @classmethod
+    def columns(cls) -> tuple[Column, ...]:
+        """Cached, within-session and cross-session tokens."""
+        return tuple(
+            Column(name, label, _phase(key))
+            for name, label, key in (
+                ("cached_tokens", "cached tokens", "cached_tokens"),
+                ("within_session_hits", "within-session hits (tokens)", "within_session_tokens"),
+                ("cross_session_hits", "cross-session hits (tokens)", "cross_session_tokens"),
+            )
+        )
+
+    def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
+        sel = [r for r in ctx.measured_ok if r.cached_tokens is not None]
+        if not sel:
+            return None
+        return {
+            "n": len(sel),
+            "cached_tokens": sum(r.cached_tokens or 0 for r in sel),
+            "ceiling_tokens": sum(r.ceiling_tokens for r in sel),
+            **_hits_split(sel),
+        }
 
 
 def prompt_token_ratio(requests: Iterable[RequestRecord]) -> float | None:
@@ -177,10 +242,6 @@ class PromptTokenRatio(Metric):
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         return prompt_token_ratio(ctx.requests)
-
-
-def _phase(name: str) -> Callable[[Any], Any]:
-    return lambda v: v[name] if v else None
 
 
 class ErrorCounts(Metric):
