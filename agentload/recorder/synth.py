@@ -23,8 +23,8 @@ from a keyed stream (blake2b of the seed, the id and a counter). A partial last 
 block's first k words. The words beyond the last id (the part of the prompt the source did not
 hash) are a stream keyed by the call's id, with the same hash words in front: unique per call.
 
-**Messages**: a fixed short system message (the replay's salt goes there, so it never touches
-the synthesized text), then one user message: the words, then one space (a Metaspace/
+**Messages**: a fixed short system message (replay's ``--salt-at start`` salt goes there;
+``after-system`` puts it in front of the user message, before the words), then one user message: the words, then one space (a Metaspace/
 sentencepiece tokenizer would otherwise merge the last word with the closing framing). The
 framing (the system piece, the user piece's own tokens, the reply priming) comes off the
 recorded length; the ids cover the prompt's words from the start, so the last id's block is
