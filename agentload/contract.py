@@ -32,11 +32,13 @@ __all__ = [
     "LIST_FILES",
     "ORCHESTRATOR",
     "READ_FILE",
+    "REPO_MAP_HEADING",
     "ROLES",
     "RUN_TESTS",
     "SEARCH_CODE",
     "SUBAGENT_ROLES",
     "SUBAGENT_TOOLS",
+    "TASK_HEADING",
     "TEST_RUNNER",
     "TOOLS",
     "TOOL_SCHEMAS",
@@ -51,6 +53,12 @@ TEST_RUNNER: Final = "test_runner"
 FILE_READER: Final = "file_reader"
 SUBAGENT_ROLES: Final = (CODE_SEARCH, TEST_RUNNER, FILE_READER)
 ROLES: Final = (ORCHESTRATOR, *SUBAGENT_ROLES)
+
+REPO_MAP_HEADING: Final = "## Repository map"
+"""The heading of the repository context the orchestrator's first user message starts with
+(``agents.first_prompt``; the simulator's policy reads the map and the files under it)."""
+TASK_HEADING: Final = "## Task"
+"""The heading between that context and the user's request in the same message."""
 
 SEARCH_CODE: Final = "search_code"
 READ_FILE: Final = "read_file"

@@ -57,6 +57,8 @@ SAMPLE_TOKENS = 2000
 """Size of the calibration sample, in our tokens (at most the first prompt's own budget)."""
 _RUN_LINES = 8
 """Lines per run of the sample (see ``sample_text``)."""
+_LINE_CHARS = 240
+"""Longer lines are cut into pieces of this many characters before runs are taken."""
 RATIO_RANGE = (0.2, 5.0)
 """A measured ratio outside this range is not believed (a server that reports something else)."""
 
@@ -103,19 +105,34 @@ def sample_text(scenario: Scenario, workdir: Path, counter: ChatTokenCounter) ->
         [
             render_tools(tools),
             render_message({"role": "system", "content": prompt.system}),
-            render_message({"role": "user", "content": scenario.task}),
+            render_message({"role": "user", "content": prompt.user}),
         ]
     )
     if prompt.tokens <= SAMPLE_TOKENS:
         return text
-    lines = text.splitlines(keepends=True)
+    # lines, long ones (the tools piece is one line: ~15K tokens with full manuals) cut into
+    # pieces of at most _LINE_CHARS characters, so that every run is small
+    lines = [
+        line[i : i + _LINE_CHARS]
+        for line in text.splitlines(keepends=True)
+        for i in range(0, len(line), _LINE_CHARS)
+    ]
     runs = ["".join(lines[i : i + _RUN_LINES]) for i in range(0, len(lines), _RUN_LINES)]
-    # The first run (the tools piece, one long line, and the instructions) always; of the
-    # others, run i when the running share crosses an integer: evenly spaced.
+    # The first run (the head of the tools piece) always; of the others, run i when the
+    # running share crosses an integer: evenly spaced.
+    # runs differ in size (tool-manual pieces are denser than file lines), so the share taken
+    # is corrected twice by the sample's measured size
     head = counter.count_text(runs[0])
     share = max(0.0, SAMPLE_TOKENS - head) / max(1, prompt.tokens - head)
-    rest = [r for i, r in enumerate(runs[1:]) if int((i + 1) * share) > int(i * share)]
-    return runs[0] + "".join(rest)
+    sample = runs[0]
+    for _ in range(3):
+        rest = [r for i, r in enumerate(runs[1:]) if int((i + 1) * share) > int(i * share)]
+        sample = runs[0] + "".join(rest)
+        got = counter.count_text(sample) - head
+        if got <= 0:
+            break
+        share = min(1.0, share * max(0, SAMPLE_TOKENS - head) / got)
+    return sample
 
 
 def _said(resp: httpx.Response) -> str:

@@ -1,8 +1,9 @@
 """The context builder: the orchestrator's first prompt, sized to the scenario's budget.
 
-Layout of the orchestrator's system message (the simulator's policy parses the headings)::
-
-    <the scenario's orchestrator instructions>
+The system message is the scenario's orchestrator instructions, as written: with the tools,
+the static prefix every session of an agent product starts with (a server caches it across
+users). The repository context comes in the first user message, in front of the request, as
+real coding agents send a workspace's context (the simulator's policy parses the headings)::
 
     ## Repository map
     <every workspace file, one relative path per line>
@@ -10,6 +11,9 @@ Layout of the orchestrator's system message (the simulator's policy parses the h
     ## File: <path>
     <the file's text>
     ...
+
+    ## Task
+    <the user's request>
 
 Key files are the ones a real agent would load first, in this order: files the task names,
 then source files (package ``__init__`` first, then by path), then test files. They are added
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from agentload.contract import REPO_MAP_HEADING, TASK_HEADING
 from agentload.tokenizer import ChatTokenCounter
 
 __all__ = ["OrchestratorPrompt", "build_orchestrator_prompt", "build_subagent_prompt"]
@@ -40,9 +45,11 @@ _token_cache: dict[bytes, int] = {}
 
 @dataclass(frozen=True)
 class OrchestratorPrompt:
-    """The orchestrator's system prompt and what went into it."""
+    """The orchestrator's first messages (system instructions; the user message: repository
+    context, then the task) and what went into them."""
 
     system: str
+    user: str
     files: tuple[str, ...]
     cut_file: str | None
     tokens: int
@@ -103,11 +110,16 @@ def build_orchestrator_prompt(
     budget_tokens: int,
     counter: ChatTokenCounter,
 ) -> OrchestratorPrompt:
-    """The orchestrator's system prompt filled to ``budget_tokens`` (see the module docstring)."""
+    """The orchestrator's first prompt filled to ``budget_tokens`` (module docstring)."""
     files = sorted(files)
-    head = f"{instructions.strip()}\n\n## Repository map\n" + "\n".join(files)
-    user = {"role": "user", "content": task}
-    fixed = counter.count_prompt([{"role": "system", "content": head}, user], tools)
+    system = f"{instructions.strip()}\n"
+    head = f"{REPO_MAP_HEADING}\n" + "\n".join(files)
+    tail = f"\n\n{TASK_HEADING}\n{task}"
+
+    def messages(user: str) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    fixed = counter.count_prompt(messages(head + tail), tools)
     room = budget_tokens - fixed
     chunks: list[str] = [head]
     chosen: list[str] = []
@@ -139,9 +151,11 @@ def build_orchestrator_prompt(
             chosen.append(rel)
             cut = rel
         break
-    system = "".join(chunks) + "\n"
-    total = counter.count_prompt([{"role": "system", "content": system}, user], tools)
-    return OrchestratorPrompt(system=system, files=tuple(chosen), cut_file=cut, tokens=total)
+    user = "".join(chunks) + tail
+    total = counter.count_prompt(messages(user), tools)
+    return OrchestratorPrompt(
+        system=system, user=user, files=tuple(chosen), cut_file=cut, tokens=total
+    )
 
 
 def build_subagent_prompt(instructions: str) -> str:

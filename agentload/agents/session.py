@@ -180,7 +180,7 @@ async def _first_prompt(
     )
 
 
-async def _orchestrate(rt: AgentRuntime, prompt: OrchestratorPrompt, task: str) -> None:
+async def _orchestrate(rt: AgentRuntime, prompt: OrchestratorPrompt) -> None:
     """Run the orchestrator graph; it returns when the task is done and raises ``SessionEnd``
     for every other end."""
     orch = orchestrator_id(rt.session_id)
@@ -188,7 +188,7 @@ async def _orchestrate(rt: AgentRuntime, prompt: OrchestratorPrompt, task: str) 
     state = OrchestratorState(
         messages=[
             {"role": "system", "content": prompt.system},
-            {"role": "user", "content": task},
+            {"role": "user", "content": prompt.user},
         ],
         seq=0,
         depends_on=[],
@@ -282,7 +282,7 @@ async def run_session(
                 clock=clock,
             )
             try:
-                await _orchestrate(rt, prompt, scenario.task)
+                await _orchestrate(rt, prompt)
                 reason = "done"
             except SessionEnd as end:
                 reason = end.reason

@@ -201,7 +201,7 @@ class Scenario(_Model):
         default_factory=dict,
         description="the description the model reads, by tool name, instead of the one-line "
         "default: the full manual a real agent product sends (`!include FILE` in YAML reads it "
-        "from a file next to the scenario)",
+        "from a file next to the scenario; null: none, also over inherited ones)",
     )
     tool_output_max_chars: int = Field(
         default=30_000, ge=200, description="tool output beyond this is cut (head + tail kept)"
@@ -232,6 +232,13 @@ class Scenario(_Model):
         if isinstance(orch, OrchestratorSpec) and contract.DELEGATE in orch.tools and not v:
             raise ValueError("orchestrator.tools has `delegate`: define at least one kind")
         return v
+
+    @field_validator("tool_descriptions", mode="before")
+    @classmethod
+    def _null_is_none(cls, v: object) -> object:
+        # `tool_descriptions: null` in a file that `extends` another drops the inherited ones
+        # (an empty mapping would merge into them and keep them)
+        return {} if v is None else v
 
     @field_validator("tool_descriptions")
     @classmethod

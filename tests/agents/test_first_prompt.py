@@ -28,19 +28,21 @@ def test_prompt_lands_on_the_budget(email_ws: Workspace, budget: int) -> None:
         task=task, tools=TOOLS, budget_tokens=budget, counter=counter,
     )  # fmt: skip
     measured = counter.count_prompt(
-        [{"role": "system", "content": p.system}, {"role": "user", "content": task}], TOOLS
+        [{"role": "system", "content": p.system}, {"role": "user", "content": p.user}], TOOLS
     )
     assert measured == p.tokens
     assert budget * 0.97 <= p.tokens <= budget * 1.01
-    lines = p.system.splitlines()
-    assert lines[0] == "Be good."  # the scenario's words first: no control text of ours
-    assert "## Repository map" in lines
-    start = lines.index("## Repository map") + 1
+    # the system message is the scenario's words alone: the static prefix sessions share
+    assert p.system == "Be good.\n"
+    lines = p.user.splitlines()
+    assert lines[0] == contract.REPO_MAP_HEADING  # then the repository context, then the task
+    assert p.user.endswith(f"\n\n{contract.TASK_HEADING}\n{task}")
+    start = lines.index(contract.REPO_MAP_HEADING) + 1
     assert lines[start : start + len(email_ws.files())] == email_ws.files()
     shown = [ln.removeprefix("## File: ") for ln in lines if ln.startswith("## File: ")]
     assert tuple(shown) == p.files and shown and all(f in email_ws.files() for f in shown)
     assert shown[0] == "email/__init__.py"  # package entry point first
-    assert (email_ws.root / shown[1]).read_text().rstrip() in p.system or p.cut_file == shown[1]
+    assert (email_ws.root / shown[1]).read_text().rstrip() in p.user or p.cut_file == shown[1]
 
 
 def test_files_named_in_the_task_come_first(email_ws: Workspace) -> None:

@@ -52,8 +52,11 @@ def check_trace(result: RunResult, trace: Trace, *, sandbox: str) -> None:
 
     calls = trace.calls_of(orch_id)
     first_msgs = trace.messages(calls[0])
-    assert first_msgs[0]["content"].startswith(scenario.orchestrator.system_prompt.strip())
-    assert "## Repository map" in first_msgs[0]["content"]
+    # the system message is the scenario's instructions alone (the static prefix); the
+    # repository context comes first in the user message, the task after it
+    assert first_msgs[0]["content"] == scenario.orchestrator.system_prompt.strip() + "\n"
+    assert first_msgs[1]["content"].startswith("## Repository map\n")
+    assert first_msgs[1]["content"].endswith(f"\n\n## Task\n{scenario.task}")
     prompts = [trace.prompt_tokens(c) for c in calls]
     assert prompts == sorted(prompts)  # the whole history is carried forward
     assert prompts[-1] >= 40_000 > prompts[-2]  # stopped at the context target

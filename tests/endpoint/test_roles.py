@@ -27,7 +27,7 @@ from .conftest import post
 def test_shipped_scenarios_first_requests_are_recognised(name: str, tmp_path: Path) -> None:
     s = load_scenario(name)
     ws = materialise(s.workspace.recipe, tmp_path / "ws", s.workspace.fault)
-    tools = contract.tool_schemas(tuple(s.orchestrator.tools))
+    tools = contract.tool_schemas(tuple(s.orchestrator.tools), s.tool_descriptions)
     prompt = build_orchestrator_prompt(
         root=ws.root,
         files=ws.files(),
@@ -37,7 +37,7 @@ def test_shipped_scenarios_first_requests_are_recognised(name: str, tmp_path: Pa
         budget_tokens=s.orchestrator.initial_context_tokens,
         counter=ChatTokenCounter(),
     )
-    first = [{"role": "system", "content": prompt.system}, {"role": "user", "content": s.task}]
+    first = [{"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user}]
     assert "agentload" not in prompt.system  # nothing of ours travels
     assert infer_role(first, s.orchestrator.tools) == contract.ORCHESTRATOR
     settings = agent_settings(s, "m", 0)
@@ -71,6 +71,14 @@ def _sys(text: str) -> list[dict[str, Any]]:
         (_sys("You are a Test_Runner subagent."), ["read_file"], contract.TEST_RUNNER),
         (_sys("You are a file reader sub-agent."), ["read_file"], contract.FILE_READER),
         (_sys("Lead.\n\n## Repository map\na.py"), list(contract.DIRECT_TOOLS), "orchestrator"),
+        (
+            [
+                {"role": "system", "content": "Lead."},
+                {"role": "user", "content": "## Repository map\na.py\n\n## Task\nfix it"},
+            ],
+            list(contract.DIRECT_TOOLS),
+            "orchestrator",
+        ),
         ([{"role": "user", "content": "hi"}], ["list_files", "read_file"], contract.FILE_READER),
     ],
 )

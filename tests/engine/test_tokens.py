@@ -72,7 +72,7 @@ def test_generate_sizes_the_first_prompt_in_the_engines_tokens(engine: Any, tmp_
         "model": engine.model,
         "messages": [
             {"role": "system", "content": prompt.system},
-            {"role": "user", "content": s.task},
+            {"role": "user", "content": prompt.user},
         ],
         "tools": tools,
         "max_tokens": 1,

@@ -1,7 +1,7 @@
 """What an agentload agent knows at one call, and the pickers the agent policies share.
 
 ``build_context`` reads the conversation once (facts cached per message): the task, the
-repository map and file sections of the system prompt, every fact of the tool outputs, the
+repository map and file sections (of the first user message, else of the system prompt), every fact of the tool outputs, the
 freshest results, and what was already read, searched, run and delegated. The pickers choose
 identifiers, locations and paths that the conversation really contains and that were not used
 yet.
@@ -13,7 +13,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentload.contract import DELEGATE, READ_FILE, RUN_TESTS, SEARCH_CODE
+from agentload.contract import (
+    DELEGATE,
+    READ_FILE,
+    REPO_MAP_HEADING,
+    RUN_TESTS,
+    SEARCH_CODE,
+    TASK_HEADING,
+)
 from agentload.endpoint.policy.base import BasePolicy
 from agentload.endpoint.policy.facts import (
     Facts,
@@ -32,6 +39,7 @@ __all__ = [
     "build_context",
     "continuations",
     "first_sentence",
+    "first_user",
     "fresh_idents",
     "is_used",
     "known_def",
@@ -77,21 +85,40 @@ class Ctx:
         return self.conv.rng
 
 
+def first_user(conv: Conversation) -> tuple[str, str]:
+    """(repository context, request) of the first user message: a message that starts with
+    the repository map (``agents.first_prompt``) carries the context, then the request under
+    ``## Task``; any other is the request alone."""
+    text = conv.text(1) if len(conv.messages) > 1 else ""
+    if text.startswith(REPO_MAP_HEADING):
+        context, sep, task = text.rpartition(f"\n{TASK_HEADING}\n")
+        if sep:
+            return context, task
+    return "", text
+
+
 def build_context(policy: BasePolicy, conv: Conversation) -> Ctx:
-    sys_text = conv.text(0)
-    key = conv.mids[0]
+    context, task = first_user(conv)
+    key = conv.mids[0] + (conv.mids[1] if context else "")
     cached = _SYS_CACHE.get(key)
     if cached is None:
         if len(_SYS_CACHE) > 256:
             _SYS_CACHE.clear()
-        cached = (repo_map(sys_text), file_sections(sys_text), extract(sys_text, key))
+        # the system prompt and the repository context: what the agent was given to start
+        known = conv.text(0) + ("\n\n" + context if context else "")
+        cached = (repo_map(known), file_sections(known), extract(known, key))
         _SYS_CACHE[key] = cached
     repo, sections, sys_facts = cached
     last_asst = max(
         (i for i, m in enumerate(conv.messages) if m.get("role") == "assistant"), default=0
     )
-    task = conv.text(1) if len(conv.messages) > 1 else ""
-    facts = conv.facts(1)
+    if context:  # the request's facts, then the later messages' (the context's are above)
+        facts = Facts()  # extract's result is cached: merge into a new one
+        facts.merge(extract(task, conv.mids[1] + "#task"))
+        facts.merge(conv.facts(2))
+        facts = facts.dedupe()
+    else:
+        facts = conv.facts(1)
     ctx = Ctx(
         policy=policy,
         conv=conv,

@@ -13,8 +13,9 @@ person reading the request would, from the tools it is offered and its system me
    "file-reader sub-agent" (hyphen, underscore or space; any case).
 4. **A sub-agent by its tools** — the offered tools are exactly one kind's usual set
    (``contract.SUBAGENT_TOOLS``, in any order).
-5. **Orchestrator without delegate** — its system message carries the first prompt's
-   ``## Repository map`` heading (a scenario whose orchestrator works alone).
+5. **Orchestrator without delegate** — its first user message starts with the first
+   prompt's ``## Repository map`` heading, or (traces recorded before the context moved out of
+   the system prompt) its system message carries it: a scenario whose orchestrator works alone.
 6. Anything else: ``None`` (the plain reply).
 """
 
@@ -32,7 +33,6 @@ __all__ = ["infer_role"]
 _KIND_WORDING: Final = re.compile(
     r"\b(code[-_ ]search|test[-_ ]runner|file[-_ ]reader)[-_ ]sub-?agent\b", re.IGNORECASE
 )
-_REPO_MAP: Final = "## Repository map"
 
 
 def _system_text(messages: Sequence[dict[str, Any]]) -> str:
@@ -56,6 +56,7 @@ def infer_role(messages: Sequence[dict[str, Any]], tools: Sequence[str]) -> str 
     for kind, usual in contract.SUBAGENT_TOOLS.items():
         if offered == set(usual):
             return kind
-    if _REPO_MAP in system:
+    first_user = _content_text(messages[1].get("content")) if len(messages) > 1 else ""
+    if contract.REPO_MAP_HEADING in system or first_user.startswith(contract.REPO_MAP_HEADING):
         return contract.ORCHESTRATOR
     return None
