@@ -1,5 +1,7 @@
-"""Tools served from the workspace on the host (it is the sandbox's bind mount, so both see the
-same files): ``read_file``, ``list_files``, ``edit_file``."""
+"""The file tools' logic: ``read_file``'s checks and output (the toolbox reads the bytes with a
+command in the sandbox, as a sandboxed harness does), and ``list_files`` and ``edit_file``,
+served from the workspace on the host (it is the sandbox's bind mount, so both see the same
+files)."""
 
 from __future__ import annotations
 
@@ -10,30 +12,47 @@ from pathlib import Path
 from agentload.tools.result import ToolError
 from agentload.tools.text import resolve_path
 
-__all__ = ["LIST_CAP", "READ_MAX_BYTES", "edit_file", "list_files", "read_file"]
+__all__ = [
+    "LIST_CAP",
+    "READ_MAX_BYTES",
+    "check_file",
+    "decode",
+    "edit_file",
+    "lines_of",
+    "list_files",
+    "read_file",
+]
 
 LIST_CAP = 2000
 READ_MAX_BYTES = 4 * 1024 * 1024
 _SKIP_DIRS = (".git", "__pycache__")
 
 
-def _text_of(real: Path, shown: str, errors: str = "replace") -> str:
+def check_file(real: Path, shown: str) -> None:
+    """ToolError unless ``real`` is a readable-sized regular file (``shown``: its name)."""
     if not real.exists():
         raise ToolError(f"{shown}: no such file")
     if real.is_dir():
         raise ToolError(f"{shown}: is a directory (use list_files)")
     if real.stat().st_size > READ_MAX_BYTES:
         raise ToolError(f"{shown}: larger than {READ_MAX_BYTES // 1024 // 1024} MiB")
-    data = real.read_bytes()
+
+
+def decode(data: bytes, shown: str, errors: str = "replace") -> str:
+    """A file's bytes as text; ToolError for a binary file."""
     if b"\0" in data[:8192]:
         raise ToolError(f"{shown}: binary file")
     return data.decode("utf-8", errors=errors)
 
 
-def read_file(root: Path, path: str, start_line: int | None, end_line: int | None) -> str:
+def _text_of(real: Path, shown: str, errors: str = "replace") -> str:
+    check_file(real, shown)
+    return decode(real.read_bytes(), shown, errors)
+
+
+def lines_of(text: str, shown: str, start_line: int | None, end_line: int | None) -> str:
     """``# path (lines a-b of N)`` then the text of those lines (1-based, inclusive)."""
-    real, shown = resolve_path(root, path)
-    lines = _text_of(real, shown).splitlines(keepends=True)
+    lines = text.splitlines(keepends=True)
     n = len(lines)
     a = 1 if start_line is None else start_line
     b = n if end_line is None else min(end_line, n)
@@ -45,6 +64,12 @@ def read_file(root: Path, path: str, start_line: int | None, end_line: int | Non
     if body and not body.endswith("\n"):
         body += "\n"
     return f"# {shown} (lines {a if n else 0}-{b} of {n})\n{body}"
+
+
+def read_file(root: Path, path: str, start_line: int | None, end_line: int | None) -> str:
+    """``lines_of`` the file, read on the host (the toolbox reads it in the sandbox)."""
+    real, shown = resolve_path(root, path)
+    return lines_of(_text_of(real, shown), shown, start_line, end_line)
 
 
 def list_files(root: Path, path: str | None) -> str:

@@ -116,11 +116,6 @@ class Toolbox:
             raise ToolError(f"{name} timed out after {limit:g}s", timed_out=True) from None
         return _Out(text)
 
-    async def _read_file(self, a: dict[str, Any]) -> _Out:
-        return await self._on_host(
-            contract.READ_FILE, files.read_file, a["path"], a.get("start_line"), a.get("end_line")
-        )
-
     async def _list_files(self, a: dict[str, Any]) -> _Out:
         return await self._on_host(contract.LIST_FILES, files.list_files, a.get("path"))
 
@@ -140,6 +135,24 @@ class Toolbox:
             raise ToolError(
                 f"{name}: the sandbox did not answer within {limit:g}s", timed_out=True
             ) from None
+
+    async def _read_file(self, a: dict[str, Any]) -> _Out:
+        # checked on the host, read by a command in the sandbox: each read costs what it costs
+        # a sandboxed harness (a process started in the sandbox), and sees the sandbox's files
+        real, shown = resolve_path(self.workspace_root, a["path"])
+        files.check_file(real, shown)
+        res, limit = await self._exec(contract.READ_FILE, ["cat", "--", shown])
+        if res.timed_out:
+            raise ToolError(f"read_file timed out after {limit:g}s", timed_out=True)
+        if res.exit_code != 0 or res.dropped_bytes:
+            said = res.output.decode("utf-8", errors="replace").strip().splitlines()[-1:]
+            raise ToolError(
+                f"{shown}: cannot read (exit code {res.exit_code}): {said[0][:300] if said else 'no output'}"
+            )
+        text = files.lines_of(
+            files.decode(res.output, shown), shown, a.get("start_line"), a.get("end_line")
+        )
+        return _Out(text, res.exit_code, len(res.output), sandbox_id=self.sandbox.id)
 
     async def _search_code(self, a: dict[str, Any]) -> _Out:
         pattern: str = a["pattern"]

@@ -16,9 +16,11 @@ async def test_read_file_whole_and_ranges(local_box: Toolbox, ws: Workspace) -> 
     src = (ws.root / "email" / "quoprimime.py").read_text()
     n = len(src.splitlines())
     r = await local_box.call("read_file", {"path": "email/quoprimime.py"})
-    assert r.error is None and not r.truncated and r.exit_code is None
+    # read by a command in the sandbox (`cat`): its exit code, the sandbox, the file's bytes
+    assert r.error is None and not r.truncated and r.exit_code == 0
+    assert r.sandbox_id == local_box.sandbox.id
     assert r.text == f"# email/quoprimime.py (lines 1-{n} of {n})\n{src}"
-    assert r.output_bytes == len(r.text.encode()) and r.end_ns >= r.start_ns
+    assert r.output_bytes == len(src.encode()) and r.end_ns >= r.start_ns
     r = await local_box.call(
         "read_file",
         '{"path": "/workspace/email/quoprimime.py", "start_line": 142, "end_line": 142}',

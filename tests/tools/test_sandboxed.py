@@ -142,3 +142,21 @@ async def test_two_sessions_see_identical_tool_output(
             b.output_bytes,
             b.truncated,
         )
+
+
+async def test_read_file_runs_in_each_sandbox(box: Toolbox, ws: Workspace) -> None:
+    """read_file reads the bytes with a command in the sandbox (as a sandboxed harness pays
+    for every read): the same text in each kind, and the sandbox's view of the file."""
+    src = (ws.root / "email" / "base64mime.py").read_text()
+    n = len(src.splitlines())
+    r = await box.call("read_file", {"path": "email/base64mime.py", "start_line": 2})
+    assert r.error is None and r.exit_code == 0 and r.sandbox_id == box.sandbox.id
+    lines = src.splitlines(keepends=True)
+    assert r.text == f"# email/base64mime.py (lines 2-{n} of {n})\n" + "".join(lines[1:])
+    binary = ws.root / "bin.dat"
+    binary.write_bytes(b"\0\1\2")
+    try:
+        bad = await box.call("read_file", {"path": "bin.dat"})
+    finally:
+        binary.unlink()
+    assert bad.error == "bin.dat: binary file"
