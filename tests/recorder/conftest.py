@@ -9,10 +9,14 @@ from agentload.recorder import (
     AgentRecord,
     CallCapture,
     EventRecord,
+    LLMCallRecord,
+    PrefixInfo,
+    RequestParams,
     SessionRecord,
     Timings,
     ToolCallRecord,
     TraceWriter,
+    Usage,
     assistant_message,
     make_header,
 )
@@ -220,3 +224,72 @@ async def write_session(
         await w.flush()
     facts["header"] = h
     return facts
+
+
+S = 1_000_000_000
+
+
+def llm_call(
+    cid: str,
+    agent: str,
+    seq: int,
+    submit: float,
+    last: float,
+    ours: int,
+    blocks: list[str],
+    *,
+    server: int | None = None,
+    completion: int | None = None,
+    completion_ours: int = 0,
+    base: tuple[str, int] | None = None,
+    cached: int | None = None,
+    session: str = "s1",
+) -> LLMCallRecord:
+    """An llm_call record: ``ours`` prompt tokens, ``blocks`` after ``base``'s (times in s)."""
+    return LLMCallRecord(
+        id=cid,
+        session_id=session,
+        agent_id=agent,
+        seq=seq,
+        request=RequestParams(model="m"),
+        messages=["b" * 32],
+        usage=Usage(
+            prompt_tokens=server,
+            completion_tokens=completion,
+            cached_tokens=cached,
+            prompt_tokens_ours=ours,
+            completion_tokens_ours=completion_ours,
+        ),
+        timings=Timings(
+            submit_ns=int(submit * S),
+            first_token_ns=int(submit * S) + 1,
+            last_token_ns=int(last * S),
+        ),
+        prefix=PrefixInfo(
+            base=base[0] if base else None, base_blocks=base[1] if base else 0, blocks=blocks
+        ),
+    )
+
+
+def tool_call(
+    tid: str,
+    agent: str,
+    call_id: str,
+    name: str,
+    start: float,
+    end: float,
+    child: str | None = None,
+    session: str = "s1",
+) -> ToolCallRecord:
+    """A tool_call record (times in s)."""
+    return ToolCallRecord(
+        id=tid,
+        session_id=session,
+        agent_id=agent,
+        llm_call_id=call_id,
+        name=name,
+        arguments={},
+        start_ns=int(start * S),
+        end_ns=int(end * S),
+        child_agent_id=child,
+    )

@@ -14,21 +14,15 @@ from agentload.recorder import (
     AgentRecord,
     BlobRecord,
     LLMCallRecord,
-    PrefixInfo,
-    RequestParams,
     SessionRecord,
-    Timings,
     ToolCallRecord,
     TraceWriter,
-    Usage,
     load_trace,
 )
 from agentload.recorder.comparison import compare
 from agentload.recorder.samples import tool_kind, trace_samples
 
-from .conftest import header
-
-S = 1_000_000_000
+from .conftest import S, header, llm_call, tool_call
 
 
 def call(
@@ -44,23 +38,10 @@ def call(
 ) -> LLMCallRecord:
     """A call whose prompt is its base's blocks plus ``blocks``, 16 tokens each."""
     tokens = 16 * (len(blocks) + (base[1] if base else 0))
-    return LLMCallRecord(
-        id=cid,
-        session_id=sid,
-        agent_id=agent,
-        seq=seq,
-        request=RequestParams(model="m"),
-        messages=["b" * 32],
-        usage=Usage(prompt_tokens_ours=tokens, completion_tokens_ours=completion),
-        timings=Timings(
-            submit_ns=int(submit * S),
-            first_token_ns=int(submit * S) + 1,
-            last_token_ns=int(last * S),
-        ),
-        prefix=PrefixInfo(
-            base=base[0] if base else None, base_blocks=base[1] if base else 0, blocks=blocks
-        ),
-    )
+    return llm_call(
+        cid, agent, seq, submit, last, tokens, blocks,
+        completion_ours=completion, base=base, session=sid,
+    )  # fmt: skip
 
 
 def tool(
@@ -73,17 +54,7 @@ def tool(
     end: float,
     child: str | None = None,
 ) -> ToolCallRecord:
-    return ToolCallRecord(
-        id=tid,
-        session_id=sid,
-        agent_id=agent,
-        llm_call_id=call_id,
-        name=name,
-        arguments={},
-        start_ns=int(start * S),
-        end_ns=int(end * S),
-        child_agent_id=child,
-    )
+    return tool_call(tid, agent, call_id, name, start, end, child, session=sid)
 
 
 def agent(aid: str, sid: str, start: float, parent: str | None = None) -> AgentRecord:

@@ -9,83 +9,15 @@ import pytest
 from agentload.recorder import (
     AgentRecord,
     BlobRecord,
-    LLMCallRecord,
-    PrefixInfo,
-    RequestParams,
     SessionRecord,
-    Timings,
-    ToolCallRecord,
     TraceWriter,
-    Usage,
     load_trace,
 )
 from agentload.recorder.stats import STATS_KEYS, compute_stats
 
-from .conftest import header
+from .conftest import S, header, llm_call, tool_call
 
-S = 1_000_000_000
-
-
-def call(
-    cid: str,
-    agent: str,
-    seq: int,
-    submit: float,
-    last: float,
-    ours: int,
-    blocks: list[str],
-    *,
-    server: int | None = None,
-    completion: int | None = None,
-    completion_ours: int = 0,
-    base: tuple[str, int] | None = None,
-    cached: int | None = None,
-) -> LLMCallRecord:
-    return LLMCallRecord(
-        id=cid,
-        session_id="s1",
-        agent_id=agent,
-        seq=seq,
-        request=RequestParams(model="m"),
-        messages=["b" * 32],
-        usage=Usage(
-            prompt_tokens=server,
-            completion_tokens=completion,
-            cached_tokens=cached,
-            prompt_tokens_ours=ours,
-            completion_tokens_ours=completion_ours,
-        ),
-        timings=Timings(
-            submit_ns=int(submit * S),
-            first_token_ns=int(submit * S) + 1,
-            last_token_ns=int(last * S),
-        ),
-        prefix=PrefixInfo(
-            base=base[0] if base else None, base_blocks=base[1] if base else 0, blocks=blocks
-        ),
-    )
-
-
-def tool(
-    tid: str,
-    agent: str,
-    call_id: str,
-    name: str,
-    start: float,
-    end: float,
-    child: str | None = None,
-) -> ToolCallRecord:
-    return ToolCallRecord(
-        id=tid,
-        session_id="s1",
-        agent_id=agent,
-        llm_call_id=call_id,
-        name=name,
-        arguments={},
-        start_ns=int(start * S),
-        end_ns=int(end * S),
-        child_agent_id=child,
-    )
+call, tool = llm_call, tool_call
 
 
 @pytest.fixture
