@@ -161,6 +161,7 @@ def test_shared_prefix_gives_shared_ids_exactly(exported: Any) -> None:
 
 def test_calls_of_one_agent_and_same_role_sub_agents_share_leading_ids(exported: Any) -> None:
     _, docs, _ = exported
+    shared: list[list[list[int]]] = []
     for doc in docs.values():
         top = [r for r in doc["requests"] if r["type"] != "subagent"]
         assert top[1]["hash_ids"][:100] == top[0]["hash_ids"][:100]  # the orchestrator's history
@@ -168,10 +169,12 @@ def test_calls_of_one_agent_and_same_role_sub_agents_share_leading_ids(exported:
         for r in doc["requests"]:
             if r["type"] == "subagent":
                 first_ids.setdefault(r["subagent_type"], []).append(r["requests"][0]["hash_ids"])
-        shared = [ids for ids in first_ids.values() if len(ids) > 1]
-        assert shared, "no two sub-agents of one role"
-        for ids in shared:  # the same system prompt: the same leading 64-token blocks
-            assert ids[0][:2] == ids[1][:2] and len(ids[0]) >= 2
+        shared.extend(ids for ids in first_ids.values() if len(ids) > 1)
+    # how many sub-agents of a kind a session delegates is the simulated model's (seeded) choice:
+    # over the two sessions some kind is delegated twice
+    assert shared, "no two sub-agents of one role in any session"
+    for ids in shared:  # the same system prompt: the same leading 64-token blocks
+        assert ids[0][:2] == ids[1][:2] and len(ids[0]) >= 2
 
 
 def test_timings_and_token_counts(exported: Any) -> None:

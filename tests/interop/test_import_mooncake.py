@@ -46,7 +46,7 @@ def test_one_session_per_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     # global scope: equal ids are equal blocks across sessions
     assert [trace.blocks(c) for c in calls] == [["10", "11", "12"], ["10", "11"], []]
     assert len({c.session_id for c in calls}) == 3 and all(not c.depends_on for c in calls)
-    plans = build_plans([trace], salted=False)
+    plans = build_plans([trace], salt_at="off")
     assert [len(p.calls) for p in plans] == [1, 1, 1]
     assert all(not c.preds for p in plans for c in p.calls.values())
     assert compute_stats(trace)["llm_calls"] == 3

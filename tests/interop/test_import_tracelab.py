@@ -97,7 +97,7 @@ def test_timings_tools_and_gaps(imported: tuple[Trace, str]) -> None:
     read = trace.tool_calls["claude:s1.main.1.t0"]  # no stamps: after the round, its latency
     assert (read.start_ns, read.end_ns) == (m + 8 * S, m + 8_500_000_000)
     assert c1.depends_on == ["claude:s1.main.0.t0"] and c0.response.finish_reason == "tool_calls"
-    (plan,) = [p for p in build_plans([trace], salted=False) if p.session_id == "claude:s1"]
+    (plan,) = [p for p in build_plans([trace], salt_at="off") if p.session_id == "claude:s1"]
     edges = {c: [(e.pred, e.gap_ns) for e in plan.calls[c].preds] for c in plan.calls}
     assert edges["claude:s1.main.1"] == [("claude:s1.main.0", 2 * S)]
     assert edges["claude:s1.main.2"] == [("claude:s1.main.1", 12 * S)]

@@ -185,7 +185,7 @@ def test_block_ids(imported: tuple[Trace, str]) -> None:
 
 def test_plan_edges_and_stats(imported: tuple[Trace, str]) -> None:
     trace, _ = imported
-    plans = {p.session_id: p for p in build_plans([trace], salted=False)}
+    plans = {p.session_id: p for p in build_plans([trace], salt_at="off")}
     a = plans["conv-a"].calls
     edges = {c: {(e.pred, e.gap_ns) for e in a[c].preds} for c in a}
     assert edges["conv-a.main.1"] == {("conv-a.main.0", 1_500_000_000)}

@@ -81,7 +81,7 @@ def _sharing(trace: Trace, calls: list[LLMCallRecord], size: int) -> list[int]:
 def _edges(trace: Trace) -> list[list[list[tuple[int, int]]]]:
     """Per session, per call in walk order: (pred's position, gap in ns) of every edge."""
     out = []
-    plans = {p.session_id: p for p in build_plans([trace], salted=False)}
+    plans = {p.session_id: p for p in build_plans([trace], salt_at="off")}
     for root in _roots(trace):
         order = [c.id for c in _session_calls(trace, root)]
         pos = {cid: i for i, cid in enumerate(order)}
