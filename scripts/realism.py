@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentload.errors import AgentloadError
-from agentload.quantiles import percentile
-from agentload.recorder.comparison import DEFAULT_TOLERANCE, compare
+from agentload.recorder.comparison import DEFAULT_TOLERANCE, compare, format_value, summarize
 from agentload.recorder.paths import trace_files
 from agentload.recorder.samples import Samples, describe, trace_samples
 from agentload.recorder.trace import Trace, load_trace
@@ -70,20 +69,6 @@ def pooled(paths: list[str], static: bool = False) -> tuple[Samples, list[Path]]
     return out, files
 
 
-def _q(values: list[float], q: float) -> float | None:
-    return percentile(values, q) if values else None
-
-
-def _fmt(stat: str, x: float | None) -> str:
-    if x is None:
-        return "-"
-    if stat.split(".")[0].endswith("_s"):
-        return f"{x:.3g}" if x < 100 else f"{x:,.0f}"
-    if stat in ("tool_time_share", "prefix_reuse"):
-        return f"{x:.3f}"
-    return f"{x:,.0f}" if abs(x) >= 10 else f"{x:.3g}"
-
-
 def rows(ours: Samples, reference: dict[str, Any], real: Samples | None) -> list[dict[str, Any]]:
     measured = compare(ours, real).get("statistics", {}) if real is not None else {}
     names = list(reference["statistics"])
@@ -95,18 +80,15 @@ def rows(ours: Samples, reference: dict[str, Any], real: Samples | None) -> list
             order.extend(kinds)
     out = []
     for stat in order:
-        values = ours.get(stat)
         ref = reference["statistics"].get(stat)
-        p50 = _q(values, 50)
+        summary = summarize(ours.get(stat))
         if stat == "prefix_reuse":  # the token-weighted figure over every call, like theirs
             seen, total = ours.reuse_tokens
-            p50 = seen / total if total else None
+            summary["p50"] = seen / total if total else None
+        p50 = summary["p50"]
         row: dict[str, Any] = {
             "statistic": stat,
-            "n": len(values),
-            "p10": _q(values, 10),
-            "p50": p50,
-            "p90": _q(values, 90),
+            **summary,
             "real_median": ref["median"] if ref else None,
             "source": ref["source"] if ref else None,
             "note": ref["note"] if ref else None,
@@ -133,19 +115,17 @@ def markdown(table: list[dict[str, Any]], label: str, with_real: bool) -> str:
     lines = [head + " source |", rule + "---|"]
     for r in table:
         stat = r["statistic"]
-        ours = " / ".join(_fmt(stat, r[k]) for k in ("p10", "p50", "p90"))
+        ours = " / ".join(format_value(stat, r[k], 3) for k in ("p10", "p50", "p90"))
         within = "-" if r["within"] is None else ("yes" if r["within"] else "no")
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        line = (
-            f"| {describe(stat)} | {ours} | {_fmt(stat, r['real_median'])} | {ratio} | {within} |"
-        )
+        line = f"| {describe(stat)} | {ours} | {format_value(stat, r['real_median'], 3)} | {ratio} | {within} |"
         if with_real:
             m = r.get("measured_real")
             if m is None:
                 line += " - | - |"
             else:
                 ks = "-" if m["ks"] is None else f"{m['ks']['d']:.2f}"
-                line += f" {_fmt(stat, m['p50'])} ({m['n']}) | {ks} |"
+                line += f" {format_value(stat, m['p50'], 3)} ({m['n']}) | {ks} |"
         lines.append(line + f" {r['source'] or '-'} |")
     return "\n".join(lines)
 

@@ -22,7 +22,14 @@ from rich.table import Table
 from agentload.quantiles import percentile
 from agentload.recorder.samples import STATISTICS, Samples, describe
 
-__all__ = ["DEFAULT_TOLERANCE", "compare", "render_comparison", "statistic_rows"]
+__all__ = [
+    "DEFAULT_TOLERANCE",
+    "compare",
+    "format_value",
+    "render_comparison",
+    "statistic_rows",
+    "summarize",
+]
 
 _SHORT = 16
 """Labels longer than this are printed above the table and the columns say A and B."""
@@ -44,7 +51,8 @@ def statistic_rows(a: Samples, b: Samples) -> list[str]:
     return rows
 
 
-def _summary(values: Sequence[float]) -> dict[str, Any]:
+def summarize(values: Sequence[float]) -> dict[str, Any]:
+    """``n`` and p10/p50/p90 of samples (None without any)."""
     if not values:
         return {"n": 0, "p10": None, "p50": None, "p90": None}
     return {
@@ -82,7 +90,7 @@ def compare(
     stats: dict[str, Any] = {}
     for stat in statistic_rows(a, b):
         va, vb = a.get(stat), b.get(stat)
-        sa, sb = _summary(va), _summary(vb)
+        sa, sb = summarize(va), summarize(vb)
         ratio = _ratio(sa["p50"], sb["p50"])
         row: dict[str, Any] = {
             "a": sa,
@@ -99,20 +107,22 @@ def compare(
     return {"tolerance": tolerance, "statistics": stats}
 
 
-def _num(stat: str, x: float | None) -> str:
+def format_value(stat: str, x: float | None, share_digits: int = 2) -> str:
+    """One value of statistic ``stat`` as table text: seconds to 3 significant digits, shares
+    to ``share_digits`` decimals, counts with thousands separators; ``-`` for None."""
     if x is None:
         return "-"
     if stat.split(".")[0].endswith("_s"):
         return f"{x:.3g}" if abs(x) < 100 else f"{x:,.0f}"
     if stat in ("tool_time_share", "prefix_reuse"):
-        return f"{x:.2f}"
+        return f"{x:.{share_digits}f}"
     return f"{x:,.0f}" if abs(x) >= 10 else f"{x:.3g}"
 
 
 def _triple(stat: str, s: dict[str, Any]) -> str:
     if not s["n"]:
         return "-"
-    return " / ".join(_num(stat, s[k]) for k in ("p10", "p50", "p90"))
+    return " / ".join(format_value(stat, s[k]) for k in ("p10", "p50", "p90"))
 
 
 def render_comparison(
@@ -153,6 +163,6 @@ def render_comparison(
     if reuse is not None:
         pa, pb = reuse["a"].get("pooled"), reuse["b"].get("pooled")
         console.print(
-            f"prefix reuse over all sessions (token-weighted): {la} {_num('prefix_reuse', pa)}, "
-            f"{lb} {_num('prefix_reuse', pb)}"
+            f"prefix reuse over all sessions (token-weighted): {la} {format_value('prefix_reuse', pa)}, "
+            f"{lb} {format_value('prefix_reuse', pb)}"
         )

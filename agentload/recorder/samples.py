@@ -202,6 +202,10 @@ def session_spans(trace: Trace) -> dict[str, tuple[int, int]]:
     return spans
 
 
+def _add(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    return a[0] + b[0], a[1] + b[1]
+
+
 @dataclass
 class Samples:
     """One list of samples per statistic (module docstring), plus the token sums of prefix
@@ -209,15 +213,15 @@ class Samples:
 
     values: dict[str, list[float]] = field(default_factory=dict)
     reuse_tokens: tuple[int, int] = (0, 0)
+    tool_time_ns: tuple[int, int] = (0, 0)
+    """Σ over sessions of (time with a tool running, wall time): the pooled tool-time share."""
 
     def extend(self, other: Samples) -> None:
         """Pool ``other``'s samples into these."""
         for k, v in other.values.items():
             self.values.setdefault(k, []).extend(v)
-        self.reuse_tokens = (
-            self.reuse_tokens[0] + other.reuse_tokens[0],
-            self.reuse_tokens[1] + other.reuse_tokens[1],
-        )
+        self.reuse_tokens = _add(self.reuse_tokens, other.reuse_tokens)
+        self.tool_time_ns = _add(self.tool_time_ns, other.tool_time_ns)
 
     def get(self, stat: str) -> list[float]:
         return self.values.get(stat, [])
@@ -308,17 +312,21 @@ def trace_samples(trace: Trace) -> Samples:
             subs[a.session_id] = subs.get(a.session_id, 0) + 1
     v["subagents_per_session"] = [float(n) for n in subs.values()]
 
-    busy: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    busy_by_session: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for tc in trace.tool_calls.values():
         if is_tool_time(tc):
             v[f"tool_latency_s.{tool_kind(tc.name)}"].append(max(0, tc.end_ns - tc.start_ns) / _NS)
-            busy[tc.session_id].append((tc.start_ns, max(tc.start_ns, tc.end_ns)))
+            busy_by_session[tc.session_id].append((tc.start_ns, max(tc.start_ns, tc.end_ns)))
+    busy_ns = wall_ns = 0
     for sid, (start, end) in spans.items():
         v["session_wall_s"].append((end - start) / _NS)
+        busy = union_ns(busy_by_session.get(sid, []))
+        busy_ns += busy
+        wall_ns += end - start
         if end > start:
-            v["tool_time_share"].append(union_ns(busy.get(sid, [])) / (end - start))
+            v["tool_time_share"].append(busy / (end - start))
 
     shares, seen, total = _reuse(trace)
     v["prefix_reuse"] = shares
     v["cross_session_prefix_tokens"] = _cross_session(trace, roots)
-    return Samples(values=dict(v), reuse_tokens=(seen, total))
+    return Samples(values=dict(v), reuse_tokens=(seen, total), tool_time_ns=(busy_ns, wall_ns))

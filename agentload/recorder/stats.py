@@ -58,12 +58,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from agentload.intervals import union_ns
 from agentload.quantiles import percentile
 from agentload.recorder.samples import (
     agent_ids,
     completion_tokens,
-    is_tool_time,
     session_spans,
     trace_samples,
 )
@@ -152,19 +150,15 @@ def compute_stats(trace: Trace) -> dict[str, Any]:
     outputs = samples.get("output_tokens_per_call")
 
     durations: dict[str, list[float]] = defaultdict(list)
-    busy: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for tc in trace.tool_calls.values():
         durations[tc.name].append(max(0, tc.end_ns - tc.start_ns) / _NS)
-        if is_tool_time(tc):
-            busy[tc.session_id].append((tc.start_ns, max(tc.start_ns, tc.end_ns)))
     by_name = {
         name: {"count": len(d), "p50_s": _pct(d, 50), "p90_s": _pct(d, 90)}
         for name, d in sorted(durations.items())
     }
 
     spans = session_spans(trace)
-    session_wall = sum(e - s for s, e in spans.values())
-    tool_busy = sum(union_ns(iv) for iv in busy.values())
+    tool_busy, session_wall = samples.tool_time_ns
     wall_ns = max(e for _, e in spans.values()) - min(s for s, _ in spans.values()) if spans else 0
     seen, total = samples.reuse_tokens
     cached = [c.usage.cached_tokens for c in trace.calls.values()]

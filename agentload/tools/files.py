@@ -1,5 +1,6 @@
-"""The file tools' logic: ``read_file``'s checks and output (the toolbox reads the bytes with a
-command in the sandbox, as a sandboxed harness does), and ``list_files`` and ``edit_file``,
+"""The file tools' logic: ``read_file``'s checks and output (``check_file``, ``decode``,
+``lines_of``: the toolbox reads the bytes with a command in the sandbox, as a sandboxed
+harness does), and ``list_files`` and ``edit_file``,
 served from the workspace on the host (it is the sandbox's bind mount, so both see the same
 files)."""
 
@@ -20,7 +21,6 @@ __all__ = [
     "edit_file",
     "lines_of",
     "list_files",
-    "read_file",
 ]
 
 LIST_CAP = 2000
@@ -64,12 +64,6 @@ def lines_of(text: str, shown: str, start_line: int | None, end_line: int | None
     if body and not body.endswith("\n"):
         body += "\n"
     return f"# {shown} (lines {a if n else 0}-{b} of {n})\n{body}"
-
-
-def read_file(root: Path, path: str, start_line: int | None, end_line: int | None) -> str:
-    """``lines_of`` the file, read on the host (the toolbox reads it in the sandbox)."""
-    real, shown = resolve_path(root, path)
-    return lines_of(_text_of(real, shown), shown, start_line, end_line)
 
 
 def list_files(root: Path, path: str | None) -> str:

@@ -15,7 +15,6 @@ from agentload.recorder import (
     BlobRecord,
     LLMCallRecord,
     SessionRecord,
-    ToolCallRecord,
     TraceWriter,
     load_trace,
 )
@@ -42,19 +41,6 @@ def call(
         cid, agent, seq, submit, last, tokens, blocks,
         completion_ours=completion, base=base, session=sid,
     )  # fmt: skip
-
-
-def tool(
-    tid: str,
-    sid: str,
-    agent: str,
-    call_id: str,
-    name: str,
-    start: float,
-    end: float,
-    child: str | None = None,
-) -> ToolCallRecord:
-    return tool_call(tid, agent, call_id, name, start, end, child, session=sid)
 
 
 def agent(aid: str, sid: str, start: float, parent: str | None = None) -> AgentRecord:
@@ -88,19 +74,19 @@ async def trace_a(tmp_path: Path) -> Path:
             SessionRecord(id="s1", start_ns=0),
             agent("orch", "s1", 0.0),
             call("a1", "s1", "orch", 0, 0.0, 1.0, list("SYAB"), 10),  # 64 tokens
-            tool("t1", "s1", "orch", "a1", "read_file", 1.0, 1.5),
+            tool_call("t1", "orch", "a1", "read_file", 1.0, 1.5, session="s1"),
             call("a2", "s1", "orch", 1, 2.0, 3.0, list("CD"), 20, ("a1", 4)),  # 96
-            tool("t-del", "s1", "orch", "a2", "delegate", 3.0, 7.0, child="sub"),
+            tool_call("t-del", "orch", "a2", "delegate", 3.0, 7.0, child="sub", session="s1"),
             agent("sub", "s1", 3.0, parent="orch"),
             call("b1", "s1", "sub", 0, 3.5, 4.0, ["X1", "X2"], 40),  # 32
-            tool("t2", "s1", "sub", "b1", "run_tests", 4.0, 6.0),
+            tool_call("t2", "sub", "b1", "run_tests", 4.0, 6.0, session="s1"),
             call("b2", "s1", "sub", 1, 6.0, 6.5, ["X3"], 50, ("b1", 2)),  # 48
             call("a3", "s1", "orch", 2, 8.0, 9.0, list("EF"), 30, ("a2", 6)),  # 128
             SessionRecord(id="s1", start_ns=0, end_ns=10 * S, end_reason="done"),
             SessionRecord(id="s2", start_ns=20 * S),
             agent("orch2", "s2", 20.0),
             call("c1", "s2", "orch2", 0, 20.0, 21.0, list("SYG"), 60),  # 48
-            tool("t3", "s2", "orch2", "c1", "Grep", 21.0, 21.5),
+            tool_call("t3", "orch2", "c1", "Grep", 21.0, 21.5, session="s2"),
             call("c2", "s2", "orch2", 1, 22.0, 23.0, list("HI"), 70, ("c1", 3)),  # 80
             SessionRecord(id="s2", start_ns=20 * S, end_ns=25 * S, end_reason="done"),
         ],
@@ -116,7 +102,7 @@ async def trace_b(tmp_path: Path) -> Path:
             SessionRecord(id="s9", start_ns=0),
             agent("r", "s9", 0.0),
             call("r1", "s9", "r", 0, 0.0, 2.0, [f"R{i}" for i in range(10)], 100),
-            tool("t9", "s9", "r", "r1", "Bash", 2.0, 5.0),
+            tool_call("t9", "r", "r1", "Bash", 2.0, 5.0, session="s9"),
             call("r2", "s9", "r", 1, 6.0, 7.0, [f"Q{i}" for i in range(10)], 200, ("r1", 10)),
             SessionRecord(id="s9", start_ns=0, end_ns=20 * S, end_reason="done"),
         ],
