@@ -3,6 +3,8 @@
 * ``load_scenario(name_or_path, overrides)`` — a shipped preset or a YAML file, ``-c k=v`` overrides
 * ``list_scenarios()``, ``scenario_hash(s)``, ``dump_scenario(s)``
 * ``agentload.scenarios.workspace.materialise(recipe, dest, fault)`` — the code the agents work on
+* ``agentload.scenarios.tasks`` — the eval task suite (``presets/tasks/*.yaml``), its suite
+  runner; ``taskcheck`` — its self-check (``agentload scenarios tasks --check``)
 """
 
 from agentload.scenarios.loader import (

@@ -18,7 +18,8 @@ scenarios_app = typer.Typer(
 
 @scenarios_app.command("list")
 def list_cmd() -> None:
-    """List the shipped scenario presets (and the workspace faults they can inject)."""
+    """List the shipped scenario presets (and the workspace faults they can inject: one per
+    eval task, `agentload scenarios tasks`)."""
     for name in list_scenarios():
         s = load_scenario(str(preset_path(name)))
         typer.echo(f"{name:<16} {s.description}")
@@ -37,6 +38,76 @@ def show_cmd(
 ) -> None:
     """Print the fully resolved scenario as YAML (presets, `extends:` and -c overrides applied)."""
     typer.echo(dump_scenario(load_scenario(name, config or ())), nl=False)
+
+
+@scenarios_app.command("tasks")
+def tasks_cmd(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(help="tasks or packages to show (default: all)", show_default=False),
+    ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="prove each task: clean suite green, faulted suite fails exactly the listed "
+            "tests, the reference fix makes it green again",
+        ),
+    ] = False,
+    jobs: Annotated[int, typer.Option("--jobs", "-p", min=1, help="suites run at once")] = 2,
+    json_out: Annotated[bool, typer.Option("--json", help="one JSON object")] = False,
+) -> None:
+    """List the eval task suite (`eval --tasks ...`), or check it with --check (exit 1 when a
+    task fails its check)."""
+    import orjson
+
+    from agentload.scenarios.tasks import select_tasks
+
+    chosen = select_tasks(names or ["all"])
+    if not check:
+        if json_out:
+            rows = [
+                {
+                    "name": t.name,
+                    "package": t.package,
+                    "kind": t.kind,
+                    "suite": t.suite,
+                    "failing_tests": list(t.failing_tests),
+                    "issue": t.issue,
+                }
+                for t in chosen
+            ]
+            typer.echo(orjson.dumps({"tasks": rows}).decode())
+            return
+        for t in chosen:
+            typer.echo(
+                f"{t.name:<28} {t.package:<14} {t.kind:<17} {len(t.failing_tests):>3} failing"
+            )
+        packages = len({t.package for t in chosen})
+        typer.echo(f"{len(chosen)} tasks over {packages} packages")
+        return
+    from agentload.scenarios.taskcheck import TaskCheck, check_tasks
+
+    def done(v: TaskCheck) -> None:
+        if not json_out:
+            mark = "ok  " if v.ok else "FAIL"
+            typer.echo(
+                f"{mark} {v.task:<28} {v.faulted_failed:>3} fail faulted, suite of "
+                f"{v.clean_ran} tests ({v.wall_s:.1f}s)",
+                err=True,
+            )
+            for problem in v.problems:
+                typer.echo(f"     {problem}", err=True)
+
+    verdicts = check_tasks(chosen, jobs, done)
+    bad = [v for v in verdicts if not v.ok]
+    if json_out:
+        checked = [{"task": v.task, "ok": v.ok, "problems": v.problems} for v in verdicts]
+        typer.echo(orjson.dumps({"ok": not bad, "tasks": checked}).decode())
+    else:
+        typer.echo(f"{len(verdicts) - len(bad)}/{len(verdicts)} tasks proven")
+    if bad:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,11 +9,15 @@ Tool and role names come from ``agentload.contract``, imported lazily so that
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from agentload import contract
+from agentload.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentload.scenarios.tasks import Task
 
 __all__ = [
     "EndpointSpec",
@@ -180,6 +184,12 @@ class Scenario(_Model):
         "keeps a coding-agent session going; with none left, the answer ends the session",
     )
     workspace: WorkspaceSpec = Field(default_factory=WorkspaceSpec, description="the code")
+    tasks: list[str] | None = Field(
+        default=None,
+        description="eval tasks of the shipped suite (`agentload scenarios tasks`): `all`, a "
+        "name, a package or a list; each session then runs one task's issue text on its "
+        "faulted workspace and test suite instead of task/workspace/test_command (null: none)",
+    )
     test_command: list[str] = Field(
         min_length=1, description="argv of the full test run, executed in /workspace"
     )
@@ -232,6 +242,37 @@ class Scenario(_Model):
         if isinstance(orch, OrchestratorSpec) and contract.DELEGATE in orch.tools and not v:
             raise ValueError("orchestrator.tools has `delegate`: define at least one kind")
         return v
+
+    @field_validator("tasks", mode="before")
+    @classmethod
+    def _task_list(cls, v: object) -> object:
+        return v.split(",") if isinstance(v, str) else v
+
+    @field_validator("tasks")
+    @classmethod
+    def _known_tasks(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None:
+            from agentload.scenarios.tasks import select_tasks
+
+            try:
+                select_tasks(v)
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix("tasks: ")) from None
+        return v
+
+    def for_task(self, task: Task) -> Scenario:
+        """This scenario on ``task``: its issue text (no follow-ups: the answer ends the
+        session), its faulted workspace and its suite as the test commands."""
+        return self.model_copy(
+            update={
+                "task": task.issue,
+                "follow_ups": [],
+                "workspace": WorkspaceSpec(recipe=task.recipe, fault=task.name),
+                "test_command": task.test_command(),
+                "test_target_command": task.test_command("{target}"),
+                "tasks": None,
+            }
+        )
 
     @field_validator("tool_descriptions", mode="before")
     @classmethod

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentload.errors import WorkspaceError
+from agentload.scenarios.tasks import Fault, all_tasks
 
-__all__ = ["FAULTS", "Fault", "Workspace", "list_faults", "materialise"]
+__all__ = ["Fault", "Workspace", "get_fault", "list_faults", "materialise"]
 
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".git")
 _GIT_ENV = {
@@ -42,52 +43,18 @@ _GIT_ENV = {
 }
 
 
-@dataclass(frozen=True)
-class Fault:
-    """A small, documented mutation that makes real tests fail."""
-
-    name: str
-    path: str
-    old: str
-    new: str
-    description: str
-
-
-FAULTS: dict[str, Fault] = {
-    f.name: f
-    for f in (
-        Fault(
-            name="qp-header-decode",
-            path="email/quoprimime.py",
-            old="    encoded = header_bytes.decode('latin1').translate(_QUOPRI_HEADER_MAP)",
-            new="    encoded = header_bytes.translate(_QUOPRI_HEADER_MAP)",
-            description="quoprimime.header_encode forgets to decode the header bytes as latin-1: "
-            "24 tests of test_email error with a TypeError raised inside email/quoprimime.py",
-        ),
-        Fault(
-            name="logging-asctime-first",
-            path="logging/__init__.py",
-            old="        return self._fmt.find(self.asctime_search) >= 0",
-            new="        return self._fmt.find(self.asctime_search) > 0",
-            description="logging's PercentStyle.usesTime misses a format that starts with its "
-            "asctime field (and so does the {}-style that inherits it): the record gets no "
-            "asctime and 4 tests of test_logging fail or error",
-        ),
-        Fault(
-            name="base64-header-length",
-            path="email/base64mime.py",
-            old="    if leftover:\n        n += 4",
-            new="    if leftover > 1:\n        n += 4",
-            description="base64mime.header_length under-counts a 1-byte remainder: 11 tests of "
-            "test_email fail with wrongly folded encoded-word headers",
-        ),
-    )
-}
-
-
 def list_faults() -> list[Fault]:
-    """The documented faults, by name."""
-    return [FAULTS[n] for n in sorted(FAULTS)]
+    """The documented faults, by name: each task's of the suite (``scenarios.tasks``)."""
+    return [t.fault for t in all_tasks()]
+
+
+def get_fault(name: str) -> Fault:
+    """The fault called ``name``; ``WorkspaceError`` listing the valid names when unknown."""
+    for fault in list_faults():
+        if fault.name == name:
+            return fault
+    valid = ", ".join(f.name for f in list_faults())
+    raise WorkspaceError(f"unknown fault {name!r}; valid: {valid}")
 
 
 @dataclass(frozen=True)
@@ -181,10 +148,7 @@ def _clone(src: str, dest: Path) -> None:
 
 
 def _apply_fault(root: Path, name: str) -> None:
-    fault = FAULTS.get(name)
-    if fault is None:
-        valid = ", ".join(sorted(FAULTS))
-        raise WorkspaceError(f"unknown fault {name!r}; valid: {valid}")
+    fault = get_fault(name)
     target = root / fault.path
     text = target.read_text(encoding="utf-8") if target.is_file() else ""
     if text.count(fault.old) != 1:

@@ -12,7 +12,8 @@ import pytest
 
 from agentload.errors import WorkspaceError
 from agentload.scenarios import load_scenario
-from agentload.scenarios.workspace import FAULTS, list_faults, materialise
+from agentload.scenarios.tasks import all_tasks
+from agentload.scenarios.workspace import get_fault, materialise
 
 
 def _git(root: Path, *args: str) -> str:
@@ -48,7 +49,7 @@ def test_fault_is_a_second_commit_and_ids_are_reproducible(tmp_path: Path) -> No
     assert (a.base_commit, a.head_commit) == (b.base_commit, b.head_commit)
     assert a.base_commit != a.head_commit
     diff = _git(a.root, "diff", a.base_commit, a.head_commit)
-    fault = FAULTS["qp-header-decode"]
+    fault = get_fault("qp-header-decode")
     assert f"-{fault.old}" in diff and f"+{fault.new}" in diff
     assert "email/quoprimime.py" in diff and diff.count("\n+") == 2  # header + one line
     # the agents' edits show up as the workspace diff
@@ -81,10 +82,9 @@ def test_the_fault_makes_real_tests_fail_inside_the_workspace_copy(tmp_path: Pat
 
 
 def test_every_documented_fault_applies_to_its_stdlib_package(tmp_path: Path) -> None:
-    for i, fault in enumerate(list_faults()):
-        package = fault.path.split("/")[0]
-        ws = materialise(f"stdlib:{package}", tmp_path / str(i), fault.name)
-        assert fault.new in (ws.root / fault.path).read_text()
+    for i, task in enumerate(all_tasks()):
+        ws = materialise(task.recipe, tmp_path / str(i), task.name)
+        assert (ws.root / task.fault.path).read_text().count(task.fault.new) == 1
 
 
 @pytest.mark.slow
