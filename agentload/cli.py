@@ -2,10 +2,10 @@
 
 * ``trace validate|stats|inspect``  — agentload.recorder.cli
 * ``serve``                          — agentload.endpoint.server.cli
-* ``scenarios list|show``            — agentload.scenarios.cli
+* ``scenarios list|show|tasks``      — agentload.scenarios.cli
 * ``sandbox build|cleanup``          — agentload.sandboxes.cli
 * ``generate``, ``eval``             — agentload.agents.cli
-* ``replay``, ``report``, ``compare``  — agentload.replay.cli
+* ``replay``, ``report``, ``compare``  — agentload.replay.cli (``compare`` reads eval.json too)
 
 Any ``AgentloadError`` and any usage error (an unknown option, a value of the wrong type)
 becomes one line on stderr and exit code 2; anything else is a bug and shows a traceback.

@@ -23,6 +23,7 @@ from rich.console import Console
 
 from agentload.agents.limits import DEFAULT_CALL_TIMEOUT_S
 from agentload.auth import redact_text, userinfo_warning
+from agentload.errors import ConfigError
 from agentload.replay.cli import config_from_options
 from agentload.replay.config import ReplayConfig
 from agentload.replay.results import ResultsDocument
@@ -95,6 +96,16 @@ def run_generate(
         raise typer.Exit(143) from None
     result = runs[0]
     rows = [row for run in runs for row in summary_rows(run)]
+    tasks_run = opts.tasks is not None or opts.scenario.tasks is not None
+    evaluation = None
+    if opts.evaluate and tasks_run:
+        from agentload.agents.evalrun import eval_document, write_eval_files
+        from agentload.agents.live import results_dir
+
+        gpus = bench.gpus if bench is not None else None
+        watts = bench.power_watts if bench is not None else None
+        evaluation = eval_document(result, opts, gpus, watts)
+        written += write_eval_files(evaluation, folder or results_dir(result.trace_path))
     if json_out:
         payload = {
             "trace": str(result.trace_path),
@@ -110,6 +121,10 @@ def run_generate(
         if opts.evaluate:
             passed = sum(1 for r in rows if r["eval_passed"])
             payload["pass_rate"] = passed / len(rows) if rows else None
+        if evaluation is not None:
+            payload["eval"] = str(written[-2])
+            payload["eval_mode"] = evaluation.mode
+            payload["eval_overall"] = evaluation.overall.model_dump(mode="json")
         sys.stdout.write(orjson.dumps(payload).decode() + "\n")
     else:
         out = Console()
@@ -126,7 +141,13 @@ def run_generate(
                     f"{st.session_id}: {st.end_reason}: {redact_text(st.detail)}",
                     markup=False, highlight=False, soft_wrap=True,
                 )  # fmt: skip
-        if opts.evaluate and rows:
+        if evaluation is not None:
+            from agentload.evals.report import eval_table
+
+            for line in eval_table(evaluation):
+                out.print(line, markup=False, highlight=False, soft_wrap=True)
+            out.print(f"eval: {written[-2]} ({written[-1].name})", markup=False, highlight=False)
+        elif opts.evaluate and rows:
             passed = sum(1 for r in rows if r["eval_passed"])
             out.print(f"eval: {passed}/{len(rows)} sessions pass ({100 * passed / len(rows):.0f}%)")
         if doc is not None:
@@ -185,6 +206,20 @@ _JSON = typer.Option(False, "--json", help="Print one JSON object instead of the
 
 
 _EVAL = typer.Option(False, "--eval", help="Run the scenario's success check after each session.")
+_TASKS = typer.Option(
+    None,
+    "--tasks",
+    metavar="all|NAME,...",
+    help="Eval tasks of the shipped suite (`agentload scenarios tasks`): all, names or "
+    "packages; each runs -k times in its own workspace and sandbox (default: the scenario's).",
+)
+_ATTEMPTS = typer.Option(1, "--attempts", "-k", help="Attempts per task (pass@k).")
+_ORACLE = typer.Option(
+    False,
+    "--oracle",
+    help="Test mode: the built-in simulator applies each task's reference fix once it has read "
+    "the faulty code (refused with --endpoint).",
+)
 _SWEEP = typer.Option(
     None,
     "--sweep",
@@ -219,6 +254,9 @@ _RUN_OPTIONS = (
     _param("call_timeout_s", float, _CALL_TIMEOUT),
     _param("retries", int, _RETRIES),
     _param("evaluate", bool, _EVAL),
+    _param("tasks", str | None, _TASKS),
+    _param("attempts", int, _ATTEMPTS),
+    _param("oracle", bool, _ORACLE),
     _param("keep_workspaces", bool, _KEEP),
     _param("json_out", bool, _JSON),
     _param("sweep", str | None, _SWEEP),
@@ -256,11 +294,16 @@ def run_command(doc: str, *, evaluate: bool | None = None) -> Callable[..., None
             kw[k] is not None for k in ("sweep", "gpus", "power_watts", "power")
         )
         bench = bench_config(kw)
+        tasks = kw.pop("tasks")
         opts = GenerateOptions(
             scenario=load_scenario(kw.pop("scenario"), kw.pop("config")),
             sandbox=sandbox.value if sandbox is not None else None,
+            tasks=tasks.split(",") if tasks is not None else None,
             **kw,
         )
+        tasks_run = opts.tasks is not None or opts.scenario.tasks is not None
+        if tasks_run and len(bench.levels) > 1:
+            raise ConfigError("--tasks with --sweep: one eval per run; run it once per -p")
         run_generate(opts, json_out=json_out, bench=bench, report=report)
 
     params = [p for p in _RUN_OPTIONS if evaluate is None or p.name != "evaluate"]

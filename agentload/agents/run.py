@@ -93,6 +93,26 @@ class GenerateOptions:
     simulator: str = "process"
     """Where the built-in simulator runs: ``process`` (a child process, its own GIL) or
     ``thread`` (in this process)."""
+    tasks: list[str] | None = None
+    """Eval tasks (``--tasks``; default: the scenario's ``tasks``): each runs ``attempts``
+    times, one session each, instead of ``sessions`` sessions of the scenario."""
+    attempts: int = 1
+    """Sessions per task (``-k``)."""
+    oracle: bool = False
+    """The built-in simulator applies each task's reference fix (``--oracle``)."""
+
+    def session_plan(self) -> list[tuple[Scenario, str | None, int]]:
+        """(scenario, task, attempt) of each session, in order."""
+        names = self.tasks if self.tasks is not None else self.scenario.tasks
+        if names is None:
+            return [(self.scenario, None, 0)] * self.sessions
+        from agentload.scenarios.tasks import select_tasks
+
+        return [
+            (self.scenario.for_task(task), task.name, a)
+            for task in select_tasks(names)
+            for a in range(self.attempts)
+        ]
 
 
 @dataclass
@@ -158,6 +178,8 @@ async def _endpoint(opts: GenerateOptions, seed: int) -> AsyncIterator[tuple[str
 
     profile, model = opts.scenario.endpoint.profile, opts.model or SIM_MODEL
     pacing = scenario_pacing(opts.scenario)  # the model's own habits, set server-side
+    if opts.oracle:
+        pacing["oracle"] = True
     if opts.simulator == "process":
         from agentload.agents.simproc import SimulatorProcess
 
@@ -205,6 +227,24 @@ def check_options(opts: GenerateOptions) -> None:
     """One-line ``ConfigError`` for option values that cannot work."""
     if opts.sessions < 1 or opts.parallel < 1:
         raise ConfigError("--sessions and --parallel must be at least 1")
+    if opts.attempts < 1 or opts.attempts > 1000:
+        raise ConfigError(f"-k {opts.attempts}: attempts per task must be 1..1000")
+    tasks = opts.tasks if opts.tasks is not None else opts.scenario.tasks
+    if tasks is None and opts.attempts != 1:
+        raise ConfigError("-k counts attempts per task: give --tasks (or a scenario with tasks)")
+    if tasks is not None and opts.sessions != 1:
+        raise ConfigError("--sessions and --tasks: each task runs -k times; give one of them")
+    if opts.oracle and opts.endpoint:
+        raise ConfigError(
+            "--oracle plays each task's reference fix in the built-in simulator: it is refused "
+            "with --endpoint (against a real model the results are the model's own)"
+        )
+    if opts.oracle and tasks is None:
+        raise ConfigError("--oracle applies eval tasks' reference fixes: give --tasks")
+    if tasks is not None:
+        from agentload.scenarios.tasks import select_tasks
+
+        select_tasks(tasks)  # an unknown name is one line now, not after the endpoint
     if opts.retries < 0 or opts.retries > 100:
         raise ConfigError(f"--retries {opts.retries}: must be 0..100")
     t = opts.call_timeout_s
@@ -234,6 +274,7 @@ async def _run(
     from agentload.scenarios import scenario_hash
 
     s = opts.scenario
+    plan = opts.session_plan()
     async with _endpoint(opts, seed) as (base_url, model):
         timeout = min(opts.call_timeout_s, CALIBRATION_TIMEOUT_S)
         tokens = await calibrate(base_url, model, s, ChatTokenCounter(), timeout)
@@ -244,7 +285,7 @@ async def _run(
             scenario_hash=scenario_hash(s),
             scenario_config=s.model_dump(mode="json"),
             seed=seed,
-            generator={"sessions": opts.sessions, "parallel": opts.parallel, "sandbox": kind},
+            generator=_generator(opts, len(plan), kind),
             token_calibration=tokens.record(),
         )
         result = RunResult(
@@ -264,7 +305,8 @@ async def _run(
                 gate = asyncio.Semaphore(opts.parallel)
 
                 async def one(i: int) -> SessionStats:
-                    plan = SessionSetup(
+                    scenario, task, attempt = plan[i]
+                    setup = SessionSetup(
                         index=i,
                         session_id=f"s{seed}-{i}",
                         seed=seed + i,
@@ -272,11 +314,13 @@ async def _run(
                         sandbox_kind=kind,
                         evaluate=opts.evaluate,
                         keep_workspace=opts.keep_workspaces,
+                        task=task,
+                        attempt=attempt,
                     )
                     async with gate:
                         stats = await run_session(
-                            plan,
-                            s,
+                            setup,
+                            scenario,
                             client=client,
                             writer=writer,
                             capture=capture,
@@ -287,7 +331,7 @@ async def _run(
                         progress.session_ended(stats)
                     return stats
 
-                tasks = [asyncio.create_task(one(i)) for i in range(opts.sessions)]
+                tasks = [asyncio.create_task(one(i)) for i in range(len(plan))]
                 try:
                     result.sessions = list(await asyncio.gather(*tasks))
                 finally:
@@ -303,6 +347,15 @@ async def _run(
     return result
 
 
+def _generator(opts: GenerateOptions, sessions: int, kind: str) -> dict[str, Any]:
+    """The trace header's ``generator``: how the run was asked for."""
+    out: dict[str, Any] = {"sessions": sessions, "parallel": opts.parallel, "sandbox": kind}
+    tasks = opts.tasks if opts.tasks is not None else opts.scenario.tasks
+    if tasks is not None:
+        out |= {"tasks": list(tasks), "attempts": opts.attempts, "oracle": opts.oracle}
+    return out
+
+
 def summary_rows(result: RunResult) -> list[dict[str, Any]]:
     """One JSON-ready row per session, for the summary table and ``--json``."""
     rows = []
@@ -310,6 +363,7 @@ def summary_rows(result: RunResult) -> list[dict[str, Any]]:
         rows.append(
             {
                 "session": st.session_id,
+                "task": st.task,
                 "end_reason": st.end_reason,
                 "agents": st.agents,
                 "agents_by_role": dict(st.agents_by_role),

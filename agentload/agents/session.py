@@ -56,6 +56,9 @@ class SessionSetup:
     sandbox_kind: str
     evaluate: bool = False
     keep_workspace: bool = False
+    task: str | None = None
+    """The eval task the session runs (``scenarios.tasks``; its scenario is ``for_task``'s)."""
+    attempt: int = 0
 
 
 def agent_settings(
@@ -202,17 +205,40 @@ async def _orchestrate(rt: AgentRuntime, prompt: OrchestratorPrompt) -> None:
         await rt.recorder.agent_end(orch)
 
 
-async def _evaluate(sandbox: Any, scenario: Scenario, recorder: SessionRecorder) -> bool:
+async def _evaluate(
+    sandbox: Any, scenario: Scenario, recorder: SessionRecorder, task: str | None
+) -> bool:
+    """The success check: for an eval task, its whole suite through ``SUITE_RUNNER`` (passed:
+    nothing fails and every listed failing test passes); else the scenario's test command
+    exits 0."""
+    from agentload.scenarios.tasks import SUITE_MARK, get_task, parse_suite, suite_argv
+
     timeout = scenario.tool_timeouts_s.run_tests
-    res = await asyncio.to_thread(sandbox.exec, list(scenario.test_command), timeout_s=timeout)
+    spec = get_task(task) if task is not None else None
+    argv = suite_argv(spec, spec.failing_tests) if spec else list(scenario.test_command)
+    res = await asyncio.to_thread(sandbox.exec, argv, timeout_s=timeout)
+    output = res.output.decode("utf-8", "replace")
     passed = res.exit_code == 0 and not res.timed_out
+    detail: dict[str, Any] = {}
+    if spec is not None:
+        suite = parse_suite(output)
+        passed = (
+            suite is not None
+            and not suite.failed
+            and set(suite.watched_passed) == set(spec.failing_tests)
+        )
+        detail = {"suite": suite.record() if suite else None, "task": spec.name}
+        output = output.rpartition("\n" + SUITE_MARK)[0] if suite else output
+    stats = recorder.stats
+    stats.eval_detail = {"passed": passed, "timed_out": res.timed_out, **detail}
     await recorder.event(
         "eval",
         passed=passed,
         exit_code=res.exit_code,
         timed_out=res.timed_out,
         duration_s=(res.end_ns - res.start_ns) / 1e9,
-        output_tail=res.output[-2000:].decode("utf-8", "replace"),
+        output_tail=output[-2000:],
+        **detail,
     )
     return passed
 
@@ -234,6 +260,7 @@ async def _record_start(
             "seed": setup.seed,
             "sandbox_id": str(place.sandbox.id),
             "fault": scenario.workspace.fault,
+            **({"task": setup.task, "attempt": setup.attempt} if setup.task else {}),
             "initial_context_files": len(prompt.files),
             "initial_context_tokens_ours": prompt.tokens,
             "initial_context_budget_ours": first_prompt_budget(scenario, ratio),
@@ -259,6 +286,7 @@ async def run_session(
     sid = setup.session_id
     recorder = SessionRecorder(writer, capture, sid, clock=clock)
     stats = recorder.stats
+    stats.task, stats.attempt = setup.task, setup.attempt
     if on_start is not None:
         on_start(stats)
     started = False
@@ -289,7 +317,7 @@ async def run_session(
                 stats.detail = end.detail
             if setup.evaluate:
                 stats.status = "eval"
-                eval_passed = await _evaluate(place.sandbox, scenario, recorder)
+                eval_passed = await _evaluate(place.sandbox, scenario, recorder, setup.task)
             stats.status = "closing"
     except asyncio.CancelledError:
         reason = "interrupted"

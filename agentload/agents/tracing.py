@@ -84,6 +84,11 @@ class SessionStats:
     tool_intervals: list[tuple[int, int]] = field(default_factory=list)
     orch_wait_ns: int = 0
     eval_passed: bool | None = None
+    eval_detail: dict[str, Any] | None = None
+    """The success check's verdict and, for an eval task, its suite's result."""
+    task: str | None = None
+    """The eval task of the session (``scenarios.tasks``), if any, and its attempt number."""
+    attempt: int = 0
     detail: str = ""
     live: dict[str, LiveCall] = field(default_factory=dict)
     """Model calls in flight, by call id (the progress display shows their streamed chunks)."""

@@ -233,15 +233,27 @@ def report(
 
 
 def compare(
-    a: Annotated[Path, typer.Argument(help="First results.json (or directory).")],
-    b: Annotated[Path, typer.Argument(help="Second results.json (or directory).")],
+    a: Annotated[Path, typer.Argument(help="First results.json or eval.json (or directory).")],
+    b: Annotated[Path, typer.Argument(help="Second results.json or eval.json (or directory).")],
 ) -> None:
-    """Say whether two runs received identical traffic, and show metric deltas."""
+    """Say whether two runs received identical traffic, and show metric deltas; for two eval
+    runs (eval.json, or their folders), the per-task differences first."""
+    from agentload.evals.results import EVAL_FILE
+
+    console = Console()
+    evals = [p if p.name == EVAL_FILE else p / EVAL_FILE for p in (a, b)]
+    if any(p.name == EVAL_FILE for p in (a, b)) or all(p.is_file() for p in evals):
+        from agentload.evals.report import compare_evals
+        from agentload.evals.results import load_eval
+
+        for line in compare_evals(load_eval(evals[0]), load_eval(evals[1])):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if not all(p.is_dir() for p in (a, b)):
+            return
     from agentload.replay.compare import compare_results
     from agentload.replay.results import load_results
 
     lines, _ = compare_results(load_results(a), load_results(b))
-    console = Console()
     for line in lines:
         console.print(line, highlight=False, soft_wrap=True)
 

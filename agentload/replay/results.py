@@ -444,31 +444,43 @@ def prepare_out_dir(out: Path, option: str = "--out") -> Path:
     return writable_dir(out, f"{option} {out}")
 
 
-def write_results(results: ResultsDocument, out: Path) -> Path:
-    """Write ``results.json`` into ``out`` (atomically); returns its path."""
+def write_document(doc: BaseModel, out: Path, name: str) -> Path:
+    """Write ``doc`` as indented JSON to ``out/name`` (atomically: a reader never sees half a
+    file); returns its path."""
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "results.json"
+    path = out / name
     tmp = path.with_suffix(".json.tmp")
-    data = results.model_dump(mode="json", by_alias=True)
+    data = doc.model_dump(mode="json", by_alias=True)
     tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
     os.replace(tmp, path)
     return path
 
 
-def load_results(path: str | os.PathLike[str]) -> ResultsDocument:
-    """Read a results.json (or the results.json inside a directory); a file that cannot be
-    read as one is a ``ResultsFormatError`` naming the file and the field."""
+def read_document(path: str | os.PathLike[str], name: str, what: str) -> tuple[Path, Any]:
+    """The file (``path``, or ``path/name`` for a directory) and its JSON; one-line
+    ``ResultsFormatError`` naming the file when it cannot be read (``what``: "results", ...)."""
     p = Path(path)
     if p.is_dir():
-        p = p / "results.json"
+        p = p / name
     try:
-        data: Any = orjson.loads(p.read_bytes())
+        return p, orjson.loads(p.read_bytes())
     except FileNotFoundError:
-        raise ResultsFormatError(f"{p}: no such results file") from None
+        raise ResultsFormatError(f"{p}: no such {what} file") from None
     except OSError as exc:
         raise ResultsFormatError(f"{p}: cannot read: {exc.strerror or exc}") from None
     except orjson.JSONDecodeError as exc:
         raise ResultsFormatError(f"{p}: not JSON ({exc})") from None
+
+
+def write_results(results: ResultsDocument, out: Path) -> Path:
+    """Write ``results.json`` into ``out`` (atomically); returns its path."""
+    return write_document(results, out, "results.json")
+
+
+def load_results(path: str | os.PathLike[str]) -> ResultsDocument:
+    """Read a results.json (or the results.json inside a directory); a file that cannot be
+    read as one is a ``ResultsFormatError`` naming the file and the field."""
+    p, data = read_document(path, "results.json", "results")
     if not isinstance(data, dict) or not str(data.get("schema", "")).startswith(_PREFIX):
         raise ResultsFormatError(f"{p}: not an agentload replay results file")
     try:

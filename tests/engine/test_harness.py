@@ -2,7 +2,8 @@
 270M, a tiny model that calls tools badly): a short ``quick`` session with small ``max_tokens``
 ends for a reason of its own, not ``endpoint_error``, and its trace validates; the engine's
 refusal of a history with cut-off tool-call arguments is what the harness prevents, and its
-overflow text is recognised."""
+overflow text is recognised; one task of the eval suite runs end to end (whether the tiny model
+fixes the bug is its business; no session may end in an error of ours)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 from agentload.agents.limits import SessionEnd
 from agentload.agents.llm import ChatClient
+from agentload.evals.results import load_eval
 from agentload.recorder import load_trace
 from agentload.tools.arguments import read_arguments
 
@@ -145,3 +147,27 @@ async def test_the_engines_overflow_is_a_context_limit(engine: Any) -> None:
         await client.aclose()
     assert info.value.reason == "context_limit", info.value.detail
     assert "exceeds the available context size" in info.value.detail
+
+
+TASK = "textwrap-dedent-margin"
+
+
+def test_one_task_runs_end_to_end_against_the_engine(engine: Any, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentload", "eval", "-s", "quick", *SMALL, "--tasks", TASK,
+         "-k", "1", "--endpoint", engine.url, "--model", engine.model, "--sandbox", "local",
+         "--call-timeout", "60", "--retries", "1", "--json", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    payload = orjson.loads(proc.stdout)
+    doc = load_eval(payload["eval"])
+    assert doc.mode == "model" and doc.model == engine.model and doc.k == 1
+    (attempt,) = doc.attempts
+    assert attempt.task == TASK and attempt.end_reason not in ("error", "endpoint_error")
+    assert attempt.calls >= 1
+    # the success check ran the task's whole suite after the session, whatever the model did
+    assert attempt.suite is not None and attempt.suite["ran"] > 0
+    assert attempt.passed == (attempt.suite["failed_count"] == 0)
+    (session,) = load_trace(doc.trace).sessions.values()
+    assert session.meta["task"] == TASK and session.eval_passed is attempt.passed

@@ -28,6 +28,7 @@ agents' harness enforces every limit itself, whatever the model does.
   arguments, the plain reply;
 * ``agent_policy`` — the orchestrator, and the entry for agentload's agents;
 * ``subagents`` — code_search, file_reader and test_runner;
+* ``oracle`` — eval's oracle mode: the reference fix of a recognised eval task, through tools;
 * ``roles`` — which agent a request comes from (the rules above);
 * ``reading`` — the policy's reading of an agent's conversation (``Ctx``: what the agent knows
   at one call) and the pickers the agent policies share;

@@ -36,6 +36,7 @@ from agentload.contract import (
     TEST_RUNNER,
 )
 from agentload.endpoint.policy.base import BasePolicy
+from agentload.endpoint.policy.oracle import oracle_calls, oracle_done
 from agentload.endpoint.policy.reading import (
     Call,
     Ctx,
@@ -136,6 +137,8 @@ def _orchestrator(ctx: Ctx) -> Decision:
     conv, cfg, rng = ctx.conv, ctx.policy.config, ctx.rng
     if conv.prompt_tokens >= cfg.context_target or conv.turns >= cfg.max_rounds:
         return final_answer(ctx)
+    if cfg.oracle and oracle_done(ctx):
+        return final_answer(ctx)
     calls: list[Call] = []
     max_par = cfg.max_parallel_delegations
     if conv.turns == 0 and DELEGATE in ctx.offered:
@@ -147,6 +150,8 @@ def _orchestrator(ctx: Ctx) -> Decision:
             args = delegation(ctx, kind, taken)
             if args:
                 calls.append((DELEGATE, args))
+    if not calls and cfg.oracle:
+        calls = oracle_calls(ctx)  # eval's oracle mode: the task's reference fix (policy/oracle)
     if not calls and _last_call(ctx) == EDIT_FILE and RUN_TESTS in ctx.offered:
         calls = [(RUN_TESTS, direct_args(ctx, RUN_TESTS) or {})]  # check the edit
     attempts = 0

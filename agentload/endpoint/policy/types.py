@@ -72,6 +72,11 @@ class PolicyConfig(BaseModel):
         },
         description="Relative odds of the orchestrator's next action (after its first round).",
     )
+    oracle: bool = Field(
+        default=False,
+        description="Eval's oracle mode: the orchestrator of an eval task applies the task's "
+        "reference fix once it has read the faulty code through its tools (policy/oracle).",
+    )
     first_round_delegations: int = Field(
         default=3, ge=1, description="Parallel delegations in the orchestrator's first round."
     )
