@@ -38,6 +38,7 @@ from agentload.contract import (
 from agentload.endpoint.policy.base import BasePolicy
 from agentload.endpoint.policy.oracle import oracle_calls, oracle_done
 from agentload.endpoint.policy.reading import (
+    READ_HEAD,
     Call,
     Ctx,
     build_context,
@@ -211,7 +212,6 @@ def direct_args(ctx: Ctx, action: str) -> dict[str, Any] | None:
 
 # A simple statement line of a source file: appending a comment cannot change what it does.
 _EDITABLE = re.compile(r"^(\s+)(return\b[^'\"\\#]*|[a-z_][a-z0-9_.]*\s*=\s*[^'\"\\#=]+)$")
-_READ_HEAD = re.compile(r"^# (\S+) \(lines (\d+)-(\d+) of (\d+)\)\n")
 
 
 def _last_call(ctx: Ctx) -> str | None:
@@ -233,7 +233,7 @@ def _edit_args(ctx: Ctx) -> dict[str, Any] | None:
         seen += 1
         if seen > 40:
             break
-        head = _READ_HEAD.match(m["content"])
+        head = READ_HEAD.match(m["content"])
         if not head or "test" in head.group(1) or not head.group(1).endswith(".py"):
             continue
         body = m["content"].splitlines()[1:]

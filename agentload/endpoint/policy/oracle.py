@@ -19,13 +19,12 @@ import re
 from typing import Any
 
 from agentload.contract import EDIT_FILE, READ_FILE, SEARCH_CODE
-from agentload.endpoint.policy.reading import Call, Ctx
+from agentload.endpoint.policy.reading import READ_HEAD, Call, Ctx
 from agentload.scenarios.tasks import Fault, all_tasks
 
 __all__ = ["oracle_calls", "oracle_done"]
 
 _WINDOW = 20
-_READ_HEAD = re.compile(r"^# (\S+) \(lines (\d+)-(\d+) of (\d+)\)\n")
 
 
 def _fault_of(task_text: str) -> Fault | None:
@@ -82,7 +81,7 @@ def oracle_calls(ctx: Ctx) -> list[Call]:
         return []
     texts = _tool_texts(ctx)
     for text in texts:
-        head = _READ_HEAD.match(text)
+        head = READ_HEAD.match(text)
         if head and head.group(1) == fault.path and fault.new in text[head.end() :]:
             return [(EDIT_FILE, {"path": fault.path, "old": fault.new, "new": fault.old})]
     probe = fault.probe()

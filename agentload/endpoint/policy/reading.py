@@ -34,6 +34,7 @@ from agentload.endpoint.policy.prose import Prose
 from agentload.endpoint.policy.types import Conversation
 
 __all__ = [
+    "READ_HEAD",
     "Call",
     "Ctx",
     "build_context",
@@ -52,6 +53,8 @@ __all__ = [
     "window_args",
 ]
 
+READ_HEAD = re.compile(r"^# (\S+) \(lines (\d+)-(\d+) of (\d+)\)\n")
+"""The first line of a ``read_file`` output (``tools.files``): path, first and last line, total."""
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DOTTED_TEST = re.compile(r"^(?:[\w]+\.)*test\w*(?:\.\w+)*$")
 _SYS_CACHE: dict[str, tuple[list[str], list[str], Facts]] = {}
