@@ -96,9 +96,8 @@ def run_generate(
         raise typer.Exit(143) from None
     result = runs[0]
     rows = [row for run in runs for row in summary_rows(run)]
-    tasks_run = opts.tasks is not None or opts.scenario.tasks is not None
     evaluation = None
-    if opts.evaluate and tasks_run:
+    if opts.evaluate and opts.task_names() is not None:
         from agentload.agents.evalrun import eval_document, write_eval_files
         from agentload.agents.live import results_dir
 
@@ -301,8 +300,7 @@ def run_command(doc: str, *, evaluate: bool | None = None) -> Callable[..., None
             tasks=tasks.split(",") if tasks is not None else None,
             **kw,
         )
-        tasks_run = opts.tasks is not None or opts.scenario.tasks is not None
-        if tasks_run and len(bench.levels) > 1:
+        if opts.task_names() is not None and len(bench.levels) > 1:
             raise ConfigError("--tasks with --sweep: one eval per run; run it once per -p")
         run_generate(opts, json_out=json_out, bench=bench, report=report)
 

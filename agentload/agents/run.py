@@ -101,9 +101,13 @@ class GenerateOptions:
     oracle: bool = False
     """The built-in simulator applies each task's reference fix (``--oracle``)."""
 
+    def task_names(self) -> list[str] | None:
+        """The eval tasks the run runs: ``--tasks``, else the scenario's; None: no tasks."""
+        return self.tasks if self.tasks is not None else self.scenario.tasks
+
     def session_plan(self) -> list[tuple[Scenario, str | None, int]]:
         """(scenario, task, attempt) of each session, in order."""
-        names = self.tasks if self.tasks is not None else self.scenario.tasks
+        names = self.task_names()
         if names is None:
             return [(self.scenario, None, 0)] * self.sessions
         from agentload.scenarios.tasks import select_tasks
@@ -229,7 +233,7 @@ def check_options(opts: GenerateOptions) -> None:
         raise ConfigError("--sessions and --parallel must be at least 1")
     if opts.attempts < 1 or opts.attempts > 1000:
         raise ConfigError(f"-k {opts.attempts}: attempts per task must be 1..1000")
-    tasks = opts.tasks if opts.tasks is not None else opts.scenario.tasks
+    tasks = opts.task_names()
     if tasks is None and opts.attempts != 1:
         raise ConfigError("-k counts attempts per task: give --tasks (or a scenario with tasks)")
     if tasks is not None and opts.sessions != 1:
@@ -350,7 +354,7 @@ async def _run(
 def _generator(opts: GenerateOptions, sessions: int, kind: str) -> dict[str, Any]:
     """The trace header's ``generator``: how the run was asked for."""
     out: dict[str, Any] = {"sessions": sessions, "parallel": opts.parallel, "sandbox": kind}
-    tasks = opts.tasks if opts.tasks is not None else opts.scenario.tasks
+    tasks = opts.task_names()
     if tasks is not None:
         out |= {"tasks": list(tasks), "attempts": opts.attempts, "oracle": opts.oracle}
     return out
