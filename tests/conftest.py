@@ -156,3 +156,96 @@ def engine() -> Engine:
         ctx=int(settings.get("n_ctx") or props.get("n_ctx") or 0),
         slots=int(props.get("total_slots") or 1),
     )
+
+
+def ray_required() -> bool:
+    """CI sets AGENTLOAD_REQUIRE_RAY=1: a Ray test that would skip fails instead."""
+    return os.environ.get("AGENTLOAD_REQUIRE_RAY", "") not in ("", "0")
+
+
+@dataclass
+class RayCluster:
+    """A real Ray cluster on this machine (``ray start --head``), token-authenticated."""
+
+    address: str
+    env: dict[str, str]
+    """What a driver needs in its environment to join it (token mode, token file)."""
+    pid: int
+
+    def subprocess_env(self) -> dict[str, str]:
+        return {**os.environ, **self.env}
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    """``ray start --head --block`` on 127.0.0.1 with 2 CPUs, a temp dir and its own auth token,
+    for the whole session; killed (its whole process group) after. Skips without Ray, fails
+    instead under AGENTLOAD_REQUIRE_RAY=1. The test process's environment gets the token
+    settings, so ``agentload ... --ray ADDRESS`` in-process or in a subprocess can join."""
+    import secrets
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
+    import importlib.util
+
+    ray_bin = Path(sys.executable).with_name("ray")
+    # not imported here: Ray reads its auth settings from the environment when first imported
+    if importlib.util.find_spec("ray") is None or not ray_bin.exists():
+        why = "Ray is not installed: pip install -e '.[ray]'"
+        if ray_required():
+            pytest.fail(f"{why} (AGENTLOAD_REQUIRE_RAY=1 turns this skip into a failure)")
+        pytest.skip(why)
+    tmp = Path(tempfile.mkdtemp(prefix="alray-", dir="/tmp"))
+    token = tmp / "token"
+    token.write_text(secrets.token_hex(32))
+    env = {
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN_PATH": str(token),
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = (tmp / "start.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            str(ray_bin),
+            "start",
+            "--head",
+            f"--port={port}",
+            "--node-ip-address=127.0.0.1",
+            "--num-cpus=2",
+            "--object-store-memory=300000000",
+            f"--temp-dir={tmp / 'r'}",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            "--block",
+        ],
+        env={**os.environ, **env},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    mp = pytest.MonkeyPatch()
+    try:
+        deadline = time.monotonic() + 90
+        while b"Ray runtime started" not in (tmp / "start.log").read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = (tmp / "start.log").read_text(errors="replace").strip().splitlines()[-3:]
+                pytest.fail(f"ray start --head did not come up: {' | '.join(tail)}")
+            time.sleep(0.5)
+        for k, v in env.items():
+            mp.setenv(k, v)
+        yield RayCluster(address=f"127.0.0.1:{port}", env=env, pid=proc.pid)
+    finally:
+        mp.undo()
+        import contextlib
+
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # SIGTERM would drain for 30 s
+        proc.wait(timeout=30)
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
