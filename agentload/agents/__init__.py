@@ -11,6 +11,8 @@ scenarios and the simulator's policy). Modules:
 * ``tracing``   — the session's trace records and live counters (written to a ``TraceSink``)
 * ``session``   — one session: workspace, sandbox, toolbox, graph, end reason
 * ``run``       — a generate run: N sessions, K at a time, one trace file
+* ``raygen``    — the same run on a Ray cluster (``--ray``): the driver; ``rayworker`` — the
+  actor that runs a worker's sessions and relays their records
 * ``live``      — the live benchmark: one run per ``--sweep`` level, its traces → replay's
   ``ResultsDocument`` (``mode: live``), results.json, summary.csv, report.html
 * ``progress``  — the live table / plain lines and the summary table

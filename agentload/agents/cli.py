@@ -68,7 +68,8 @@ def run_generate(
     Returns the (first) run."""
     from agentload.agents.live import run_points
     from agentload.agents.progress import make_progress, summary_table
-    from agentload.agents.run import generate, summary_rows
+    from agentload.agents.raygen import generate
+    from agentload.agents.run import summary_rows
 
     err = Console(stderr=True)
     warning = userinfo_warning(opts.endpoint) if opts.endpoint else None
@@ -114,6 +115,8 @@ def run_generate(
             "token_ratio": result.tokens.ratio if result.tokens else None,
             "sessions": rows,
         }
+        if result.ray is not None:
+            payload["ray"] = result.ray
         if written:
             payload["traces"] = [str(run.trace_path) for run in runs]
             payload["results"] = str(written[0])
@@ -200,6 +203,20 @@ _CALL_TIMEOUT = typer.Option(
 _RETRIES = typer.Option(
     3, "--retries", metavar="N", help="Retries of a failed call (0: give up at once)."
 )
+_RAY = typer.Option(
+    None,
+    "--ray",
+    metavar="[ADDRESS]",
+    help="Run the sessions on a Ray cluster: --ray alone starts one on this machine; auto "
+    "joins this machine's cluster; HOST:PORT joins that one (pip install 'agentload[ray]').",
+)
+_WORKERS = typer.Option(
+    None,
+    "--workers",
+    metavar="N",
+    help="Ray workers, one CPU each (default: one per cluster CPU, at most --sessions and "
+    "--parallel); needs --ray.",
+)
 _KEEP = typer.Option(False, "--keep-workspaces", help="Keep the sessions' workspace copies.")
 _JSON = typer.Option(False, "--json", help="Print one JSON object instead of the table.")
 
@@ -250,6 +267,8 @@ _RUN_OPTIONS = (
     _param("seed", int | None, _SEED),
     _param("out", Path, _OUT),
     _param("sandbox", SandboxChoice | None, _SANDBOX),
+    _param("ray", str | None, _RAY),
+    _param("workers", int | None, _WORKERS),
     _param("call_timeout_s", float, _CALL_TIMEOUT),
     _param("retries", int, _RETRIES),
     _param("evaluate", bool, _EVAL),

@@ -39,7 +39,8 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentload.agents.run import GenerateOptions, ProgressSink, RunResult, generate
+from agentload.agents.raygen import generate
+from agentload.agents.run import GenerateOptions, ProgressSink, RunResult
 from agentload.agents.run import prepare_trace_path as _prepare_trace_path
 from agentload.recorder.paths import TRACE_SUFFIXES
 from agentload.recorder.schema import LLMCallRecord

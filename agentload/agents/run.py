@@ -54,7 +54,16 @@ from agentload.tokenizer import ChatTokenCounter
 if TYPE_CHECKING:
     from agentload.scenarios.models import Scenario
 
-__all__ = ["GenerateOptions", "ProgressSink", "RunResult", "check_endpoint", "generate"]
+__all__ = [
+    "GenerateOptions",
+    "ProgressSink",
+    "RunResult",
+    "check_endpoint",
+    "generate",
+    "generator_info",
+    "open_endpoint",
+    "session_setup",
+]
 
 SIM_MODEL = "agentload-sim"
 PROBE_TIMEOUT_S = 10.0
@@ -100,6 +109,11 @@ class GenerateOptions:
     """Sessions per task (``-k``)."""
     oracle: bool = False
     """The built-in simulator applies each task's reference fix (``--oracle``)."""
+    ray: str | None = None
+    """``--ray``: run the sessions on a Ray cluster (``local``, ``auto``, ``HOST:PORT``;
+    ``agents.raygen``); None: in this process."""
+    workers: int | None = None
+    """``--workers``: Ray workers (default: one per cluster CPU, at most the sessions)."""
 
     def task_names(self) -> list[str] | None:
         """The eval tasks the run runs: ``--tasks``, else the scenario's; None: no tasks."""
@@ -130,6 +144,8 @@ class RunResult:
     model: str = ""
     tokens: TokenRatio | None = None
     """The run's server/ours token ratio (``agents.calibrate``)."""
+    ray: dict[str, Any] | None = None
+    """``--ray``: the cluster and its workers (the trace header's ``generator.ray``)."""
 
 
 async def check_endpoint(
@@ -171,7 +187,7 @@ async def check_endpoint(
 
 
 @contextlib.asynccontextmanager
-async def _endpoint(opts: GenerateOptions, seed: int) -> AsyncIterator[tuple[str, str]]:
+async def open_endpoint(opts: GenerateOptions, seed: int) -> AsyncIterator[tuple[str, str]]:
     if opts.endpoint:
         probe_s = min(PROBE_TIMEOUT_S, opts.call_timeout_s)
         model = await check_endpoint(opts.endpoint, opts.model, probe_s)
@@ -249,6 +265,10 @@ def check_options(opts: GenerateOptions) -> None:
         from agentload.scenarios.tasks import select_tasks
 
         select_tasks(tasks)  # an unknown name is one line now, not after the endpoint
+    if opts.workers is not None and opts.ray is None:
+        raise ConfigError("--workers counts Ray workers: give --ray [ADDRESS] too")
+    if opts.workers is not None and not 1 <= opts.workers <= 1024:
+        raise ConfigError(f"--workers {opts.workers}: must be 1..1024")
     if opts.retries < 0 or opts.retries > 100:
         raise ConfigError(f"--retries {opts.retries}: must be 0..100")
     t = opts.call_timeout_s
@@ -263,6 +283,8 @@ async def generate(opts: GenerateOptions, progress: ProgressSink | None = None) 
     seed = s.seed if opts.seed is None else opts.seed
     kind = opts.sandbox or s.sandbox.kind
     t0 = time.perf_counter_ns()
+    if opts.ray is not None:
+        raise ConfigError("--ray runs through agents.raygen.generate_on_ray, not run.generate")
     path = prepare_trace_path(Path(opts.out), s.name, seed)
     return await _run(opts, path, seed, kind, t0, progress)
 
@@ -279,7 +301,7 @@ async def _run(
 
     s = opts.scenario
     plan = opts.session_plan()
-    async with _endpoint(opts, seed) as (base_url, model):
+    async with open_endpoint(opts, seed) as (base_url, model):
         timeout = min(opts.call_timeout_s, CALIBRATION_TIMEOUT_S)
         tokens = await calibrate(base_url, model, s, ChatTokenCounter(), timeout)
         header = make_header(
@@ -289,7 +311,7 @@ async def _run(
             scenario_hash=scenario_hash(s),
             scenario_config=s.model_dump(mode="json"),
             seed=seed,
-            generator=_generator(opts, len(plan), kind),
+            generator=generator_info(opts, len(plan), kind),
             token_calibration=tokens.record(),
         )
         result = RunResult(
@@ -309,22 +331,11 @@ async def _run(
                 gate = asyncio.Semaphore(opts.parallel)
 
                 async def one(i: int) -> SessionStats:
-                    scenario, task, attempt = plan[i]
-                    setup = SessionSetup(
-                        index=i,
-                        session_id=f"s{seed}-{i}",
-                        seed=seed + i,
-                        workdir=workdir,
-                        sandbox_kind=kind,
-                        evaluate=opts.evaluate,
-                        keep_workspace=opts.keep_workspaces,
-                        task=task,
-                        attempt=attempt,
-                    )
+                    setup = session_setup(opts, plan, i, seed, workdir, kind)
                     async with gate:
                         stats = await run_session(
                             setup,
-                            scenario,
+                            plan[i][0],
                             client=client,
                             writer=writer,
                             capture=capture,
@@ -351,7 +362,30 @@ async def _run(
     return result
 
 
-def _generator(opts: GenerateOptions, sessions: int, kind: str) -> dict[str, Any]:
+def session_setup(
+    opts: GenerateOptions,
+    plan: list[tuple[Scenario, str | None, int]],
+    i: int,
+    seed: int,
+    workdir: Path,
+    kind: str,
+) -> SessionSetup:
+    """Session ``i`` of the run: id ``s{seed}-{i}``, seed ``seed + i`` (wherever it runs)."""
+    _, task, attempt = plan[i]
+    return SessionSetup(
+        index=i,
+        session_id=f"s{seed}-{i}",
+        seed=seed + i,
+        workdir=workdir,
+        sandbox_kind=kind,
+        evaluate=opts.evaluate,
+        keep_workspace=opts.keep_workspaces,
+        task=task,
+        attempt=attempt,
+    )
+
+
+def generator_info(opts: GenerateOptions, sessions: int, kind: str) -> dict[str, Any]:
     """The trace header's ``generator``: how the run was asked for."""
     out: dict[str, Any] = {"sessions": sessions, "parallel": opts.parallel, "sandbox": kind}
     tasks = opts.task_names()

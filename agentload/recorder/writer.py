@@ -4,6 +4,7 @@
         await w.write(record)          # any number of concurrent agents may call this
         blob_id = await w.blob("message", message)   # written once per file
         await w.flush()                # e.g. at every session end
+        w.write_encoded(line, blob_id)  # a line another writer encoded (generate --ray's merge)
 
 Every flush appends one complete zstd frame (for ``*.zst`` paths; plain JSON lines otherwise)
 and fsyncs on close, so a process killed at any moment leaves a file whose complete records
@@ -11,6 +12,10 @@ are all readable. ``close`` ends the file with an ``event`` of kind ``trace_end`
 without it was not closed by its writer (a killed run), which the reader reports as truncated
 even when the cut fell exactly between two frames. Blob content is scrubbed of secrets before
 its id is computed; every other serialized record passes through the byte scrubber.
+
+``tee`` (a callable) is handed every line as it is queued, with its blob id for a blob line:
+``generate --ray``'s workers relay their records to the driver with it, whose writer takes them
+with ``write_encoded`` (a blob it holds already is dropped, so each blob is still written once).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import asyncio
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -59,6 +65,7 @@ class TraceWriter:
         *,
         flush_interval_s: float = 1.0,
         level: int = 3,
+        tee: Callable[[bytes, str | None], None] | None = None,
     ) -> None:
         self.path = Path(path)
         self.header = header
@@ -74,6 +81,7 @@ class TraceWriter:
         self._scrubbed: dict[str, tuple[Any, str] | None] = {}  # id -> None (clean) or scrubbed
         self.records_written = 0
         self.bytes_written = 0
+        self._tee = tee
 
     async def __aenter__(self) -> TraceWriter:
         await self.open()
@@ -104,10 +112,21 @@ class TraceWriter:
         """Same as ``write`` for synchronous callers on the writer's event loop."""
         self._enqueue(encode_record(record))
 
-    def _enqueue(self, line: bytes) -> None:
+    def write_encoded(self, line: bytes, blob_id: str | None = None) -> None:
+        """Queue a line another ``TraceWriter`` encoded and scrubbed (see ``tee``), as is; a
+        blob line (``blob_id``) whose blob this file holds already is dropped."""
+        if blob_id is not None:
+            if blob_id in self._blobs:
+                return
+            self._blobs.add(blob_id)
+        self._enqueue(line, blob_id)
+
+    def _enqueue(self, line: bytes, blob_id: str | None = None) -> None:
         self._check_open()
         self._queue.put_nowait(line)
         self.records_written += 1
+        if self._tee is not None:
+            self._tee(line, blob_id)
 
     def scrubbed(self, value: Any) -> tuple[Any, str]:
         """``value`` as this file records it (secrets scrubbed) and its content id: the id a
@@ -131,7 +150,7 @@ class TraceWriter:
         if bid not in self._blobs:
             self._blobs.add(bid)
             rec = BlobRecord(id=bid, kind=kind, content=content, tokens=tokens)  # type: ignore[arg-type]
-            self._enqueue(encode_record(rec, scrub=False))  # scrubbed above, before hashing
+            self._enqueue(encode_record(rec, scrub=False), bid)  # scrubbed above, before hashing
         return bid
 
     def has_blob(self, blob_id: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +64,17 @@ def fingerprint(trace: Trace) -> dict[str, Any]:
     }
 
 
-def agentload(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``agentload ARGS`` in a subprocess, output captured."""
+def agentload(
+    *args: str, timeout: float = 120, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``agentload ARGS`` in a subprocess, output captured (``env``: its whole environment)."""
     return subprocess.run(
         [sys.executable, "-m", "agentload", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
+        env=env,
     )
 
 

@@ -65,3 +65,32 @@ async def test_closed_writer_refuses_records_and_close_is_idempotent(tmp_path: P
     await w.close()
     with pytest.raises(RuntimeError, match="not open"):
         await w.write(EventRecord(kind="note", ns=1))
+
+
+async def test_lines_teed_from_two_writers_merge_into_one_with_each_blob_once(
+    tmp_path: Path,
+) -> None:
+    """``tee`` + ``write_encoded``: what ``generate --ray``'s driver does with its workers'."""
+    merged_path = tmp_path / "merged.agentload.jsonl.zst"
+    async with TraceWriter(merged_path, header()) as merged:
+        for name in ("a", "b"):
+            lines: list[tuple[bytes, str | None]] = []
+            own = tmp_path / f"{name}.agentload.jsonl"
+            async with TraceWriter(
+                own, header(), tee=lambda ln, b, out=lines: out.append((ln, b))
+            ) as w:
+                shared = await w.blob("text", "the same system prompt")
+                mine = await w.blob("text", f"only {name}")
+                await w.write(EventRecord(kind="note", ns=1, agent_id=name))
+            assert [b for _, b in lines] == [shared, mine, None]
+            for line, blob_id in lines:
+                merged.write_encoded(line, blob_id)
+    trace = load_trace(merged_path)
+    assert trace.truncated is None
+    assert sorted(b.content for b in trace.blobs.values()) == [
+        "only a",
+        "only b",
+        "the same system prompt",
+    ]
+    assert sorted(str(e.agent_id) for e in trace.events if e.kind == "note") == ["a", "b"]
+    assert merged.records_written == 2 + 3 + 1 + 1  # header, blobs, events, trace_end
