@@ -103,11 +103,31 @@ def _usage_line(exc: Exception) -> str:
     return f"{path}: {message} (see '{path} --help')"
 
 
+_OPTIONAL_VALUE = {"--ray": "local"}
+"""Options whose value may be left out (``--ray`` alone: a local Ray instance)."""
+
+
+def optional_values(argv: list[str]) -> list[str]:
+    """``argv`` with the value of each ``_OPTIONAL_VALUE`` option that was given bare (last,
+    or followed by another option) filled in: typer has no options with optional values."""
+    out: list[str] = []
+    for k, arg in enumerate(argv):
+        out.append(arg)
+        if arg == "--":
+            out += argv[k + 1 :]
+            break
+        nxt = argv[k + 1] if k + 1 < len(argv) else None
+        if arg in _OPTIONAL_VALUE and (nxt is None or nxt.startswith("-")):
+            out.append(_OPTIONAL_VALUE[arg])
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, mapping user errors to one line and exit code 2."""
     command = typer.main.get_command(app)
+    args = optional_values(sys.argv[1:] if argv is None else argv)
     try:
-        rv = command.main(args=argv, prog_name="agentload", standalone_mode=False)
+        rv = command.main(args=args, prog_name="agentload", standalone_mode=False)
     except AgentloadError as exc:
         print(f"agentload: error: {one_line(redact_text(str(exc)))}", file=sys.stderr)
         sys.exit(2)

@@ -10,6 +10,7 @@
   it after); ``auto`` joins the cluster this machine belongs to (``ray.init(address="auto")``);
   ``HOST:PORT`` (or ``ray://HOST:PORT``) joins that cluster. When Ray is already initialised
   in this process (a caller's own ``ray.init``), that instance is used and left running.
+* ``ray.init`` replaces this process's SIGTERM handler; ``connect`` puts the one it found back.
 * Clocks: every worker stamps with its own monotonic clock. ``measure_offset`` estimates a
   worker's clock minus ours from a few round trips (the fastest one: Cristian's method), with
   its uncertainty (half that round trip), so the driver can put every worker's times on its
@@ -23,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -87,6 +90,7 @@ def connect(address: str | None, flag: str = "--ray") -> Iterator[Cluster]:
     shown = address or "local"
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no phoning home from a benchmark
     started = False
+    saved = signal.getsignal(signal.SIGTERM) if _main_thread() else None
     if not ray.is_initialized():
         kw: dict[str, Any] = {
             "logging_level": logging.WARNING,
@@ -95,6 +99,10 @@ def connect(address: str | None, flag: str = "--ray") -> Iterator[Cluster]:
         }
         if shown == "local":
             kw["num_cpus"] = os.cpu_count() or 1
+            # its own token is made and used on this machine: no need to warn about it
+            logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+                logging.ERROR
+            )
         else:
             if shown != "auto":
                 _probe(shown, flag)  # ray.init waits a long time on an address nobody serves
@@ -109,6 +117,10 @@ def connect(address: str | None, flag: str = "--ray") -> Iterator[Cluster]:
                 f"({type(exc).__name__}: {first or 'no detail'})"
             ) from None
         started = True
+        if saved is not None:
+            # ray.init replaces SIGTERM's handler (sys.exit, then a C one that aborts): put
+            # ours back, so SIGTERM still ends a run cleanly (partial results, trace closed)
+            signal.signal(signal.SIGTERM, saved)
     try:
         res = ray.cluster_resources()
         nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
@@ -134,6 +146,10 @@ def _probe(address: str, flag: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
             f"{flag} {address}: cannot start or join a Ray cluster (nothing answers at "
             f"{hostport}: {exc.strerror or type(exc).__name__})"
         ) from None
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 @dataclass(frozen=True)

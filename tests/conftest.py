@@ -182,14 +182,13 @@ def ray_cluster() -> Iterator[RayCluster]:
     for the whole session; killed (its whole process group) after. Skips without Ray, fails
     instead under AGENTLOAD_REQUIRE_RAY=1. The test process's environment gets the token
     settings, so ``agentload ... --ray ADDRESS`` in-process or in a subprocess can join."""
+    import importlib.util
     import secrets
     import shutil
     import signal
     import subprocess
     import sys
     import tempfile
-
-    import importlib.util
 
     ray_bin = Path(sys.executable).with_name("ray")
     # not imported here: Ray reads its auth settings from the environment when first imported

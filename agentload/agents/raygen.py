@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
-import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -163,14 +161,6 @@ class _Relay:
         await self.writer.write(rec)
 
 
-def _keep_sigterm(saved: Any) -> None:
-    """Put back the SIGTERM handler ``ray.init`` replaced (with ``sys.exit``, then a C one that
-    aborts), so SIGTERM still ends the run cleanly: every session ``interrupted``, the trace
-    closed, exit code 143."""
-    if saved is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, saved)
-
-
 def _ray_error(exc: BaseException) -> str:
     """The first line of a Ray error, with its type."""
     text = str(exc).strip().splitlines()
@@ -242,9 +232,7 @@ async def generate_on_ray(opts: GenerateOptions, progress: ProgressSink | None =
     t0 = time.perf_counter_ns()
     path = prepare_trace_path(Path(opts.out), s.name, seed)
     plan = opts.session_plan()
-    saved = signal.getsignal(signal.SIGTERM)
-    with connect(opts.ray) as cluster:
-        _keep_sigterm(saved)
+    with connect(opts.ray) as cluster:  # (it keeps our SIGTERM handler: exit 143, trace closed)
         import ray
 
         n = min(cluster.workers(opts.workers), len(plan), opts.parallel)

@@ -118,6 +118,19 @@ def replay(
             "(default), cl100k_base, hf:PATH/tokenizer.json."
         ),
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="[ADDRESS]",
+            help="Run on a Ray cluster: --ray alone starts one on this machine; --ray auto, "
+            "--ray HOST:PORT join one (pip install 'agentload[ray]'; docs/distributed.md).",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Ray workers (default: one per cluster CPU, at most the lanes)."),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Write results, CSV and report here.")] = None,
 ) -> None:
     """Replay traces against an endpoint: identical agentic traffic, closed loop or on the
@@ -161,6 +174,8 @@ def replay(
             "session_field": session_field,
             "max_context": max_context,
             "fit": fit,
+            "ray": ray,
+            "workers": workers,
         },
         levels_option="--sweep" if sweep is not None else "--concurrency",
     )
@@ -169,7 +184,12 @@ def replay(
     warning = userinfo_warning(cfg.endpoint)
     if warning:
         print(warning, file=sys.stderr)
-    results = asyncio.run(run_replay(cfg, Progress()))
+    if cfg.ray is not None:
+        from agentload.replay.sharded import run_sharded
+
+        results = asyncio.run(run_sharded(cfg, Progress()))
+    else:
+        results = asyncio.run(run_replay(cfg, Progress()))
     console = Console()
     _print_summary(console, results)
     if out is not None:

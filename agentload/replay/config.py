@@ -224,6 +224,19 @@ class ReplayConfig(BaseModel):
         "(keep it up to that call) or drop-session (leave it out) (--fit)",
     )
 
+    ray: str | None = Field(
+        default=None,
+        description="run on a Ray cluster (--ray [ADDRESS]): local (a Ray instance on this "
+        "machine), auto, or HOST:PORT; None: one process",
+    )
+    workers: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="replay workers on the cluster (--workers; default: one per cluster CPU, "
+        "at most the lanes)",
+    )
+
     @field_validator("engine")
     @classmethod
     def _known_engine(cls, v: str) -> str:
@@ -323,4 +336,8 @@ class ReplayConfig(BaseModel):
                 )
         elif self.time_scale != 1.0:
             raise _bad("--time-scale scales --schedule recorded; the closed loop has --gap-scale")
+        if self.workers is not None and self.ray is None:
+            raise _bad("--workers counts Ray workers: give --ray [ADDRESS] too")
+        if self.ray is not None and self.power is not None:
+            raise _bad("--power nvml measures this machine's GPUs; with --ray give --power-watts")
         return self

@@ -16,13 +16,13 @@ from rich.live import Live
 from rich.table import Table
 
 from agentload.quantiles import percentile
-from agentload.replay.schedule import PointRunner
+from agentload.replay.shapes import PointView
 
 __all__ = ["Progress", "status_line"]
 
 
 def status_line(
-    runner: PointRunner, index: int, total: int, dt_s: float, prev: tuple[int, int]
+    runner: PointView, index: int, total: int, dt_s: float, prev: tuple[int, int]
 ) -> tuple[str, tuple[int, int]]:
     """One line of status and the (requests, tokens) counters to diff against next time."""
     st = runner.stats
@@ -55,7 +55,7 @@ class Progress:
         self.interval = interval_s if interval_s is not None else (0.5 if self.live else 10.0)
         self.clock = clock
 
-    async def __call__(self, runner: PointRunner, index: int, total: int) -> None:
+    async def __call__(self, runner: PointView, index: int, total: int) -> None:
         prev = (0, 0)
         last = self.clock()
         if not self.live:

@@ -57,6 +57,25 @@ def run_lines(results: ResultsDocument) -> list[str]:
             f"server/ours prompt tokens: {ratio:.3f} (the target counts {ratio:.3f} tokens "
             "per token of the trace's tokenizer)"
         )
+    return lines + cluster_lines(results)
+
+
+def cluster_lines(results: ResultsDocument) -> list[str]:
+    """A sharded run (``replay --ray``): where it ran, the clock skew, and every worker lost."""
+    c = results.cluster
+    if c is None:
+        return []
+    lines = [
+        f"ran on Ray cluster {c.address}: {c.workers} workers on {c.nodes} node(s), merged "
+        f"exactly; clocks aligned to within {c.residual_skew_ns / 1e6:.2f} ms"
+    ]
+    for p in results.points:
+        for w in p.workers or []:
+            if w.lost is not None:
+                lines.append(
+                    f"{p.load}: {w.lost}; its {w.lost_inflight} request(s) in flight were "
+                    "counted as failed (worker_lost) and the window ends at the loss"
+                )
     return lines
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_MAJOR",
     "Aggregates",
+    "ClusterRun",
     "CutSessionInfo",
     "Distribution",
     "EngineInfo",
@@ -60,6 +61,7 @@ __all__ = [
     "Span",
     "TimelineSample",
     "TruncatedTrace",
+    "WorkerPoint",
     "load_results",
     "prepare_out_dir",
     "write_results",
@@ -240,6 +242,35 @@ class ScrapeSummary(_Model):
     last_error: str | None = Field(description="the last failure, in words")
 
 
+class WorkerPoint(_Model):
+    """What one worker of a sharded run (``replay --ray``) did at a point."""
+
+    worker: int = Field(description="worker number (0-based)")
+    node: str = Field(description="host name of the node it ran on")
+    pid: int = Field(description="its process id")
+    lanes: int | None = Field(description="its share of the lanes (None: arrivals, recorded)")
+    arrival_rate: float | None = Field(description="its share of the arrival rate, or None")
+    sessions: int = Field(description="session instances it started")
+    requests: int = Field(description="requests it sent (or that were in flight when lost)")
+    clock_offset_ns: int = Field(
+        description="its monotonic clock minus the driver's, measured at start from round trips"
+    )
+    clock_uncertainty_ns: int = Field(
+        description="how far that offset may be off (half the fastest round trip)"
+    )
+    start_skew_ns: int = Field(
+        description="when it actually started the point minus the common start, on the "
+        "driver's time line"
+    )
+    lost: str | None = Field(
+        default=None,
+        description="None, or why the worker was lost mid-point (its process died): its "
+        "requests in flight are counted as failed (error_kind worker_lost), its running "
+        "sessions as cut, and the measured window ends when the loss was seen",
+    )
+    lost_inflight: int = Field(default=0, description="requests in flight when it was lost")
+
+
 class Point(_Model):
     """One load point (a concurrency level, or the arrival rate)."""
 
@@ -264,6 +295,11 @@ class Point(_Model):
     scrape: ScrapeSummary | None = Field(description="server metrics, with --scrape-metrics")
     sessions: list[SessionResult] = Field(description="every session instance")
     requests: list[RequestRecord] = Field(description="every request")
+    workers: list[WorkerPoint] | None = Field(
+        default=None,
+        description="a sharded run (replay --ray): each worker's share, clock and fate; None "
+        "on one machine",
+    )
 
     @property
     def load(self) -> str:
@@ -375,6 +411,24 @@ class LiveInfo(_Model):
     points: list[LivePoint] = Field(description="one per point, in order")
 
 
+class ClusterRun(_Model):
+    """Where a sharded run (``replay --ray``) ran and how its clocks were aligned."""
+
+    address: str = Field(description="the --ray address (local, auto, HOST:PORT)")
+    nodes: int = Field(description="alive nodes of the cluster")
+    cpus: int = Field(description="CPUs of the cluster")
+    workers: int = Field(description="replay workers (Ray actors, each with its own event loop)")
+    residual_skew_ns: int = Field(
+        description="the largest clock-offset uncertainty of any worker: times of different "
+        "workers on the merged time line may be off by up to this much"
+    )
+    merge: str = Field(
+        default="exact: every worker's request records on the driver's time line; every metric "
+        "computed once over their union",
+        description="how the workers' results were merged",
+    )
+
+
 class ResultsDocument(_Model):
     """results.json (see the module docstring)."""
 
@@ -410,6 +464,9 @@ class ResultsDocument(_Model):
     )
     points: list[Point] = Field(description="one per load point, in order")
     live: LiveInfo | None = Field(default=None, description="what a live run ran (else None)")
+    cluster: ClusterRun | None = Field(
+        default=None, description="a sharded run (replay --ray): the cluster; None on one machine"
+    )
     _path: Path | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")

@@ -24,13 +24,14 @@ from agentload.recorder.trace import load_trace
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.client import StreamClient
 from agentload.replay.config import ReplayConfig
-from agentload.replay.engines import get_engine
+from agentload.replay.engines import EnginePreset, get_engine
 from agentload.replay.fit import FitMode, Fitter
 from agentload.replay.metrics import SLO, MetricContext, aggregate, prompt_token_ratio
 from agentload.replay.plan import SessionPlan, build_plans
 from agentload.replay.power import NvmlPower, average_watts
 from agentload.replay.results import (
     Aggregates,
+    ClusterRun,
     EngineInfo,
     Environment,
     PlanInfo,
@@ -39,15 +40,28 @@ from agentload.replay.results import (
     ScrapeSummary,
     Span,
     TimelineSample,
+    WorkerPoint,
 )
 from agentload.replay.salt import SaltAt, new_nonce, new_run_id
 from agentload.replay.schedule import LoadShape, PointRun, PointRunner
 from agentload.replay.scrape import MetricsScraper
+from agentload.replay.shapes import PointView
 from agentload.tokenizer import DEFAULT_TOKENIZER
 
-__all__ = ["load_plans", "run_environment", "run_replay"]
+__all__ = [
+    "ProgressHook",
+    "build_document",
+    "choose_apis",
+    "digest_manifest",
+    "load_plans",
+    "make_point",
+    "recorded_width",
+    "run_environment",
+    "run_replay",
+]
 
-ProgressHook = Callable[[PointRunner, int, int], Any]
+ProgressHook = Callable[[PointView, int, int], Any]
+"""Called as ``hook(view, point index, points)`` while a point runs (``progress.Progress``)."""
 
 
 def load_plans(
@@ -131,7 +145,7 @@ def run_environment() -> Environment:
     )
 
 
-def _recorded_width(plans: Sequence[SessionPlan]) -> int:
+def recorded_width(plans: Sequence[SessionPlan]) -> int:
     """Most calls the traces had in flight at once (the open loop's connections)."""
     events = sorted(
         (t, d)
@@ -149,12 +163,15 @@ def _recorded_width(plans: Sequence[SessionPlan]) -> int:
     return best
 
 
-def _manifest(plans: Sequence[SessionPlan]) -> dict[str, str]:
+def digest_manifest(plans: Sequence[SessionPlan]) -> dict[str, str]:
     return {c.key: c.digest for pl in plans for c in pl.calls.values()}
 
 
 async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) -> ResultsDocument:
-    """Run every point of ``cfg``; returns the results document (see ``results``)."""
+    """Run every point of ``cfg`` in this process; returns the results document (see
+    ``results``). A run with ``cfg.ray`` is ``sharded.run_sharded``'s."""
+    if cfg.ray is not None:
+        raise ReplayError("--ray runs through replay.sharded.run_sharded, not run_replay")
     engine = get_engine(cfg.engine)
     if not cfg.extras:
         engine = engine.without_extras()
@@ -182,8 +199,8 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     interrupted = False
     try:
         await client.probe(cfg.model)
-        await _choose_apis(client, plans, cfg)
-        manifest = _manifest(plans)
+        await choose_apis(client, plans, cfg)
+        manifest = digest_manifest(plans)
         for i, level in enumerate(cfg.levels):
             shape = LoadShape(
                 concurrency=level,
@@ -204,7 +221,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
             # more than the recording had (a connection opened mid-run delays its request)
             warm = level
             if recorded:
-                warm = max(2 * _recorded_width(plans), min(64, sum(len(p.calls) for p in plans)))
+                warm = max(2 * recorded_width(plans), min(64, sum(len(p.calls) for p in plans)))
             await client.warm(warm if not cfg.arrival_rate else 0)
             point = await _run_point(runner, cfg, slo, power, progress, i)
             points.append(point)
@@ -215,6 +232,20 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         await client.aclose()
         if power is not None:
             power.close()
+    return build_document(cfg, engine, plans, exclusion, manifest, interrupted, points)
+
+
+def build_document(
+    cfg: ReplayConfig,
+    engine: EnginePreset,
+    plans: Sequence[SessionPlan],
+    exclusion: dict[str, Any],
+    manifest: dict[str, str],
+    interrupted: bool,
+    points: list[Point],
+    cluster: ClusterRun | None = None,
+) -> ResultsDocument:
+    """The results document of a run (one machine, or a Ray cluster: ``cluster``)."""
     return ResultsDocument(
         salt_at=cfg.salt_at,
         config=cfg.model_copy(
@@ -240,10 +271,11 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         interrupted=interrupted,
         prompt_token_ratio=prompt_token_ratio(r for p in points for r in p.requests),
         points=points,
+        cluster=cluster,
     )
 
 
-async def _choose_apis(
+async def choose_apis(
     client: StreamClient, plans: Sequence[SessionPlan], cfg: ReplayConfig
 ) -> None:
     """``--api auto``: each call recorded in Responses or Messages goes in that API when the
@@ -310,11 +342,27 @@ async def _run_point(
         watts = average_watts(
             power.samples, run.t0_ns + run.window.start_ns, run.t0_ns + run.window.end_ns
         )
+    summary = scraper.summary() if scraper else None
+    return make_point(run, cfg, runner.shape.concurrency, slo, watts, summary, interrupted)
+
+
+def make_point(
+    run: PointRun,
+    cfg: ReplayConfig,
+    level: int,
+    slo: SLO | None,
+    watts: float | None,
+    scrape: dict[str, Any] | None,
+    interrupted: bool,
+    workers: list[WorkerPoint] | None = None,
+) -> Point:
+    """A point's results from what it produced: every metric computed once over all of its
+    request records (on a cluster: the records of every worker, on one time line)."""
     ctx = MetricContext(run.requests, run.sessions, run.window, cfg.gpus, watts, slo)
     recorded = cfg.schedule == "recorded"
     return Point(
         interrupted=interrupted,
-        concurrency=None if cfg.arrival_rate or recorded else runner.shape.concurrency,
+        concurrency=None if cfg.arrival_rate or recorded else level,
         schedule=cfg.schedule,
         arrival_rate=cfg.arrival_rate,
         wall_s=run.wall_s,
@@ -325,7 +373,8 @@ async def _run_point(
         max_inflight_requests=run.stats.max_inflight,
         aggregates=Aggregates.model_validate(aggregate(ctx)),
         timeline=[TimelineSample.model_validate(t) for t in run.timeline],
-        scrape=ScrapeSummary.model_validate(scraper.summary()) if scraper else None,
+        scrape=ScrapeSummary.model_validate(scrape) if scrape else None,
         sessions=run.sessions,
         requests=run.requests,
+        workers=workers,
     )

@@ -44,9 +44,20 @@ from agentload.replay.records import (
     steady_window,
 )
 from agentload.replay.salt import new_nonce
-from agentload.replay.shapes import LiveStats, LoadShape, PointRun, SessionInstance, SessionSource
+from agentload.replay.shapes import (
+    LiveStats,
+    LoadShape,
+    PointRun,
+    SessionInstance,
+    SessionSource,
+    Shard,
+)
 
-__all__ = ["LiveStats", "LoadShape", "PointRun", "PointRunner", "SessionInstance"]
+__all__ = ["InFlight", "LiveStats", "LoadShape", "PointRun", "PointRunner", "SessionInstance"]
+
+InFlight = tuple[int, str, str, int, int, int]
+"""A request in flight: (session instance, call key, phase, scheduled ns, sent ns (clock),
+expected tokens) — what a sharded replay counts as failed when its worker is lost."""
 
 
 class PointRunner:
@@ -61,12 +72,18 @@ class PointRunner:
         *,
         nonce: str | None = None,
         clock: Callable[[], int] = time.perf_counter_ns,
+        shard: Shard | None = None,
     ) -> None:
         self.client = client
         self.builder = builder
         self.shape = shape
         self.clock = clock
-        self.source = SessionSource(plans, shape, nonce or new_nonce())
+        self.source = SessionSource(plans, shape, nonce or new_nonce(), shard)
+        self.inflight: dict[int, InFlight] = {}
+        """Requests in flight by a serial number (see ``InFlight``)."""
+        self.active: dict[int, tuple[str, int, int]] = {}
+        """Session instances running: number → (recorded session, lane, start clock ns)."""
+        self._serial = 0
         self.stats = LiveStats()
         self.records: list[RequestRecord] = []
         self.sessions: list[SessionResult] = []
@@ -199,7 +216,9 @@ class PointRunner:
         """Every call of every plan at its recorded offset (module docstring)."""
         self._pending_warm = 0
         self._warm_done()
-        insts = [self.source.next(False) for _ in self.source.plans]
+        insts: list[SessionInstance | None] = []
+        while (inst := self.source.next(False)) is not None and inst.index < len(self.source.plans):
+            insts.append(inst)  # every recorded session once (a shard: its own of them)
         calls = sorted(
             (
                 (c.rel_trace_submit_ns, i, c)
@@ -245,7 +264,8 @@ class PointRunner:
         return not self._stop.is_set()
 
     # ---- one session -----------------------------------------------------------------
-    def _session_started(self) -> None:
+    def _session_started(self, inst: SessionInstance, lane: int, start: int) -> None:
+        self.active[inst.index] = (inst.plan.key, lane, start)
         st = self.stats
         st.active_sessions += 1
         st.max_active_sessions = max(st.max_active_sessions, st.active_sessions)
@@ -262,6 +282,7 @@ class PointRunner:
         """Account for a session instance that ended over ``span`` (clock ns): complete when it
         sent the ``planned`` calls, else cut; its ``SessionResult``."""
         start, end = span
+        self.active.pop(inst.index, None)
         st = self.stats
         st.active_sessions -= 1
         complete = sent == planned
@@ -284,8 +305,8 @@ class PointRunner:
         )
 
     async def _run_session(self, inst: SessionInstance, lane: int, first: bool) -> None:
-        self._session_started()
         start = self.clock()
+        self._session_started(inst, lane, start)
         run = _SessionRun(self, inst)
         try:
             await run.warmup()
@@ -316,10 +337,13 @@ class PointRunner:
         st = self.stats
         st.inflight += 1
         st.max_inflight = max(st.max_inflight, st.inflight)
+        serial = self._serial = self._serial + 1
+        self.inflight[serial] = (inst.index, call.key, phase, scheduled, self.clock(), expected)
         try:
             out = await self.client.chat(body, headers, call.send_api)
         finally:
             st.inflight -= 1
+            del self.inflight[serial]
         t0 = self.t0
         ch = out.chunk_ns
         rec = RequestRecord(
@@ -475,7 +499,7 @@ class _OpenRun:
         self.start: int | None = None
         self.end: int | None = None
         self.agent_end: dict[str, int] = {}
-        runner._session_started()
+        runner._session_started(inst, -1, runner.clock())
 
     async def send(self, call: CallPlan, t: int) -> None:
         r = self.r

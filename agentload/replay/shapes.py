@@ -12,13 +12,21 @@ import random
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agentload.replay.plan import SessionPlan
 from agentload.replay.records import RequestRecord, SessionResult, Window
 from agentload.replay.salt import make_salt
 
-__all__ = ["LiveStats", "LoadShape", "PointRun", "SessionInstance", "SessionSource"]
+__all__ = [
+    "LiveStats",
+    "LoadShape",
+    "PointRun",
+    "PointView",
+    "SessionInstance",
+    "SessionSource",
+    "Shard",
+]
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,17 @@ class LiveStats:
     ttfts: deque[int] = field(default_factory=lambda: deque(maxlen=256))
 
 
+class PointView(Protocol):
+    """What live progress reads of a running point: its shape and counters (a
+    ``PointRunner``, or the sum over the workers of a sharded run)."""
+
+    @property
+    def shape(self) -> LoadShape: ...
+
+    @property
+    def stats(self) -> LiveStats: ...
+
+
 @dataclass
 class PointRun:
     """Everything one point produced."""
@@ -87,20 +106,51 @@ class PointRun:
     wall_s: float
 
 
-class SessionSource:
-    """Session instances: round-robin over the plans, replicated and salted."""
+@dataclass(frozen=True)
+class Shard:
+    """The session instances one worker of a sharded replay (``replay --ray``) runs: those
+    whose number ``i`` falls in its lanes (``lanes``: ``lo <= i % lanes[2] < hi``, closed loop,
+    so a worker with more lanes gets as many more sessions), else ``i % of == index``
+    (arrivals, the recorded schedule). Every instance belongs to exactly one worker, and
+    instance ``i`` is the same (plan, salt, join point) whichever worker runs it."""
 
-    def __init__(self, plans: Sequence[SessionPlan], shape: LoadShape, nonce: str) -> None:
+    index: int
+    of: int
+    lanes: tuple[int, int, int] | None = None
+
+    def owns(self, i: int) -> bool:
+        if self.lanes is not None:
+            lo, hi, total = self.lanes
+            return lo <= i % total < hi
+        return i % self.of == self.index
+
+
+class SessionSource:
+    """Session instances: round-robin over the plans, replicated and salted (``shard``: only
+    the instances of one worker, numbered as on one machine)."""
+
+    def __init__(
+        self,
+        plans: Sequence[SessionPlan],
+        shape: LoadShape,
+        nonce: str,
+        shard: Shard | None = None,
+    ) -> None:
         self.plans = plans
         self.shape = shape
         self.nonce = nonce
+        self.shard = shard
         self.next_index = 0
 
     def next(self, join_random: bool) -> SessionInstance | None:
         i = self.next_index
-        if self.shape.sessions is not None and i >= self.shape.sessions:
+        limit = self.shape.sessions
+        if self.shard is not None:
+            while not self.shard.owns(i) and (limit is None or i < limit):
+                i += 1
+        if limit is not None and i >= limit:
             return None
-        self.next_index += 1
+        self.next_index = i + 1
         plan = self.plans[i % len(self.plans)]
         join = None
         if join_random and plan.last_submit_ns > 0:
