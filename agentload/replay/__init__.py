@@ -12,6 +12,8 @@
   solved tasks of a live eval run)
 * ``config``    — ``ReplayConfig``: the options of a run and every check of their values
 * ``run``       — a whole run: plans, probe, points, aggregates
+* ``sharded``, ``worker`` — the same run on a Ray cluster (``--ray``): the driver, and the actor
+  that runs one shard of each point (docs/distributed.md)
 * ``records``   — the request, session and window records (pydantic dataclasses), the
   measured window and the phase of each request
 * ``results``   — ``ResultsDocument``: results.json, typed and versioned (write, read)
