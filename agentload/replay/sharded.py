@@ -458,7 +458,7 @@ class _PointState:
         live = [w for w in self.workers if w.lost is None and not (w.done and method == "poll")]
 
         async def one(w: _Worker) -> None:
-            timeout = POLL_TIMEOUT_S if method == "poll" else max(POLL_TIMEOUT_S, 600.0)
+            timeout = POLL_TIMEOUT_S  # finish comes after every worker said done: quick too
             try:
                 got = await asyncio.wait_for(getattr(w.handle, method).remote(), timeout)
             except TimeoutError:
