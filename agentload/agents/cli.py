@@ -208,7 +208,7 @@ _RAY = typer.Option(
     "--ray",
     metavar="[ADDRESS]",
     help="Run the sessions on a Ray cluster: --ray alone starts one on this machine; auto "
-    "joins this machine's cluster; HOST:PORT joins that one (pip install 'agentload[ray]').",
+    "joins this machine's cluster; HOST:PORT joins that one (pip install 'agentload\\[ray]').",
 )
 _WORKERS = typer.Option(
     None,

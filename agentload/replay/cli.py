@@ -124,7 +124,7 @@ def replay(
             "--ray",
             metavar="[ADDRESS]",
             help="Run on a Ray cluster: --ray alone starts one on this machine; --ray auto, "
-            "--ray HOST:PORT join one (pip install 'agentload[ray]'; docs/distributed.md).",
+            "--ray HOST:PORT join one (pip install 'agentload\\[ray]'; docs/distributed.md).",
         ),
     ] = None,
     workers: Annotated[
