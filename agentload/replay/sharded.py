@@ -584,7 +584,10 @@ class _PointState:
     def point_run(self) -> PointRun:
         end = self.end - self.t0
         warm = [w.warm_end for w in self.workers if w.warm_end is not None]
-        warm_end = max(warm) if warm else end
+        # lanes: warm when the last worker's lanes are; arrivals and the recorded schedule have
+        # no warm-up: the first worker to start opens the window (a later one's start skew
+        # must not push another's first requests into the ramp)
+        warm_end = (max(warm) if self.lanes else min(warm)) if warm else end
         # lanes: the first idle lane of any worker ends the full load; arrivals and the
         # recorded schedule: the last worker to stop sending (each sent its share of them)
         drains = [w.drain for w in self.workers if w.drain is not None and w.lost is None]
