@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["union_ns"]
+__all__ = ["peak_overlap", "union_ns"]
 
 
 def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
@@ -22,3 +22,14 @@ def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
     if cur_s is not None and cur_e is not None:
         total += cur_e - cur_s
     return total
+
+
+def peak_overlap(intervals: Iterable[tuple[int, int]]) -> int:
+    """Most ``[start, end]`` intervals open at once (an interval ending when another starts
+    does not overlap it)."""
+    events = sorted(e for s, t in intervals for e in ((s, 1), (t, -1)))
+    now = best = 0
+    for _, d in events:
+        now += d
+        best = max(best, now)
+    return best

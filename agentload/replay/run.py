@@ -18,6 +18,7 @@ from typing import Any
 from agentload import __version__
 from agentload.auth import api_key_from_env, redact_url
 from agentload.errors import ConfigError, ReplayError
+from agentload.intervals import peak_overlap
 from agentload.recorder.paths import trace_files
 from agentload.recorder.synth import Synthesizer
 from agentload.recorder.trace import load_trace
@@ -55,6 +56,7 @@ __all__ = [
     "digest_manifest",
     "load_plans",
     "make_point",
+    "point_shape",
     "recorded_width",
     "run_environment",
     "run_replay",
@@ -147,20 +149,33 @@ def run_environment() -> Environment:
 
 def recorded_width(plans: Sequence[SessionPlan]) -> int:
     """Most calls the traces had in flight at once (the open loop's connections)."""
-    events = sorted(
-        (t, d)
+    return peak_overlap(
+        (c.rel_trace_submit_ns, c.rel_trace_submit_ns + c.rel_end_ns - c.rel_submit_ns)
         for pl in plans
         for c in pl.calls.values()
-        for t, d in (
-            (c.rel_trace_submit_ns, 1),
-            (c.rel_trace_submit_ns + c.rel_end_ns - c.rel_submit_ns, -1),
-        )
     )
-    width = best = 0
-    for _, d in events:
-        width += d
-        best = max(best, width)
-    return best
+
+
+def point_shape(
+    cfg: ReplayConfig, level: int, recorded_sessions: int, engine: EnginePreset
+) -> LoadShape:
+    """The load shape of the point at ``level`` (a lane count; ignored with an arrival rate or
+    the recorded schedule): by default every recorded session at least once, or ``level`` of
+    them, unless ``--duration`` bounds the point instead."""
+    return LoadShape(
+        concurrency=level,
+        arrival_rate=cfg.arrival_rate,
+        duration_s=cfg.duration_s,
+        sessions=cfg.sessions
+        if cfg.sessions is not None
+        else (None if cfg.duration_s else max(recorded_sessions, level)),
+        gap_scale=cfg.gap_scale,
+        start_at=cfg.start_at,
+        seed=cfg.seed,
+        session_header=cfg.session_header or engine.session_header,
+        schedule=cfg.schedule,
+        time_scale=cfg.time_scale,
+    )
 
 
 def digest_manifest(plans: Sequence[SessionPlan]) -> dict[str, str]:
@@ -202,20 +217,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         await choose_apis(client, plans, cfg)
         manifest = digest_manifest(plans)
         for i, level in enumerate(cfg.levels):
-            shape = LoadShape(
-                concurrency=level,
-                arrival_rate=cfg.arrival_rate,
-                duration_s=cfg.duration_s,
-                sessions=cfg.sessions
-                if cfg.sessions is not None
-                else (None if cfg.duration_s else max(len(plans), level)),
-                gap_scale=cfg.gap_scale,
-                start_at=cfg.start_at,
-                seed=cfg.seed,
-                session_header=cfg.session_header or engine.session_header,
-                schedule=cfg.schedule,
-                time_scale=cfg.time_scale,
-            )
+            shape = point_shape(cfg, level, len(plans), engine)
             runner = PointRunner(client, plans, builder, shape, nonce=new_nonce(run_nonce, i))
             # open loop: the target's own latency decides how many are in flight, so open
             # more than the recording had (a connection opened mid-run delays its request)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentload.auth import api_key_from_env
+from agentload.intervals import peak_overlap
 from agentload.raycluster import ClockOffset, Cluster, connect, measure_offset, require_ray
 from agentload.replay.client import StreamClient
 from agentload.replay.config import ReplayConfig
@@ -65,6 +66,7 @@ from agentload.replay.run import (
     digest_manifest,
     load_plans,
     make_point,
+    point_shape,
     recorded_width,
 )
 from agentload.replay.salt import new_nonce, new_run_id
@@ -150,16 +152,6 @@ def _sum_stats(stats: Sequence[LiveStats]) -> LiveStats:
 def _split(total: int, parts: int) -> list[int]:
     """``total`` as ``parts`` near-equal shares, larger first."""
     return [total // parts + (1 if k < total % parts else 0) for k in range(parts)]
-
-
-def _peak(spans: Sequence[tuple[int, int]]) -> int:
-    """Most spans open at once."""
-    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
-    now = best = 0
-    for _, d in events:
-        now += d
-        best = max(best, now)
-    return best
 
 
 async def run_sharded(cfg: ReplayConfig, progress: ProgressHook | None = None) -> ResultsDocument:
@@ -281,22 +273,11 @@ async def _start_workers(
 
 
 def _shapes(
-    cfg: ReplayConfig, level: int, sessions: int | None, workers: list[_Worker]
+    cfg: ReplayConfig, level: int, recorded_sessions: int, workers: list[_Worker]
 ) -> tuple[LoadShape, list[tuple[_Worker, LoadShape, Shard, int]]]:
     """The point's shape (as on one machine) and each taking part worker's share of it."""
     recorded = cfg.schedule == "recorded"
-    shape = LoadShape(
-        concurrency=level,
-        arrival_rate=cfg.arrival_rate,
-        duration_s=cfg.duration_s,
-        sessions=sessions,
-        gap_scale=cfg.gap_scale,
-        start_at=cfg.start_at,
-        seed=cfg.seed,
-        session_header=cfg.session_header or get_engine(cfg.engine).session_header,
-        schedule=cfg.schedule,
-        time_scale=cfg.time_scale,
-    )
+    shape = point_shape(cfg, level, recorded_sessions, get_engine(cfg.engine))
     alive = [w for w in workers if w.lost is None]
     parts: list[tuple[_Worker, LoadShape, Shard, int]] = []
     if cfg.arrival_rate is not None or recorded:
@@ -333,13 +314,7 @@ async def _run_point(
 ) -> Point:
     for w in workers:
         w.reset()
-    # as on one machine (run.run_replay)
-    sessions = (
-        cfg.sessions
-        if cfg.sessions is not None
-        else (None if cfg.duration_s else max(len(plans), level))
-    )
-    shape, parts = _shapes(cfg, level, sessions, workers)
+    shape, parts = _shapes(cfg, level, len(plans), workers)
     nonce = new_nonce(run_nonce, index)
     calls = {c.key: (p, c) for p in plans for c in p.calls.values()}
     recorded = cfg.schedule == "recorded"
@@ -607,8 +582,8 @@ class _PointState:
         label_phases(self.requests, window)
         self.sessions.sort(key=lambda s: s.session)
         stats = _sum_stats([w.stats for w in self.workers])
-        stats.max_inflight = _peak([(r.send_ns, r.end_ns) for r in self.requests])
-        stats.max_active_sessions = _peak([(s.start_ns, s.end_ns) for s in self.sessions])
+        stats.max_inflight = peak_overlap([(r.send_ns, r.end_ns) for r in self.requests])
+        stats.max_active_sessions = peak_overlap([(s.start_ns, s.end_ns) for s in self.sessions])
         return PointRun(
             t0_ns=self.t0,
             requests=self.requests,
