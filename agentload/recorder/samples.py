@@ -12,6 +12,8 @@
   context grew to).
 * ``calls_per_agent``: calls of each agent that made at least one.
 * ``subagents_per_session``: agents with a parent, per session.
+* ``subagent_call_share``: per session with calls, the share of its calls that agents with a
+  parent made (the requests a server sees from sub-agents).
 * ``gap_s``: for each pair of consecutive calls of an agent, ``next.submit - prev.end`` in
   seconds (end: last token, else first token, else submit), clamped at 0: the time the agent's
   KV cache waits.
@@ -68,6 +70,7 @@ STATISTICS: tuple[str, ...] = (
     "last_prompt_tokens_root",
     "calls_per_agent",
     "subagents_per_session",
+    "subagent_call_share",
     "gap_s",
     "tool_latency_s",
     "tool_time_share",
@@ -86,6 +89,7 @@ _DESCRIBE = {
     "last_prompt_tokens_root": "prompt at the last call",
     "calls_per_agent": "calls per agent",
     "subagents_per_session": "sub-agents per session",
+    "subagent_call_share": "share of calls made by sub-agents",
     "gap_s": "gap between an agent's calls (s)",
     "tool_latency_s": "tool latency (s)",
     "tool_time_share": "share of session time in tools",
@@ -311,6 +315,12 @@ def trace_samples(trace: Trace) -> Samples:
         if a.parent_agent_id is not None:
             subs[a.session_id] = subs.get(a.session_id, 0) + 1
     v["subagents_per_session"] = [float(n) for n in subs.values()]
+    by_session: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for c in trace.calls.values():
+        counts = by_session[c.session_id]
+        counts[0] += 1
+        counts[1] += not _is_root(trace, c.agent_id)
+    v["subagent_call_share"] = [sub / n for n, sub in by_session.values()]
 
     busy_by_session: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for tc in trace.tool_calls.values():

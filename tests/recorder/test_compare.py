@@ -121,6 +121,7 @@ EXPECTED_A: dict[str, tuple[int, float | None, float | None, float | None]] = {
     "last_prompt_tokens_root": (2, 84.8, 104.0, 123.2),  # [80, 128]
     "calls_per_agent": (3, 2.0, 2.0, 2.8),  # [2, 2, 3]
     "subagents_per_session": (2, 0.1, 0.5, 0.9),  # [0, 1]
+    "subagent_call_share": (2, 0.04, 0.2, 0.36),  # s1: 2 of 5 calls, s2: 0 of 2 -> [0, 0.4]
     # orch 2-1 = 1, 8-3 = 5; sub 6-4 = 2; orch2 22-21 = 1 -> [1, 1, 2, 5]
     "gap_s": (4, 1.0, 1.5, 4.1),
     "tool_latency_s.exec": (1, 2.0, 2.0, 2.0),  # run_tests 4-6
@@ -142,6 +143,7 @@ EXPECTED_B: dict[str, tuple[int, float | None, float | None, float | None]] = {
     "last_prompt_tokens_root": (1, 320.0, 320.0, 320.0),
     "calls_per_agent": (1, 2.0, 2.0, 2.0),
     "subagents_per_session": (1, 0.0, 0.0, 0.0),
+    "subagent_call_share": (1, 0.0, 0.0, 0.0),
     "gap_s": (1, 4.0, 4.0, 4.0),
     "tool_latency_s.exec": (1, 3.0, 3.0, 3.0),  # Bash
     "tool_latency_s.read": (0, None, None, None),

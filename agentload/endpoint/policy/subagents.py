@@ -70,6 +70,10 @@ def _code_search(ctx: Ctx) -> list[Call]:
     if not calls:
         for loc in unread_locations(ctx, ctx.facts, ("hit",))[:1]:
             calls.append((contract.READ_FILE, window_args(ctx, loc, before // 2, after // 2)))
+    if not calls and contract.READ_FILE in ctx.offered:
+        # Nothing new to search: read on past a hit, where its callers and helpers follow.
+        conts = continuations(ctx, before + after)
+        calls = [(contract.READ_FILE, conts[0])] if conts else []
     return calls
 
 
@@ -97,9 +101,17 @@ def _file_reader(ctx: Ctx) -> list[Call]:
     conts = continuations(ctx, span)
     if conts:
         return [(contract.READ_FILE, conts[0])]
-    if ctx.conv.turns == 0 and contract.LIST_FILES in ctx.offered:
+    if contract.LIST_FILES not in ctx.offered:
+        return []
+    if ctx.conv.turns == 0:
         dirs = [t.rstrip("/") for t in ticked(ctx.task) if "/" in t or t.endswith("/")]
         return [(contract.LIST_FILES, {"path": dirs[0]} if dirs else {})]
+    # The named files are read: look at their neighbours (once), as a reader follows a module
+    # into the package around it; the listing's paths are then read in the turns left.
+    if not any(name == contract.LIST_FILES for name, _ in ctx.conv.calls()):
+        dirs = [p.rsplit("/", 1)[0] for p in ctx.read if "/" in p]
+        if dirs:
+            return [(contract.LIST_FILES, {"path": dirs[0]})]
     return []
 
 
@@ -163,5 +175,5 @@ def subagent(ctx: Ctx) -> Decision:
     if not calls:
         return summary_reply(ctx)
     prose = prose_for(ctx)
-    n = cfg.reasoning_tokens.sample(ctx.rng) // 2
+    n = cfg.reasoning_tokens.sample(ctx.rng)
     return Decision(prose.reasoning(n), calls, prose.reasoning, "tool")

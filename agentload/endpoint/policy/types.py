@@ -63,7 +63,7 @@ class PolicyConfig(BaseModel):
     )
     orchestrator_weights: dict[str, float] = Field(
         default={
-            "delegate": 0.30,
+            "delegate": 0.02,
             "read_file": 0.36,
             "search_code": 0.22,
             "run_tests": 0.06,
@@ -101,7 +101,7 @@ class PolicyConfig(BaseModel):
         default=20, ge=1, description="max_results asked of search_code."
     )
     subagent_turns: tuple[int, int] = Field(
-        default=(2, 5),
+        default=(8, 22),
         description="Range of tool-calling turns a sub-agent takes before summarising.",
     )
     subagent_whole_file_prob: float = Field(
@@ -126,7 +126,7 @@ class PolicyConfig(BaseModel):
         default=3, ge=1, description="Most delegate calls the orchestrator issues at once."
     )
     subagent_max_turns: dict[str, int] = Field(
-        default={CODE_SEARCH: 8, TEST_RUNNER: 6, FILE_READER: 6},
+        default={CODE_SEARCH: 24, TEST_RUNNER: 20, FILE_READER: 24},
         description="Per sub-agent kind: it summarises by this call at the latest (a kind "
         "not listed: 6).",
     )
