@@ -8,8 +8,8 @@ its address back; it ignores SIGINT (the parent stops it) and exits when the par
 when the parent's end of the pipe closes (the parent died), so it never outlives the run.
 
 ``scenario_pacing(scenario)`` is what ``generate`` configures its built-in simulator with: the
-simulated model's own pacing (``PolicyConfig`` fields: when the orchestrator wraps up, how many
-turns each sub-agent kind takes at most), set server-side from the scenario's limits, since
+simulated model's own pacing (``PolicyConfig`` fields: when the orchestrator wraps up, how often
+it delegates, how many turns each sub-agent kind takes at most), set server-side from the scenario's limits, since
 no prompt carries them.
 """
 
@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from agentload.contract import DELEGATE
 from agentload.errors import AgentloadError, ConfigError
 
 if TYPE_CHECKING:
@@ -35,9 +36,14 @@ _START_TIMEOUT_S = 60.0
 
 def scenario_pacing(scenario: Scenario) -> dict[str, Any]:
     """The built-in simulator's ``PolicyConfig`` overrides for ``scenario`` (see above)."""
+    from agentload.endpoint.policy.types import PolicyConfig
+
+    weights = PolicyConfig().orchestrator_weights
+    weights[DELEGATE] = scenario.orchestrator.delegate_weight
     return {
         "context_target": scenario.context_target,
         "max_rounds": scenario.orchestrator.max_rounds,
+        "orchestrator_weights": weights,
         "subagent_max_turns": {k: v.max_turns for k, v in scenario.subagents.items()},
     }
 

@@ -87,6 +87,13 @@ class OrchestratorSpec(_Model):
         default=3, ge=1, description="most sub-agents running at once for one orchestrator"
     )
     max_rounds: int = Field(default=300, ge=1, description="most orchestrator LLM calls")
+    delegate_weight: float = Field(
+        default=0.02,
+        ge=0,
+        description="the built-in simulator's pacing: the model's relative odds of delegating "
+        "in a round after the first, against reading (.36), searching (.22), running tests "
+        "(.06), listing (.03) and editing (.03) itself",
+    )
     max_tokens: int = Field(
         default=4096,
         ge=1,

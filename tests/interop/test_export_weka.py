@@ -211,7 +211,7 @@ def test_timings_and_token_counts(exported: Any) -> None:
                 assert r["in"] == c.usage.prompt_tokens and r["out"] == c.usage.completion_tokens
                 assert (
                     r["stop"]
-                    == {"tool_calls": "tool_use", "stop": "end_turn"}[
+                    == {"tool_calls": "tool_use", "stop": "end_turn", "length": "max_tokens"}[
                         c.response.finish_reason or ""
                     ]
                 )

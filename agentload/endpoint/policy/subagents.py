@@ -29,6 +29,10 @@ from agentload.endpoint.policy.types import Decision
 
 __all__ = ["subagent", "summary_reply"]
 
+# A sub-agent's notes between tool calls: the orchestrator's distribution, kept under a
+# sub-agent's default ``max_tokens`` (2048) with room for the calls themselves.
+_REASONING_MAX = 1500
+
 _DOTTED_TEST = re.compile(r"^(?:[\w]+\.)*test\w*(?:\.\w+)*$")
 
 
@@ -175,5 +179,5 @@ def subagent(ctx: Ctx) -> Decision:
     if not calls:
         return summary_reply(ctx)
     prose = prose_for(ctx)
-    n = cfg.reasoning_tokens.sample(ctx.rng)
+    n = min(cfg.reasoning_tokens.sample(ctx.rng), _REASONING_MAX)
     return Decision(prose.reasoning(n), calls, prose.reasoning, "tool")
