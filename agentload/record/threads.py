@@ -17,7 +17,10 @@ can tell which agent sent it. The rules, in this order (docs/record.md):
    (emitted, no result seen yet) is a sub-agent of one of them: of the call whose id its
    history carries (a handoff: the new agent takes over the conversation), else of the call
    whose longest string argument (12 characters or more) appears in its messages (a delegation:
-   the task text becomes the sub-agent's prompt). Its ``parent_tool_call_id`` is that call.
+   the task text becomes the sub-agent's prompt). Its ``parent_tool_call_id`` is that call. A
+   thread that opens with the same system messages as a root agent's first call is another
+   session of that agent, not a delegation (its first prompt may well quote a path another
+   session's call names), unless its history carries the call's id.
 4. **New session.** Anything else starts a new session with a root agent.
 
 A tool result (a ``tool`` message answering an outstanding call) in any request closes that
@@ -184,6 +187,7 @@ class Threads:
         self._prefixes = _Prefixes()
         self._by_header: dict[tuple[str, str], str] = {}
         self._n_sessions = 0
+        self._root_static: set[tuple[str, ...]] = set()  # leading system message ids of roots
 
     # -- placing a request -------------------------------------------------------------------
     def route(
@@ -212,7 +216,10 @@ class Threads:
             agent, new_from, carried = self._continuation(messages, hashes, session_id)
         placement_new: AgentRecord | None = None
         if agent is None:
-            parent = self._parent(messages, session_id)
+            static = _static_ids(messages, ids)
+            parent = self._parent(messages, session_id, static)
+            if parent is None and static:
+                self._root_static.add(static)
             if parent is None and session_id is None:
                 session_id, new_session = self._new_session(now_ns)
             elif parent is not None:
@@ -269,7 +276,9 @@ class Threads:
                     return a, k + 1, messages[k]
         return None, 0, None
 
-    def _parent(self, messages: list[dict[str, Any]], session_id: str | None) -> Outstanding | None:
+    def _parent(
+        self, messages: list[dict[str, Any]], session_id: str | None, static: tuple[str, ...]
+    ) -> Outstanding | None:
         """Rule 3: the outstanding call a new thread is a sub-agent of, if any."""
         pending = [
             o
@@ -289,16 +298,19 @@ class Threads:
         for o in reversed(pending):
             if o.server_id in carried_ids or (o.client_id and o.client_id in carried_ids):
                 return o
+        if static and static in self._root_static:
+            return None  # another session of a root agent
         text = "\n".join(texts)
-        best: tuple[int, int, Outstanding] | None = None
+        best: tuple[tuple[int, int, int], Outstanding] | None = None
         for o in pending:
             for s in _strings(_args_value(o.arguments)):
                 if len(s) >= _MIN_ARG and s in text:
-                    # Longest argument first; among equals, the call with the fewest children.
-                    score = (len(s), -len(o.children))
-                    if best is None or score > best[:2]:
-                        best = (score[0], score[1], o)
-        return best[2] if best else None
+                    # Longest argument first; among equals, the call with the fewest children,
+                    # then the latest emitted (a sub-agent starts right after its call).
+                    score = (len(s), -len(o.children), o.emitted_ns)
+                    if best is None or score > best[0]:
+                        best = (score, o)
+        return best[1] if best else None
 
     def _session_for(self, hint: str, now_ns: int) -> tuple[str, SessionRecord | None]:
         """The session a session header names (created at its first request)."""
@@ -416,6 +428,16 @@ class Threads:
                 seen.add(id(o))
                 out.append(o)
         return out
+
+
+def _static_ids(messages: list[dict[str, Any]], ids: list[str]) -> tuple[str, ...]:
+    """The content ids of a request's leading system (or developer) messages."""
+    out = []
+    for m, mid in zip(messages, ids, strict=False):
+        if m.get("role") not in ("system", "developer"):
+            break
+        out.append(mid)
+    return tuple(out)
 
 
 def _strings(value: Any) -> list[str]:

@@ -33,6 +33,29 @@ def agent_map(own: Trace, rec: Trace) -> dict[str, str]:
     return out
 
 
+def tree_map(own: Trace, rec: Trace, amap: dict[str, str]) -> dict[str, str]:
+    """generate's agent id -> the proxy's agent in the same place of the tree: a root as
+    ``amap`` pairs it, a sub-agent by the tool call that started it. It differs from ``amap``
+    only where two sub-agents' first requests are identical (the same brief to the same kind,
+    e.g. the first test run of two sessions of one scenario): nothing in a request tells such
+    twins apart when the proxy places them, so it gives them their calls in arrival order."""
+    by_call = {r.parent_tool_call_id: r.id for r in rec.agents.values() if r.parent_tool_call_id}
+    first = {a.id: tuple(own.calls_of(a.id)[0].messages) for a in own.agents.values()}
+    out = {}
+    for aid, rid in amap.items():
+        a = own.agents[aid]
+        if a.parent_tool_call_id is None:
+            out[aid] = rid
+            continue
+        placed = by_call.get(a.parent_tool_call_id)
+        assert placed is not None, f"no agent of the proxy's under {a.parent_tool_call_id}"
+        if placed != rid:
+            twin = next(b for b, r in amap.items() if r == placed)
+            assert first[twin] == first[aid], f"{aid} was placed as {placed}, not a twin's"
+        out[aid] = placed
+    return out
+
+
 def call_facts(c: LLMCallRecord, amap: dict[str, str] | None = None) -> dict[str, Any]:
     deps = [amap.get(d, d) for d in c.depends_on] if amap else list(c.depends_on)
     return {
@@ -54,22 +77,24 @@ def assert_same_story(own: Trace, rec: Trace, min_tool_calls: int) -> None:
     """``rec`` (the proxy's) tells ``own``'s story: agents, tree, roles, calls (messages,
     tokens, replies, dependencies, blocks) and the tool calls whose results came back (at least
     ``min_tool_calls``; generate also records those a session ended on)."""
-    amap = agent_map(own, rec)
+    amap = agent_map(own, rec)  # by what each agent sent
+    tmap = tree_map(own, rec, amap)  # by where it sits (the same but for first-call twins)
 
     # The agent tree: parents, the delegating tool call, the role.
-    for aid, rid in amap.items():
+    for aid, rid in tmap.items():
         a, r = own.agents[aid], rec.agents[rid]
-        assert (amap.get(a.parent_agent_id) if a.parent_agent_id else None) == r.parent_agent_id
+        assert (tmap.get(a.parent_agent_id) if a.parent_agent_id else None) == r.parent_agent_id
         assert a.parent_tool_call_id == r.parent_tool_call_id
         expected_role = a.role if a.parent_agent_id else "agent"
         assert r.role == expected_role
         # Sessions: the agents of one generate session are the agents of one proxy session.
-        roots = {amap[x.id] for x in own.agents_of(a.session_id)}
+        roots = {tmap[x.id] for x in own.agents_of(a.session_id)}
         assert roots == {x.id for x in rec.agents_of(r.session_id)}
 
-    # Every call, agent by agent and in order: messages, tokens, replies, dependencies.
+    # Every call, agent by agent and in order: messages, tokens, replies, dependencies (the
+    # sub-agents a call carries the results of: tree places).
     for aid, rid in amap.items():
-        mine = [call_facts(c, amap) for c in own.calls_of(aid)]
+        mine = [call_facts(c, tmap) for c in own.calls_of(aid)]
         theirs = [call_facts(c) for c in rec.calls_of(rid)]
         assert mine == theirs, f"calls of {aid} differ from the proxy's {rid}"
         for c in rec.calls_of(rid):
@@ -99,7 +124,7 @@ def assert_same_story(own: Trace, rec: Trace, min_tool_calls: int) -> None:
             tc.model_call_id,
         )
         assert got.agent_id == amap[tc.agent_id]
-        assert (amap[tc.child_agent_id] if tc.child_agent_id else None) == got.child_agent_id
+        assert (tmap[tc.child_agent_id] if tc.child_agent_id else None) == got.child_agent_id
         assert got.output_tokens is not None and got.output_tokens > 0
         assert got.end_ns - got.start_ns >= 0
     assert answered == len(rec.tool_calls) >= min_tool_calls

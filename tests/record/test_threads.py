@@ -1,0 +1,88 @@
+"""The proxy's thread rules (``agentload.record.threads``) on the exact request order that
+made two parallel ``generate`` sessions one: the second session's first prompt quotes a path
+that the first session's outstanding ``read_file`` names."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentload.hashing import content_id
+from agentload.record.threads import Threads
+
+SYSTEM = {"role": "system", "content": "You are the lead engineer of a coding-agent team."}
+REPO = "Repository map:\nemail/quoprimime.py\nemail/header.py\n\nFix the failing tests."
+
+
+def _route(threads: Threads, messages: list[dict[str, Any]], now: int) -> Any:
+    ids = [content_id(m) for m in messages]
+    return threads.route(messages, ids, now)
+
+
+def _read_call(path: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "call-1",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": json.dumps({"path": path})},
+            }
+        ],
+    }
+
+
+def test_a_second_session_of_a_root_agent_is_not_its_sub_agent() -> None:
+    threads = Threads()
+    first = _route(threads, [SYSTEM, {"role": "user", "content": REPO}], 1)
+    threads.answered(first, _read_call("email/quoprimime.py"), 2)
+    # the other session starts while that read is outstanding, with the same instructions
+    second = _route(threads, [SYSTEM, {"role": "user", "content": REPO + " "}], 3)
+    assert second.new_session is not None
+    assert second.agent.record.parent_agent_id is None
+    assert second.agent.record.session_id != first.agent.record.session_id
+
+
+def test_a_new_thread_with_its_own_instructions_quoting_the_call_is_its_sub_agent() -> None:
+    threads = Threads()
+    first = _route(threads, [SYSTEM, {"role": "user", "content": REPO}], 1)
+    threads.answered(first, _read_call("email/quoprimime.py"), 2)
+    sub = [
+        {"role": "system", "content": "You are a file-reader sub-agent."},
+        {"role": "user", "content": "Read email/quoprimime.py and summarise it."},
+    ]
+    child = _route(threads, sub, 3)
+    assert child.new_session is None
+    assert child.agent.record.parent_agent_id == first.agent.record.id
+    assert child.agent.record.parent_tool_call_id == "call-1"
+
+
+def test_two_sessions_delegating_the_same_task_each_get_their_own_sub_agent() -> None:
+    threads = Threads()
+    task = "Run the tests and report each failure with its traceback frames."
+    delegate = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "del-{}",
+                "type": "function",
+                "function": {"name": "delegate", "arguments": json.dumps({"task": task})},
+            }
+        ],
+    }
+    roots = []
+    for n in (1, 2):
+        system = {"role": "system", "content": f"You are the lead of team {n}."}
+        root = _route(threads, [system, {"role": "user", "content": REPO}], n)
+        reply = json.loads(json.dumps(delegate).replace("del-{}", f"del-{n}"))
+        threads.answered(root, reply, 10 + n)
+        roots.append(root)
+    # session 2's sub-agent arrives first, right after its own call
+    runner = {"role": "system", "content": "You are a test-runner sub-agent."}
+    second = _route(threads, [runner, {"role": "user", "content": task}], 20)
+    first = _route(threads, [runner, {"role": "user", "content": task + " "}], 21)
+    assert second.agent.record.parent_tool_call_id == "del-2"
+    assert first.agent.record.parent_tool_call_id == "del-1"
+    assert second.agent.record.session_id == roots[1].agent.record.session_id
