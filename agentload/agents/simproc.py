@@ -9,8 +9,8 @@ when the parent's end of the pipe closes (the parent died), so it never outlives
 
 ``scenario_pacing(scenario)`` is what ``generate`` configures its built-in simulator with: the
 simulated model's own pacing (``PolicyConfig`` fields: when the orchestrator wraps up, how often
-it delegates, how many turns each sub-agent kind takes at most), set server-side from the scenario's limits, since
-no prompt carries them.
+it delegates, how many turns each sub-agent kind takes at most), set server-side from the
+scenario's limits, since no prompt carries them.
 """
 
 from __future__ import annotations

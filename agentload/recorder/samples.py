@@ -291,13 +291,19 @@ def trace_samples(trace: Trace) -> Samples:
     v: dict[str, list[float]] = defaultdict(list)
     ids = agent_ids(trace)
     roots = [aid for aid in ids if _is_root(trace, aid)]
+    calls_by_session: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # all, sub-agents'
     for aid in ids:
         calls = trace.calls_of(aid)
         if not calls:
             continue
         v["calls_per_agent"].append(float(len(calls)))
+        root = _is_root(trace, aid)
+        for c in calls:
+            counts = calls_by_session[c.session_id]
+            counts[0] += 1
+            counts[1] += not root
         first = float(trace.prompt_tokens(calls[0]))
-        if _is_root(trace, aid):
+        if root:
             v["first_prompt_tokens_root"].append(first)
             v["last_prompt_tokens_root"].append(float(trace.prompt_tokens(calls[-1])))
         else:
@@ -315,12 +321,7 @@ def trace_samples(trace: Trace) -> Samples:
         if a.parent_agent_id is not None:
             subs[a.session_id] = subs.get(a.session_id, 0) + 1
     v["subagents_per_session"] = [float(n) for n in subs.values()]
-    by_session: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for c in trace.calls.values():
-        counts = by_session[c.session_id]
-        counts[0] += 1
-        counts[1] += not _is_root(trace, c.agent_id)
-    v["subagent_call_share"] = [sub / n for n, sub in by_session.values()]
+    v["subagent_call_share"] = [sub / n for n, sub in calls_by_session.values()]
 
     busy_by_session: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for tc in trace.tool_calls.values():

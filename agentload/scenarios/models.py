@@ -91,8 +91,8 @@ class OrchestratorSpec(_Model):
         default=0.02,
         ge=0,
         description="the built-in simulator's pacing: the model's relative odds of delegating "
-        "in a round after the first, against reading (.36), searching (.22), running tests "
-        "(.06), listing (.03) and editing (.03) itself",
+        "in a round after the first, against its odds of each direct tool "
+        "(``PolicyConfig.orchestrator_weights``)",
     )
     max_tokens: int = Field(
         default=4096,

@@ -50,8 +50,10 @@ def tree_map(own: Trace, rec: Trace, amap: dict[str, str]) -> dict[str, str]:
         placed = by_call.get(a.parent_tool_call_id)
         assert placed is not None, f"no agent of the proxy's under {a.parent_tool_call_id}"
         if placed != rid:
-            twin = next(b for b, r in amap.items() if r == placed)
-            assert first[twin] == first[aid], f"{aid} was placed as {placed}, not a twin's"
+            twin = next((b for b, r in amap.items() if r == placed), None)
+            assert twin is not None and first[twin] == first[aid], (
+                f"{aid} was placed as {placed}, not a twin's"
+            )
         out[aid] = placed
     return out
 

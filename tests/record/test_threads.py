@@ -19,24 +19,20 @@ def _route(threads: Threads, messages: list[dict[str, Any]], now: int) -> Any:
     return threads.route(messages, ids, now)
 
 
-def _read_call(path: str) -> dict[str, Any]:
+def _reply(call_id: str, name: str, **args: Any) -> dict[str, Any]:
+    """A model reply with one tool call."""
+    fn = {"name": name, "arguments": json.dumps(args)}
     return {
         "role": "assistant",
         "content": "",
-        "tool_calls": [
-            {
-                "id": "call-1",
-                "type": "function",
-                "function": {"name": "read_file", "arguments": json.dumps({"path": path})},
-            }
-        ],
+        "tool_calls": [{"id": call_id, "type": "function", "function": fn}],
     }
 
 
 def test_a_second_session_of_a_root_agent_is_not_its_sub_agent() -> None:
     threads = Threads()
     first = _route(threads, [SYSTEM, {"role": "user", "content": REPO}], 1)
-    threads.answered(first, _read_call("email/quoprimime.py"), 2)
+    threads.answered(first, _reply("call-1", "read_file", path="email/quoprimime.py"), 2)
     # the other session starts while that read is outstanding, with the same instructions
     second = _route(threads, [SYSTEM, {"role": "user", "content": REPO + " "}], 3)
     assert second.new_session is not None
@@ -47,7 +43,7 @@ def test_a_second_session_of_a_root_agent_is_not_its_sub_agent() -> None:
 def test_a_new_thread_with_its_own_instructions_quoting_the_call_is_its_sub_agent() -> None:
     threads = Threads()
     first = _route(threads, [SYSTEM, {"role": "user", "content": REPO}], 1)
-    threads.answered(first, _read_call("email/quoprimime.py"), 2)
+    threads.answered(first, _reply("call-1", "read_file", path="email/quoprimime.py"), 2)
     sub = [
         {"role": "system", "content": "You are a file-reader sub-agent."},
         {"role": "user", "content": "Read email/quoprimime.py and summarise it."},
@@ -61,23 +57,11 @@ def test_a_new_thread_with_its_own_instructions_quoting_the_call_is_its_sub_agen
 def test_two_sessions_delegating_the_same_task_each_get_their_own_sub_agent() -> None:
     threads = Threads()
     task = "Run the tests and report each failure with its traceback frames."
-    delegate = {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [
-            {
-                "id": "del-{}",
-                "type": "function",
-                "function": {"name": "delegate", "arguments": json.dumps({"task": task})},
-            }
-        ],
-    }
     roots = []
     for n in (1, 2):
         system = {"role": "system", "content": f"You are the lead of team {n}."}
         root = _route(threads, [system, {"role": "user", "content": REPO}], n)
-        reply = json.loads(json.dumps(delegate).replace("del-{}", f"del-{n}"))
-        threads.answered(root, reply, 10 + n)
+        threads.answered(root, _reply(f"del-{n}", "delegate", task=task), 10 + n)
         roots.append(root)
     # session 2's sub-agent arrives first, right after its own call
     runner = {"role": "system", "content": "You are a test-runner sub-agent."}
