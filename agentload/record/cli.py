@@ -102,10 +102,8 @@ def record(
         await rs.serve(started)
 
     asyncio.run(main())
-    rec = rs.recorder
-    calls = rec.calls if rec else 0
-    sessions = len(rec.threads.sessions) if rec else 0
-    errors = rec.errors if rec else 0
+    st = rs.stats
+    calls, sessions, errors = st.calls, st.sessions, st.errors
     why = "interrupted" if interrupted else (rs.stop_reason or "stopped")
     typer.echo(
         f"recorded {calls} calls in {sessions} sessions ({errors} failed) -> {rs.trace_path}"

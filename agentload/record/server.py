@@ -1,4 +1,5 @@
-"""``RecordServer``: the recording proxy on uvicorn, with its trace writer, until told to stop.
+"""``RecordServer``: the recording proxy (``relay``) and its recorder process (``worker``), until
+told to stop.
 
     with RecordServer("http://127.0.0.1:8000", out_dir) as rs:   # in a background thread
         ...  # point agents at rs.url + "/v1"
@@ -7,7 +8,8 @@
 ``run()`` serves in the calling thread (``agentload record``) until ``stop()``, a signal,
 ``--idle-timeout`` seconds with no request in flight, or ``--max-sessions`` sessions recorded
 and quiet for ``QUIET_S``. The trace is written as ``generate`` writes one (complete zstd frames
-every second), so a proxy killed at any moment leaves it readable to its last complete record.
+every second) by the recorder process, so a proxy killed at any moment leaves it readable to
+its last complete record (and closed, with all it was sent, when only the proxy was killed).
 """
 
 from __future__ import annotations
@@ -19,22 +21,19 @@ import platform
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
-import uvicorn
-
 from agentload import __version__
 from agentload.auth import redact_url
 from agentload.endpoint.server.server import bind_socket
 from agentload.errors import ConfigError, EndpointError
-from agentload.record.proxy import RecordingProxy
-from agentload.record.recorder import Recorder
+from agentload.record.relay import Relay
+from agentload.record.worker import RecorderProcess, RecordStats
 from agentload.recorder.schema import ClockAnchor, Header, HostFacts
-from agentload.recorder.writer import TraceWriter
 from agentload.tokenizer import DEFAULT_TOKENIZER
 
 __all__ = ["QUIET_S", "RecordOptions", "RecordServer", "parse_listen"]
@@ -74,15 +73,6 @@ def _check_upstream(url: str) -> str:
     return url
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its signal handling: ``agentload record`` handles Ctrl-C itself (stop
-    serving, close the trace, exit 130)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 class RecordServer:
     """The proxy and its trace (see the module docstring)."""
 
@@ -93,9 +83,10 @@ class RecordServer:
         opts.out.mkdir(parents=True, exist_ok=True)
         self.trace_path = opts.out / f"{opts.name}-{stamp}-{os.getpid()}.agentload.jsonl.zst"
         self.port = opts.port
-        self.recorder: Recorder | None = None
-        self.proxy: RecordingProxy | None = None
-        self._server: uvicorn.Server | None = None
+        self.recorder: RecorderProcess | None = None
+        self.relay: Relay | None = None
+        self.stats = RecordStats()
+        """What the recorder wrote (final once ``serve`` returned)."""
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
         self._stop = threading.Event()
@@ -131,54 +122,38 @@ class RecordServer:
         if self._sock is None:
             self.bind()
         assert self._sock is not None
-        writer = TraceWriter(self.trace_path, self._header())
-        await writer.open()
+        o = self.opts
+        header = self._header().model_dump(mode="json")
+        self.recorder = RecorderProcess(self.trace_path, header, o.session_header, o.agent_header)
+        await self.recorder.start()
+        self.relay = Relay(o.upstream, self.recorder)
         try:
-            self.recorder = Recorder(
-                writer, session_header=self.opts.session_header, agent_header=self.opts.agent_header
-            )  # fmt: skip
-            self.proxy = RecordingProxy(self.opts.upstream, self.recorder)
-            config = uvicorn.Config(
-                self.proxy,
-                log_level="critical",
-                access_log=False,
-                lifespan="off",
-                timeout_keep_alive=75,
-                timeout_graceful_shutdown=5,
-                backlog=2048,
-            )
-            self._server = _Server(config)
-            task = asyncio.create_task(self._server.serve(sockets=[self._sock]))
-            while not self._server.started and not task.done():
-                await asyncio.sleep(0.01)
-            if task.done():
-                task.result()
+            await self.relay.start(self._sock)
             if on_started is not None:
                 on_started()
-            await self._until_done(task)
-            self._server.should_exit = True
-            await task
-            await self.proxy.aclose()
+            await self._until_done()
         finally:
-            if self.recorder is not None:
-                self.recorder.close()
-            await writer.close()
+            await self.relay.aclose()
+            self.stats = await self.recorder.close()
 
-    async def _until_done(self, task: asyncio.Task[None]) -> None:
+    async def _until_done(self) -> None:
         o = self.opts
-        while not task.done():
+        assert self.relay is not None and self.recorder is not None
+        while True:
             await asyncio.sleep(0.05)
             if self._stop.is_set():
                 self.stop_reason = self.stop_reason or "stopped"
                 return
-            assert self.proxy is not None and self.recorder is not None
-            idle_s = (time.perf_counter_ns() - self.proxy.last_activity_ns) / 1e9
-            if self.proxy.in_flight:
+            if not self.recorder.alive:
+                raise EndpointError(f"the recorder process died; {self.trace_path} holds what "
+                                    "it wrote before")  # fmt: skip
+            idle_s = (time.perf_counter_ns() - self.relay.last_activity_ns) / 1e9
+            if self.relay.in_flight:
                 continue
             if o.idle_timeout_s is not None and idle_s >= o.idle_timeout_s:
                 self.stop_reason = f"idle for {o.idle_timeout_s:g}s"
                 return
-            seen = len(self.recorder.threads.sessions)
+            seen = self.recorder.stats.sessions
             if o.max_sessions is not None and seen >= o.max_sessions and idle_s >= QUIET_S:
                 self.stop_reason = f"{seen} sessions recorded"
                 return

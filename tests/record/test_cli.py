@@ -1,9 +1,11 @@
 """``agentload record`` as a user runs it: a real process in front of the simulator; bad options
 are one line and exit 2; Ctrl-C, --idle-timeout and --max-sessions stop it with the trace
-closed; ``kill -9`` leaves the trace readable to its last complete record."""
+closed; ``kill -9`` leaves the trace readable to its last complete record, or closed by the
+recorder process when only the proxy was killed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -27,7 +29,9 @@ _URL = re.compile(r"agentload record on (http://127\.0\.0\.1:\d+)")
 def _record(upstream: str, out: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     cmd = [sys.executable, "-m", "agentload", "record", "--upstream", upstream]
     cmd += ["--listen", "127.0.0.1:0", "-o", str(out), *extra]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()
@@ -38,6 +42,8 @@ def _record(upstream: str, out: Path, *extra: str) -> Iterator[tuple[subprocess.
         if proc.poll() is None:
             proc.kill()
         proc.communicate(timeout=10)  # reaps it and closes its pipes
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # its recorder process, if a test left one
 
 
 def _chat(url: str, text: str, n: int = 1) -> None:
@@ -88,15 +94,32 @@ def test_idle_timeout_and_max_sessions_stop_it(simulator: Any, tmp_path: Path) -
     assert len(load_trace(_trace(tmp_path / "max")).sessions) == 2
 
 
-def test_kill_9_leaves_the_trace_readable(simulator: Any, tmp_path: Path) -> None:
+def test_kill_9_of_both_processes_leaves_the_trace_readable(simulator: Any, tmp_path: Path) -> None:
     with _record(simulator.base_url, tmp_path) as (proc, url):
         _chat(url, "before the kill", 3)
         time.sleep(1.6)  # the writer puts out a complete frame every second
-        os.kill(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)  # the proxy and its recorder process
     t = load_trace(_trace(tmp_path))
     assert t.truncated is not None  # never closed
     assert len(t.calls) == 3
     assert [c.seq for c in t.calls.values()] == [0, 1, 2]
+
+
+def test_kill_9_of_the_proxy_lets_the_recorder_close_the_trace(
+    simulator: Any, tmp_path: Path
+) -> None:
+    with _record(simulator.base_url, tmp_path) as (proc, url):
+        _chat(url, "before the kill", 3)
+        os.kill(proc.pid, signal.SIGKILL)  # at once: the last call's record may still be queued
+        proc.wait(10)
+        trace = _trace(tmp_path)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and load_trace(trace).truncated is not None:
+            time.sleep(0.1)  # the recorder sees its input end, writes the rest and closes it
+    t = load_trace(trace)
+    assert t.truncated is None
+    assert [c.seq for c in t.calls.values()] == [0, 1, 2]
+    assert all(s.end_ns is not None for s in t.sessions.values())
 
 
 @pytest.mark.parametrize(

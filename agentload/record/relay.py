@@ -1,0 +1,565 @@
+"""The recording reverse proxy's forwarding: HTTP/1.1 on raw asyncio protocols, both sides.
+
+* Every request is forwarded to the upstream with its headers (credentials included:
+  ``Authorization`` and ``x-api-key`` pass through, they never reach the trace), less the
+  hop-by-hop ones, and with ``accept-encoding: identity`` so the recorder can read the answer.
+  ``POST`` to a Chat Completions, Responses or Messages path (``agentload.wire.api_for_path``) is
+  also recorded; anything else (``/v1/models``, ``/v1/messages/count_tokens``, ...) is not.
+* The answer's bytes go to the agent as the upstream framed them, each read written on before
+  anything else is done with it, so a streamed answer reaches the agent chunk by chunk as it
+  arrives. The relay parses only the framing (``http1``) to know where the answer ends, and
+  keeps the payload of a recorded call with the time each read came; the recorder process
+  (``worker``) reads it once the call is over. Nothing else is done per chunk.
+* Upstream errors reach the agent as the upstream sent them (status, headers, body); an
+  upstream that cannot be reached is a 502 in the API's error shape; an upstream that breaks an
+  answer breaks the agent's connection too (closed without the rest of the answer). A client
+  that disconnects closes the upstream request. Each is recorded as the call's error.
+* Upstream connections are kept alive and reused last-in first-out; a reused connection that
+  the upstream closed before answering is retried once on a fresh one (it never got the
+  request). A slow client pauses its upstream (the transport's flow control), so nothing grows
+  without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import urlsplit
+
+import orjson
+
+from agentload.auth import redact_text
+from agentload.errortext import clip
+from agentload.record.http1 import Body, Head, HeadError, body_for, split_head
+from agentload.wire import Api, api_for_path
+
+__all__ = ["CLIENT_LEFT", "Answer", "Relay", "Sink", "Upstream"]
+
+CLIENT_LEFT = "client disconnected before the answer ended"
+"""The error of a call whose agent left first (the recorder drops it when the streamed answer
+had reached its last event: the agent had it all, it only did not wait for the framing's end)."""
+CONNECT_TIMEOUT_S = 10.0
+KEEP_ALIVE_S = 75.0
+"""How long an agent's idle keep-alive connection stays open."""
+GRACE_S = 5.0
+"""On stop: how long answers in flight may still run."""
+
+_HOP_OUT = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"upgrade",
+    }
+)
+"""Answer headers not forwarded (the body goes on as framed: its framing headers stay)."""
+_HOP = _HOP_OUT | {b"transfer-encoding", b"host", b"content-length", b"accept-encoding", b"expect"}
+"""Request headers not forwarded (the relay frames the body itself)."""
+
+
+class Sink(Protocol):
+    """Where the facts of a recorded call go (the recorder process)."""
+
+    def begin(self, cid: int, api: Api, body: bytes, headers: list[tuple[bytes, bytes]],
+              submit_ns: int) -> None: ...  # fmt: skip
+
+    def end(self, cid: int, answer: Answer) -> None: ...
+
+
+@dataclass
+class Answer:
+    """What a recorded call got: the upstream's status and headers that tell how to read the
+    body (None: no answer came), the payload as it came (each read with its arrival time, ns),
+    when it ended, and the error that ended it, if one did."""
+
+    status: int | None
+    content_type: str
+    content_encoding: str
+    pieces: list[tuple[int, bytes]]
+    end_ns: int
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where requests go: ``http(s)://host[:port][/prefix]`` (a trailing ``/v1`` is dropped: the
+    agent's paths carry it)."""
+
+    host: str
+    port: int
+    tls: ssl.SSLContext | None
+    prefix: bytes
+    host_header: bytes
+
+    @classmethod
+    def from_url(cls, url: str) -> Upstream:
+        u = urlsplit(url.rstrip("/").removesuffix("/v1"))
+        tls = ssl.create_default_context() if u.scheme == "https" else None
+        port = u.port or (443 if tls else 80)
+        host = u.hostname or "127.0.0.1"
+        netloc = f"[{host}]" if ":" in host else host
+        if u.port:
+            netloc += f":{u.port}"
+        return cls(host, port, tls, u.path.rstrip("/").encode(), netloc.encode())
+
+    @property
+    def label(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def error_json(api: Api | None, status: int, message: str) -> bytes:
+    """An error body in the shape of ``api`` (Messages' or OpenAI's)."""
+    if api == "messages":
+        kind = "api_error" if status >= 500 else "invalid_request_error"
+        return orjson.dumps({"type": "error", "error": {"type": kind, "message": message}})
+    return orjson.dumps(
+        {"error": {"message": message, "type": "upstream_error", "param": None, "code": status}}
+    )
+
+
+def _why(exc: BaseException | None, default: str) -> str:
+    if exc is None:
+        return default
+    text = str(exc) or type(exc).__name__
+    return redact_text(clip(text))
+
+
+def _nodelay(transport: asyncio.BaseTransport) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class Relay:
+    """The proxy: serves agents on a listening socket, forwards to one upstream."""
+
+    def __init__(self, upstream: str, sink: Sink | None) -> None:
+        self.upstream = Upstream.from_url(upstream)
+        self.sink = sink
+        self.in_flight = 0
+        self.last_activity_ns = time.perf_counter_ns()
+        self.stopping = False
+        self._idle: list[_UpConn] = []
+        self._clients: set[_Client] = set()
+        self._server: asyncio.Server | None = None
+        self._next_cid = 0
+
+    async def start(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Client(self), sock=sock, backlog=2048)
+
+    async def aclose(self) -> None:
+        """Stop accepting, let answers in flight run for up to ``GRACE_S``, then close all."""
+        self.stopping = True
+        if self._server is not None:
+            self._server.close()
+        for c in list(self._clients):
+            if c.exchange is None:
+                c.transport.close()
+        deadline = time.monotonic() + GRACE_S
+        while self.in_flight and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        for c in list(self._clients):
+            c.transport.abort()
+        for up in self._idle:
+            up.transport.abort()
+        self._idle.clear()
+        await asyncio.sleep(0)  # let the aborts' connection_lost callbacks run
+
+    def cid(self) -> int:
+        self._next_cid += 1
+        return self._next_cid
+
+    # -- upstream connections (last-in first-out) --------------------------------------------
+    def take_idle(self) -> _UpConn | None:
+        while self._idle:
+            up = self._idle.pop()
+            if not up.closed:
+                return up
+        return None
+
+    async def connect(self) -> _UpConn:
+        u = self.upstream
+        loop = asyncio.get_running_loop()
+        server_hostname = u.host if u.tls is not None else None
+        _, up = await asyncio.wait_for(
+            loop.create_connection(_UpConn, u.host, u.port, ssl=u.tls,
+                                   server_hostname=server_hostname),
+            CONNECT_TIMEOUT_S,
+        )  # fmt: skip
+        return up
+
+    def give_back(self, up: _UpConn) -> None:
+        up.exchange = None
+        if self.stopping or up.closed:
+            up.transport.close()
+        else:
+            self._idle.append(up)
+
+
+class _UpConn(asyncio.Protocol):
+    """One connection to the upstream; it hands what it reads to its exchange."""
+
+    transport: asyncio.Transport
+
+    def __init__(self) -> None:
+        self.exchange: _Exchange | None = None
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        _nodelay(transport)
+
+    def data_received(self, data: bytes) -> None:
+        ex = self.exchange
+        if ex is not None:
+            ex.up_data(data)
+        else:  # bytes on an idle connection: it is out of step, never reuse it
+            self.closed = True
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        ex = self.exchange
+        if ex is not None:
+            ex.up_lost(exc)
+
+
+class _Client(asyncio.Protocol):
+    """One agent connection: reads requests one after another, one exchange at a time."""
+
+    transport: asyncio.Transport
+
+    def __init__(self, relay: Relay) -> None:
+        self.relay = relay
+        self.buf = bytearray()
+        self.exchange: _Exchange | None = None
+        self.closed = False
+        self._idle_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        _nodelay(transport)
+        self.relay._clients.add(self)
+        self._arm()
+
+    def _arm(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._idle_timer = loop.call_later(KEEP_ALIVE_S, self.transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        ex = self.exchange
+        if ex is not None and not ex.body.done:
+            ex.feed_request(data)
+            return
+        self.buf += data
+        if ex is None:
+            self.next_request()
+
+    def next_request(self) -> None:
+        if self.exchange is not None or self.closed:
+            return
+        if not self.buf:
+            self._arm()
+            return
+        try:
+            got = split_head(self.buf)
+            if got is None:
+                return
+            head, n = got
+            body = body_for(head, request=True)
+        except HeadError as exc:
+            self.refuse(400, f"bad request: {exc}")
+            return
+        rest = bytes(self.buf[n:])
+        self.buf.clear()
+        if b"100-continue" in head.tokens(b"expect"):
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        self.exchange = _Exchange(self, head, body)
+        self.exchange.feed_request(rest)
+
+    def refuse(self, status: int, message: str) -> None:
+        body = error_json(None, status, message)
+        self.transport.write(
+            b"HTTP/1.1 %d Bad Request\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (status, len(body), body)
+        )
+        self.transport.close()
+
+    def done(self, keep_alive: bool) -> None:
+        """The exchange in flight is over."""
+        self.exchange = None
+        if not keep_alive or self.relay.stopping:
+            self.transport.close()
+            return
+        self.next_request()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.relay._clients.discard(self)
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        if self.exchange is not None:
+            self.exchange.client_lost()
+
+    def pause_writing(self) -> None:
+        up = self.exchange.up if self.exchange is not None else None
+        if up is not None and not up.closed:
+            up.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        up = self.exchange.up if self.exchange is not None else None
+        if up is not None and not up.closed:
+            up.transport.resume_reading()
+
+
+class _Exchange:
+    """One request and its answer, from the agent's request head to the answer's end."""
+
+    def __init__(self, client: _Client, head: Head, body: Body) -> None:
+        self.client = client
+        self.relay = relay = client.relay
+        self.head = head
+        self.body = body
+        method, target, version = head.start
+        self.method = method
+        if not target.startswith(b"/"):  # absolute form: keep the path
+            target = b"/" + target.split(b"/", 3)[3] if target.count(b"/") >= 3 else b"/"
+        self.target = target
+        conn = head.tokens(b"connection")
+        self.keep_alive = (
+            b"keep-alive" in conn if version == b"HTTP/1.0" else b"close" not in conn
+        )  # fmt: skip
+        path = target.split(b"?", 1)[0].decode("latin-1")
+        self.api: Api | None = api_for_path(path) if method == b"POST" else None
+        self.record = self.api is not None and relay.sink is not None
+        self.cid = relay.cid() if self.record else 0
+        self._parts: list[bytes] = []
+        self.up: _UpConn | None = None
+        self.reused = False
+        self.retried = False
+        self.resp_buf = b""
+        self.resp_body: Body | None = None
+        self.up_keep = True
+        self.status: int | None = None
+        self.content_type = ""
+        self.content_encoding = ""
+        self.pieces: list[tuple[int, bytes]] = []
+        self.submit_ns = 0
+        self.finished = False
+        self.begun = False
+        relay.in_flight += 1
+
+    # -- the request -------------------------------------------------------------------------
+    def feed_request(self, data: bytes) -> None:
+        try:
+            payload = self.body.feed(data)
+        except HeadError as exc:
+            self.relay.in_flight -= 1
+            self.finished = True
+            self.client.refuse(400, f"bad request body: {exc}")
+            return
+        if payload:
+            self._parts.append(payload)
+        if self.body.done:
+            if self.body.extra:  # the agent's next request, pipelined
+                self.client.buf[:0] = self.body.extra
+            self.request = b"".join(self._parts)
+            self._parts = []
+            self.submit_ns = time.perf_counter_ns()
+            self._go()
+
+    def _upstream_head(self) -> bytes:
+        u = self.relay.upstream
+        named = self.head.tokens(b"connection")
+        lines = [self.method + b" " + u.prefix + self.target + b" HTTP/1.1",
+                 b"host: " + u.host_header]  # fmt: skip
+        lines += [k + b": " + v for k, v in self.head.headers if k not in _HOP and k not in named]
+        lines.append(b"accept-encoding: identity")
+        if self.request or self.method not in (b"GET", b"HEAD", b"DELETE", b"OPTIONS"):
+            lines.append(b"content-length: %d" % len(self.request))
+        return b"\r\n".join(lines) + b"\r\n\r\n"
+
+    def _go(self) -> None:
+        up = None if self.retried else self.relay.take_idle()
+        if up is not None:
+            self._send(up, reused=True)
+        else:
+            self._connecting = asyncio.get_running_loop().create_task(self._connect())
+
+    async def _connect(self) -> None:
+        try:
+            up = await self.relay.connect()
+        except (OSError, TimeoutError) as exc:
+            why = "connect timed out" if isinstance(exc, TimeoutError) else _why(exc, "")
+            self._unreachable(f"upstream {self.relay.upstream.label} unreachable: {why}")
+            return
+        if self.finished:  # the agent left meanwhile
+            self.relay.give_back(up)
+            return
+        self._send(up, reused=False)
+
+    def _send(self, up: _UpConn, *, reused: bool) -> None:
+        self.up, self.reused = up, reused
+        up.exchange = self
+        up.transport.write(self._upstream_head() + self.request)
+        self._begin()
+
+    def _begin(self) -> None:
+        if self.record and not self.begun:
+            self.begun = True
+            assert self.relay.sink is not None and self.api is not None
+            self.relay.sink.begin(self.cid, self.api, self.request, self.head.headers,
+                                  self.submit_ns)  # fmt: skip
+
+    def _unreachable(self, message: str) -> None:
+        if self.finished:
+            return
+        body = error_json(self.api, 502, message)
+        self.client.transport.write(
+            b"HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        self._begin()
+        self._end(time.perf_counter_ns(), message, keep_client=self.keep_alive)
+
+    # -- the answer --------------------------------------------------------------------------
+    def up_data(self, data: bytes) -> None:
+        if self.resp_body is not None:
+            self.client.transport.write(data)
+            self._take(data, time.perf_counter_ns())
+            return
+        self.resp_buf += data
+        while True:
+            try:
+                got = split_head(self.resp_buf)
+            except HeadError as exc:
+                self._broken(f"upstream sent an unreadable answer: {exc}", before_head=True)
+                return
+            if got is None:
+                return
+            head, n = got
+            try:
+                status = int(head.start[1])
+                if 100 <= status < 200 and status != 101:  # an interim answer: not forwarded
+                    self.resp_buf = self.resp_buf[n:]
+                    continue
+                no_body = self.method == b"HEAD" or status in (204, 304)
+                self.resp_body = body_for(head, request=False, no_body=no_body)
+            except (ValueError, HeadError) as exc:
+                self._broken(f"upstream sent an unreadable answer: {exc}", before_head=True)
+                return
+            break
+        self.status = status
+        self.content_type = (head.get(b"content-type") or b"").decode("latin-1")
+        self.content_encoding = (head.get(b"content-encoding") or b"").decode("latin-1")
+        conn = head.tokens(b"connection")
+        self.up_keep = not (
+            b"close" in conn
+            or self.resp_body.to_close
+            or (head.start[0] == b"HTTP/1.0" and b"keep-alive" not in conn)
+        )
+        if self.resp_body.to_close:
+            self.keep_alive = False
+        lines = [b" ".join(head.start)]
+        lines += [k + b": " + v for k, v in head.headers if k not in _HOP_OUT]
+        if not self.keep_alive:
+            lines.append(b"connection: close")
+        rest = self.resp_buf[n:]
+        self.resp_buf = b""
+        self.client.transport.write(b"\r\n".join(lines) + b"\r\n\r\n" + rest)
+        self._take(rest, time.perf_counter_ns())
+
+    def _take(self, data: bytes, t: int) -> None:
+        body = self.resp_body
+        assert body is not None
+        try:
+            payload = body.feed(data)
+        except HeadError as exc:
+            self._broken(f"upstream broke the stream: {exc}", before_head=False)
+            return
+        if payload and self.record:
+            self.pieces.append((t, payload))
+        if body.done:
+            if body.extra:
+                self.up_keep = False
+            self._end(t, None, keep_client=self.keep_alive)
+
+    def up_lost(self, exc: Exception | None) -> None:
+        if self.finished:
+            return
+        body = self.resp_body
+        if body is None:
+            if self.reused and not self.resp_buf and not self.retried:
+                self.retried = True  # a kept-alive connection the upstream had closed
+                self.up = None
+                self._go()
+                return
+            why = _why(exc, "connection closed before the answer")
+            self._unreachable(f"upstream {self.relay.upstream.label} unreachable: {why}")
+            return
+        if body.to_close and exc is None:
+            self.up_keep = False
+            self._end(time.perf_counter_ns(), None, keep_client=False)
+            return
+        self._broken(
+            f"upstream broke the stream: {_why(exc, 'connection closed before the answer ended')}",
+            before_head=False,
+        )
+
+    def _broken(self, message: str, *, before_head: bool) -> None:
+        """The upstream failed this answer: a 502 if nothing was sent on, else the agent's
+        connection is closed without the rest (it sees the break, as from the upstream)."""
+        self.up_keep = False
+        if before_head:
+            self._unreachable(message)
+            return
+        self._end(time.perf_counter_ns(), message, keep_client=False)
+        self.client.transport.close()
+
+    def client_lost(self) -> None:
+        if self.finished:
+            return
+        if self.up is None and not self.body.done:  # it left before its request was whole
+            self.finished = True
+            self.relay.in_flight -= 1
+            return
+        self.up_keep = False
+        why = "proxy stopped before the answer ended" if self.relay.stopping else CLIENT_LEFT
+        self._end(time.perf_counter_ns(), why, keep_client=False)
+
+    def _end(self, end_ns: int, error: str | None, *, keep_client: bool) -> None:
+        self.finished = True
+        relay = self.relay
+        relay.in_flight -= 1
+        relay.last_activity_ns = time.perf_counter_ns()
+        up, self.up = self.up, None
+        if up is not None:
+            if self.up_keep and error is None:
+                if not up.transport.is_reading():  # paused for a slow agent as the answer ended
+                    up.transport.resume_reading()
+                relay.give_back(up)
+            else:
+                up.exchange = None
+                up.transport.abort()
+        if self.begun and relay.sink is not None:
+            answer = Answer(self.status, self.content_type, self.content_encoding,
+                            self.pieces, end_ns, error)  # fmt: skip
+            relay.sink.end(self.cid, answer)
+        if not self.client.closed:
+            self.client.done(keep_client)
