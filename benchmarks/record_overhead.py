@@ -3,21 +3,20 @@
     .venv/bin/python benchmarks/record_overhead.py [--streams 100] [--rounds 4] [--tokens 32]
         [--itl-ms 20] [--skip-litellm] [--skip-record]
 
-The upstream is the built-in simulator (``agentload serve``, own process) with a paced profile:
-every stream gets its tokens exactly ``--itl-ms`` apart (decode rate 1000/itl, no degradation
-with the batch, a batch limit far above ``--streams``, so nothing queues), after a 10 ms TTFT.
-The starts of a round are spread over ``--ramp-ms`` (200 ms: shorter than a stream, so all
-``--streams`` are in flight at once — ``peak`` says how many were — without the thundering
-herd that would measure the simulator's admission rather than the proxies).
-Three paths carry the same load — ``--streams`` concurrent streaming chat requests per round,
-the same prompts, ``max_tokens`` = ``--tokens`` with ``ignore_eos`` — and the rounds are
+The upstream is a paced Chat Completions server of this script's own (``--serve-upstream``, raw
+asyncio, its own process): a streamed answer's first chunk comes 10 ms after the request, then
+one each ``--itl-ms``, and each chunk's content is stamped with the time it was written (the
+first also with the time the request was read). The starts of a round are spread over
+``--ramp-ms`` (200 ms: shorter than a stream, so all ``--streams`` are in flight at once —
+``peak`` says how many were). Three paths carry the same load — ``--streams`` concurrent
+streaming chat requests per round, ``max_tokens`` = ``--tokens`` — and the rounds are
 interleaved (the order rotates each round) so that the machine's other work falls on each path
 alike:
 
-* ``direct``: the client talks to the simulator;
+* ``direct``: the client talks to the upstream;
 * ``record``: through ``agentload record --upstream URL --listen 127.0.0.1:PORT -o DIR``;
 * ``litellm``: through LiteLLM's proxy (``litellm --config``, one ``openai/agentload-sim``
-  model whose ``api_base`` is the simulator), installed by ``scripts/litellm.sh install`` in its
+  model whose ``api_base`` is the upstream), installed by ``scripts/litellm.sh install`` in its
   own cached venv; telemetry, spend logs and the remote cost map are off, so it runs offline.
 
 The client is a lean asyncio HTTP/1.1 client (one keep-alive connection per stream, on
@@ -25,10 +24,14 @@ The client is a lean asyncio HTTP/1.1 client (one keep-alive connection per stre
 the kernel's receive time of the bytes that completed it (``SO_TIMESTAMPNS``, in the
 ``time.perf_counter_ns`` domain; the client's own reading where the kernel gives none), so the
 client's event-loop lag is not counted against a proxy. Per request: TTFT (request written →
-first content event) and each gap between content events. Per path: p50/p99 TTFT and gap, the
-share of gaps under 2 ms (events that arrived bunched: buffering), and the CPU seconds its
-proxy used (its process tree's utime + stime from /proc, over its own rounds only). Per proxy:
-the added latency, p99 TTFT and p99 gap minus direct's. The last line is one JSON object.
+first content event) and each gap between content events, end to end; and the hop alone, from
+the upstream's stamps: the TTFT hop (request written → read upstream, plus first chunk written
+→ received) and each chunk's hop (written → received), which a proxy lengthens and the
+upstream's own jitter does not. Per path: p50/p99 of each, the share of gaps under 2 ms (events
+that arrived bunched: buffering), and the CPU seconds its proxy used (its process tree's utime +
+stime from /proc, over its own rounds only). Per proxy: the added latency (its p99 minus
+direct's); for ``record``, whether the goal (``GOAL_MS`` at p99) is met and how many of the
+calls it forwarded its trace holds. The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -52,11 +55,14 @@ import httpx
 import orjson
 
 from agentload.quantiles import percentile
+from agentload.recorder.trace import load_trace
 from agentload.replay.netback import AsyncioBackend, KernelStamps, SocketStream
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "agentload-sim"
 TICK = os.sysconf("SC_CLK_TCK")
+GOAL_MS = 1.0
+"""Issue 12: the proxy adds at most this much at p99 to TTFT and to each inter-chunk gap."""
 
 
 # ------------------------------------------------------------------ processes and CPU -----
@@ -140,26 +146,100 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def start_upstream(tmp: Path, itl_ms: float, streams: int) -> tuple[subprocess.Popen[bytes], str]:
-    profile = tmp / "paced.yaml"
-    profile.write_text(
-        "name: paced\ndescription: fixed inter-token time, no queueing (record_overhead.py)\n"
-        f"instant: false\nprefill_tokens_per_s: 100000000\ndecode_tokens_per_s: {1000 / itl_ms}\n"
-        f"decode_degradation: 0\noverhead_ms: 10\nmax_batch: {max(1024, streams * 4)}\n"
-        "kv_capacity_tokens: 100000000\nblock_size: 16\nmax_context: 1048576\n"
-    )
+    """The paced, stamped upstream (``--serve-upstream``, below) in its own process."""
     port = free_port()
     root = f"http://127.0.0.1:{port}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "agentload",
-        "serve",
-        "--port",
-        str(port),
-        "--profile",
-        str(profile),
-    ]
-    return start(cmd, root, "agentload serve", tmp / "upstream.log"), root
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--serve-upstream", str(port),
+           "--itl-ms", str(itl_ms)]  # fmt: skip
+    return start(cmd, root, "paced upstream", tmp / "upstream.log"), root
+
+
+class Paced(asyncio.Protocol):
+    """The upstream: Chat Completions over raw asyncio, as lean as a Python server gets. A
+    streamed answer's first content chunk comes ``OVERHEAD_S`` after the request, then one each
+    ``itl`` seconds, each chunk's content stamped with the time it was written (``S<ns>``, the
+    first also with the time the request was read, ``R<ns>``; ``time.perf_counter_ns``)."""
+
+    OVERHEAD_S = 0.010
+
+    def __init__(self, itl_s: float) -> None:
+        self.itl_s = itl_s
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+        self.task: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter_ns()
+        self.buf += data
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        length = 0
+        for line in self.buf[:end].split(b"\r\n")[1:]:
+            k, _, v = line.partition(b":")
+            if k.strip().lower() == b"content-length":
+                length = int(v)
+        if len(self.buf) < end + 4 + length:
+            return
+        body, self.buf = self.buf[end + 4 : end + 4 + length], self.buf[end + 4 + length :]
+        self.task = asyncio.ensure_future(self.answer(orjson.loads(body), now))
+
+    def _write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    async def answer(self, req: dict[str, Any], recv_ns: int) -> None:
+        base = {"id": "chatcmpl-paced", "created": 0, "model": req.get("model", MODEL)}
+        n = int(req.get("max_tokens") or 16)
+        if not req.get("stream"):
+            body = orjson.dumps({**base, "object": "chat.completion", "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": "ok"},
+                 "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})  # fmt: skip
+            self._write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                        b"content-length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+            return
+        self._write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                    b"transfer-encoding: chunked\r\n\r\n")  # fmt: skip
+        chunk = {**base, "object": "chat.completion.chunk"}
+
+        def event(obj: dict[str, Any]) -> bytes:
+            data = b"data: " + orjson.dumps(obj) + b"\n\n"
+            return b"%x\r\n%s\r\n" % (len(data), data)
+
+        t0 = time.perf_counter() + self.OVERHEAD_S
+        for k in range(n):
+            delay = t0 + k * self.itl_s - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            stamp = f" R{recv_ns}" if k == 0 else ""
+            delta = {"content": f"{stamp} S{time.perf_counter_ns()}"}
+            if k == 0:
+                delta["role"] = "assistant"
+            self._write(event({**chunk, "choices": [{"index": 0, "delta": delta,
+                                                     "finish_reason": None}]}))  # fmt: skip
+        tail = event({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+        if (req.get("stream_options") or {}).get("include_usage"):
+            usage = {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}
+            tail += event({**chunk, "choices": [], "usage": usage})
+        data = b"data: [DONE]\n\n"
+        self._write(tail + b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data))
+
+
+def serve_upstream(port: int, itl_ms: float) -> None:
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: Paced(itl_ms / 1e3), "127.0.0.1", port,
+                                          backlog=2048)  # fmt: skip
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(run())
 
 
 def start_record(tmp: Path, upstream: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -252,6 +332,10 @@ class Call:
     start_ns: int = 0
     end_ns: int = 0
     chunks: int = 0
+    req_hop_ns: int = 0
+    """Request written by the client → read by the upstream (its ``R`` stamp)."""
+    chunk_hops_ns: list[int] = field(default_factory=list)
+    """Each content chunk: written by the upstream (``S``) → received by the client."""
 
 
 class Conn:
@@ -325,13 +409,19 @@ class Conn:
             sse += out
             while b"\n\n" in sse:
                 event, _, sse = sse.partition(b"\n\n")
-                if status == 200 and has_content(event):
+                text = content(event) if status == 200 else ""
+                if text:
                     if call.chunks == 0:
                         call.ttft_ns = now - t0
                     else:
                         call.gaps_ns.append(now - last)
                     last = now
                     call.chunks += 1
+                    for word in text.split():
+                        if word[0] == "R":
+                            call.req_hop_ns = int(word[1:]) - t0
+                        elif word[0] == "S":
+                            call.chunk_hops_ns.append(now - int(word[1:]))
             if done:
                 break
             data = await s.read(1 << 16)
@@ -379,17 +469,17 @@ def dechunk(buf: bytes, left: int) -> tuple[bytes, bytes, int, bool]:
     return b"".join(out), buf, left, False
 
 
-def has_content(event: bytes) -> bool:
-    """Does this SSE event carry output text (a non-empty ``choices[0].delta.content``)?"""
+def content(event: bytes) -> str:
+    """The output text this SSE event carries (``choices[0].delta.content``), or ""."""
     for line in event.split(b"\n"):
         if line.startswith(b"data:"):
             data = line[5:].strip()
             if not data or data == b"[DONE]":
-                return False
+                return ""
             obj = orjson.loads(data)
             ch = obj.get("choices") or [{}]
-            return bool((ch[0].get("delta") or {}).get("content"))
-    return False
+            return str((ch[0].get("delta") or {}).get("content") or "")
+    return ""
 
 
 def body_for(stream: int, rnd: int, tokens: int) -> bytes:
@@ -467,6 +557,14 @@ def figures(p: Route, tokens: int) -> dict[str, Any]:
         return d
     ttft = [c.ttft_ns / 1e6 for c in ok]
     gaps = [g / 1e6 for c in ok for g in c.gaps_ns]
+    hops = [h / 1e6 for c in ok for h in c.chunk_hops_ns]
+    ttft_hops = [(c.req_hop_ns + c.chunk_hops_ns[0]) / 1e6 for c in ok if c.chunk_hops_ns]
+    d.update(
+        ttft_hop_p50_ms=percentile(ttft_hops, 50),
+        ttft_hop_p99_ms=percentile(ttft_hops, 99),
+        chunk_hop_p50_ms=percentile(hops, 50),
+        chunk_hop_p99_ms=percentile(hops, 99),
+    )
     d.update(
         ttft_p50_ms=percentile(ttft, 50),
         ttft_p99_ms=percentile(ttft, 99),
@@ -498,7 +596,8 @@ def peak(calls: list[Call]) -> int:
 
 
 def added(f: dict[str, Any], direct: dict[str, Any]) -> None:
-    for k in ("ttft_p50", "ttft_p99", "gap_p50", "gap_p99"):
+    for k in ("ttft_p50", "ttft_p99", "gap_p50", "gap_p99", "ttft_hop_p50", "ttft_hop_p99",
+              "chunk_hop_p50", "chunk_hop_p99"):  # fmt: skip
         if f.get(f"{k}_ms") is not None and direct.get(f"{k}_ms") is not None:
             f[f"added_{k}_ms"] = f[f"{k}_ms"] - direct[f"{k}_ms"]
 
@@ -515,7 +614,9 @@ def rounded(x: Any) -> Any:
 
 
 def ratio(a: Any, b: Any) -> float | None:
-    return round(a / b, 3) if isinstance(a, float) and isinstance(b, float) and b else None
+    """a / b to 3 significant digits."""
+    ok = isinstance(a, float) and isinstance(b, float) and b
+    return float(f"{a / b:.3g}") if ok else None
 
 
 def main() -> None:
@@ -529,7 +630,11 @@ def main() -> None:
     )
     ap.add_argument("--skip-litellm", action="store_true")
     ap.add_argument("--skip-record", action="store_true")
+    ap.add_argument("--serve-upstream", type=int, metavar="PORT", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.serve_upstream:
+        serve_upstream(a.serve_upstream, a.itl_ms)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="agentload-record-bench-"))
     procs: list[subprocess.Popen[bytes]] = []
     notes: dict[str, str] = {}
@@ -568,6 +673,14 @@ def main() -> None:
         for proc in reversed(procs):
             stop(proc)
     out: dict[str, Any] = {p.name: figures(p, a.tokens) for p in paths}
+    if "record" in out:  # everything it forwarded is in its trace, once it stopped
+        (trace,) = (tmp / "recorded").glob("*.agentload.jsonl.zst")
+        t = load_trace(trace)
+        sent = sum(len(p.calls) for p in paths if p.name == "record") + a.streams + 1
+        out["record"]["recorded_calls"] = len(t.calls)
+        out["record"]["forwarded_calls"] = sent
+        print(f"record: its trace holds {len(t.calls)} of the {sent} calls it forwarded "
+              f"({'closed' if t.truncated is None else 'TRUNCATED'})")  # fmt: skip
     for name in ("record", "litellm"):
         if name in out:
             added(out[name], out["direct"])
@@ -592,6 +705,22 @@ def main() -> None:
             f"{f['gap_p50_ms']:>6.2f}ms {f['gap_p99_ms']:>6.1f}ms {100 * f['bunched_gaps']:>7.1f}% "
             f"{f.get('proxy_cpu_s', 0):>12.2f}"
         )
+    print("the proxy's hop alone (upstream stamps: request written → read by the upstream, plus "
+          "first chunk written → received; each chunk written → received):")  # fmt: skip
+    print("{:>8} {:>13} {:>9} {:>13} {:>9}".format("path", "TTFT hop p50", "p99", "chunk hop p50",
+                                                  "p99"))  # fmt: skip
+    for p in paths:
+        f = out[p.name]
+        if "ttft_hop_p50_ms" in f:
+            print(f"{p.name:>8} {f['ttft_hop_p50_ms']:>11.3f}ms {f['ttft_hop_p99_ms']:>7.3f}ms "
+                  f"{f['chunk_hop_p50_ms']:>11.3f}ms {f['chunk_hop_p99_ms']:>7.3f}ms")  # fmt: skip
+    goal = None
+    if "added_ttft_hop_p99_ms" in out["record"]:
+        r = out["record"]
+        goal = max(r["added_ttft_hop_p99_ms"], r["added_chunk_hop_p99_ms"]) <= GOAL_MS
+        print(f"record: adds {r['added_ttft_hop_p99_ms']:+.3f} ms to the p99 TTFT hop and "
+              f"{r['added_chunk_hop_p99_ms']:+.3f} ms to the p99 chunk hop: goal (≤ {GOAL_MS:g} ms "
+              f"at p99) {'met' if goal else 'NOT met'}")  # fmt: skip
     for name in ("record", "litellm"):
         f = out[name]
         if "added_ttft_p99_ms" in f:
@@ -620,6 +749,13 @@ def main() -> None:
             r.get("added_gap_p99_ms"), lt.get("added_gap_p99_ms")
         ),
         "ratio_proxy_cpu_record_over_litellm": ratio(r.get("proxy_cpu_s"), lt.get("proxy_cpu_s")),
+        "ratio_added_p99_ttft_hop_record_over_litellm": ratio(
+            r.get("added_ttft_hop_p99_ms"), lt.get("added_ttft_hop_p99_ms")
+        ),
+        "ratio_added_p99_chunk_hop_record_over_litellm": ratio(
+            r.get("added_chunk_hop_p99_ms"), lt.get("added_chunk_hop_p99_ms")
+        ),
+        "record_goal_met": goal,
         "streams": a.streams,
         "rounds": a.rounds,
         "tokens": a.tokens,
