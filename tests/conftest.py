@@ -248,3 +248,21 @@ def ray_cluster() -> Iterator[RayCluster]:
         proc.wait(timeout=30)
         log.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A private CA (trustme) and a server certificate for 127.0.0.1 / localhost signed by it:
+    ``ca``, ``cert`` (the chain) and ``key`` PEM files. Clients trust it through SSL_CERT_FILE."""
+    import trustme
+
+    d = tmp_path_factory.mktemp("tls")
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    files = {"ca": d / "ca.pem", "cert": d / "server.pem", "key": d / "server.key"}
+    ca.cert_pem.write_to_path(str(files["ca"]))
+    cert.private_key_pem.write_to_path(str(files["key"]))
+    with files["cert"].open("wb") as f:
+        for blob in cert.cert_chain_pems:
+            f.write(blob.bytes())
+    return files

@@ -407,6 +407,8 @@ class _Exchange:
             up = await self.relay.connect()
         except (OSError, TimeoutError) as exc:
             why = "connect timed out" if isinstance(exc, TimeoutError) else _why(exc, "")
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                why += " (a private CA is trusted through SSL_CERT_FILE)"
             self._unreachable(f"upstream {self.relay.upstream.label} unreachable: {why}")
             return
         if self.finished:  # the agent left meanwhile

@@ -1,7 +1,8 @@
 """The proxy's HTTP/1.1 relay with a raw upstream whose every byte the test controls: a kept-alive
 connection the upstream dropped is retried once on a fresh one, a chunked request body arrives
 whole, ``Expect: 100-continue`` is answered, a malformed request is one 400, and the answer's
-bytes reach the agent as the upstream framed them."""
+bytes reach the agent as the upstream framed them. An HTTPS upstream is verified against the
+system's CAs (SSL_CERT_FILE), and an untrusted one is a 502 the agent sees and the trace holds."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+import openai
 import orjson
+import pytest
 
+from agentload.endpoint.server import SimulatorServer
 from agentload.recorder.trace import load_trace
 
 _ANSWER = orjson.dumps(
@@ -190,3 +194,30 @@ def test_a_streamed_answer_goes_on_as_the_upstream_framed_it(
         assert out.endswith(b"\r\n\r\n" + framed)  # the chunks as the upstream cut them
         (call,) = load_trace(proxy.stop()).calls.values()
         assert call.error is None and call.response.text_len == len("one two")
+
+
+def test_an_https_upstream_with_a_trusted_ca_and_an_untrusted_one(
+    record_proxy: Callable[..., Any], tls_files: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with SimulatorServer(
+        "instant", ssl_certfile=tls_files["cert"], ssl_keyfile=tls_files["key"]
+    ) as srv:
+        assert srv.base_url.startswith("https://127.0.0.1:")
+        monkeypatch.setenv("SSL_CERT_FILE", str(tls_files["ca"]))
+        trusted = record_proxy(srv.base_url)
+        monkeypatch.delenv("SSL_CERT_FILE")
+        untrusted = record_proxy(srv.base_url)
+        msgs: Any = [{"role": "user", "content": "hello over tls"}]
+        client = openai.OpenAI(base_url=trusted.base_url, api_key="x", max_retries=0)
+        stream = client.chat.completions.create(model=srv.model, messages=msgs, stream=True)
+        text = "".join((c.choices[0].delta.content or "") for c in stream if c.choices)
+        assert text
+        bad = openai.OpenAI(base_url=untrusted.base_url, api_key="x", max_retries=0)
+        with pytest.raises(openai.APIStatusError) as err:
+            bad.chat.completions.create(model=srv.model, messages=msgs)
+        assert err.value.status_code == 502 and "CERTIFICATE_VERIFY_FAILED" in str(err.value)
+    (ok,) = load_trace(trusted.stop()).calls.values()
+    assert ok.error is None and ok.response.text_len == len(text)
+    (failed,) = load_trace(untrusted.stop()).calls.values()
+    assert failed.error is not None and "CERTIFICATE_VERIFY_FAILED" in failed.error
+    assert "SSL_CERT_FILE" in failed.error

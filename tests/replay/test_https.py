@@ -8,26 +8,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-import trustme
 from replay_helpers import run_cli
 
 from agentload.agents.llm import ChatClient
 from agentload.endpoint.server import SimulatorServer
 from agentload.errors import ConfigError
-
-
-@pytest.fixture(scope="module")
-def tls_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("tls")
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    files = {"ca": d / "ca.pem", "cert": d / "server.pem", "key": d / "server.key"}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    cert.private_key_pem.write_to_path(str(files["key"]))
-    with files["cert"].open("wb") as f:
-        for blob in cert.cert_chain_pems:
-            f.write(blob.bytes())
-    return files
 
 
 @pytest.fixture
