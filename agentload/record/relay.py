@@ -342,9 +342,10 @@ class _Exchange:
             target = b"/" + target.split(b"/", 3)[3] if target.count(b"/") >= 3 else b"/"
         self.target = target
         conn = head.tokens(b"connection")
-        self.keep_alive = (
-            b"keep-alive" in conn if version == b"HTTP/1.0" else b"close" not in conn
-        )  # fmt: skip
+        self.http10 = version == b"HTTP/1.0"
+        self.keep_alive = b"keep-alive" in conn if self.http10 else b"close" not in conn
+        self.unchunk = False
+        """Chunks from the upstream go to an HTTP/1.0 agent as their payload."""
         path = target.split(b"?", 1)[0].decode("latin-1")
         self.api: Api | None = api_for_path(path) if method == b"POST" else None
         self.record = self.api is not None and relay.sink is not None
@@ -443,7 +444,8 @@ class _Exchange:
     # -- the answer --------------------------------------------------------------------------
     def up_data(self, data: bytes) -> None:
         if self.resp_body is not None:
-            self.client.transport.write(data)
+            if not self.unchunk:
+                self.client.transport.write(data)
             self._take(data, time.perf_counter_ns())
             return
         self.resp_buf += data
@@ -476,15 +478,19 @@ class _Exchange:
             or self.resp_body.to_close
             or (head.start[0] == b"HTTP/1.0" and b"keep-alive" not in conn)
         )
-        if self.resp_body.to_close:
+        # An HTTP/1.0 agent cannot read chunks: it gets the payload, ended by the close.
+        self.unchunk = self.http10 and self.resp_body.chunked
+        if self.resp_body.to_close or self.unchunk:
             self.keep_alive = False
+        drop = _HOP_OUT | {b"transfer-encoding"} if self.unchunk else _HOP_OUT
         lines = [b" ".join(head.start)]
-        lines += [k + b": " + v for k, v in head.headers if k not in _HOP_OUT]
+        lines += [k + b": " + v for k, v in head.headers if k not in drop]
         if not self.keep_alive:
             lines.append(b"connection: close")
         rest = self.resp_buf[n:]
         self.resp_buf = b""
-        self.client.transport.write(b"\r\n".join(lines) + b"\r\n\r\n" + rest)
+        head_out = b"\r\n".join(lines) + b"\r\n\r\n"
+        self.client.transport.write(head_out if self.unchunk else head_out + rest)
         self._take(rest, time.perf_counter_ns())
 
     def _take(self, data: bytes, t: int) -> None:
@@ -495,8 +501,11 @@ class _Exchange:
         except HeadError as exc:
             self._broken(f"upstream broke the stream: {exc}", before_head=False)
             return
-        if payload and self.record:
-            self.pieces.append((t, payload))
+        if payload:
+            if self.unchunk:
+                self.client.transport.write(payload)
+            if self.record:
+                self.pieces.append((t, payload))
         if body.done:
             if body.extra:
                 self.up_keep = False

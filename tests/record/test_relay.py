@@ -1,7 +1,7 @@
 """The proxy's HTTP/1.1 relay with a raw upstream whose every byte the test controls: a kept-alive
 connection the upstream dropped is retried once on a fresh one, a chunked request body arrives
 whole, ``Expect: 100-continue`` is answered, a malformed request is one 400, and the answer's
-bytes reach the agent as the upstream framed them. An HTTPS upstream is verified against the
+bytes reach the agent as the upstream framed them (an HTTP/1.0 agent gets the payload). An HTTPS upstream is verified against the
 system's CAs (SSL_CERT_FILE), and an untrusted one is a 502 the agent sees and the trace holds."""
 
 from __future__ import annotations
@@ -190,10 +190,16 @@ def test_a_streamed_answer_goes_on_as_the_upstream_framed_it(
         proxy = record_proxy(up.url)
         body = orjson.dumps({**_CHAT, "stream": True})
         req = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n"
-        out = _raw_exchange(proxy.url, req + b"content-length: %d\r\n\r\n%s" % (len(body), body))
+        sized = b"content-length: %d\r\n\r\n%s" % (len(body), body)
+        out = _raw_exchange(proxy.url, req + sized)
         assert out.endswith(b"\r\n\r\n" + framed)  # the chunks as the upstream cut them
-        (call,) = load_trace(proxy.stop()).calls.values()
-        assert call.error is None and call.response.text_len == len("one two")
+        old = _raw_exchange(proxy.url, req.replace(b"HTTP/1.1", b"HTTP/1.0") + sized)
+        head, _, payload = old.partition(b"\r\n\r\n")
+        assert payload == sse  # an HTTP/1.0 agent gets the payload, ended by the close
+        assert b"transfer-encoding" not in head.lower() and b"connection: close" in head.lower()
+        calls = load_trace(proxy.stop()).calls.values()
+        assert [c.error for c in calls] == [None, None]
+        assert all(c.response.text_len == len("one two") for c in calls)
 
 
 def test_an_https_upstream_with_a_trusted_ca_and_an_untrusted_one(
