@@ -7,10 +7,11 @@ included. When the command returns (or times out), the sweep kills, with SIGKILL
 * its process group (the fast path against a fork bomb: one signal reaches the whole group);
 * every process whose ``/proc/<pid>/environ`` carries its marker;
 
-and repeats until two scans in a row, a moment apart, find no live process with the marker (at
-most ``ROUNDS`` rounds, and on the host at most ``BUDGET_S``), since a fork bomb forks while it is
-being killed, and a process in the middle of ``execve`` shows an empty environment for a moment
-(one clean scan let a ``setsid sleep`` through about once in 150 runs under CPU load). Concurrent
+and repeats until two scans in a row find no live process with the marker (at most ``ROUNDS``
+rounds, and on the host at most ``BUDGET_S``), since a fork bomb forks while it is being killed.
+The two scans are 20 ms apart when the command left processes (at once when it left none): a
+process in the middle of ``execve`` shows an empty environment for a moment, and one clean scan
+let a ``setsid sleep`` through about once in 150 runs under CPU load. Concurrent
 commands in one sandbox have different ids, so one command's sweep never touches another's
 processes. What it cannot reach: a process that rewrites its own environment and leaves the
 process group (the Docker sandbox's caps and removal still bound it).
@@ -37,14 +38,14 @@ SETTLE_ROUNDS = 200
 BUDGET_S = 2.0
 
 # ``sweep ID PGID``: kill -9 the group PGID (when given) and every process whose environment
-# carries MARKER=ID, until two scans in a row, 20 ms apart, find none alive. Built-ins only (kill, read, case, test): no
+# carries MARKER=ID, until two scans in a row find none alive (20 ms apart if it killed any). Built-ins only (kill, read, case, test): no
 # fork, so it works while the pids cap is exhausted. dash's ``read`` drops the NUL separators of
 # /proc/PID/environ, so the marker is matched as a substring; every id has the same length, so a
 # prefix of another id cannot match. dash's ``kill`` takes no ``--``: ``kill -9 -- -PG`` is an
 # error there ("Illegal number"), so the group is signalled as ``kill -9 -PG``.
 SWEEP_SH = f"""
 sweep() {{
-  r=0; clean=0
+  r=0; clean=0; dirty=
   while [ $r -lt {ROUNDS} ]; do
     r=$((r + 1)); live=
     [ -n "$2" ] && kill -9 "-$2"
@@ -57,9 +58,11 @@ sweep() {{
     done
     if [ -z "$live" ]; then
       clean=$((clean + 1)); [ $clean -ge 2 ] && return 0
-      sleep 0.02  # a moment for an exec in flight (at the pids cap the fork fails: no matter)
+      # it left processes: a moment for an exec in flight (at the pids cap the fork fails: no
+      # matter); it left none: the second scan at once
+      [ -n "$dirty" ] && sleep 0.02
     else
-      clean=0
+      clean=0; dirty=1
     fi
   done
   return 1
@@ -143,7 +146,8 @@ def sweep(exec_id: str, pgid: int | None = None) -> int:
             clean += 1
             if clean == 2:  # two clean scans in a row (the module docstring says why)
                 return dirty
-            time.sleep(0.02)
+            if dirty:  # it left processes: a moment for an exec in flight
+                time.sleep(0.02)
             continue
         clean = 0
         dirty += 1
