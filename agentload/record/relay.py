@@ -38,7 +38,7 @@ from agentload.errortext import clip
 from agentload.record.http1 import Body, Head, HeadError, body_for, split_head
 from agentload.wire import Api, api_for_path
 
-__all__ = ["CLIENT_LEFT", "Answer", "Relay", "Sink", "Upstream"]
+__all__ = ["CLIENT_LEFT", "Answer", "Relay", "Sink", "Upstream", "describe"]
 
 CLIENT_LEFT = "client disconnected before the answer ended"
 """The error of a call whose agent left first (the recorder drops it when the streamed answer
@@ -126,11 +126,18 @@ def error_json(api: Api | None, status: int, message: str) -> bytes:
     )
 
 
-def _why(exc: BaseException | None, default: str) -> str:
+def describe(exc: BaseException | None, default: str = "") -> str:
+    """An exception as one clipped line with secrets masked (``default`` for None)."""
     if exc is None:
         return default
-    text = str(exc) or type(exc).__name__
-    return redact_text(clip(text))
+    return redact_text(clip(str(exc) or type(exc).__name__))
+
+
+def _json_response(status: bytes, body: bytes, *, close: bool) -> bytes:
+    """A whole JSON answer of the relay's own; ``status`` as in ``b"502 Bad Gateway"``."""
+    conn = b"connection: close\r\n" if close else b""
+    return b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%s\r\n%s" % (
+        status, len(body), conn, body)  # fmt: skip
 
 
 def _nodelay(transport: asyncio.BaseTransport) -> None:
@@ -284,7 +291,7 @@ class _Client(asyncio.Protocol):
             head, n = got
             body = body_for(head, request=True)
         except HeadError as exc:
-            self.refuse(400, f"bad request: {exc}")
+            self.refuse(f"bad request: {exc}")
             return
         rest = bytes(self.buf[n:])
         self.buf.clear()
@@ -293,12 +300,10 @@ class _Client(asyncio.Protocol):
         self.exchange = _Exchange(self, head, body)
         self.exchange.feed_request(rest)
 
-    def refuse(self, status: int, message: str) -> None:
-        body = error_json(None, status, message)
-        self.transport.write(
-            b"HTTP/1.1 %d Bad Request\r\ncontent-type: application/json\r\n"
-            b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (status, len(body), body)
-        )
+    def refuse(self, message: str) -> None:
+        """A request the relay cannot read: one 400, and the connection is closed."""
+        body = error_json(None, 400, message)
+        self.transport.write(_json_response(b"400 Bad Request", body, close=True))
         self.transport.close()
 
     def done(self, keep_alive: bool) -> None:
@@ -351,6 +356,8 @@ class _Exchange:
         self.record = self.api is not None and relay.sink is not None
         self.cid = relay.cid() if self.record else 0
         self._parts: list[bytes] = []
+        self.request = b""
+        """The request's body, once it is whole."""
         self.up: _UpConn | None = None
         self.reused = False
         self.retried = False
@@ -371,9 +378,8 @@ class _Exchange:
         try:
             payload = self.body.feed(data)
         except HeadError as exc:
-            self.relay.in_flight -= 1
-            self.finished = True
-            self.client.refuse(400, f"bad request body: {exc}")
+            self._settle()
+            self.client.refuse(f"bad request body: {exc}")
             return
         if payload:
             self._parts.append(payload)
@@ -407,7 +413,7 @@ class _Exchange:
         try:
             up = await self.relay.connect()
         except (OSError, TimeoutError) as exc:
-            why = "connect timed out" if isinstance(exc, TimeoutError) else _why(exc, "")
+            why = "connect timed out" if isinstance(exc, TimeoutError) else describe(exc)
             if isinstance(exc, ssl.SSLCertVerificationError):
                 why += " (a private CA is trusted through SSL_CERT_FILE)"
             self._unreachable(f"upstream {self.relay.upstream.label} unreachable: {why}")
@@ -434,10 +440,7 @@ class _Exchange:
         if self.finished:
             return
         body = error_json(self.api, 502, message)
-        self.client.transport.write(
-            b"HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\n"
-            b"content-length: %d\r\n\r\n%s" % (len(body), body)
-        )
+        self.client.transport.write(_json_response(b"502 Bad Gateway", body, close=False))
         self._begin()
         self._end(time.perf_counter_ns(), message, keep_client=self.keep_alive)
 
@@ -521,7 +524,7 @@ class _Exchange:
                 self.up = None
                 self._go()
                 return
-            why = _why(exc, "connection closed before the answer")
+            why = describe(exc, "connection closed before the answer")
             self._unreachable(f"upstream {self.relay.upstream.label} unreachable: {why}")
             return
         if body.to_close and exc is None:
@@ -529,7 +532,8 @@ class _Exchange:
             self._end(time.perf_counter_ns(), None, keep_client=False)
             return
         self._broken(
-            f"upstream broke the stream: {_why(exc, 'connection closed before the answer ended')}",
+            f"upstream broke the stream: "
+            f"{describe(exc, 'connection closed before the answer ended')}",
             before_head=False,
         )
 
@@ -547,17 +551,20 @@ class _Exchange:
         if self.finished:
             return
         if self.up is None and not self.body.done:  # it left before its request was whole
-            self.finished = True
-            self.relay.in_flight -= 1
+            self._settle()
             return
         self.up_keep = False
         why = "proxy stopped before the answer ended" if self.relay.stopping else CLIENT_LEFT
         self._end(time.perf_counter_ns(), why, keep_client=False)
 
-    def _end(self, end_ns: int, error: str | None, *, keep_client: bool) -> None:
+    def _settle(self) -> None:
+        """The exchange is over: it no longer counts as in flight."""
         self.finished = True
+        self.relay.in_flight -= 1
+
+    def _end(self, end_ns: int, error: str | None, *, keep_client: bool) -> None:
+        self._settle()
         relay = self.relay
-        relay.in_flight -= 1
         relay.last_activity_ns = time.perf_counter_ns()
         up, self.up = self.up, None
         if up is not None:

@@ -38,7 +38,7 @@ import orjson
 
 from agentload.errors import EndpointError
 from agentload.errortext import clip
-from agentload.record.relay import CLIENT_LEFT, Answer
+from agentload.record.relay import CLIENT_LEFT, Answer, describe
 from agentload.wire import Api, WireReply, reply_from_json, stream_reader
 
 __all__ = ["NICE", "RecordStats", "RecorderProcess", "main"]
@@ -236,7 +236,6 @@ def _say(line: str) -> None:
 
 
 async def _serve() -> int:
-    from agentload.auth import redact_text
     from agentload.record.recorder import Pending, Recorder
     from agentload.recorder.schema import Header, Timings
     from agentload.recorder.writer import TraceWriter
@@ -249,7 +248,7 @@ async def _serve() -> int:
         writer = TraceWriter(Path(cfg["path"]), Header.model_validate(cfg["header"]))
         await writer.open()
     except Exception as exc:
-        _say(f"error {redact_text(clip(str(exc) or type(exc).__name__))}")
+        _say(f"error {describe(exc)}")
         return 2
     rec = Recorder(writer, session_header=cfg["session_header"], agent_header=cfg["agent_header"])
     _say("ready")
@@ -267,7 +266,7 @@ async def _serve() -> int:
                     pending[cid] = rec.begin(api, body, headers, now)
                 except Exception as exc:  # recording never gets in the agent's way
                     pending[cid] = None
-                    rec.note("record_error", now, where="begin", error=_err(exc))
+                    rec.note("record_error", now, where="begin", error=describe(exc))
                 if len(rec.threads.sessions) != sessions:
                     sessions = len(rec.threads.sessions)
                     _say(f"sessions {sessions}")
@@ -284,19 +283,15 @@ async def _serve() -> int:
                                       last_token_ns=end, chunk_offsets_ns=offsets)  # fmt: skip
                     await rec.end(p, reply, timings, error)
                 except Exception as exc:  # the agent already has its answer; note the loss
-                    rec.note("record_error", time.perf_counter_ns(), where="end", error=_err(exc))
+                    rec.note(
+                        "record_error", time.perf_counter_ns(), where="end", error=describe(exc)
+                    )
     finally:
         rec.close()
         await writer.close()
     stats = RecordStats(rec.calls, len(rec.threads.sessions), rec.errors)
     _say("done " + orjson.dumps(stats.__dict__).decode())
     return 0
-
-
-def _err(exc: BaseException) -> str:
-    from agentload.auth import redact_text
-
-    return redact_text(clip(str(exc) or type(exc).__name__))
 
 
 def main() -> int:
