@@ -22,6 +22,7 @@ Nothing here imports Ray at import time.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import signal
@@ -54,10 +55,9 @@ MAX_DEFAULT_WORKERS = 64
 def require_ray(flag: str = "--ray") -> ModuleType:
     """The ``ray`` module, or a one-line ``ConfigError`` saying how to install it."""
     try:
-        import ray
+        return importlib.import_module("ray")  # typed ModuleType whether or not Ray is installed
     except ImportError as exc:
         raise ConfigError(f"{flag} needs Ray, an optional extra: {RAY_INSTALL} ({exc})") from None
-    return ray
 
 
 @dataclass(frozen=True)
