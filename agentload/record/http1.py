@@ -3,21 +3,44 @@
 The proxy forwards bytes as they come and reads them only to know where a message ends (and,
 for the recorder, what its payload was), so these are small incremental readers:
 
-* ``split_head(buf)``: a complete head (start line + headers) off the front of ``buf``, or None
-  while it is still arriving; ``HeadError`` for one that is malformed or too large.
+* ``split_head(buf, request=...)``: a complete head (start line + headers) off the front of
+  ``buf``, or None while it is still arriving; ``HeadError`` for one that is malformed or too
+  large.
 * ``Body``: one body by its framing (``Content-Length``, ``chunked``, up to the connection's
   end, or none): ``feed(data)`` → the payload bytes in ``data``; ``done`` once it ended;
   ``extra`` any bytes past its end (the next message on the connection).
+
+They are strict, as an intermediary must be (RFC 9112 §2.2, §3, §5, §6.3, §7.1): lines end in
+CRLF only; a bare CR or LF, a NUL or any other control byte in a start line, a field or a chunk
+line is an error, and so are obs-fold, whitespace before a field's colon, a field name that is
+not a token, a request target outside visible ASCII, a version other than HTTP/1.0 or 1.1, a
+request with both ``Content-Length`` and ``Transfer-Encoding`` or with more than one ``Host``, a
+``Content-Length`` that is not digits (or several that differ) and a chunk size that is not hex
+digits. What the proxy forwards it rebuilds from what it parsed, so nothing it did not read can
+reach the other side.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 __all__ = ["MAX_HEAD", "Body", "Head", "HeadError", "body_for", "split_head"]
 
 MAX_HEAD = 64 * 1024
 """Largest head accepted (start line and headers together)."""
+MAX_CHUNK_LINE = 4096
+"""Largest chunk-size line (size and extensions) or trailer line."""
+
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""RFC 9110 §5.6.2 token: a method or a field name."""
+_CTL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+"""Control bytes other than HTAB: never in a field value, a reason phrase or a chunk extension."""
+_TARGET_BAD = re.compile(rb"[^\x21-\x7e]")
+"""A request target is visible ASCII only."""
+_DIGITS = re.compile(rb"[0-9]{1,18}")
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,15}")
+_VERSIONS = (b"HTTP/1.1", b"HTTP/1.0")
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -48,12 +71,15 @@ class Head:
         return out
 
 
-def split_head(buf: bytes | bytearray) -> tuple[Head, int] | None:
-    """The head at the start of ``buf`` and its length, or None until all of it is there."""
+def split_head(buf: bytes | bytearray, *, request: bool) -> tuple[Head, int] | None:
+    """The head at the start of ``buf`` and its length, or None until all of it is there.
+    ``request``: a request head (request line, one ``Host``) rather than an answer's."""
     end = buf.find(b"\r\n\r\n")
     if end < 0:
         if len(buf) > MAX_HEAD:
             raise HeadError(f"head over {MAX_HEAD} bytes")
+        if buf.find(b"\n\n") >= 0:
+            raise HeadError("a line ended by a bare LF")
         return None
     if end > MAX_HEAD:
         raise HeadError(f"head over {MAX_HEAD} bytes")
@@ -62,16 +88,51 @@ def split_head(buf: bytes | bytearray) -> tuple[Head, int] | None:
         lines.pop(0)
     if not lines:
         raise HeadError("empty head")
-    parts = lines[0].split(b" ", 2)
-    if len(parts) != 3:
-        raise HeadError(f"bad start line {lines[0][:80]!r}")
-    headers: Headers = []
-    for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if not sep or not name or name != name.strip():
-            raise HeadError(f"bad header line {line[:80]!r}")
-        headers.append((name.lower(), value.strip()))
-    return Head((parts[0], parts[1], parts[2]), headers), end + 4
+    start = _request_line(lines[0]) if request else _status_line(lines[0])
+    headers = [_field(line) for line in lines[1:]]
+    head = Head(start, headers)
+    if request and sum(1 for k, _ in headers if k == b"host") > 1:
+        raise HeadError("more than one host header")
+    return head, end + 4
+
+
+def _request_line(line: bytes) -> tuple[bytes, bytes, bytes]:
+    parts = line.split(b" ")
+    if (
+        len(parts) != 3
+        or not _TOKEN.fullmatch(parts[0])
+        or not parts[1]
+        or _TARGET_BAD.search(parts[1])
+        or parts[2] not in _VERSIONS
+    ):
+        raise HeadError(f"bad request line {line[:80]!r}")
+    return parts[0], parts[1], parts[2]
+
+
+def _status_line(line: bytes) -> tuple[bytes, bytes, bytes]:
+    parts = line.split(b" ", 2)
+    reason = parts[2] if len(parts) == 3 else b""
+    if (
+        len(parts) < 2
+        or parts[0] not in _VERSIONS
+        or len(parts[1]) != 3
+        or not parts[1].isdigit()
+        or _CTL.search(reason)
+    ):
+        raise HeadError(f"bad status line {line[:80]!r}")
+    return parts[0], parts[1], reason
+
+
+def _field(line: bytes) -> tuple[bytes, bytes]:
+    """One field line: a token, a colon, a value of visible bytes, spaces and tabs."""
+    if line[:1] in (b" ", b"\t"):
+        raise HeadError(f"obs-fold (a field line that starts with whitespace) {line[:80]!r}")
+    name, sep, value = line.partition(b":")
+    if not sep or not _TOKEN.fullmatch(name):
+        raise HeadError(f"bad header line {line[:80]!r}")
+    if _CTL.search(value):
+        raise HeadError(f"a control byte (CR, LF, NUL, ...) in header {name[:40]!r}")
+    return name.lower(), value.strip(b" \t")
 
 
 class Body:
@@ -122,8 +183,8 @@ class Body:
                 continue
             cut = buf.find(b"\r\n", i)
             if cut < 0:
-                if n - i > 4096:
-                    raise HeadError("chunk size line over 4096 bytes")
+                if n - i > MAX_CHUNK_LINE:
+                    raise HeadError(f"chunk size or trailer line over {MAX_CHUNK_LINE} bytes")
                 self._buf = buf[i:]
                 break
             line = buf[i:cut]
@@ -132,16 +193,20 @@ class Body:
                 if line:
                     raise HeadError("chunk data longer than its size")
                 self._state = 0
-            elif self._state == 0:  # a size line (extensions after ';' are ignored)
-                size = line.split(b";", 1)[0].strip()
-                try:
-                    self._left = int(size, 16)
-                except ValueError:
-                    raise HeadError(f"bad chunk size {size[:40]!r}") from None
-                if self._left < 0:
-                    raise HeadError(f"bad chunk size {size[:40]!r}")
+            elif self._state == 0:  # a size line; extensions after ';' are checked, not used
+                # a CR or LF inside the line fails these too (CTL), as in the CRLF after data
+                size, _, ext = line.partition(b";")
+                if ext:
+                    size = size.rstrip(b" \t")
+                    if _CTL.search(ext):
+                        raise HeadError(f"bad chunk extension {line[:40]!r}")
+                if not _HEX.fullmatch(size):
+                    raise HeadError(f"bad chunk size {line[:40]!r}")
+                self._left = int(size, 16)
                 self._state = 1 if self._left else 3
-            elif not line:  # state 3: the empty line that ends the trailers
+            elif line:  # state 3: a trailer field
+                _field(line)
+            else:  # state 3: the empty line that ends the trailers
                 self.done = True
                 self.extra = buf[i:]
                 break
@@ -150,23 +215,33 @@ class Body:
 
 def body_for(head: Head, *, request: bool, no_body: bool = False) -> Body:
     """The framing of the body that follows ``head`` (RFC 9112 §6.3). ``no_body``: the answer
-    to a HEAD request, or a 1xx/204/304 status."""
+    to a HEAD request, or a 1xx/204/304 status. Framing that two readers could read two ways
+    (both lengths, a length list that disagrees, a request coding other than ``chunked``) is an
+    error, never a guess."""
     if no_body:
         return Body()
-    codings = head.tokens(b"transfer-encoding")
+    codings = [
+        t.strip(b" \t").lower()
+        for k, v in head.headers
+        if k == b"transfer-encoding"
+        for t in v.split(b",")
+    ]
+    lengths = [v for k, v in head.headers if k == b"content-length"]
     if codings:
-        if b"chunked" in codings:
-            return Body(chunked=True)
+        if lengths:
+            raise HeadError("both content-length and transfer-encoding")
         if request:
-            raise HeadError("request transfer-encoding without chunked")
+            if head.start[2] != b"HTTP/1.1" or codings != [b"chunked"]:
+                raise HeadError(f"request transfer-encoding {b', '.join(codings)[:40]!r}")
+            return Body(chunked=True)
+        if codings[-1] == b"chunked" and codings.count(b"chunked") == 1:
+            return Body(chunked=True)
+        if b"chunked" in codings:
+            raise HeadError(f"transfer-encoding {b', '.join(codings)[:40]!r}")
         return Body(to_close=True)
-    length = head.get(b"content-length")
-    if length is not None:
-        try:
-            n = int(length.split(b",")[0])
-        except ValueError:
-            raise HeadError(f"bad content-length {length[:40]!r}") from None
-        if n < 0:
-            raise HeadError(f"bad content-length {length[:40]!r}")
-        return Body(length=n)
+    if lengths:
+        values = {t.strip(b" \t") for v in lengths for t in v.split(b",")}
+        if len(values) != 1 or not _DIGITS.fullmatch(next(iter(values))):
+            raise HeadError(f"bad content-length {b', '.join(lengths)[:40]!r}")
+        return Body(length=int(values.pop()))
     return Body() if request else Body(to_close=True)

@@ -27,13 +27,15 @@ import contextlib
 import socket
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
 import orjson
 
-from agentload.auth import redact_text
+from agentload.auth import redact_text, redact_url
+from agentload.errors import ConfigError
 from agentload.errortext import clip
 from agentload.record.http1 import Body, Head, HeadError, body_for, split_head
 from agentload.wire import Api, api_for_path
@@ -46,6 +48,10 @@ had reached its last event: the agent had it all, it only did not wait for the f
 CONNECT_TIMEOUT_S = 10.0
 KEEP_ALIVE_S = 75.0
 """How long an agent's idle keep-alive connection stays open."""
+HEAD_TIMEOUT_S = 30.0
+"""From a request head's first byte to its end, however it trickles in (slowloris): then a 408."""
+BODY_IDLE_S = 60.0
+"""How long a request body may pause between two reads before it is a 408."""
 GRACE_S = 5.0
 """On stop: how long answers in flight may still run."""
 
@@ -91,25 +97,57 @@ class Answer:
 
 @dataclass(frozen=True)
 class Upstream:
-    """Where requests go: ``http(s)://host[:port][/prefix]`` (a trailing ``/v1`` is dropped: the
-    agent's paths carry it)."""
+    """Where requests go: ``http(s)://host[:port][/prefix][?query]`` (a trailing ``/v1`` is
+    dropped: the agent's paths carry it; a query, e.g. Azure's ``api-version``, is added to
+    every request's). The URL is checked once here: only visible ASCII, so nothing from it can
+    break a request head."""
 
     host: str
     port: int
     tls: ssl.SSLContext | None
     prefix: bytes
     host_header: bytes
+    query: bytes = b""
 
     @classmethod
     def from_url(cls, url: str) -> Upstream:
-        u = urlsplit(url.rstrip("/").removesuffix("/v1"))
+        shown = redact_url(url)
+        if not url.isascii() or not url.isprintable() or " " in url:
+            raise ConfigError(
+                f"--upstream {shown!r}: a URL holds visible ASCII only (no spaces, CR, LF or "
+                "control characters; percent-encode the rest, punycode for a host)"
+            )
+        u = urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ConfigError(
+                f"--upstream {shown!r}: expected an http(s):// URL, http(s)://HOST[:PORT][/PATH]"
+            )
+        try:
+            port = u.port
+        except ValueError:
+            raise ConfigError(f"--upstream {shown!r}: the port must be 1-65535") from None
+        if port == 0:
+            raise ConfigError(f"--upstream {shown!r}: the port must be 1-65535")
         tls = ssl.create_default_context() if u.scheme == "https" else None
-        port = u.port or (443 if tls else 80)
-        host = u.hostname or "127.0.0.1"
+        host = u.hostname
         netloc = f"[{host}]" if ":" in host else host
-        if u.port:
-            netloc += f":{u.port}"
-        return cls(host, port, tls, u.path.rstrip("/").encode(), netloc.encode())
+        if port:
+            netloc += f":{port}"
+        prefix = u.path.rstrip("/").removesuffix("/v1").rstrip("/")
+        return cls(
+            host,
+            port or (443 if tls else 80),
+            tls,
+            prefix.encode(),
+            netloc.encode(),
+            u.query.encode(),
+        )
+
+    def target(self, target: bytes) -> bytes:
+        """The request target sent upstream for the agent's ``target`` (origin form)."""
+        if not self.query:
+            return self.prefix + target
+        return self.prefix + target + (b"&" if b"?" in target else b"?") + self.query
 
     @property
     def label(self) -> str:
@@ -254,6 +292,7 @@ class _Client(asyncio.Protocol):
         self.exchange: _Exchange | None = None
         self.closed = False
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._timer_kind = ""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -262,16 +301,37 @@ class _Client(asyncio.Protocol):
         self.relay._clients.add(self)
         self._arm()
 
-    def _arm(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._idle_timer = loop.call_later(KEEP_ALIVE_S, self.transport.close)
-
-    def data_received(self, data: bytes) -> None:
+    def _timer(self, delay: float | None = None, then: Callable[[], None] | None = None,
+               kind: str = "") -> None:  # fmt: skip
+        """One timer at a time (``kind``): the idle keep-alive, the head's deadline, the body's
+        stall; none while the answer runs."""
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
+        self._timer_kind = kind
+        if delay is not None and then is not None:
+            self._idle_timer = asyncio.get_running_loop().call_later(delay, then)
+
+    def _arm(self) -> None:
+        self._timer(KEEP_ALIVE_S, self.transport.close, "idle")
+
+    def _body_stall(self) -> None:
+        why = f"request body stalled for {BODY_IDLE_S:.0f} s"
+        self._timer(BODY_IDLE_S, lambda: self._late(why), "body")
+
+    def _late(self, message: str) -> None:
+        self._idle_timer = None
+        if self.closed:
+            return
+        ex = self.exchange
+        if ex is not None and not ex.finished:
+            ex._settle()
+        self.refuse(message, status=408)
+
+    def data_received(self, data: bytes) -> None:
         ex = self.exchange
         if ex is not None and not ex.body.done:
+            self._body_stall()
             ex.feed_request(data)
             return
         self.buf += data
@@ -285,8 +345,11 @@ class _Client(asyncio.Protocol):
             self._arm()
             return
         try:
-            got = split_head(self.buf)
-            if got is None:
+            got = split_head(self.buf, request=True)
+            if got is None:  # a deadline from its first byte, however slowly the rest comes
+                if self._timer_kind != "head":
+                    why = f"request head not whole after {HEAD_TIMEOUT_S:.0f} s"
+                    self._timer(HEAD_TIMEOUT_S, lambda: self._late(why), "head")
                 return
             head, n = got
             body = body_for(head, request=True)
@@ -298,12 +361,22 @@ class _Client(asyncio.Protocol):
         if b"100-continue" in head.tokens(b"expect"):
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         self.exchange = _Exchange(self, head, body)
+        if body.done:
+            self._timer()
+        else:
+            self._body_stall()
         self.exchange.feed_request(rest)
 
-    def refuse(self, message: str) -> None:
-        """A request the relay cannot read: one 400, and the connection is closed."""
-        body = error_json(None, 400, message)
-        self.transport.write(_json_response(b"400 Bad Request", body, close=True))
+    def body_whole(self) -> None:
+        """The request's body is whole: its stall timer stops."""
+        self._timer()
+
+    def refuse(self, message: str, *, status: int = 400) -> None:
+        """A request the relay cannot read (400) or that came too slowly (408): one answer, and
+        the connection is closed."""
+        body = error_json(None, status, message)
+        line = b"400 Bad Request" if status == 400 else b"408 Request Timeout"
+        self.transport.write(_json_response(line, body, close=True))
         self.transport.close()
 
     def done(self, keep_alive: bool) -> None:
@@ -384,6 +457,7 @@ class _Exchange:
         if payload:
             self._parts.append(payload)
         if self.body.done:
+            self.client.body_whole()
             if self.body.extra:  # the agent's next request, pipelined
                 self.client.buf[:0] = self.body.extra
             self.request = b"".join(self._parts)
@@ -394,7 +468,7 @@ class _Exchange:
     def _upstream_head(self) -> bytes:
         u = self.relay.upstream
         named = self.head.tokens(b"connection")
-        lines = [self.method + b" " + u.prefix + self.target + b" HTTP/1.1",
+        lines = [self.method + b" " + u.target(self.target) + b" HTTP/1.1",
                  b"host: " + u.host_header]  # fmt: skip
         lines += [k + b": " + v for k, v in self.head.headers if k not in _HOP and k not in named]
         lines.append(b"accept-encoding: identity")
@@ -447,14 +521,12 @@ class _Exchange:
     # -- the answer --------------------------------------------------------------------------
     def up_data(self, data: bytes) -> None:
         if self.resp_body is not None:
-            if not self.unchunk:
-                self.client.transport.write(data)
             self._take(data, time.perf_counter_ns())
             return
         self.resp_buf += data
         while True:
             try:
-                got = split_head(self.resp_buf)
+                got = split_head(self.resp_buf, request=False)
             except HeadError as exc:
                 self._broken(f"upstream sent an unreadable answer: {exc}", before_head=True)
                 return
@@ -493,22 +565,26 @@ class _Exchange:
         rest = self.resp_buf[n:]
         self.resp_buf = b""
         head_out = b"\r\n".join(lines) + b"\r\n\r\n"
-        self.client.transport.write(head_out if self.unchunk else head_out + rest)
-        self._take(rest, time.perf_counter_ns())
+        self._take(rest, time.perf_counter_ns(), head_out)
 
-    def _take(self, data: bytes, t: int) -> None:
+    def _take(self, data: bytes, t: int, head_out: bytes = b"") -> None:
+        """Parse one read of the answer's body, then forward what was parsed: as framed
+        (``head_out`` first, once), or its payload to an HTTP/1.0 agent. Bytes past the body's
+        end, or a read whose framing is broken, never reach the agent."""
         body = self.resp_body
         assert body is not None
         try:
             payload = body.feed(data)
-        except HeadError as exc:
-            self._broken(f"upstream broke the stream: {exc}", before_head=False)
+        except HeadError as exc:  # before the head went out: nothing was sent, so a 502
+            self._broken(f"upstream broke the stream: {exc}", before_head=bool(head_out))
             return
-        if payload:
-            if self.unchunk:
-                self.client.transport.write(payload)
-            if self.record:
-                self.pieces.append((t, payload))
+        if self.unchunk:
+            self.client.transport.write(head_out + payload if head_out else payload)
+        else:
+            framed = data[: len(data) - len(body.extra)] if body.extra else data
+            self.client.transport.write(head_out + framed if head_out else framed)
+        if payload and self.record:
+            self.pieces.append((t, payload))
         if body.done:
             if body.extra:
                 self.up_keep = False

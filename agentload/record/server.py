@@ -31,7 +31,7 @@ from agentload import __version__
 from agentload.auth import redact_url
 from agentload.endpoint.server.server import bind_socket
 from agentload.errors import ConfigError, EndpointError
-from agentload.record.relay import Relay
+from agentload.record.relay import Relay, Upstream
 from agentload.record.worker import RecorderProcess, RecordStats
 from agentload.recorder.schema import ClockAnchor, Header, HostFacts
 from agentload.tokenizer import DEFAULT_TOKENIZER
@@ -68,8 +68,7 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def _check_upstream(url: str) -> str:
-    if not url.startswith(("http://", "https://")) or "://" not in url or url.endswith("://"):
-        raise ConfigError(f"--upstream {redact_url(url)!r}: expected an http(s):// URL")
+    Upstream.from_url(url)  # the one check: a ConfigError that names what is wrong
     return url
 
 

@@ -55,32 +55,32 @@ def test_a_sized_body_ends_at_its_length(payload: bytes, cuts: list[int], extra:
 
 def test_framing_follows_the_head() -> None:
     data = b"POST /v1/x HTTP/1.1\r\nContent-Length: 3\r\nX-A:  b \r\n\r\nabc"
-    got = split_head(data)
+    got = split_head(data, request=True)
     assert got is not None
     head, n = got
     assert head.start == (b"POST", b"/v1/x", b"HTTP/1.1") and n == len(data) - 3
     assert head.get(b"x-a") == b"b"
     assert body_for(head, request=True).feed(b"abcd") == b"abc"
-    chunked = split_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n")
+    chunked = split_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", request=False)
     assert chunked is not None and body_for(chunked[0], request=False).chunked
-    bare = split_head(b"HTTP/1.1 200 OK\r\n\r\n")
+    bare = split_head(b"HTTP/1.1 200 OK\r\n\r\n", request=False)
     assert bare is not None and body_for(bare[0], request=False).to_close
     assert body_for(bare[0], request=True).done  # a request without a length has no body
     assert body_for(bare[0], request=False, no_body=True).done
-    assert split_head(b"GET / HTTP/1.1\r\nHost: x\r\n") is None  # not all there yet
+    assert split_head(b"GET / HTTP/1.1\r\nHost: x\r\n", request=True) is None  # not all there yet
 
 
 @pytest.mark.parametrize(
     ("data", "needle"),
     [
-        (b"GET /\r\n\r\n", "bad start line"),
+        (b"GET /\r\n\r\n", "bad request line"),
         (b"GET / HTTP/1.1\r\nno colon\r\n\r\n", "bad header line"),
         (b"GET / HTTP/1.1\r\nx" + b"y" * MAX_HEAD, "head over"),
     ],
 )
 def test_a_bad_head_is_an_error(data: bytes, needle: str) -> None:
     with pytest.raises(HeadError, match=needle):
-        split_head(data)
+        split_head(data, request=True)
 
 
 @pytest.mark.parametrize(
@@ -93,7 +93,7 @@ def test_bad_chunk_framing_is_an_error(data: bytes, needle: str) -> None:
 
 
 def test_a_bad_content_length_is_an_error() -> None:
-    got = split_head(b"POST / HTTP/1.1\r\ncontent-length: -4\r\n\r\n")
+    got = split_head(b"POST / HTTP/1.1\r\ncontent-length: -4\r\n\r\n", request=True)
     assert got is not None
     with pytest.raises(HeadError, match="bad content-length"):
         body_for(got[0], request=True)

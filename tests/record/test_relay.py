@@ -166,7 +166,7 @@ def test_expect_100_continue_and_a_bad_request(record_proxy: Callable[..., Any])
         assert out.startswith(b"HTTP/1.1 200 OK") and out.endswith(_ANSWER)
         assert b"expect" not in up.requests[0][0].lower()
         bad = _raw_exchange(proxy.url, b"NOT-HTTP\r\n\r\n")
-        assert bad.startswith(b"HTTP/1.1 400 ") and b"bad start line" in bad
+        assert bad.startswith(b"HTTP/1.1 400 ") and b"bad request line" in bad
         assert len(up.requests) == 1  # the bad one never went upstream
         assert len(load_trace(proxy.stop()).calls) == 1
 
