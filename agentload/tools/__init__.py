@@ -6,7 +6,7 @@ Names, argument schemas and timeout keys live in ``agentload.contract.TOOLS``.
 """
 
 from agentload.tools.result import ToolError, ToolResult
-from agentload.tools.text import normalise_test_output, resolve_path, truncate_head_tail
+from agentload.tools.text import normalise_test_output, truncate_head_tail, workspace_path
 from agentload.tools.toolbox import TOOL_NAMES, Toolbox
 
 __all__ = [
@@ -15,6 +15,6 @@ __all__ = [
     "ToolResult",
     "Toolbox",
     "normalise_test_output",
-    "resolve_path",
     "truncate_head_tail",
+    "workspace_path",
 ]

@@ -2,16 +2,16 @@
 ``lines_of``: the toolbox reads the bytes with a command in the sandbox, as a sandboxed
 harness does), and ``list_files`` and ``edit_file``,
 served from the workspace on the host (it is the sandbox's bind mount, so both see the same
-files)."""
+files). Every host-side access goes through ``wsfs``: a command in the sandbox that swaps a
+directory for a symlink mid-call cannot make the host read or write outside the workspace."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
+from agentload.tools import wsfs
 from agentload.tools.result import ToolError
-from agentload.tools.text import resolve_path
+from agentload.tools.text import workspace_path
 
 __all__ = [
     "LIST_CAP",
@@ -28,13 +28,16 @@ READ_MAX_BYTES = 4 * 1024 * 1024
 _SKIP_DIRS = (".git", "__pycache__")
 
 
-def check_file(real: Path, shown: str) -> None:
-    """ToolError unless ``real`` is a readable-sized regular file (``shown``: its name)."""
-    if not real.exists():
+def check_file(root: Path, shown: str) -> None:
+    """ToolError unless ``shown`` is a readable-sized regular file of the workspace."""
+    kind, size = wsfs.kind_of(root, shown)
+    if kind is wsfs.Kind.MISSING:
         raise ToolError(f"{shown}: no such file")
-    if real.is_dir():
+    if kind is wsfs.Kind.DIR:
         raise ToolError(f"{shown}: is a directory (use list_files)")
-    if real.stat().st_size > READ_MAX_BYTES:
+    if kind is not wsfs.Kind.FILE:
+        raise ToolError(f"{shown}: not a regular file")
+    if size > READ_MAX_BYTES:
         raise ToolError(f"{shown}: larger than {READ_MAX_BYTES // 1024 // 1024} MiB")
 
 
@@ -43,11 +46,6 @@ def decode(data: bytes, shown: str, errors: str = "replace") -> str:
     if b"\0" in data[:8192]:
         raise ToolError(f"{shown}: binary file")
     return data.decode("utf-8", errors=errors)
-
-
-def _text_of(real: Path, shown: str, errors: str = "replace") -> str:
-    check_file(real, shown)
-    return decode(real.read_bytes(), shown, errors)
 
 
 def lines_of(text: str, shown: str, start_line: int | None, end_line: int | None) -> str:
@@ -68,18 +66,9 @@ def lines_of(text: str, shown: str, start_line: int | None, end_line: int | None
 
 def list_files(root: Path, path: str | None) -> str:
     """Every file under ``path`` (relative to the workspace root), one per line, sorted."""
-    real, shown = resolve_path(root, path)
-    real_root = Path(os.path.realpath(root))
-    if not real.exists():
-        raise ToolError(f"{shown}: no such directory")
-    if real.is_file():
-        return f"{shown}\n"
-    out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(real):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        rel = Path(dirpath).relative_to(real_root)
-        out.extend(_printable((rel / f).as_posix()) for f in filenames if not f.endswith(".pyc"))
-    out.sort()
+    shown = workspace_path(root, path)
+    names = wsfs.list_tree(root, shown, _SKIP_DIRS)
+    out = sorted(_printable(n) for n in names if not n.endswith(".pyc"))
     if not out:
         return f"(no files under {shown})\n"
     more = len(out) - LIST_CAP
@@ -97,12 +86,13 @@ def _printable(name: str) -> str:
 
 def edit_file(root: Path, path: str, old: str, new: str) -> str:
     """Replace the one exact occurrence of ``old`` by ``new``; refuses none or several."""
-    real, shown = resolve_path(root, path)
+    shown = workspace_path(root, path)
     if ".git" in Path(shown).parts:
         raise ToolError(f"{shown}: the repository's .git directory is not editable")
     if not old:
         raise ToolError("`old` is empty: give the exact text to replace")
-    text = _text_of(real, shown, "surrogateescape")  # bytes that are not UTF-8 survive the edit
+    # bytes that are not UTF-8 survive the edit
+    text = decode(wsfs.read_bytes(root, shown, READ_MAX_BYTES), shown, "surrogateescape")
     count = text.count(old)
     if count == 0:
         raise ToolError(f"{shown}: `old` text not found (it must match exactly, whitespace too)")
@@ -111,16 +101,7 @@ def edit_file(root: Path, path: str, old: str, new: str) -> str:
     at = text.index(old)
     first = text.count("\n", 0, at) + 1
     updated = text.replace(old, new, 1)
-    mode = real.stat().st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
-            fh.write(updated)
-        os.chmod(tmp, mode)
-        os.replace(tmp, real)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    wsfs.replace_bytes(root, shown, updated.encode("utf-8", "surrogateescape"))
     old_n, new_n = old.count("\n") + 1, new.count("\n") + 1
     return (
         f"edited {shown}: replaced lines {first}-{first + old_n - 1} "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agentload.tools.result import ToolError
 
-__all__ = ["PATH_MAX", "WORKSPACE", "normalise_test_output", "resolve_path", "truncate_head_tail"]
+__all__ = ["PATH_MAX", "WORKSPACE", "normalise_test_output", "truncate_head_tail", "workspace_path"]
 
 WORKSPACE = "/workspace"
 PATH_MAX = 4096
@@ -47,26 +47,25 @@ def normalise_test_output(text: str, workdir: str) -> str:
     return _ADDRESS.sub("0x0", text)
 
 
-def resolve_path(root: Path, path: str | None) -> tuple[Path, str]:
-    """(real path, display path relative to the workspace) for ``path``; ``ToolError`` when it
-    leaves the workspace, through ``..``, an absolute path or a symlink."""
-    real_root = Path(os.path.realpath(root))
+def workspace_path(root: Path, path: str | None) -> str:
+    """``path`` as the agent means it, relative to the workspace root (``.`` for the root);
+    ``ToolError`` when it leaves the workspace by ``..`` or an absolute path. Lexical only:
+    symlinks are followed, and kept inside, where the file is touched (``tools.wsfs``)."""
     p = (path or "").strip()
     if len(p) > PATH_MAX or "\0" in p:  # the toolbox refuses NUL already; os.path would raise
         raise ToolError(f"path is not usable: longer than {PATH_MAX} characters or contains NUL")
     if p in ("", ".", WORKSPACE, WORKSPACE + "/"):
-        return real_root, "."
+        return "."
     if p.startswith(WORKSPACE + "/"):
         p = p[len(WORKSPACE) + 1 :]
     elif os.path.isabs(p):
-        for prefix in (str(root).rstrip("/"), str(real_root).rstrip("/")):
+        for prefix in (str(root).rstrip("/"), os.path.realpath(root).rstrip("/")):
             if p == prefix or p.startswith(prefix + "/"):
                 p = p[len(prefix) :].lstrip("/") or "."
                 break
         else:
             raise ToolError(f"{path}: outside the workspace (paths are relative to its root)")
-    real = Path(os.path.realpath(real_root / p))
-    if real != real_root and real_root not in real.parents:
-        raise ToolError(f"{path}: outside the workspace (symlinks and .. included)")
     shown = os.path.normpath(p)
-    return real, "." if shown == "." else shown
+    if shown == ".." or shown.startswith("../"):
+        raise ToolError(f"{path}: outside the workspace (symlinks and .. included)")
+    return shown

@@ -8,7 +8,7 @@ Whatever the model sends is checked here, once, against the tool's ``ToolSpec`` 
 sees it (:func:`_parse_args`): a JSON object with only the spec's keys, each required one present,
 each value of its schema type (``enum`` respected); every string is valid Unicode (no lone
 surrogates), has no NUL character and at most ``MAX_ARG_CHARS`` characters. Paths are checked
-where they are resolved (``text.resolve_path``). Error messages are cut like any tool output.
+where they are resolved (``text.workspace_path``). Error messages are cut like any tool output.
 
 Where each tool runs: ``run_tests`` and ``search_code`` execute in the sandbox (bounded by the
 scenario's per-tool timeouts); ``read_file``, ``list_files`` and ``edit_file`` are served on the
@@ -29,11 +29,11 @@ from agentload import contract
 from agentload.errors import SandboxError
 from agentload.protocols import Sandbox
 from agentload.scenarios.models import Scenario
-from agentload.tools import files
+from agentload.tools import files, wsfs
 from agentload.tools.arguments import read_arguments
 from agentload.tools.result import ToolError, ToolResult
 from agentload.tools.search import check_pattern, search_argv
-from agentload.tools.text import normalise_test_output, resolve_path, truncate_head_tail
+from agentload.tools.text import normalise_test_output, truncate_head_tail, workspace_path
 
 __all__ = ["MAX_ARG_CHARS", "TOOL_NAMES", "Toolbox"]
 
@@ -139,8 +139,8 @@ class Toolbox:
     async def _read_file(self, a: dict[str, Any]) -> _Out:
         # checked on the host, read by a command in the sandbox: each read costs what it costs
         # a sandboxed harness (a process started in the sandbox), and sees the sandbox's files
-        real, shown = resolve_path(self.workspace_root, a["path"])
-        files.check_file(real, shown)
+        shown = workspace_path(self.workspace_root, a["path"])
+        files.check_file(self.workspace_root, shown)
         res, limit = await self._exec(contract.READ_FILE, ["cat", "--", shown])
         if res.timed_out:
             raise ToolError(f"read_file timed out after {limit:g}s", timed_out=True)
@@ -157,8 +157,8 @@ class Toolbox:
     async def _search_code(self, a: dict[str, Any]) -> _Out:
         pattern: str = a["pattern"]
         check_pattern(pattern)
-        real, shown = resolve_path(self.workspace_root, a.get("path"))
-        if not real.exists():
+        shown = workspace_path(self.workspace_root, a.get("path"))
+        if wsfs.kind_of(self.workspace_root, shown)[0] is wsfs.Kind.MISSING:
             raise ToolError(f"{shown}: no such file or directory")
         cap = max(1, min(int(a.get("max_results") or 50), 500))
         res, limit = await self._exec(contract.SEARCH_CODE, search_argv(pattern, shown, cap))

@@ -114,7 +114,9 @@ class Engine:
             "FAKE_LLAMA_SERVER": str(self.server),
         }
 
-    def run(self, *args: str, builds: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, builds: Path | None = None, **env: str
+    ) -> subprocess.CompletedProcess[str]:
         extra = {"FAKE_LLAMA_SERVER": str(builds)} if builds else {}
         return subprocess.run(
             ["bash", str(SCRIPT), *args],

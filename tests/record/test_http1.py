@@ -61,7 +61,9 @@ def test_framing_follows_the_head() -> None:
     assert head.start == (b"POST", b"/v1/x", b"HTTP/1.1") and n == len(data) - 3
     assert head.get(b"x-a") == b"b"
     assert body_for(head, request=True).feed(b"abcd") == b"abc"
-    chunked = split_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", request=False)
+    chunked = split_head(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", request=False
+    )
     assert chunked is not None and body_for(chunked[0], request=False).chunked
     bare = split_head(b"HTTP/1.1 200 OK\r\n\r\n", request=False)
     assert bare is not None and body_for(bare[0], request=False).to_close

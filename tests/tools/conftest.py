@@ -46,3 +46,9 @@ def box(request: pytest.FixtureRequest, ws: Workspace, scenario: Scenario) -> It
 def local_box(request: pytest.FixtureRequest, ws: Workspace, scenario: Scenario) -> Toolbox:
     """For the tools served on the host: the sandbox kind does not matter."""
     return make_box("local", ws, scenario, request)
+
+
+@pytest.fixture
+def docker_box(request: pytest.FixtureRequest, ws: Workspace, scenario: Scenario) -> Toolbox:
+    """A toolbox in a Docker sandbox only (tests marked ``docker``)."""
+    return make_box("docker", ws, scenario, request)

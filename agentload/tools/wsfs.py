@@ -1,0 +1,224 @@
+"""The host's file access to a workspace, immune to symlink and rename races.
+
+A sandboxed command shares the workspace with the host (a bind mount) and may rename any
+directory in it, or put a symlink in its place, at any moment: also while the host is between
+resolving a path and using it. So nothing here uses a path twice. A path is walked one component
+at a time from a file descriptor of the workspace root, each directory opened with
+``O_NOFOLLOW`` relative to the one before; a symlink met on the way is read and followed by
+hand, and only while it stays inside the workspace (``/workspace/...`` and relative targets; at
+most 40 of them); ``..`` never climbs above the root. Reads open the last component with
+``O_NOFOLLOW`` from its directory's descriptor, writes create a temporary file there and rename
+it over the name within that same directory, and listings walk descriptors (``os.fwalk``). A
+component swapped after it was checked makes the call fail (``ELOOP``), never reach outside.
+
+The directory descriptors stay inside the workspace's mount: a directory cannot be renamed
+across mounts, so a descriptor the walk opened names a directory of the workspace for as long
+as it is held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from enum import Enum
+from pathlib import Path
+
+from agentload.tools.result import ToolError
+from agentload.tools.text import WORKSPACE
+
+__all__ = ["MAX_LINKS", "Kind", "kind_of", "list_tree", "read_bytes", "replace_bytes"]
+
+MAX_LINKS = 40
+"""Symlinks followed while resolving one path (as the kernel's own limit)."""
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # a FIFO never blocks
+
+
+class Kind(Enum):
+    """What a workspace path names."""
+
+    MISSING = "missing"
+    FILE = "file"
+    DIR = "dir"
+    OTHER = "other"
+
+
+def _parts(path: str) -> list[str]:
+    return [p for p in path.split("/") if p not in ("", ".")]
+
+
+def _inside(target: str, roots: tuple[str, ...]) -> str | None:
+    """An absolute symlink target as a path under the workspace root, or None."""
+    for r in roots:
+        r = r.rstrip("/")
+        if target == r or target.startswith(r + "/"):
+            return target[len(r) :]
+    return None
+
+
+def _changed(shown: str) -> ToolError:
+    return ToolError(f"{shown}: changed while it was being read (a symlink or a rename); try again")
+
+
+@contextlib.contextmanager
+def _parent(root: Path, shown: str) -> Iterator[tuple[int, str]]:
+    """The descriptor of the directory that holds ``shown``'s last component (relative to the
+    workspace root), and that component's name (``""`` for the root itself). Symlinks on the
+    way and at the end are followed inside the workspace; ToolError if one leaves it."""
+    stack = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]  # the root is trusted
+    todo = _parts(shown)
+    links = 0
+    missing = ""
+    try:
+        while todo:
+            name = todo.pop(0)
+            if name == "..":
+                if len(stack) == 1:
+                    raise ToolError(f"{shown}: outside the workspace (symlinks and .. included)")
+                os.close(stack.pop())
+                continue
+            try:
+                st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
+            except FileNotFoundError:
+                if todo:
+                    raise ToolError(f"{shown}: no such file or directory") from None
+                missing = name  # a missing last component: the caller says what that means
+                break
+            except NotADirectoryError:
+                raise ToolError(f"{shown}: not a directory on the way") from None
+            if stat.S_ISLNK(st.st_mode):
+                links += 1
+                if links > MAX_LINKS:
+                    raise ToolError(f"{shown}: more than {MAX_LINKS} symlinks")
+                try:
+                    target = os.readlink(name, dir_fd=stack[-1])
+                except OSError:  # no longer a symlink
+                    raise _changed(shown) from None
+                if target.startswith("/"):  # the sandbox's /workspace, or the host's own path
+                    inner = _inside(target, (WORKSPACE, str(root), os.path.realpath(root)))
+                    if inner is None:
+                        raise ToolError(
+                            f"{shown}: outside the workspace (symlinks and .. included)"
+                        )
+                    while len(stack) > 1:
+                        os.close(stack.pop())
+                    target = inner
+                todo[:0] = _parts(target)
+                continue
+            if not todo:
+                yield stack[-1], name
+                return
+            if not stat.S_ISDIR(st.st_mode):
+                raise ToolError(f"{shown}: not a directory on the way")
+            try:
+                stack.append(os.open(name, _DIR, dir_fd=stack[-1]))
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+                    raise _changed(shown) from None
+                raise
+        # The path ended on a directory (the root, "..", a link to a directory) or on a
+        # missing name: the directory itself (""), or the missing name in its directory.
+        yield stack[-1], missing
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+def kind_of(root: Path, shown: str) -> tuple[Kind, int]:
+    """What ``shown`` names inside the workspace, and its size."""
+    with _parent(root, shown) as (dfd, name):
+        try:
+            st = os.stat(name or ".", dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return Kind.MISSING, 0
+    if stat.S_ISREG(st.st_mode):
+        return Kind.FILE, st.st_size
+    if stat.S_ISDIR(st.st_mode):
+        return Kind.DIR, 0
+    return Kind.OTHER, 0
+
+
+def read_bytes(root: Path, shown: str, max_bytes: int) -> bytes:
+    """A regular file's bytes; ToolError when it is missing, not a regular file, or larger than
+    ``max_bytes``."""
+    with _parent(root, shown) as (dfd, name):
+        try:
+            fd = os.open(name or ".", _FILE, dir_fd=dfd)
+        except FileNotFoundError:
+            raise ToolError(f"{shown}: no such file") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _changed(shown) from None
+            raise ToolError(f"{shown}: cannot open ({exc.strerror})") from None
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise ToolError(f"{shown}: is a directory (use list_files)")
+            if not stat.S_ISREG(st.st_mode):
+                raise ToolError(f"{shown}: not a regular file")
+            if st.st_size > max_bytes:
+                raise ToolError(f"{shown}: larger than {max_bytes // 1024 // 1024} MiB")
+            data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ToolError(f"{shown}: larger than {max_bytes // 1024 // 1024} MiB")
+    return data
+
+
+def replace_bytes(root: Path, shown: str, data: bytes) -> None:
+    """Replace the regular file ``shown`` with ``data``, keeping its mode: a temporary file in
+    its directory (by descriptor), renamed over it within that directory."""
+    with _parent(root, shown) as (dfd, name):
+        if not name:
+            raise ToolError(f"{shown}: is a directory")
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            raise ToolError(f"{shown}: no such file") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise (
+                _changed(shown)
+                if stat.S_ISLNK(st.st_mode)
+                else ToolError(f"{shown}: not a regular file")
+            )
+        tmp = f".{name[:100]}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600, dir_fd=dfd)  # fmt: skip
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                os.fchmod(fh.fileno(), stat.S_IMODE(st.st_mode))
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            raise
+
+
+def list_tree(root: Path, shown: str, skip_dirs: tuple[str, ...]) -> list[str]:
+    """Every file under the directory ``shown`` as a path relative to the workspace root
+    (symlinks are listed, not followed); ``[shown]`` for a file. Unsorted."""
+    with _parent(root, shown) as (dfd, name):
+        try:
+            fd = os.open(name or ".", _DIR, dir_fd=dfd)
+        except FileNotFoundError:
+            raise ToolError(f"{shown}: no such directory") from None
+        except NotADirectoryError:
+            return [shown]
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _changed(shown) from None
+            raise
+    base = "" if shown in ("", ".") else shown.rstrip("/") + "/"
+    out: list[str] = []
+    try:
+        for dirpath, dirnames, filenames, _ in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+            dirnames[:] = [d for d in dirnames if d not in skip_dirs]
+            rel = "" if dirpath == "." else dirpath[2:] + "/"
+            out.extend(base + rel + f for f in filenames)
+    finally:
+        os.close(fd)
+    return out
