@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -130,7 +131,9 @@ def main() -> None:
         print(f"wrote {args.lines:,} Mooncake lines ({src.stat().st_size / MB:.1f} MB) in "
               f"{time.perf_counter() - t0:.1f}s")  # fmt: skip
         trace = d / "mooncake.agentload.jsonl.zst"
-        wall, rss, proc = timed(["trace", "import", "mooncake", str(src), "-o", str(trace)])
+        wall, rss, proc = timed(
+            ["trace", "import", "mooncake", str(src), "-o", str(trace), "--force"]
+        )
         if proc.returncode != 0:
             sys.exit(f"import failed: {proc.stderr.strip()}")
         print(proc.stdout.strip())
@@ -184,7 +187,10 @@ def main() -> None:
 
         for fmt in args.export:
             target = d / ("weka-out" if fmt == "weka" else f"export.{fmt}")
-            wall, rss, proc = timed(["trace", "export", fmt, str(small), "-o", str(target)])
+            if fmt == "weka":  # a weka export wants a new or empty directory
+                shutil.rmtree(target, ignore_errors=True)
+            argv = ["trace", "export", fmt, str(small), "-o", str(target), "--force"]
+            wall, rss, proc = timed(argv)
             if proc.returncode != 0:
                 err = (proc.stderr.strip().splitlines() or ["failed"])[-1]
                 results["exports"][fmt] = {"error": err}

@@ -19,6 +19,12 @@ from agentload.recorder.cli import trace_app
 
 __all__ = ["register"]
 
+_FORCE = typer.Option(
+    "--force",
+    help="Replace -o/--out if it exists (it is written beside and renamed into place when whole; "
+    "an input is never an output).",
+)
+
 
 class ImportFormat(StrEnum):
     weka = "weka"
@@ -42,11 +48,12 @@ def import_(
         ),
     ],
     out: Annotated[Path, typer.Option("-o", "--out", help="Output trace (*.agentload.jsonl.zst).")],
+    force: Annotated[bool, _FORCE] = False,
 ) -> None:
     """Import another tool's trace as a content-free agentload trace that replay can send."""
     from agentload.interop.imports import import_trace
 
-    print(import_trace(fmt.value, files, out))
+    print(import_trace(fmt.value, files, out, force=force))
 
 
 @trace_app.command("export")
@@ -73,6 +80,7 @@ def export(
             "http://127.0.0.1:4318/v1/traces) instead of writing a file.",
         ),
     ] = None,
+    force: Annotated[bool, _FORCE] = False,
 ) -> None:
     """Export agentload traces to a format other tools read."""
     from agentload.interop.exports import export_trace
@@ -85,7 +93,12 @@ def export(
     if out is None and otlp_endpoint is None:
         raise ConfigError("-o/--out: required (or, for otel, --otlp-endpoint)")
     for line in export_trace(
-        fmt.value, trace_files(traces), out, content=content, otlp_endpoint=otlp_endpoint
+        fmt.value,
+        trace_files(traces),
+        out,
+        content=content,
+        otlp_endpoint=otlp_endpoint,
+        force=force,
     ):
         print(line)
 
@@ -110,6 +123,7 @@ def redact(
             "tool vocabulary that trace stats counts by).",
         ),
     ] = False,
+    force: Annotated[bool, _FORCE] = False,
 ) -> None:
     """Write the same trace with every text replaced by lengths and salted block ids."""
     from agentload.interop.redact import redact_trace
@@ -121,7 +135,7 @@ def redact(
         salt = value.encode()
     else:
         salt = os.urandom(32)
-    print(redact_trace(trace, out, salt, hash_tool_names=hash_tool_names))
+    print(redact_trace(trace, out, salt, hash_tool_names=hash_tool_names, force=force))
 
 
 def register(app: typer.Typer) -> None:

@@ -16,7 +16,6 @@ content-free agentload trace they become (see ``agentload.recorder.schema``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gzip
 import math
 import sys
@@ -31,6 +30,7 @@ from typing import Any, NoReturn
 import orjson
 
 from agentload.errors import ConfigError, TraceFormatError
+from agentload.outfile import atomic_output
 from agentload.recorder import make_header
 from agentload.recorder.schema import Header, SourceInfo
 from agentload.recorder.writer import TraceWriter
@@ -302,15 +302,11 @@ class Progress:
 
 
 async def _drain(
-    out: Path, header: Header, records: Iterable[dict[str, Any]], p: Progress
+    tmp: Path, header: Header, records: Iterable[dict[str, Any]], p: Progress
 ) -> Counter[str]:
     counts: Counter[str] = Counter()
-    writer = TraceWriter(out, header)
-    try:
-        await writer.open()
-    except OSError as exc:
-        raise ConfigError(f"-o {out}: cannot write there ({exc.strerror or exc})") from None
-    ok = False
+    writer = TraceWriter(tmp, header)
+    await writer.open()
     try:
         for n, rec in enumerate(records, 1):
             writer.write_nowait(rec)
@@ -321,12 +317,8 @@ async def _drain(
                 else:
                     await asyncio.sleep(0)
                 p.show()
-        ok = True
     finally:
         await writer.close()
-        if not ok:
-            with contextlib.suppress(OSError):
-                out.unlink()
     p.show(final=True)
     return counts
 
@@ -334,11 +326,12 @@ async def _drain(
 def write_trace(
     out: Path, header: Header, records: Iterable[dict[str, Any]], progress: Progress
 ) -> Counter[str]:
-    """Write ``header`` and every record to ``out``; returns the count per record type. A
-    source error raised while ``records`` is read removes the partial file."""
-    if out.is_dir():
-        raise ConfigError(f"-o {out}: is a directory (name the trace file to write)")
-    return asyncio.run(_drain(out, header, records, progress))
+    """Write ``header`` and every record to ``out``; returns the count per record type. The
+    trace is written beside ``out`` and renamed into place only when whole: a source error
+    raised while ``records`` is read leaves ``out`` as it was (``import_trace`` refused an
+    ``out`` that is an input, or that exists unasked, before anything was read)."""
+    with atomic_output(out, force=True, option="-o") as tmp:
+        return asyncio.run(_drain(tmp, header, records, progress))
 
 
 def import_header(

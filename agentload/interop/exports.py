@@ -15,6 +15,7 @@ def export_trace(
     *,
     content: bool = False,
     otlp_endpoint: str | None = None,
+    force: bool = False,
 ) -> list[str]:
     """Export ``traces`` as ``fmt`` to ``out`` (or, for otel, to ``otlp_endpoint``); returns
     the summary lines."""
@@ -27,9 +28,9 @@ def export_trace(
         from agentload.interop.mooncake_out import export_mooncake
 
         assert out is not None
-        return export_mooncake(traces, out)
+        return export_mooncake(traces, out, force=force)
     if fmt == "otel":
         from agentload.interop.otel import export_otel
 
-        return export_otel(traces, out, content=content, endpoint=otlp_endpoint)
+        return export_otel(traces, out, content=content, endpoint=otlp_endpoint, force=force)
     raise AssertionError(fmt)

@@ -12,15 +12,13 @@ than the submit time are not in the format. Every field is mapped in docs/trace-
 from __future__ import annotations
 
 import heapq
-import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import orjson
 
-from agentload.errors import ConfigError
 from agentload.interop.blockids import BlockNumbers, group_factor, max_ids
-from agentload.recorder.paths import writable_dir
+from agentload.outfile import atomic_output, check_output
 from agentload.recorder.stats import completion_tokens
 from agentload.recorder.trace import load_trace
 
@@ -57,24 +55,20 @@ def _lines(
         yield ms, order, orjson.dumps(line) + b"\n"
 
 
-def export_mooncake(traces: Sequence[Path], out: Path) -> list[str]:
+def export_mooncake(traces: Sequence[Path], out: Path, *, force: bool = False) -> list[str]:
     """Write every call of ``traces`` as one Mooncake line to the file ``out``; returns the
     summary line."""
-    if out.is_dir():
-        raise ConfigError(f"-o/--out {out}: a directory (mooncake writes one .jsonl file)")
-    writable_dir(out.parent, f"-o/--out {out}")
+    check_output(out, traces, force=force)  # also: a directory (mooncake writes one file)
     numbers = BlockNumbers()
     notes: list[str] = []
     # Each trace's lines are computed (and its trace dropped) before the next is read; the
     # lines of all traces are then merged by timestamp.
     per_trace = [list(_lines(p, i, numbers, notes)) for i, p in enumerate(traces)]
-    tmp = out.with_name(out.name + ".part")
     n = 0
-    with tmp.open("wb") as fh:
+    with atomic_output(out, traces, force=force) as tmp, tmp.open("wb") as fh:
         for _, _, line in heapq.merge(*per_trace, key=lambda it: (it[0], it[1])):
             fh.write(line)
             n += 1
-    os.replace(tmp, out)
     return [
         f"{out}: {n} Mooncake lines, {len(numbers)} distinct {BLOCK_SIZE}-token blocks, "
         f"from {len(traces)} trace(s)",

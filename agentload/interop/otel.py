@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import importlib
 import logging
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from agentload.errors import ConfigError, EndpointError
+from agentload.outfile import atomic_output, check_output
 
 if TYPE_CHECKING:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -102,23 +102,16 @@ def _traces(paths: Sequence[Path], content: bool, notes: list[str]) -> Iterator[
             )
 
 
-def _write_file(paths: Sequence[Path], out: Path, content: bool) -> list[str]:
+def _write_file(paths: Sequence[Path], out: Path, content: bool, force: bool) -> list[str]:
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
     notes: list[str] = []
-    out.parent.mkdir(parents=True, exist_ok=True)
     sessions = spans = 0
-    tmp = out.with_name(f".{out.name}.partial")
-    try:
-        with tmp.open("wb") as f:
-            for batch in _traces(paths, content, notes):
-                f.write(orjson.dumps(otlp_json(encode_spans(batch))) + b"\n")
-                sessions += 1
-                spans += len(batch)
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_output(out, paths, force=force) as tmp, tmp.open("wb") as f:
+        for batch in _traces(paths, content, notes):
+            f.write(orjson.dumps(otlp_json(encode_spans(batch))) + b"\n")
+            sessions += 1
+            spans += len(batch)
     return [
         *notes,
         f"{out}: {spans} spans in {sessions} OTLP traces (one per session; OTLP/JSON, one "
@@ -195,7 +188,12 @@ def _send(paths: Sequence[Path], endpoint: str, content: bool) -> list[str]:
 
 
 def export_otel(
-    traces: Sequence[Path], out: Path | None, *, content: bool, endpoint: str | None
+    traces: Sequence[Path],
+    out: Path | None,
+    *,
+    content: bool,
+    endpoint: str | None,
+    force: bool = False,
 ) -> list[str]:
     """Export ``traces`` as OTLP JSON to ``out``, or over OTLP/HTTP to ``endpoint``."""
     _check_installed()
@@ -204,6 +202,5 @@ def export_otel(
             raise ConfigError("--otlp-endpoint and -o/--out: give one of them")
         return _send(traces, endpoint, content)
     assert out is not None
-    if out.is_dir():
-        raise ConfigError(f"-o/--out {out}: a directory; otel writes one OTLP JSON file")
-    return _write_file(traces, out, content)
+    check_output(out, traces, force=force)  # before the spans are built; not a directory
+    return _write_file(traces, out, content, force)

@@ -36,6 +36,7 @@ from typing import Any
 import orjson
 
 from agentload.errors import ConfigError, TraceFormatError
+from agentload.outfile import atomic_output
 from agentload.recorder.reader import read_trace
 from agentload.recorder.schema import (
     TRACE_END,
@@ -295,24 +296,17 @@ async def _redact(trace: Path, out: Path, rd: Redactor) -> dict[str, int]:
     return counts
 
 
-def redact_trace(trace: Path, out: Path, salt: bytes, *, hash_tool_names: bool = False) -> str:
+def redact_trace(
+    trace: Path, out: Path, salt: bytes, *, hash_tool_names: bool = False, force: bool = False
+) -> str:
     """Write ``trace`` redacted to ``out``; returns the summary line."""
     if not trace.is_file():
         raise ConfigError(f"{trace}: no such trace file")
-    if out.exists() and out.resolve() == trace.resolve():
-        raise ConfigError(
-            f"-o/--out {out}: the input trace itself; write the redacted copy elsewhere"
-        )
     if not salt:
         raise ConfigError("the salt is empty")
     rd = Redactor(salt, hash_tool_names=hash_tool_names, path=str(trace))
-    tmp = out.with_name(f".{out.name}.partial{''.join(out.suffixes[-1:])}")
-    try:
+    with atomic_output(out, [trace], force=force) as tmp:
         counts = asyncio.run(_redact(trace, tmp, rd))
-        tmp.replace(out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     n = counts.get
     line = (
         f"{out}: redacted {n('llm_call', 0)} calls, {n('tool_call', 0)} tool calls, "

@@ -262,7 +262,7 @@ def test_bad_input_is_one_line(
     copy = tmp_path / "same.agentload.jsonl.zst"
     copy.write_bytes(quick.read_bytes())
     line = cli("trace", "redact", str(copy), "-o", str(copy))
-    assert "the input trace itself" in line.one_line()
+    assert "is an input of this command" in line.one_line()
     assert copy.read_bytes() == quick.read_bytes()
     with zstandard.open(quick, "rb") as f:
         rows = f.read().splitlines()
