@@ -163,6 +163,19 @@ def ray_required() -> bool:
     return os.environ.get("AGENTLOAD_REQUIRE_RAY", "") not in ("", "0")
 
 
+@pytest.fixture(scope="session")
+def ray_installed() -> None:
+    """Skips without Ray (fails instead under AGENTLOAD_REQUIRE_RAY=1): for a test that needs
+    the package but not a cluster."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        why = "Ray is not installed: pip install -e '.[ray]'"
+        if ray_required():
+            pytest.fail(f"{why} (AGENTLOAD_REQUIRE_RAY=1 turns this skip into a failure)")
+        pytest.skip(why)
+
+
 @dataclass
 class RayCluster:
     """A real Ray cluster on this machine (``ray start --head``), token-authenticated."""

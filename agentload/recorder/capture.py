@@ -14,6 +14,7 @@ messages) whatever its context length.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from agentload.recorder.prefix import PrefixHasher, PromptPrefix, hash_prompt
@@ -81,9 +82,12 @@ class CallCapture:
         if scrubbed is None:
             scrubbed = [self.writer.scrubbed(m) for m in body["messages"]]
         messages = [m for m, _ in scrubbed]
-        tools: list[dict[str, Any]] | None = body.get("tools") or None
+        tools: list[dict[str, Any]] | None = _tools(body)
         if tools:
             tools = self.writer.scrubbed(tools)[0]
+        # Everything that reads what the agent or the server sent comes before hash_prompt:
+        # once it ran, later calls may resume from this one (prefix.base), so it must be written.
+        request = request_params(body, None, api, native)
         pp = hash_prompt(
             self.hasher, self.counter, messages, tools, owner=call_id,
             message_ids=[mid for _, mid in scrubbed],
@@ -95,7 +99,7 @@ class CallCapture:
             session_id=session_id,
             agent_id=agent_id,
             seq=seq,
-            request=request_params(body, pp.tools_id, api, native),
+            request=request.model_copy(update={"tools": pp.tools_id}),
             messages=pp.message_ids,
             response=ResponseRecord(
                 content=reply_id,
@@ -152,13 +156,15 @@ class CallCapture:
         tool_calls: list[dict[str, Any]] | None,
     ) -> Usage:
         """The server's usage (None where it sent none) beside our own counts."""
-        u = usage or {}
+        u = usage if isinstance(usage, dict) else {}
         details = u.get("prompt_tokens_details") or {}
         return Usage(
-            prompt_tokens=u.get("prompt_tokens"),
-            completion_tokens=u.get("completion_tokens"),
-            cached_tokens=details.get("cached_tokens") if isinstance(details, dict) else None,
-            cache_creation_tokens=u.get("cache_creation_tokens"),
+            prompt_tokens=_count(u.get("prompt_tokens")),
+            completion_tokens=_count(u.get("completion_tokens")),
+            cached_tokens=_count(details.get("cached_tokens"))
+            if isinstance(details, dict)
+            else None,
+            cache_creation_tokens=_count(u.get("cache_creation_tokens")),
             prompt_tokens_ours=prompt_tokens_ours,
             completion_tokens_ours=self.counter.count_text(content or "")
             + sum(
@@ -178,24 +184,69 @@ def prefix_info(pp: PromptPrefix) -> PrefixInfo:
     )
 
 
+def _tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The request's tools list; None when it has none, or sent one that is not a list of
+    objects (``request_params`` keeps that under ``extra``)."""
+    tools = body.get("tools")
+    if isinstance(tools, list) and tools and all(isinstance(t, dict) for t in tools):
+        return tools
+    return None
+
+
+def _count(value: Any) -> int | None:
+    """A token count as a server or an agent sent it, or None when it is not one (a string, a
+    bool, a negative or float number, or one past 2**53): the call is kept, the value is not."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53:
+        return value
+    return None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
+        return value
+    return None
+
+
+def _real(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
 def request_params(
     body: dict[str, Any],
     tools_id: str | None,
     api: Literal["chat", "responses", "messages"] = "chat",
     native: NativeRequest | None = None,
 ) -> RequestParams:
-    """The request's parameters; fields we do not model are kept under ``extra``."""
+    """The request's parameters; fields we do not model are kept under ``extra``, and so is a
+    modelled field whose value is not of its type (``"max_tokens": "lots"`` was forwarded and
+    answered: the call is recorded with the value as sent, never lost)."""
     extra = {
         k: v
         for k, v in body.items()
         if k not in (*_PARAM_KEYS, "messages", "tools", "max_completion_tokens")
     }
+    if body.get("tools") and _tools(body) is None:
+        extra["tools"] = body["tools"]
+    typed: dict[str, Any] = {}
+    length_key = "max_tokens" if "max_tokens" in body else "max_completion_tokens"
+    for key, field, read in (
+        (length_key, "max_tokens", _count),
+        ("temperature", "temperature", _real),
+        ("top_p", "top_p", _real),
+        ("seed", "seed", _int),
+    ):
+        value = body.get(key)
+        typed[field] = read(value)
+        if value is not None and typed[field] is None:
+            extra[key] = value
     return RequestParams(
         model=str(body.get("model", "")),
-        max_tokens=body.get("max_tokens", body.get("max_completion_tokens")),
-        temperature=body.get("temperature"),
-        top_p=body.get("top_p"),
-        seed=body.get("seed"),
+        max_tokens=typed["max_tokens"],
+        temperature=typed["temperature"],
+        top_p=typed["top_p"],
+        seed=typed["seed"],
         tools=tools_id,
         tool_choice=body.get("tool_choice"),
         stream=bool(body.get("stream", False)),

@@ -140,8 +140,10 @@ def _edit_text(
         elif add is not None:
             parts.insert(0, {"type": "text", "text": add})
         msg["content"] = parts
-    elif isinstance(content, str) or add is not None:
+    elif isinstance(content, str) or (content is None and add is not None):
         msg["content"] = edit(content or "")
+    # any other content (an object, a number: real-world deviations a proxy recorded) has no
+    # text to salt: the message goes as recorded
     out = list(messages)
     out[i] = msg
     return out

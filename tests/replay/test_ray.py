@@ -226,7 +226,10 @@ def test_ctrl_c_stops_every_worker_and_writes_partial_results(
 
 
 def test_bad_ray_options_are_one_line(
-    chat_server: ChatServer, fast_trace: Path, capsys: pytest.CaptureFixture[str]
+    chat_server: ChatServer,
+    fast_trace: Path,
+    capsys: pytest.CaptureFixture[str],
+    ray_installed: None,
 ) -> None:
     base = ["replay", str(fast_trace), "--endpoint", chat_server.base_url, "--model", "test-model"]
     for extra, expected in (

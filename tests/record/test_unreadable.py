@@ -1,0 +1,81 @@
+"""What an agent sends that the recorder cannot type still leaves a valid trace (issue 28,
+class 5). Before, ``"max_tokens": "lots"`` (forwarded and answered) failed in the recorder after
+the call's prefix blocks were registered: the next call named the lost one as its
+``prefix.base`` and ``trace validate``, ``stats`` and ``replay`` refused the whole file. A
+message whose content is an object crashed replay's salting with a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from agentload.recorder.trace import load_trace
+from agentload.replay.config import ReplayConfig
+from agentload.replay.run import run_replay
+
+_SYSTEM = {"role": "system", "content": "You are a careful assistant. " * 20}
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentload", *argv], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_a_request_with_odd_values_is_recorded_and_the_trace_stays_valid(
+    record_proxy: Callable[..., Any], simulator: Any
+) -> None:
+    proxy = record_proxy(simulator.base_url)
+    history: list[dict[str, Any]] = [_SYSTEM, {"role": "user", "content": "Count to three."}]
+    odd = [
+        {},
+        {"max_tokens": "lots", "temperature": "warm", "seed": True},
+        {"max_tokens": -5, "top_p": "1e999", "tools": "none"},
+        {},
+    ]
+    with httpx.Client(base_url=proxy.base_url, timeout=30) as client:
+        for extra in odd:
+            body = {"model": simulator.model, "messages": history, **extra}
+            r = client.post("/chat/completions", json=body)
+            reply = r.json()["choices"][0]["message"] if r.status_code == 200 else None
+            history = [*history, reply or {"role": "assistant", "content": "..."}]
+            history.append({"role": "user", "content": "Go on."})
+    path = proxy.stop()
+    trace = load_trace(path)
+    calls = sorted(trace.calls.values(), key=lambda c: c.seq)
+    assert len(calls) == 4  # none lost
+    assert calls[1].request.max_tokens is None
+    assert calls[1].request.extra["max_tokens"] == "lots"  # kept as sent
+    assert (
+        calls[1].request.extra["temperature"] == "warm" and calls[1].request.extra["seed"] is True
+    )
+    assert calls[2].request.extra["max_tokens"] == -5
+    assert calls[2].request.extra["tools"] == "none" and calls[2].request.tools is None
+    assert calls[3].prefix.base == calls[2].id  # the chain holds through the odd calls
+    for argv in (("trace", "validate", str(path)), ("trace", "stats", str(path), "--json")):
+        res = _cli(*argv)
+        assert res.returncode == 0, res.stderr
+
+
+def test_a_message_whose_content_is_an_object_replays_without_a_traceback(
+    record_proxy: Callable[..., Any], simulator: Any
+) -> None:
+    proxy = record_proxy(simulator.base_url)
+    messages = [_SYSTEM, {"role": "user", "content": {"odd": "an object, not text"}}]
+    with httpx.Client(base_url=proxy.base_url, timeout=30) as client:
+        client.post("/chat/completions", json={"model": simulator.model, "messages": messages})
+    path = proxy.stop()
+    assert len(load_trace(path).calls) == 1
+    for at in ("start", "after-system"):
+        cfg = ReplayConfig(
+            traces=[str(path)], endpoint=simulator.base_url, model=simulator.model, levels=[1],
+            sessions=2, start_at="zero", gap_scale=0.0, salt_at=at, max_error_rate=1.0,
+        )  # fmt: skip
+        res = asyncio.run(run_replay(cfg))
+        assert len(res.points[0].requests) == 2
