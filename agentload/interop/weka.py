@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from agentload.errors import ConfigError, TraceFormatError
+from agentload.infile import MAX_DOCUMENT_BYTES, read_bytes
 from agentload.interop.content_free import (
     At,
     Progress,
@@ -75,10 +76,7 @@ def _conversations(paths: list[Path]) -> Iterator[tuple[At, dict[str, Any]]]:
             for lineno, obj in json_lines(path):
                 yield At(str(path), f"line {lineno}"), obj
             continue
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise TraceFormatError(f"{path}: cannot read: {exc}") from None
+        data = read_bytes(path, limit=MAX_DOCUMENT_BYTES, label=str(path), error=TraceFormatError)
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError as exc:

@@ -27,13 +27,20 @@ from agentload.errors import SchemaVersionError, TraceFormatError
 from agentload.recorder.schema import (
     SCHEMA_MAJOR,
     TRACE_END,
+    AgentRecord,
     EventRecord,
     Header,
+    LLMCallRecord,
     Record,
+    SessionRecord,
+    ToolCallRecord,
     record_adapter,
 )
 
-__all__ = ["TraceReader", "Truncation", "format_validation_error", "read_trace"]
+__all__ = ["MAX_SPAN_NS", "TraceReader", "Truncation", "format_validation_error", "read_trace"]
+
+MAX_SPAN_NS = 366 * 86_400_000_000_000
+"""How far any recorded time may lie from the header's clock anchor (a year and a day)."""
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _CHUNK = 1 << 18  # compressed bytes per read: bounds the copy per small frame
@@ -197,10 +204,42 @@ class TraceReader:
             raise TraceFormatError(f"{where}: {format_validation_error(exc, rtype)}") from None
         if isinstance(rec, Header):
             self.header = rec
+        else:
+            self._check_times(rec, rtype, where)
         self.ended = isinstance(rec, EventRecord) and rec.kind == TRACE_END
         self.count += 1
         self.lineno = lineno
         return rec
+
+    def _check_times(self, rec: Record, rtype: str, where: str) -> None:
+        """Every time of ``rec`` within ``MAX_SPAN_NS`` of the header's clock anchor: replay
+        waits out recorded gaps, so a time 146 years away (2**62 ns) would have it wait
+        forever; no real recording spans a year."""
+        assert self.header is not None
+        anchor = self.header.clock.mono_ns
+        times: list[tuple[str, int | None]]
+        if isinstance(rec, LLMCallRecord):
+            t = rec.timings
+            times = [("timings.submit_ns", t.submit_ns), ("timings.first_token_ns", t.first_token_ns),
+                     ("timings.last_token_ns", t.last_token_ns)]  # fmt: skip
+            if t.chunk_offsets_ns and max(map(abs, t.chunk_offsets_ns)) > MAX_SPAN_NS:
+                times.append(
+                    ("timings.chunk_offsets_ns", max(t.chunk_offsets_ns, key=abs) + anchor)
+                )
+        elif isinstance(rec, ToolCallRecord | SessionRecord | AgentRecord):
+            times = [("start_ns", rec.start_ns), ("end_ns", rec.end_ns)]
+        elif isinstance(rec, EventRecord):
+            times = [("ns", rec.ns)]
+        else:
+            return
+        for name, value in times:
+            if value is not None and abs(value - anchor) > MAX_SPAN_NS:
+                days = abs(value - anchor) / 86_400e9
+                raise TraceFormatError(
+                    f"{where}: {rtype}.{name}: {value} is {days:,.0f} days from the trace's clock "
+                    f"anchor (header.clock.mono_ns {anchor}); a trace spans at most "
+                    f"{MAX_SPAN_NS // 86_400_000_000_000} days"
+                )
 
     def _check_schema(self, schema: object, where: str) -> None:
         if not isinstance(schema, str) or not schema.startswith("agentload.trace/"):

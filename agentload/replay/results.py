@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from agentload.errors import ConfigError, ResultsFormatError
+from agentload.infile import MAX_DOCUMENT_BYTES, read_bytes
 from agentload.recorder.paths import writable_dir
 from agentload.recorder.reader import format_validation_error
 from agentload.replay.config import ReplayConfig
@@ -519,12 +520,11 @@ def read_document(path: str | os.PathLike[str], name: str, what: str) -> tuple[P
     p = Path(path)
     if p.is_dir():
         p = p / name
+    if not p.exists():
+        raise ResultsFormatError(f"{p}: no such {what} file")
+    raw = read_bytes(p, limit=MAX_DOCUMENT_BYTES, label=str(p), error=ResultsFormatError)
     try:
-        return p, orjson.loads(p.read_bytes())
-    except FileNotFoundError:
-        raise ResultsFormatError(f"{p}: no such {what} file") from None
-    except OSError as exc:
-        raise ResultsFormatError(f"{p}: cannot read: {exc.strerror or exc}") from None
+        return p, orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise ResultsFormatError(f"{p}: not JSON ({exc})") from None
 

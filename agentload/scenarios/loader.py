@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from agentload.errors import ScenarioError
 from agentload.hashing import content_id
+from agentload.infile import check_yaml_nodes, read_bytes
 from agentload.scenarios.models import Scenario
 
 __all__ = [
@@ -94,15 +95,14 @@ def _label(path: Path) -> str:
 def _read(path: Path) -> _Source:
     label = _label(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"{label}: cannot read: {exc.strerror}") from None
+        text = read_bytes(path, label=label, error=ScenarioError).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ScenarioError(
             f"{label}: not a YAML text file (byte {exc.start} is not UTF-8)"
         ) from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        _check_expanded(node, label)
         data = yaml.load(text, Loader=_loader(path.parent, label))  # a SafeLoader subclass
     except RecursionError:
         raise ScenarioError(f"{label}: invalid YAML: nested too deeply") from None
@@ -116,6 +116,10 @@ def _read(path: Path) -> _Source:
     if not isinstance(data, dict):
         raise ScenarioError(f"{label}:1: a scenario must be a YAML mapping")
     return _Source(label, data, node)
+
+
+def _check_expanded(node: yaml.Node | None, label: str) -> None:
+    check_yaml_nodes(node, label, ScenarioError)
 
 
 def _loader(folder: Path, label: str) -> type[yaml.SafeLoader]:
@@ -139,11 +143,13 @@ def _loader(folder: Path, label: str) -> type[yaml.SafeLoader]:
         texts = []
         for name in names:
             target = (folder / str(name)).resolve()
+            raw = read_bytes(target, label=f"{where}: !include {name}", error=ScenarioError)
             try:
-                texts.append(target.read_text(encoding="utf-8").strip())
-            except (OSError, UnicodeDecodeError) as exc:
-                why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-                raise ScenarioError(f"{where}: !include {name}: cannot read: {why}") from None
+                texts.append(raw.decode("utf-8").strip())
+            except UnicodeDecodeError:
+                raise ScenarioError(
+                    f"{where}: !include {name}: cannot read: not UTF-8 text"
+                ) from None
         return "\n\n".join(texts) + "\n"
 
     _Loader.add_constructor("!include", include)
@@ -186,6 +192,8 @@ def _parse_override(text: str) -> tuple[list[str], Any]:
     if not sep or not key.strip() or any(not p for p in key.strip().split(".")):
         raise ScenarioError(f"-c {text}: expected key.path=value")
     try:
+        if raw.strip():
+            _check_expanded(yaml.compose(raw, Loader=yaml.SafeLoader), f"-c {text[:80]!r}")
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw

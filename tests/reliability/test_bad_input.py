@@ -220,6 +220,15 @@ MEANINGLESS: dict[str, tuple[Callable[[list[dict[str, Any]]], None], str]] = {
         lambda r: _first(r, "llm_call")["usage"].update(prompt_tokens_ours=-1),
         "llm_call.usage.prompt_tokens_ours",
     ),
+    # replay waits out recorded gaps: a time 146 years away had it wait forever (issue 28, 8)
+    "submit-2**62": (
+        lambda r: _first(r, "llm_call")["timings"].update(submit_ns=2**62),
+        "llm_call.timings.submit_ns",
+    ),
+    "session-start-minus-1e18": (
+        lambda r: _first(r, "session").update(start_ns=-(10**18)),
+        "session.start_ns",
+    ),
     "depends-on-nothing": (
         lambda r: _first(r, "llm_call").update(depends_on=["call_nowhere"]),
         "llm_call.depends_on.0",

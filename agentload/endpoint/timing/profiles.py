@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from agentload.endpoint.policy.types import PolicyConfig
 from agentload.errors import ConfigError
+from agentload.infile import check_yaml_nodes, read_bytes
 
 __all__ = ["Profile", "list_profiles", "load_profile"]
 
@@ -119,9 +120,9 @@ def load_profile(name_or_path: str | Path | Profile) -> Profile:
                 f"{', '.join(sorted(shipped))}"
             )
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read profile: {exc.strerror or exc}") from None
+        text = read_bytes(path, label=f"{path}: profile").decode("utf-8")
+        check_yaml_nodes(yaml.compose(text, Loader=yaml.SafeLoader), str(path))
+        data = yaml.safe_load(text)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not a YAML text file (byte {exc.start} is not UTF-8)") from None
     except RecursionError:
