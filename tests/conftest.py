@@ -111,12 +111,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _wait_for_engine_start() -> str | None:
     """When the engine is still being built and started in the background (CI:
     AGENTLOAD_ENGINE_READY_FILE names the file its exit code will be written to), wait for it,
-    bounded by AGENTLOAD_ENGINE_WAIT_S (default 1800 s). ``None`` when it started, else why not."""
+    bounded by AGENTLOAD_ENGINE_WAIT_S (default 3000 s). ``None`` when it started, else why not."""
     ready = os.environ.get("AGENTLOAD_ENGINE_READY_FILE")
     if not ready:
         return None
     path = Path(ready)
-    deadline = time.monotonic() + float(os.environ.get("AGENTLOAD_ENGINE_WAIT_S", "1800"))
+    deadline = time.monotonic() + float(os.environ.get("AGENTLOAD_ENGINE_WAIT_S", "3000"))
     while not path.exists():
         if time.monotonic() > deadline:
             return f"the engine's build and start did not finish in time ({ready} never appeared)"

@@ -37,13 +37,65 @@ from agentload.recorder.schema import (
     record_adapter,
 )
 
-__all__ = ["MAX_SPAN_NS", "TraceReader", "Truncation", "format_validation_error", "read_trace"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "MAX_SPAN_NS",
+    "TraceReader",
+    "Truncation",
+    "format_validation_error",
+    "read_trace",
+]
 
 MAX_SPAN_NS = 366 * 86_400_000_000_000
 """How far any recorded time may lie from the header's clock anchor (a year and a day)."""
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-_CHUNK = 1 << 18  # compressed bytes per read: bounds the copy per small frame
+_CHUNK = 1 << 18  # bytes per read of the file
+_FEED = 1 << 12  # compressed bytes per decompress call: at most ~128 MiB out of one, however
+# well it compresses (RLE blocks); typically ~40 KiB
+MAX_LINE_BYTES = 256 * 1024 * 1024
+"""The longest record line read (a blob of a very long message is a few MiB; 256 MiB bounds what
+one line of a hostile file can make the reader hold)."""
+
+
+class _LineBuffer:
+    """Lines out of a byte stream in linear time (a long line is kept as pieces and joined
+    once), each at most ``MAX_LINE_BYTES``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._parts: list[bytes] = []
+        self.pending = 0  # bytes of the line not yet ended
+
+    def feed(self, data: bytes) -> list[bytes]:
+        out: list[bytes] = []
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            piece = data[start:end]
+            if self._parts:
+                self._grow(len(piece))
+                self._parts.append(piece)
+                piece = b"".join(self._parts)
+                self._parts, self.pending = [], 0
+            elif len(piece) > MAX_LINE_BYTES:
+                self._grow(len(piece))
+            out.append(piece)
+            start = end + 1
+        if start < len(data):
+            self._grow(len(data) - start)
+            self._parts.append(data[start:])
+        return out
+
+    def _grow(self, n: int) -> None:
+        self.pending += n
+        if self.pending > MAX_LINE_BYTES:
+            raise TraceFormatError(
+                f"{self.path}: a line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB "
+                "(not a trace, or a damaged one)"
+            )
+
+    def rest(self) -> bytes:
+        return b"".join(self._parts)
 
 
 @dataclass(frozen=True)
@@ -118,53 +170,53 @@ class TraceReader:
 
     # -- line sources: yield (line bytes, byte offset, complete?) ----------------------------
     def _plain_lines(self, f: Any) -> Iterator[tuple[bytes, int, bool]]:
-        rest = b""
+        lines = _LineBuffer(self.path)
         offset = 0
         while chunk := f.read(_CHUNK):
-            data = rest + chunk
-            parts = data.split(b"\n")
-            rest = parts.pop()
-            for p in parts:
+            for p in lines.feed(chunk):
                 yield p, offset, True
                 offset += len(p) + 1
-        if rest:
-            yield rest, offset, False
+        if lines.pending:
+            yield lines.rest(), offset, False
 
     def _zstd_lines(self, f: Any) -> Iterator[tuple[bytes, int, bool]]:
         dctx = zstandard.ZstdDecompressor()
         dobj = dctx.decompressobj()
-        rest = b""
+        lines = _LineBuffer(self.path)
         consumed = 0  # compressed bytes fed
         frame_open = False
-        pending = b""
-        while True:
-            chunk = pending or f.read(_CHUNK)
-            pending = b""
-            if not chunk:
-                break
-            try:
-                out = dobj.decompress(chunk)
-            except zstandard.ZstdError as exc:
-                if rest:
-                    yield rest, consumed, False
-                self._fail_zstd(consumed, exc)
-            frame_open = not dobj.eof
-            if dobj.eof:
-                pending = dobj.unused_data
-                consumed += len(chunk) - len(pending)
-                dobj = dctx.decompressobj()
-            else:
-                consumed += len(chunk)
-            data = rest + out
-            parts = data.split(b"\n")
-            rest = parts.pop()
-            for p in parts:
-                yield p, consumed, True
-            if pending and not pending.startswith(_ZSTD_MAGIC[: len(pending)]):
-                self._fail_zstd(consumed, zstandard.ZstdError("unknown frame descriptor"))
-        if rest or frame_open:
-            if rest:
-                yield rest, consumed, False
+        while chunk := f.read(_CHUNK):
+            pos = 0
+            while pos < len(chunk):
+                # A small slice at a time: one decompress call's output stays bounded however
+                # well the data compresses (an RLE block of 4 bytes inflates to 128 KiB).
+                piece = chunk[pos : pos + _FEED]
+                try:
+                    out = dobj.decompress(piece)
+                except zstandard.ZstdError as exc:
+                    if lines.pending:
+                        yield lines.rest(), consumed, False
+                    self._fail_zstd(consumed, exc)
+                if dobj.eof:
+                    used = len(piece) - len(dobj.unused_data)
+                    dobj = dctx.decompressobj()
+                    frame_open = False
+                    after = chunk[pos + used : pos + used + 4]
+                    if after and not _ZSTD_MAGIC.startswith(after):
+                        consumed += used
+                        for p in lines.feed(out):
+                            yield p, consumed, True
+                        self._fail_zstd(consumed, zstandard.ZstdError("unknown frame descriptor"))
+                else:
+                    used = len(piece)
+                    frame_open = True
+                consumed += used
+                pos += used
+                for p in lines.feed(out):
+                    yield p, consumed, True
+        if lines.pending or frame_open:
+            if lines.pending:
+                yield lines.rest(), consumed, False
             if frame_open and self.truncated is None:
                 self.truncated = Truncation(self.count, consumed, "incomplete zstd frame")
 
@@ -214,32 +266,39 @@ class TraceReader:
     def _check_times(self, rec: Record, rtype: str, where: str) -> None:
         """Every time of ``rec`` within ``MAX_SPAN_NS`` of the header's clock anchor: replay
         waits out recorded gaps, so a time 146 years away (2**62 ns) would have it wait
-        forever; no real recording spans a year."""
+        forever; no real recording spans a year. (Cheap on the common path: comparisons only.)"""
         assert self.header is not None
         anchor = self.header.clock.mono_ns
-        times: list[tuple[str, int | None]]
+        lo, hi = anchor - MAX_SPAN_NS, anchor + MAX_SPAN_NS
         if isinstance(rec, LLMCallRecord):
             t = rec.timings
-            times = [("timings.submit_ns", t.submit_ns), ("timings.first_token_ns", t.first_token_ns),
-                     ("timings.last_token_ns", t.last_token_ns)]  # fmt: skip
-            if t.chunk_offsets_ns and max(map(abs, t.chunk_offsets_ns)) > MAX_SPAN_NS:
-                times.append(
-                    ("timings.chunk_offsets_ns", max(t.chunk_offsets_ns, key=abs) + anchor)
+            first, last, offs = t.first_token_ns, t.last_token_ns, t.chunk_offsets_ns
+            if not lo <= t.submit_ns <= hi:
+                self._far(where, rtype, "timings.submit_ns", t.submit_ns, anchor)
+            if first is not None and not lo <= first <= hi:
+                self._far(where, rtype, "timings.first_token_ns", first, anchor)
+            if last is not None and not lo <= last <= hi:
+                self._far(where, rtype, "timings.last_token_ns", last, anchor)
+            if offs and (max(offs) > MAX_SPAN_NS or min(offs) < -MAX_SPAN_NS):
+                self._far(
+                    where, rtype, "timings.chunk_offsets_ns", anchor + max(offs, key=abs), anchor
                 )
         elif isinstance(rec, ToolCallRecord | SessionRecord | AgentRecord):
-            times = [("start_ns", rec.start_ns), ("end_ns", rec.end_ns)]
-        elif isinstance(rec, EventRecord):
-            times = [("ns", rec.ns)]
-        else:
-            return
-        for name, value in times:
-            if value is not None and abs(value - anchor) > MAX_SPAN_NS:
-                days = abs(value - anchor) / 86_400e9
-                raise TraceFormatError(
-                    f"{where}: {rtype}.{name}: {value} is {days:,.0f} days from the trace's clock "
-                    f"anchor (header.clock.mono_ns {anchor}); a trace spans at most "
-                    f"{MAX_SPAN_NS // 86_400_000_000_000} days"
-                )
+            if not lo <= rec.start_ns <= hi:
+                self._far(where, rtype, "start_ns", rec.start_ns, anchor)
+            if rec.end_ns is not None and not lo <= rec.end_ns <= hi:
+                self._far(where, rtype, "end_ns", rec.end_ns, anchor)
+        elif isinstance(rec, EventRecord) and not lo <= rec.ns <= hi:
+            self._far(where, rtype, "ns", rec.ns, anchor)
+
+    @staticmethod
+    def _far(where: str, rtype: str, name: str, value: int, anchor: int) -> None:
+        days = abs(value - anchor) / 86_400e9
+        raise TraceFormatError(
+            f"{where}: {rtype}.{name}: {value} is {days:,.0f} days from the trace's clock anchor "
+            f"(header.clock.mono_ns {anchor}); a trace spans at most "
+            f"{MAX_SPAN_NS // 86_400_000_000_000} days"
+        )
 
     def _check_schema(self, schema: object, where: str) -> None:
         if not isinstance(schema, str) or not schema.startswith("agentload.trace/"):

@@ -144,7 +144,9 @@ def _workers(root_pid: int) -> list[int]:
         pid = todo.pop()
         for child in children.get(pid, []):
             todo.append(child)
-            if titles.get(child, "").startswith("ray::GenerateWorker"):
+            # A worker's own child between fork and exec (a tool command starting) still
+            # shows the worker's title: only a worker whose parent is not one counts.
+            if titles.get(child, "").startswith("ray::GenerateWorker") and pid not in found:
                 found.append(child)
     return found
 

@@ -121,3 +121,20 @@ def test_replay_of_a_trace_whose_times_are_146_years_apart_refuses_at_once(
         "replay", str(bad), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--duration", "5"
     )
     assert "llm_call.timings.submit_ns" in line and "days from the trace's clock anchor" in line
+
+
+def test_a_zstd_bomb_without_newlines_is_one_line_under_a_memory_cap(tmp_path: Path) -> None:
+    # A small .zst whose one frame inflates to 600 MB with no newline: validate, stats and
+    # replay went past 3 GB on 2.5 GB (issue 28, class 3). Lines are bounded (256 MiB) and
+    # one decompress call yields at most ~128 MiB.
+    import zstandard
+
+    bomb = tmp_path / "bomb.agentload.jsonl.zst"
+    with bomb.open("wb") as f, zstandard.ZstdCompressor(level=1).stream_writer(f) as w:
+        block = b"a" * (1 << 20)
+        for _ in range(600):
+            w.write(block)
+    assert bomb.stat().st_size < 1 << 20
+    for argv in (("trace", "validate"), ("trace", "stats")):
+        line = _one_line(*argv, str(bomb), within_s=60)
+        assert "a line longer than 256 MiB" in line and "bomb.agentload.jsonl.zst" in line
