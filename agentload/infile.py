@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+from enum import Enum
 from pathlib import Path
 
 import yaml
@@ -21,8 +22,11 @@ __all__ = [
     "MAX_DOCUMENT_BYTES",
     "MAX_TEXT_BYTES",
     "MAX_YAML_NODES",
+    "Unreadable",
+    "Why",
     "check_yaml_nodes",
     "read_bytes",
+    "read_fd",
 ]
 
 MAX_TEXT_BYTES = 16 * 1024 * 1024
@@ -69,15 +73,43 @@ def read_bytes(
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise error(f"{label}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return read_fd(fd, limit)
+    except Unreadable as exc:
+        if exc.why is Why.TOO_BIG:
+            raise error(f"{label}: more than the {limit:,} bytes read") from None
+        raise error(f"{label}: cannot read: {exc.why.value}") from None
+
+
+class Why(Enum):
+    """Why an open file is not read."""
+
+    DIRECTORY = "is a directory"
+    NOT_REGULAR = "not a regular file"
+    TOO_BIG = "too big"
+
+
+class Unreadable(Exception):
+    """``read_fd`` did not read the file: ``why``."""
+
+    def __init__(self, why: Why) -> None:
+        super().__init__(why.value)
+        self.why = why
+
+
+def read_fd(fd: int, limit: int) -> bytes:
+    """The bytes of the open file ``fd`` (closed after), a regular file of at most ``limit``
+    bytes; ``Unreadable`` otherwise. The one bounded read that every host-side reader of a
+    file it does not trust uses (``read_bytes``; ``tools.wsfs``)."""
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise error(f"{label}: cannot read: is a directory")
+            raise Unreadable(Why.DIRECTORY)
         if not stat.S_ISREG(st.st_mode):
-            raise error(f"{label}: cannot read: not a regular file")
+            raise Unreadable(Why.NOT_REGULAR)
         if st.st_size > limit:
-            raise error(f"{label}: {st.st_size:,} bytes, more than the {limit:,} read")
+            raise Unreadable(Why.TOO_BIG)
         data = fh.read(limit + 1)
     if len(data) > limit:
-        raise error(f"{label}: more than the {limit:,} bytes read")
+        raise Unreadable(Why.TOO_BIG)
     return data

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
 
+from agentload.infile import Unreadable, Why, read_fd
 from agentload.tools.result import ToolError
 from agentload.tools.text import WORKSPACE
 
@@ -154,18 +155,14 @@ def read_bytes(root: Path, shown: str, max_bytes: int) -> bytes:
             if exc.errno == errno.ELOOP:
                 raise _changed(shown) from None
             raise ToolError(f"{shown}: cannot open ({exc.strerror})") from None
-        with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fd)
-            if stat.S_ISDIR(st.st_mode):
-                raise ToolError(f"{shown}: is a directory (use list_files)")
-            if not stat.S_ISREG(st.st_mode):
-                raise ToolError(f"{shown}: not a regular file")
-            if st.st_size > max_bytes:
-                raise ToolError(f"{shown}: larger than {max_bytes // 1024 // 1024} MiB")
-            data = fh.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise ToolError(f"{shown}: larger than {max_bytes // 1024 // 1024} MiB")
-    return data
+        try:
+            return read_fd(fd, max_bytes)
+        except Unreadable as exc:
+            if exc.why is Why.DIRECTORY:
+                raise ToolError(f"{shown}: is a directory (use list_files)") from None
+            if exc.why is Why.TOO_BIG:
+                raise ToolError(f"{shown}: larger than {max_bytes // 1024 // 1024} MiB") from None
+            raise ToolError(f"{shown}: not a regular file") from None
 
 
 def replace_bytes(root: Path, shown: str, data: bytes) -> None:
