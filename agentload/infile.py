@@ -13,6 +13,7 @@ import os
 import stat
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -27,6 +28,7 @@ __all__ = [
     "check_yaml_nodes",
     "read_bytes",
     "read_fd",
+    "safe_load",
 ]
 
 MAX_TEXT_BYTES = 16 * 1024 * 1024
@@ -59,6 +61,18 @@ def check_yaml_nodes(
             for k, v in n.value:
                 stack.append(k)
                 stack.append(v)
+
+
+def safe_load(text: str, label: str, error: type[AgentloadError] = ConfigError) -> Any:
+    """``yaml.safe_load(text)``, parsed once, and ``error`` past ``MAX_YAML_NODES``
+    (``check_yaml_nodes``) before anything is built from it. YAML errors propagate."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        check_yaml_nodes(node, label, error)
+        return loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
 
 
 def read_bytes(

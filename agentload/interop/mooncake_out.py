@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 
 from agentload.interop.blockids import BlockNumbers, group_factor, max_ids
-from agentload.outfile import atomic_output, check_output
+from agentload.outfile import atomic_output
 from agentload.recorder.stats import completion_tokens
 from agentload.recorder.trace import load_trace
 
@@ -58,14 +58,14 @@ def _lines(
 def export_mooncake(traces: Sequence[Path], out: Path, *, force: bool = False) -> list[str]:
     """Write every call of ``traces`` as one Mooncake line to the file ``out``; returns the
     summary line."""
-    check_output(out, traces, force=force)  # also: a directory (mooncake writes one file)
     numbers = BlockNumbers()
     notes: list[str] = []
-    # Each trace's lines are computed (and its trace dropped) before the next is read; the
-    # lines of all traces are then merged by timestamp.
-    per_trace = [list(_lines(p, i, numbers, notes)) for i, p in enumerate(traces)]
     n = 0
+    # ``out`` is checked (an input, a directory, exists unasked) before any trace is read.
     with atomic_output(out, traces, force=force) as tmp, tmp.open("wb") as fh:
+        # Each trace's lines are computed (and its trace dropped) before the next is read;
+        # the lines of all traces are then merged by timestamp.
+        per_trace = [list(_lines(p, i, numbers, notes)) for i, p in enumerate(traces)]
         for _, _, line in heapq.merge(*per_trace, key=lambda it: (it[0], it[1])):
             fh.write(line)
             n += 1

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from agentload.errors import ConfigError, EndpointError
-from agentload.outfile import atomic_output, check_output
+from agentload.outfile import atomic_output
 
 if TYPE_CHECKING:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -107,6 +107,7 @@ def _write_file(paths: Sequence[Path], out: Path, content: bool, force: bool) ->
 
     notes: list[str] = []
     sessions = spans = 0
+    # ``out`` is checked (an input, a directory, exists unasked) before any trace is read.
     with atomic_output(out, paths, force=force) as tmp, tmp.open("wb") as f:
         for batch in _traces(paths, content, notes):
             f.write(orjson.dumps(otlp_json(encode_spans(batch))) + b"\n")
@@ -202,5 +203,4 @@ def export_otel(
             raise ConfigError("--otlp-endpoint and -o/--out: give one of them")
         return _send(traces, endpoint, content)
     assert out is not None
-    check_output(out, traces, force=force)  # before the spans are built; not a directory
     return _write_file(traces, out, content, force)

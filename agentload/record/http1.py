@@ -62,13 +62,13 @@ class Head:
                 return v
         return None
 
+    def values(self, name: bytes) -> list[bytes]:
+        """The comma-separated, lower-cased values of every header ``name``, in order."""
+        return [t.strip().lower() for k, v in self.headers if k == name for t in v.split(b",")]
+
     def tokens(self, name: bytes) -> set[bytes]:
-        """The comma-separated, lower-cased values of every header ``name``."""
-        out: set[bytes] = set()
-        for k, v in self.headers:
-            if k == name:
-                out.update(t.strip().lower() for t in v.split(b","))
-        return out
+        """``values`` as a set."""
+        return set(self.values(name))
 
 
 def split_head(buf: bytes | bytearray, *, request: bool) -> tuple[Head, int] | None:
@@ -220,13 +220,8 @@ def body_for(head: Head, *, request: bool, no_body: bool = False) -> Body:
     error, never a guess."""
     if no_body:
         return Body()
-    codings = [
-        t.strip(b" \t").lower()
-        for k, v in head.headers
-        if k == b"transfer-encoding"
-        for t in v.split(b",")
-    ]
-    lengths = [v for k, v in head.headers if k == b"content-length"]
+    codings = head.values(b"transfer-encoding")
+    lengths = head.values(b"content-length")
     if codings:
         if lengths:
             raise HeadError("both content-length and transfer-encoding")
@@ -240,8 +235,7 @@ def body_for(head: Head, *, request: bool, no_body: bool = False) -> Body:
             raise HeadError(f"transfer-encoding {b', '.join(codings)[:40]!r}")
         return Body(to_close=True)
     if lengths:
-        values = {t.strip(b" \t") for v in lengths for t in v.split(b",")}
-        if len(values) != 1 or not _DIGITS.fullmatch(next(iter(values))):
+        if len(set(lengths)) != 1 or not _DIGITS.fullmatch(lengths[0]):
             raise HeadError(f"bad content-length {b', '.join(lengths)[:40]!r}")
-        return Body(length=int(values.pop()))
+        return Body(length=int(lengths[0]))
     return Body() if request else Body(to_close=True)

@@ -29,6 +29,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -188,8 +189,8 @@ def _nodelay(transport: asyncio.BaseTransport) -> None:
 class Relay:
     """The proxy: serves agents on a listening socket, forwards to one upstream."""
 
-    def __init__(self, upstream: str, sink: Sink | None) -> None:
-        self.upstream = Upstream.from_url(upstream)
+    def __init__(self, upstream: Upstream, sink: Sink | None) -> None:
+        self.upstream = upstream
         self.sink = sink
         self.in_flight = 0
         self.last_activity_ns = time.perf_counter_ns()
@@ -281,6 +282,15 @@ class _UpConn(asyncio.Protocol):
             ex.up_lost(exc)
 
 
+class _Wait(Enum):
+    """What an agent connection's one timer waits for."""
+
+    NONE = "none"  # an answer is running
+    IDLE = "idle"  # the next request on a kept-alive connection (KEEP_ALIVE_S)
+    HEAD = "head"  # the rest of a request head (HEAD_TIMEOUT_S from its first byte)
+    BODY = "body"  # the next read of a request body (BODY_IDLE_S)
+
+
 class _Client(asyncio.Protocol):
     """One agent connection: reads requests one after another, one exchange at a time."""
 
@@ -292,7 +302,7 @@ class _Client(asyncio.Protocol):
         self.exchange: _Exchange | None = None
         self.closed = False
         self._idle_timer: asyncio.TimerHandle | None = None
-        self._timer_kind = ""
+        self._timer_kind = _Wait.NONE
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -302,7 +312,7 @@ class _Client(asyncio.Protocol):
         self._arm()
 
     def _timer(self, delay: float | None = None, then: Callable[[], None] | None = None,
-               kind: str = "") -> None:  # fmt: skip
+               kind: _Wait = _Wait.NONE) -> None:  # fmt: skip
         """One timer at a time (``kind``): the idle keep-alive, the head's deadline, the body's
         stall; none while the answer runs."""
         if self._idle_timer is not None:
@@ -313,11 +323,11 @@ class _Client(asyncio.Protocol):
             self._idle_timer = asyncio.get_running_loop().call_later(delay, then)
 
     def _arm(self) -> None:
-        self._timer(KEEP_ALIVE_S, self.transport.close, "idle")
+        self._timer(KEEP_ALIVE_S, self.transport.close, _Wait.IDLE)
 
     def _body_stall(self) -> None:
         why = f"request body stalled for {BODY_IDLE_S:.0f} s"
-        self._timer(BODY_IDLE_S, lambda: self._late(why), "body")
+        self._timer(BODY_IDLE_S, lambda: self._late(why), _Wait.BODY)
 
     def _late(self, message: str) -> None:
         self._idle_timer = None
@@ -347,9 +357,9 @@ class _Client(asyncio.Protocol):
         try:
             got = split_head(self.buf, request=True)
             if got is None:  # a deadline from its first byte, however slowly the rest comes
-                if self._timer_kind != "head":
+                if self._timer_kind is not _Wait.HEAD:
                     why = f"request head not whole after {HEAD_TIMEOUT_S:.0f} s"
-                    self._timer(HEAD_TIMEOUT_S, lambda: self._late(why), "head")
+                    self._timer(HEAD_TIMEOUT_S, lambda: self._late(why), _Wait.HEAD)
                 return
             head, n = got
             body = body_for(head, request=True)

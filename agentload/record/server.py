@@ -67,17 +67,12 @@ def parse_listen(text: str) -> tuple[str, int]:
     return (host.strip("[]") or "127.0.0.1"), int(port)
 
 
-def _check_upstream(url: str) -> str:
-    Upstream.from_url(url)  # the one check: a ConfigError that names what is wrong
-    return url
-
-
 class RecordServer:
     """The proxy and its trace (see the module docstring)."""
 
     def __init__(self, opts: RecordOptions) -> None:
         self.opts = opts
-        _check_upstream(opts.upstream)
+        self.upstream = Upstream.from_url(opts.upstream)  # checked once: a ConfigError line
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         opts.out.mkdir(parents=True, exist_ok=True)
         self.trace_path = opts.out / f"{opts.name}-{stamp}-{os.getpid()}.agentload.jsonl.zst"
@@ -125,7 +120,7 @@ class RecordServer:
         header = self._header().model_dump(mode="json")
         self.recorder = RecorderProcess(self.trace_path, header, o.session_header, o.agent_header)
         await self.recorder.start()
-        self.relay = Relay(o.upstream, self.recorder)
+        self.relay = Relay(self.upstream, self.recorder)
         try:
             await self.relay.start(self._sock)
             if on_started is not None:

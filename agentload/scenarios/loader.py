@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from agentload.errors import ScenarioError
 from agentload.hashing import content_id
-from agentload.infile import check_yaml_nodes, read_bytes
+from agentload.infile import check_yaml_nodes, read_bytes, safe_load
 from agentload.scenarios.models import Scenario
 
 __all__ = [
@@ -102,7 +102,7 @@ def _read(path: Path) -> _Source:
         ) from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        _check_expanded(node, label)
+        check_yaml_nodes(node, label, ScenarioError)
         data = yaml.load(text, Loader=_loader(path.parent, label))  # a SafeLoader subclass
     except RecursionError:
         raise ScenarioError(f"{label}: invalid YAML: nested too deeply") from None
@@ -116,10 +116,6 @@ def _read(path: Path) -> _Source:
     if not isinstance(data, dict):
         raise ScenarioError(f"{label}:1: a scenario must be a YAML mapping")
     return _Source(label, data, node)
-
-
-def _check_expanded(node: yaml.Node | None, label: str) -> None:
-    check_yaml_nodes(node, label, ScenarioError)
 
 
 def _loader(folder: Path, label: str) -> type[yaml.SafeLoader]:
@@ -192,9 +188,7 @@ def _parse_override(text: str) -> tuple[list[str], Any]:
     if not sep or not key.strip() or any(not p for p in key.strip().split(".")):
         raise ScenarioError(f"-c {text}: expected key.path=value")
     try:
-        if raw.strip():
-            _check_expanded(yaml.compose(raw, Loader=yaml.SafeLoader), f"-c {text[:80]!r}")
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = safe_load(raw, f"-c {text[:80]!r}", ScenarioError) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     except RecursionError:

@@ -29,6 +29,14 @@ def _listing(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
+def _imported(tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str = "a.jsonl") -> Path:
+    """``LINES`` imported (as ``source``) into ``t.agentload.jsonl.zst``."""
+    src = write_jsonl(tmp_path / source, LINES)
+    trace = tmp_path / "t.agentload.jsonl.zst"
+    assert run(["trace", "import", "mooncake", str(src), "-o", str(trace)], capsys)[0] == 0
+    return trace
+
+
 def test_an_import_onto_its_own_source_is_refused_and_the_source_kept(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -43,9 +51,7 @@ def test_an_import_onto_its_own_source_is_refused_and_the_source_kept(
 def test_an_export_or_redact_onto_its_trace_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    src = write_jsonl(tmp_path / "a.jsonl", LINES)
-    trace = tmp_path / "t.agentload.jsonl.zst"
-    assert run(["trace", "import", "mooncake", str(src), "-o", str(trace)], capsys)[0] == 0
+    trace = _imported(tmp_path, capsys)
     before = _digest(trace)
     for argv in (
         ["trace", "export", "mooncake", str(trace), "-o", str(trace)],
@@ -60,11 +66,10 @@ def test_an_export_or_redact_onto_its_trace_is_refused(
 def test_an_existing_output_is_replaced_only_with_force(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    src = write_jsonl(tmp_path / "a.jsonl", LINES)
+    trace = _imported(tmp_path, capsys)
+    src = tmp_path / "a.jsonl"
     out = tmp_path / "out.jsonl"
     out.write_text("keep me\n")
-    trace = tmp_path / "t.agentload.jsonl.zst"
-    assert run(["trace", "import", "mooncake", str(src), "-o", str(trace)], capsys)[0] == 0
     argv = ["trace", "export", "mooncake", str(trace), "-o", str(out)]
     assert "exists; add --force to replace it" in one_line_exit_2(argv, capsys)
     assert out.read_text() == "keep me\n"
@@ -78,9 +83,7 @@ def test_an_existing_output_is_replaced_only_with_force(
 def test_a_failed_import_leaves_the_old_output_whole(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    good = write_jsonl(tmp_path / "good.jsonl", LINES)
-    trace = tmp_path / "t.agentload.jsonl.zst"
-    assert run(["trace", "import", "mooncake", str(good), "-o", str(trace)], capsys)[0] == 0
+    trace = _imported(tmp_path, capsys, "good.jsonl")
     before = _digest(trace)
     bad = write_jsonl(tmp_path / "bad.jsonl", [LINES[0], {"timestamp": "soon"}])
     argv = ["trace", "import", "mooncake", str(bad), "-o", str(trace), "--force"]
@@ -101,9 +104,7 @@ def test_a_failed_import_leaves_the_old_output_whole(
 def test_an_output_that_cannot_be_a_file_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], out: str, words: str
 ) -> None:
-    src = write_jsonl(tmp_path / "a.jsonl", LINES)
-    trace = tmp_path / "t.agentload.jsonl.zst"
-    assert run(["trace", "import", "mooncake", str(src), "-o", str(trace)], capsys)[0] == 0
+    trace = _imported(tmp_path, capsys)
     target = str(tmp_path) if out == "DIR" else out
     argv = ["trace", "export", "mooncake", str(trace), "-o", target, "--force"]
     assert words in one_line_exit_2(argv, capsys)

@@ -13,6 +13,8 @@ import asyncio
 import os
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,18 @@ def _tree(tmp: Path) -> tuple[Path, Path]:
     return ws, outside
 
 
+def _attempt(call: Callable[[], str], crashes: list[OSError]) -> str | None:
+    """The tool's text; None when it refused (a ToolError) or crashed (a raw OSError, kept in
+    ``crashes``: a crash of the tool, not a clear refusal)."""
+    try:
+        return call()
+    except ToolError:
+        return None
+    except OSError as exc:
+        crashes.append(exc)
+        return None
+
+
 def test_a_swapped_directory_never_redirects_a_host_read_write_or_listing(tmp_path: Path) -> None:
     ws, outside = _tree(tmp_path)
     stop = threading.Event()
@@ -48,28 +62,23 @@ def test_a_swapped_directory_never_redirects_a_host_read_write_or_listing(tmp_pa
     thread = threading.Thread(target=attacker, daemon=True)
     thread.start()
     edited = listed = refused = 0
-    crashes: list[OSError] = []  # a raw OSError is a crash of the tool, not a clear refusal
+    crashes: list[OSError] = []
     try:
         deadline = time.monotonic() + 6
         n = 0
         while time.monotonic() < deadline and (edited < 200 or listed < 200) and n < 20000:
             n += 1
             old, new = ("x = 1", "x = 2") if n % 2 else ("x = 2", "x = 1")
-            try:
-                files.edit_file(ws, "sub/f.txt", old, new)
+            if _attempt(partial(files.edit_file, ws, "sub/f.txt", old, new), crashes):
                 edited += 1
-            except ToolError:
+            else:
                 refused += 1
-            except OSError as exc:
-                crashes.append(exc)
-            try:
-                names = files.list_files(ws, "sub")
+            names = _attempt(partial(files.list_files, ws, "sub"), crashes)
+            if names:
                 assert "SECRET" not in names, names
                 listed += 1
-            except ToolError:
+            else:
                 refused += 1
-            except OSError as exc:
-                crashes.append(exc)
     finally:
         stop.set()
         thread.join(5)

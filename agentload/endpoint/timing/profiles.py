@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from agentload.endpoint.policy.types import PolicyConfig
 from agentload.errors import ConfigError
-from agentload.infile import check_yaml_nodes, read_bytes
+from agentload.infile import read_bytes, safe_load
 
 __all__ = ["Profile", "list_profiles", "load_profile"]
 
@@ -121,8 +121,7 @@ def load_profile(name_or_path: str | Path | Profile) -> Profile:
             )
     try:
         text = read_bytes(path, label=f"{path}: profile").decode("utf-8")
-        check_yaml_nodes(yaml.compose(text, Loader=yaml.SafeLoader), str(path))
-        data = yaml.safe_load(text)
+        data = safe_load(text, str(path))
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not a YAML text file (byte {exc.start} is not UTF-8)") from None
     except RecursionError:
