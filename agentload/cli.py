@@ -13,15 +13,18 @@ becomes one line on stderr and exit code 2; anything else is a bug and shows a t
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
+from collections.abc import Callable, Iterator
+from typing import TextIO, cast
 
 import typer
 
 from agentload import __version__
-from agentload.auth import redact_text
 from agentload.errors import AgentloadError
-from agentload.errortext import clip
+from agentload.errortext import ONE_LINE_CHARS, one_line
+from agentload.masking import MaskedStream, mask_text, remember_urls_in
 
 __all__ = ["ONE_LINE_CHARS", "app", "main", "one_line"]
 
@@ -77,23 +80,6 @@ for _mod in _AREAS:
     _area.register(app)
 
 
-ONE_LINE_CHARS = 600
-"""The longest error line: room for our own message around a server's (clipped) text."""
-
-
-def one_line(text: str) -> str:
-    """``text`` as one printable line: control and bidi characters (a user's input, echoed back,
-    may carry newlines, NULs or a right-to-left override) are shown escaped, and a text longer
-    than ``ONE_LINE_CHARS`` (a server's error pasted whole) is clipped, saying how much."""
-    return clip("".join(_escape(ch) for ch in text.strip()), ONE_LINE_CHARS)
-
-
-def _escape(ch: str) -> str:
-    if ch.isprintable() and not ("\u202a" <= ch <= "\u202e" or "\u2066" <= ch <= "\u2069"):
-        return ch
-    return ch.encode("unicode_escape").decode("ascii")
-
-
 def _usage_line(exc: Exception) -> str:
     """A usage error as one line: the command, what is wrong, where help is."""
     fmt = getattr(exc, "format_message", None)
@@ -126,16 +112,38 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, mapping user errors to one line and exit code 2."""
     command = typer.main.get_command(app)
     args = optional_values(sys.argv[1:] if argv is None else argv)
+    for arg in args:  # a URL's credentials are masked in every line and record from now on
+        remember_urls_in(arg)
+    with masked_output():
+        _run(command.main, args)
+
+
+@contextlib.contextmanager
+def masked_output() -> Iterator[None]:
+    """stdout and stderr masked (``agentload.masking``) while the command runs."""
+    shown = sys.stdout, sys.stderr
+    sys.stdout = cast(TextIO, MaskedStream(shown[0]))
+    sys.stderr = cast(TextIO, MaskedStream(shown[1]))
     try:
-        rv = command.main(args=args, prog_name="agentload", standalone_mode=False)
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        sys.stdout, sys.stderr = shown
+
+
+def _run(run: Callable[..., object], args: list[str]) -> None:
+    try:
+        rv = run(args=args, prog_name="agentload", standalone_mode=False)
     except AgentloadError as exc:
-        print(f"agentload: error: {one_line(redact_text(str(exc)))}", file=sys.stderr)
+        print(f"agentload: error: {one_line(mask_text(str(exc)))}", file=sys.stderr)
         sys.exit(2)
     except typer.Abort:
         print("agentload: aborted", file=sys.stderr)
         sys.exit(130)
     except _UsageError as exc:  # bad options or arguments: one line, pointing at --help
-        print(f"agentload: error: {one_line(redact_text(_usage_line(exc)))}", file=sys.stderr)
+        print(f"agentload: error: {one_line(mask_text(_usage_line(exc)))}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

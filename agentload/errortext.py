@@ -7,6 +7,8 @@
   so the same request fails the same way again (``generate`` does not retry it).
 * :func:`clip`: a server's error text cut to a readable length, saying how much was cut; every
   place that puts a server's text into a message or a one-line error uses it.
+* :func:`one_line`: any text (a user's input echoed back, a server's message) as one printable,
+  clipped line: what every error and warning line is made of.
 
 The overflow phrases are the ones real servers send (each quoted, with its source file, in
 ``tests/test_errortext.py``), lower-cased:
@@ -29,7 +31,14 @@ A bare "too long" is not among them: a 400 for one over-long string parameter ("
 
 from __future__ import annotations
 
-__all__ = ["CLIP_CHARS", "clip", "is_context_overflow", "is_request_error"]
+__all__ = [
+    "CLIP_CHARS",
+    "ONE_LINE_CHARS",
+    "clip",
+    "is_context_overflow",
+    "is_request_error",
+    "one_line",
+]
 
 CLIP_CHARS = 300
 """How much of a server's error text a message keeps (:func:`clip`)."""
@@ -78,3 +87,20 @@ def clip(text: str, limit: int = CLIP_CHARS) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit].rstrip()}... [{len(text) - limit:,} more characters]"
+
+
+ONE_LINE_CHARS = 600
+"""The longest error line: room for our own message around a server's (clipped) text."""
+
+
+def one_line(text: str) -> str:
+    """``text`` as one printable line: control and bidi characters (a user's input, echoed back,
+    may carry newlines, NULs or a right-to-left override) are shown escaped, and a text longer
+    than ``ONE_LINE_CHARS`` (a server's error pasted whole) is clipped, saying how much."""
+    return clip("".join(_escape(ch) for ch in text.strip()), ONE_LINE_CHARS)
+
+
+def _escape(ch: str) -> str:
+    if ch.isprintable() and not ("\u202a" <= ch <= "\u202e" or "\u2066" <= ch <= "\u2069"):
+        return ch
+    return ch.encode("unicode_escape").decode("ascii")

@@ -115,7 +115,7 @@ def read_fd(fd: int, limit: int) -> bytes:
     """The bytes of the open file ``fd`` (closed after), a regular file of at most ``limit``
     bytes; ``Unreadable`` otherwise. The one bounded read that every host-side reader of a
     file it does not trust uses (``read_bytes``; ``tools.wsfs``)."""
-    with os.fdopen(fd, "rb") as fh:
+    try:  # checked before fdopen, which refuses a directory with its own error
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
             raise Unreadable(Why.DIRECTORY)
@@ -123,6 +123,10 @@ def read_fd(fd: int, limit: int) -> bytes:
             raise Unreadable(Why.NOT_REGULAR)
         if st.st_size > limit:
             raise Unreadable(Why.TOO_BIG)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise Unreadable(Why.TOO_BIG)

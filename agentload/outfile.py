@@ -8,7 +8,13 @@
   the caller writes; renamed over ``out`` only when the block ends normally, removed otherwise.
   A failed or interrupted command leaves ``out`` as it was, never half written, never gone.
 
-Every problem is a ``ConfigError`` that names the option and the path.
+* ``output_dir(folder, option=...)``: an output directory, created if missing and tried for
+  writing (a file made and removed in it) before any work.
+* ``write_errors(path, option=...)``: a block that writes into ``path`` (a file or a directory
+  checked before); an ``OSError`` there (a full disk: ENOSPC, EFBIG, EDQUOT ...) is one line.
+
+Every problem is a ``ConfigError`` that names the option and the path (long paths clipped, so
+the reason is always shown).
 """
 
 from __future__ import annotations
@@ -17,18 +23,58 @@ import contextlib
 import os
 import secrets
 import stat
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from agentload.errors import ConfigError
 from agentload.errortext import clip
 
-__all__ = ["atomic_output", "check_output"]
+__all__ = ["atomic_output", "cannot_write", "check_output", "output_dir", "write_errors"]
 
 
 def _name(option: str, out: Path) -> str:
     """``OPTION PATH`` with a long path clipped, so the reason after it is always shown."""
     return f"{option} {clip(str(out), 200)}"
+
+
+def cannot_write(option: str, out: Path, exc: OSError) -> ConfigError:
+    """The one line for ``out`` that cannot be written: ``OPTION PATH: cannot write there
+    (reason)``."""
+    return ConfigError(f"{_name(option, out)}: cannot write there ({exc.strerror or exc})")
+
+
+@contextlib.contextmanager
+def write_errors(out: Path, *, option: str = "-o/--out") -> Iterator[None]:
+    """Run a block that writes ``out`` (or files in it); its ``OSError`` becomes one
+    ``ConfigError`` naming ``option`` and ``out``."""
+    try:
+        yield
+    except OSError as exc:
+        raise cannot_write(option, out, exc) from None
+
+
+def output_dir(folder: Path, *, option: str = "--out") -> Path:
+    """``folder`` created (with its parents) and tried for writing, so a bad output place is
+    one line before any work; ``ConfigError`` when it is not a directory or cannot be written."""
+    st = _stat(folder, option)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"{_name(option, folder)}: exists and is not a directory")
+    with write_errors(folder, option=option):
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    return folder
+
+
+def _stat(path: Path, option: str) -> os.stat_result | None:
+    """``path``'s stat, None when it does not exist; one line when it cannot be looked at."""
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise cannot_write(option, path, exc) from None
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -42,14 +88,9 @@ def check_output(
     out: Path, inputs: Iterable[Path] = (), *, option: str = "-o/--out", force: bool = False
 ) -> None:
     """Refuse ``out`` up front (see the module docstring); nothing is opened or created."""
-    try:
-        st = out.stat()
-    except FileNotFoundError:
+    st = _stat(out, option)
+    if st is None:
         return
-    except OSError as exc:
-        raise ConfigError(
-            f"{_name(option, out)}: cannot write there ({exc.strerror or exc})"
-        ) from None
     for src in inputs:
         if _same(out, src):
             raise ConfigError(
@@ -71,17 +112,17 @@ def atomic_output(
     check_output(out, inputs, option=option, force=force)
     suffix = "".join(out.suffixes[-1:])
     tmp = out.with_name(f".{out.name[:80]}.{secrets.token_hex(4)}.partial{suffix}")
-    try:
+    with write_errors(out, option=option):
         out.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        raise ConfigError(
-            f"{_name(option, out)}: cannot write there ({exc.strerror or exc})"
-        ) from None
-    os.close(fd)
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666))
     try:
-        yield tmp
-        os.replace(tmp, out)
+        try:
+            yield tmp
+            os.replace(tmp, out)
+        except OSError as exc:
+            if exc.filename not in (None, str(tmp)):
+                raise  # not a write of ``out``: an input's own error
+            raise cannot_write(option, out, exc) from None
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()

@@ -24,10 +24,12 @@ import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from agentload.errors import TokenizerError
 from agentload.hashing import canonical_json, content_id
+from agentload.infile import read_bytes
 
 __all__ = [
     "DEFAULT_TOKENIZER",
@@ -43,6 +45,9 @@ __all__ = [
 ]
 
 DEFAULT_TOKENIZER = "o200k_base"
+
+MAX_TOKENIZER_BYTES = 256 * 1024 * 1024
+"""The largest ``hf:`` tokenizer.json read (the biggest public ones are ~35 MB)."""
 PRIMING = "<|im_start|>assistant\n"
 
 
@@ -135,8 +140,16 @@ class _HFTokenizer:
             raise TokenizerError(
                 f"tokenizer 'hf:{path}' needs the 'tokenizers' package: pip install tokenizers"
             ) from None
+        # a regular file of bounded size, read without blocking: hf:/dev/zero or a FIFO named
+        # in a trace's header is one line, not a process filling its memory
+        raw = read_bytes(
+            Path(path),
+            limit=MAX_TOKENIZER_BYTES,
+            label=f"tokenizer hf:{path}",
+            error=TokenizerError,
+        )
         try:
-            self._tok = tokenizers.Tokenizer.from_file(path)
+            self._tok = tokenizers.Tokenizer.from_str(raw.decode("utf-8"))
         except Exception as exc:  # the library raises its own untyped errors
             why = " ".join(str(exc).split()) or type(exc).__name__
             raise TokenizerError(f"tokenizer hf:{path}: cannot load it: {why}") from None

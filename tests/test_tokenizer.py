@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,16 @@ def test_counter_cache_is_bounded() -> None:
     for i in range(50):
         counter.count_prompt([{"role": "user", "content": f"m{i}"}])
     assert len(counter._cache) <= 10
+
+
+def test_an_hf_tokenizer_is_read_bounded_and_never_blocks(tmp_path: Path) -> None:
+    # A trace's header names its tokenizer: hf:/dev/zero filled memory, a FIFO blocked
+    # (issue 28, class 3). Only a regular file of bounded size is read, without blocking.
+    pytest.importorskip("tokenizers")
+    fifo = tmp_path / "tokenizer.fifo"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo)):
+        with pytest.raises(TokenizerError, match="not a regular file"):
+            get_tokenizer(f"hf:{path}")
+    with pytest.raises(TokenizerError, match="is a directory"):
+        get_tokenizer(f"hf:{tmp_path}")

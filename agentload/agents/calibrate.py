@@ -35,15 +35,10 @@ import orjson
 
 from agentload import contract
 from agentload.agents.first_prompt import build_orchestrator_prompt
-from agentload.auth import (
-    api_key_from_env,
-    hide_secrets,
-    redact_text,
-    redact_url,
-    split_base_url,
-    url_secrets,
-)
+from agentload.auth import api_key_from_env, split_base_url
 from agentload.errors import AgentloadError
+from agentload.errortext import one_line
+from agentload.masking import hide_secrets, mask_text, redact_url, url_secrets
 from agentload.recorder.schema import TokenCalibration
 from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
 from agentload.tokenizer import ChatTokenCounter, render_message, render_tools
@@ -179,7 +174,7 @@ async def measure(
         why = f"no answer within {timeout_s:g}s"
     except (httpx.HTTPError, orjson.JSONDecodeError, AttributeError) as exc:
         why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    why = hide_secrets(redact_text(why), url_secrets(base_url))
+    why = hide_secrets(mask_text(why), url_secrets(base_url))
     return TokenRatio(1.0, ours, None, why)
 
 
@@ -200,8 +195,10 @@ async def calibrate(
         shutil.rmtree(workdir, ignore_errors=True)
     if got.error is not None:
         print(
-            f"agentload: warning: token calibration failed ({where}: {got.error}); "
-            "server tokens are taken as ours (ratio 1)",
+            one_line(
+                f"agentload: warning: token calibration failed ({where}: {got.error}); "
+                "server tokens are taken as ours (ratio 1)"
+            ),
             file=sys.stderr,
             flush=True,
         )

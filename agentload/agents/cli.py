@@ -22,8 +22,10 @@ import typer
 from rich.console import Console
 
 from agentload.agents.limits import DEFAULT_CALL_TIMEOUT_S
-from agentload.auth import redact_text, userinfo_warning
+from agentload.auth import userinfo_warning
 from agentload.errors import ConfigError
+from agentload.errortext import one_line
+from agentload.masking import mask_text
 from agentload.replay.cli import config_from_options
 from agentload.replay.config import ReplayConfig
 from agentload.replay.results import ResultsDocument
@@ -74,7 +76,7 @@ def run_generate(
     err = Console(stderr=True)
     warning = userinfo_warning(opts.endpoint) if opts.endpoint else None
     if warning:
-        print(warning, file=sys.stderr)
+        print(one_line(warning), file=sys.stderr)
     progress = make_progress(err, opts.scenario.context_target)
 
     async def main() -> tuple[list[RunResult], ResultsDocument | None, Path | None, list[Path]]:
@@ -140,7 +142,7 @@ def run_generate(
         for st in (st for run in runs for st in run.sessions):
             if st.detail:
                 out.print(
-                    f"{st.session_id}: {st.end_reason}: {redact_text(st.detail)}",
+                    f"{st.session_id}: {st.end_reason}: {mask_text(st.detail)}",
                     markup=False, highlight=False, soft_wrap=True,
                 )  # fmt: skip
         if evaluation is not None:
@@ -300,7 +302,7 @@ def run_command(doc: str, *, evaluate: bool | None = None) -> Callable[..., None
     ``evaluate`` fixes ``--eval`` (and leaves the option out), None offers it."""
 
     def command(**kw: Any) -> None:
-        from agentload.agents.run import GenerateOptions
+        from agentload.agents.run import GenerateOptions, check_options
         from agentload.scenarios import load_scenario
 
         json_out = kw.pop("json_out")
@@ -321,6 +323,7 @@ def run_command(doc: str, *, evaluate: bool | None = None) -> Callable[..., None
         )
         if opts.task_names() is not None and len(bench.levels) > 1:
             raise ConfigError("--tasks with --sweep: one eval per run; run it once per -p")
+        check_options(opts)  # before anything is created or contacted
         run_generate(opts, json_out=json_out, bench=bench, report=report)
 
     params = [p for p in _RUN_OPTIONS if evaluate is None or p.name != "evaluate"]

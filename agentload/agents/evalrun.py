@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from agentload.evals.report import write_eval_html
 from agentload.evals.results import Attempt, EvalDocument, Mode, build_eval, write_eval
+from agentload.outfile import write_errors
 
 if TYPE_CHECKING:
     from agentload.agents.run import GenerateOptions, RunResult
@@ -59,4 +60,5 @@ def eval_document(
 
 def write_eval_files(doc: EvalDocument, folder: Path) -> list[Path]:
     """eval.json and eval.html into ``folder``."""
-    return [write_eval(doc, folder), write_eval_html(doc, folder)]
+    with write_errors(folder, option="--out"):
+        return [write_eval(doc, folder), write_eval_html(doc, folder)]

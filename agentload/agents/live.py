@@ -42,6 +42,7 @@ from typing import Any
 from agentload.agents.raygen import generate
 from agentload.agents.run import GenerateOptions, ProgressSink, RunResult
 from agentload.agents.run import prepare_trace_path as _prepare_trace_path
+from agentload.outfile import write_errors
 from agentload.recorder.paths import TRACE_SUFFIXES
 from agentload.recorder.schema import LLMCallRecord
 from agentload.recorder.trace import Trace, load_trace
@@ -445,9 +446,10 @@ def write_live(doc: ResultsDocument, out: Path, report: bool = True) -> list[Pat
     returns their paths."""
     from agentload.replay.summary import write_summary
 
-    paths = [write_results(doc, out), write_summary(doc, out)]
-    if report and any(r.ok for p in doc.points for r in p.requests):
-        from agentload.replay.report import write_report  # matplotlib: seconds to import
+    with write_errors(out, option="--out"):  # a full disk: one line, the traces are kept
+        paths = [write_results(doc, out), write_summary(doc, out)]
+        if report and any(r.ok for p in doc.points for r in p.requests):
+            from agentload.replay.report import write_report  # matplotlib: seconds to import
 
-        paths += write_report([doc], out)
+            paths += write_report([doc], out)
     return paths

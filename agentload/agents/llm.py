@@ -45,8 +45,9 @@ import openai
 import orjson
 
 from agentload.agents.limits import DEFAULT_CALL_TIMEOUT_S, Deadline, SessionEnd
-from agentload.auth import api_key_from_env, redact_text, redact_url, split_base_url
+from agentload.auth import api_key_from_env, split_base_url
 from agentload.errortext import clip, is_context_overflow, is_request_error
+from agentload.masking import mask_text, redact_url
 
 try:  # openai >= 3 speaks through its `httpx2` fork; older releases through httpx itself
     import httpx2
@@ -405,7 +406,7 @@ def _retry_after_s(exc: BaseException) -> float | None:
 def _error_text(exc: BaseException) -> str:
     """One line of what went wrong, secrets masked (a server may echo the key it was sent),
     the server's text clipped (``agentload.errortext.clip``)."""
-    return clip(redact_text(_raw_error_text(exc)).replace("\n", " "))
+    return clip(mask_text(_raw_error_text(exc)).replace("\n", " "))
 
 
 def _raw_error_text(exc: BaseException) -> str:

@@ -58,8 +58,9 @@ from agentload.agents.run import (
 )
 from agentload.agents.run import generate as generate_here
 from agentload.agents.tracing import SessionStats
-from agentload.auth import api_key_from_env, redact_url
+from agentload.auth import api_key_from_env
 from agentload.errors import ConfigError
+from agentload.masking import redact_url
 from agentload.raycluster import ClockOffset, Cluster, connect, measure_offset, require_ray
 from agentload.recorder import make_header
 from agentload.recorder.schema import EventRecord, SessionRecord

@@ -37,17 +37,27 @@ from agentload.agents.calibrate import TokenRatio, calibrate
 from agentload.agents.llm import DEFAULT_CALL_TIMEOUT_S, ChatClient
 from agentload.agents.session import SessionSetup, run_session
 from agentload.agents.tracing import SessionStats
-from agentload.auth import api_key_from_env, redact_url, refused_key_message, split_base_url
+from agentload.auth import api_key_from_env, refused_key_message, split_base_url
 from agentload.errors import (
     ConfigError,
     EndpointError,
     EndpointUnreachableError,
     ModelNotFoundError,
 )
+from agentload.errortext import clip
+from agentload.masking import redact_url
+from agentload.outfile import output_dir, write_errors
 from agentload.recorder import make_header
 from agentload.recorder.capture import CallCapture
-from agentload.recorder.paths import TRACE_SUFFIXES, writable_dir
+from agentload.recorder.paths import TRACE_SUFFIXES
 from agentload.recorder.writer import TraceWriter
+from agentload.replay.config import (
+    MAX_LEVEL,
+    MAX_SEED,
+    MAX_SESSIONS,
+    MAX_WORKERS,
+    endpoint_problem,
+)
 from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
 from agentload.tokenizer import ChatTokenCounter
 
@@ -232,21 +242,34 @@ def prepare_trace_path(out: Path, scenario: str, seed: int) -> Path:
     ``ConfigError`` naming ``--out`` when it cannot work (see the module docstring)."""
     named = out.name.endswith(TRACE_SUFFIXES)
     folder = out.parent if named else out
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(
-            f"--out {out}: {folder} is a file; --out names a directory or a new "
-            f"*{TRACE_SUFFIXES[0]} file"
-        )
-    if named and out.exists():
-        raise ConfigError(f"--out {out}: the file exists; agentload never overwrites a trace")
-    writable_dir(folder, f"--out {out}")
+    with write_errors(out, option="--out"):
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(
+                f"--out {clip(str(out), 200)}: {clip(str(folder), 200)} is a file; --out names "
+                f"a directory or a new *{TRACE_SUFFIXES[0]} file"
+            )
+        if named and out.exists():
+            raise ConfigError(
+                f"--out {clip(str(out), 200)}: the file exists; agentload never overwrites a trace"
+            )
+    output_dir(folder, option="--out")
     return out if named else trace_path(out, scenario, seed)
+
+
+def _check_count(option: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ConfigError(f"{option} {value}: must be {low}..{high}")
 
 
 def check_options(opts: GenerateOptions) -> None:
     """One-line ``ConfigError`` for option values that cannot work."""
-    if opts.sessions < 1 or opts.parallel < 1:
-        raise ConfigError("--sessions and --parallel must be at least 1")
+    problem = endpoint_problem(opts.endpoint) if opts.endpoint else None
+    if problem is not None:
+        raise ConfigError(f"--endpoint {redact_url(opts.endpoint or '')}: {problem}")
+    _check_count("--sessions", opts.sessions, 1, MAX_SESSIONS)
+    _check_count("--parallel", opts.parallel, 1, MAX_LEVEL)
+    if opts.seed is not None:
+        _check_count("--seed", opts.seed, -MAX_SEED, MAX_SEED)
     if opts.attempts < 1 or opts.attempts > 1000:
         raise ConfigError(f"-k {opts.attempts}: attempts per task must be 1..1000")
     tasks = opts.task_names()
@@ -267,10 +290,9 @@ def check_options(opts: GenerateOptions) -> None:
         select_tasks(tasks)  # an unknown name is one line now, not after the endpoint
     if opts.workers is not None and opts.ray is None:
         raise ConfigError("--workers counts Ray workers: give --ray [ADDRESS] too")
-    if opts.workers is not None and not 1 <= opts.workers <= 1024:
-        raise ConfigError(f"--workers {opts.workers}: must be 1..1024")
-    if opts.retries < 0 or opts.retries > 100:
-        raise ConfigError(f"--retries {opts.retries}: must be 0..100")
+    if opts.workers is not None:
+        _check_count("--workers", opts.workers, 1, MAX_WORKERS)
+    _check_count("--retries", opts.retries, 0, 100)
     t = opts.call_timeout_s
     if not math.isfinite(t) or t <= 0 or t > 86_400:
         raise ConfigError(f"--call-timeout {t:g}: must be more than 0 and at most 86400 seconds")

@@ -7,6 +7,7 @@ import html
 from pathlib import Path
 
 from agentload.evals.results import EvalDocument
+from agentload.masking import mask_text, redact_url
 
 __all__ = ["EVAL_HTML", "compare_evals", "eval_table", "overall_line", "write_eval_html"]
 
@@ -89,7 +90,7 @@ def write_eval_html(doc: EvalDocument, out: Path) -> Path:
 <title>agentload eval: {html.escape(doc.scenario)}</title><style>{_CSS}</style></head><body>
 <h1>agentload eval</h1>
 <p>{html.escape(overall_line(doc))}</p>
-<p class="note">{html.escape(note)} Endpoint {html.escape(doc.endpoint)}, model
+<p class="note">{html.escape(note)} Endpoint {html.escape(redact_url(doc.endpoint))}, model
 {html.escape(doc.model)}, scenario {html.escape(doc.scenario)}, seed {doc.seed}, k {doc.k},
 {doc.parallel} at a time, {doc.wall_s:.0f} s. Trace: {html.escape(doc.trace)}</p>
 <table><tr><th>task</th><th>package</th><th>kind</th>{attempts}<th>pass@1</th>
@@ -99,7 +100,7 @@ def write_eval_html(doc: EvalDocument, out: Path) -> Path:
 """
     path = out / EVAL_HTML
     out.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
+    path.write_text(mask_text(page), encoding="utf-8")
     return path
 
 

@@ -32,7 +32,7 @@ import orjson
 from agentload.errors import ConfigError, TraceFormatError
 from agentload.outfile import atomic_output
 from agentload.recorder import make_header
-from agentload.recorder.schema import Header, SourceInfo
+from agentload.recorder.schema import MAX_CALL_TOKENS, Header, SourceInfo
 from agentload.recorder.writer import TraceWriter
 
 __all__ = [
@@ -47,15 +47,25 @@ __all__ = [
     "need_int",
     "need_num",
     "need_str",
+    "need_time",
+    "need_tokens",
     "ns",
     "opt_num",
     "opt_str",
+    "opt_time",
     "prefix_of",
     "summary",
+    "time_s",
     "write_trace",
 ]
 
 _MISSING: Any = object()
+MAX_INT = 2**53
+"""The largest integer field an import takes (a count, a length): every JSON reader holds it."""
+MAX_TIME_S = 4e9
+"""The largest time an import takes, in seconds, either sign: a relative one (``t``, a
+Mooncake ``timestamp``) or an absolute one (since 1970: up to the year 2096). Trace times are
+64-bit nanoseconds (2**63 ns is 292 years), so this, plus the clock it is added to, always fits."""
 _YIELD_EVERY = 2048  # records between two turns of the writer task (bounded queue)
 _FLUSH_EVERY = 1 << 16  # records between two waits for the writer (bounded memory)
 
@@ -80,13 +90,18 @@ class At:
 
 
 def _show(v: Any) -> str:
-    text = orjson.dumps(v).decode() if not isinstance(v, bytes) else repr(v)
+    try:
+        text = orjson.dumps(v).decode() if not isinstance(v, bytes) else repr(v)
+    except TypeError:  # an integer beyond 64 bits (or a list holding one)
+        text = repr(v)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def need_int(d: dict[str, Any], key: str, at: At, default: Any = _MISSING, lo: int = 0) -> int:
-    """``d[key]`` as an int >= ``lo`` (an integral float is accepted; ``default`` when absent
-    or null, if given), else a one-line error."""
+def need_int(
+    d: dict[str, Any], key: str, at: At, default: Any = _MISSING, lo: int = 0, hi: int = MAX_INT
+) -> int:
+    """``d[key]`` as an int of ``lo``..``hi`` (an integral float is accepted; ``default``
+    when absent or null, if given), else a one-line error."""
     v = d.get(key)
     if v is None:
         if default is _MISSING:
@@ -98,7 +113,15 @@ def need_int(d: dict[str, Any], key: str, at: At, default: Any = _MISSING, lo: i
         at.fail(key, f"expected an integer, got {_show(v)}")
     if v < lo:
         at.fail(key, f"expected an integer >= {lo}, got {v}")
+    if v > hi:
+        at.fail(key, f"{_show(v)} is too large (at most {hi:,})")
     return v
+
+
+def need_tokens(d: dict[str, Any], key: str, at: At, default: Any = _MISSING, lo: int = 0) -> int:
+    """``d[key]`` as a token count (``need_int`` up to ``MAX_CALL_TOKENS``: what one call of a
+    trace may hold, so that replay never sizes a prompt by an absurd count)."""
+    return need_int(d, key, at, default, lo, hi=MAX_CALL_TOKENS)
 
 
 def opt_num(d: dict[str, Any], key: str, at: At) -> float | None:
@@ -114,6 +137,32 @@ def opt_num(d: dict[str, Any], key: str, at: At) -> float | None:
 def need_num(d: dict[str, Any], key: str, at: At) -> float:
     """``d[key]`` as a finite number, else a one-line error."""
     v = opt_num(d, key, at)
+    if v is None:
+        at.fail(key, "missing (a number)")
+    return v
+
+
+def time_s(value: float, fld: str, at: At, unit_s: float = 1.0) -> float:
+    """``value`` (in units of ``unit_s`` seconds) as seconds when it is a time a trace can hold
+    (``MAX_TIME_S``), else a one-line error naming ``fld``: the one check of every time an
+    importer converts."""
+    seconds = value * unit_s
+    if not math.isfinite(seconds) or abs(seconds) > MAX_TIME_S:
+        at.fail(fld, f"{value:.6g} is out of range (a time of {seconds:.3g} s; at most ±4e9 s)")
+    return seconds
+
+
+def opt_time(d: dict[str, Any], key: str, at: At, unit_s: float = 1.0) -> float | None:
+    """``d[key]`` (in units of ``unit_s`` seconds) as seconds (``time_s``), or None when
+    absent or null."""
+    v = opt_num(d, key, at)
+    return None if v is None else time_s(v, key, at, unit_s)
+
+
+def need_time(d: dict[str, Any], key: str, at: At, unit_s: float = 1.0) -> float:
+    """``d[key]`` (in units of ``unit_s`` seconds) as seconds (``time_s``), else a one-line
+    error."""
+    v = opt_time(d, key, at, unit_s)
     if v is None:
         at.fail(key, "missing (a number)")
     return v

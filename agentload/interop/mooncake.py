@@ -22,8 +22,9 @@ from agentload.interop.content_free import (
     json_lines,
     need_file,
     need_ids,
-    need_int,
-    need_num,
+    need_time,
+    need_tokens,
+    ns,
     summary,
     write_trace,
 )
@@ -50,11 +51,11 @@ def _records(paths: list[Path], t0_ns: int, progress: Progress) -> Iterator[dict
         name = str(path)
         for lineno, row in json_lines(path):
             at = At(name, f"line {lineno}")
-            ts_ms = need_num(row, "timestamp", at)
-            n_in = need_int(row, "input_length", at)
-            n_out = need_int(row, "output_length", at)
+            ts_s = need_time(row, "timestamp", at, unit_s=1e-3)  # milliseconds
+            n_in = need_tokens(row, "input_length", at)
+            n_out = need_tokens(row, "output_length", at)
             ids = need_ids(row, "hash_ids", at, n_in, BLOCK_SIZE)
-            submit = t0_ns + round(ts_ms * 1e6)
+            submit = t0_ns + ns(ts_s)
             sid = f"mc{i}"
             aid = f"{sid}.a"
             yield {

@@ -160,8 +160,9 @@ def _send(paths: Sequence[Path], endpoint: str, content: bool) -> list[str]:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    from agentload.auth import redact_url
+    from agentload.masking import redact_url, remember_url
 
+    remember_url(endpoint)  # urllib3's messages quote its path and query
     shown = redact_url(endpoint)
     if not endpoint.startswith(("http://", "https://")):
         raise ConfigError(f"--otlp-endpoint {shown}: not an http(s) URL")

@@ -34,11 +34,13 @@ from agentload.interop.content_free import (
     need_file,
     need_int,
     need_str,
+    need_tokens,
     ns,
-    opt_num,
     opt_str,
+    opt_time,
     prefix_of,
     summary,
+    time_s,
     write_trace,
 )
 from agentload.recorder.schema import ClockAnchor
@@ -82,7 +84,7 @@ def _ts(v: Any, at: At, fld: str) -> float:
         at.fail(fld, f"not an ISO-8601 timestamp: {v!r}")
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=datetime.UTC)
-    return dt.timestamp()
+    return time_s(dt.timestamp(), fld, at)
 
 
 def _list(row: dict[str, Any], key: str, at: At) -> list[dict[str, Any]]:
@@ -100,11 +102,11 @@ def _list(row: dict[str, Any], key: str, at: At) -> list[dict[str, Any]]:
 def _round(row: dict[str, Any], at: At, lineno: int) -> _Round | None:
     """One round, or None when no event of it has a timestamp (it cannot be placed)."""
     index = need_int(row, "round_index", at, default=0)
-    n_in = need_int(row, "input_tokens_total", at)
-    prefix = need_int(row, "prefix_tokens", at, default=0)
-    need_int(row, "newly_append_tokens", at, default=0)
-    n_out = need_int(row, "output_tokens", at, default=0)
-    n_out += need_int(row, "reasoning_output_tokens", at, default=0)
+    n_in = need_tokens(row, "input_tokens_total", at)
+    prefix = need_tokens(row, "prefix_tokens", at, default=0)
+    need_tokens(row, "newly_append_tokens", at, default=0)
+    n_out = need_tokens(row, "output_tokens", at, default=0)
+    n_out += need_tokens(row, "reasoning_output_tokens", at, default=0)
     model = need_str(row, "model", at, default="unknown")
     opt_str(row, "first_input_event_type", at)
     ins: list[float] = []
@@ -122,7 +124,7 @@ def _round(row: dict[str, Any], at: At, lineno: int) -> _Round | None:
     for i, tool in enumerate(_list(row, "tools", at)):
         tat = at.sub(f"tools[{i}]")
         name = need_str(tool, "tool_name", tat, default="tool")
-        latency = opt_num(tool, "tool_wall_latency_ms", tat)
+        latency = opt_time(tool, "tool_wall_latency_ms", tat, unit_s=1e-3)
         start = tool.get("emitted_at")
         end = tool.get("result_at")
         tools.append(
@@ -130,7 +132,7 @@ def _round(row: dict[str, Any], at: At, lineno: int) -> _Round | None:
                 name=name,
                 start_s=None if start is None else _ts(start, at, f"tools[{i}].emitted_at"),
                 end_s=None if end is None else _ts(end, at, f"tools[{i}].result_at"),
-                latency_s=None if latency is None else max(0.0, latency) / 1000,
+                latency_s=None if latency is None else max(0.0, latency),
             )
         )
     if not ins and not outs:

@@ -31,13 +31,15 @@ from agentload.interop.content_free import (
     json_lines,
     need_ids,
     need_int,
-    need_num,
     need_str,
+    need_time,
+    need_tokens,
     ns,
-    opt_num,
     opt_str,
+    opt_time,
     prefix_of,
     summary,
+    time_s,
     write_trace,
 )
 
@@ -94,7 +96,7 @@ def import_weka(files: list[Path], out: Path) -> str:
     first = next(convs, None)
     if first is None:
         raise TraceFormatError(f"{paths[0]}: no conversation in the file")
-    block_size = need_int(first[1], "block_size", first[0], lo=1)
+    block_size = need_tokens(first[1], "block_size", first[0], lo=1)
     scope = need_str(first[1], "hash_id_scope", first[0], default="local")
     models = first[1].get("models")
     model = (
@@ -139,7 +141,7 @@ class _Importer:
             yield from self._one(k, at, conv)
 
     def _one(self, k: int, at: At, conv: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        bs = need_int(conv, "block_size", at, lo=1)
+        bs = need_tokens(conv, "block_size", at, lo=1)
         if bs != self.block_size:
             at.fail(
                 "block_size",
@@ -155,8 +157,8 @@ class _Importer:
         models = conv.get("models", [])
         if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
             at.fail("models", "expected a list of strings")
-        tool_tokens = need_int(conv, "tool_tokens", at, default=0)
-        system_tokens = need_int(conv, "system_tokens", at, default=0)
+        tool_tokens = need_tokens(conv, "tool_tokens", at, default=0)
+        system_tokens = need_tokens(conv, "system_tokens", at, default=0)
         reqs = conv.get("requests")
         if not isinstance(reqs, list):
             at.fail(
@@ -251,14 +253,14 @@ class _Importer:
         ids_prefix: str,
         waiting: list[str],
     ) -> dict[str, Any]:
-        t = need_num(r, "t", at)
-        n_in = need_int(r, "in", at)
-        n_out = need_int(r, "out", at)
+        t = need_time(r, "t", at)
+        n_in = need_tokens(r, "in", at)
+        n_out = need_tokens(r, "out", at)
         ids = need_ids(r, "hash_ids", at, n_in, self.block_size)
         call_model = need_str(r, "model", at, default=model)
-        api = opt_num(r, "api_time", at)
-        think = opt_num(r, "think_time", at)
-        ttft = opt_num(r, "ttft", at)
+        api = opt_time(r, "api_time", at)
+        think = opt_time(r, "think_time", at)
+        ttft = opt_time(r, "ttft", at)
         stop = opt_str(r, "stop", at)
         for key in ("input_types", "output_types"):
             v = r.get(key)
@@ -309,11 +311,12 @@ class _Importer:
         out: list[dict[str, Any]],
     ) -> tuple[int, str, bool]:
         """Build one sub-agent; returns (its end ns, its agent id, whether it blocks)."""
-        spawn_s = need_num(r, "t", at)
+        spawn_s = need_time(r, "t", at)
         name = need_str(r, "agent_id", at)
         kind = need_str(r, "subagent_type", at)
         status = need_str(r, "status", at, default="completed")
         duration_ms = need_int(r, "duration_ms", at, default=-1)
+        time_s(duration_ms, "duration_ms", at, unit_s=1e-3)
         models = r.get("models", [])
         if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
             at.fail("models", "expected a list of strings")

@@ -30,7 +30,7 @@ from agentload.errors import ConfigError
 from agentload.interop.blockids import BlockNumbers, group_factor, max_ids
 from agentload.interop.content_free import ns
 from agentload.interop.weka import FINISH
-from agentload.recorder.paths import writable_dir
+from agentload.outfile import output_dir
 from agentload.recorder.schema import AgentRecord, LLMCallRecord
 from agentload.recorder.stats import completion_tokens
 from agentload.recorder.trace import Trace, load_trace
@@ -200,9 +200,7 @@ def session_document(
 
 
 def _check_out(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"-o/--out {out}: not a directory (weka writes one file per session)")
-    writable_dir(out, f"-o/--out {out}")
+    output_dir(out, option="-o/--out")
     old = sorted(p.name for p in out.glob("*.json"))
     if old:
         raise ConfigError(

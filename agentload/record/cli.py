@@ -56,11 +56,12 @@ def record(
 ) -> None:
     """Record any agent's LLM traffic: a reverse proxy to --upstream that writes every Chat
     Completions, Responses and Messages call into an agentload trace (docs/record.md)."""
-    from agentload.auth import redact_url
+    from agentload.masking import redact_url
     from agentload.record.server import RecordOptions, RecordServer, parse_listen
     from agentload.tokenizer import ChatTokenCounter
 
     host, port = parse_listen(listen)
+    _check_headers({"--session-header": session_header, "--agent-header": agent_header})
     try:
         ChatTokenCounter(tokenizer)
     except Exception as exc:
@@ -110,6 +111,16 @@ def record(
         f"  [{why}]",
         err=True,
     )
+
+
+def _check_headers(options: dict[str, str]) -> None:
+    """A header name the recorder looks for must be one a request can carry (``''``: off)."""
+    from agentload.replay.config import header_name_problem
+
+    for option, name in options.items():
+        problem = header_name_problem(name, reserved=frozenset()) if name else None
+        if problem is not None:
+            raise ConfigError(f"{option} {name!r}: {problem}")
 
 
 def register(app: typer.Typer) -> None:

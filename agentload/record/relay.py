@@ -35,9 +35,9 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from agentload.auth import redact_text, redact_url
 from agentload.errors import ConfigError
 from agentload.errortext import clip
+from agentload.masking import mask_text, redact_url, remember_url
 from agentload.record.http1 import Body, Head, HeadError, body_for, split_head
 from agentload.wire import Api, api_for_path
 
@@ -112,13 +112,17 @@ class Upstream:
 
     @classmethod
     def from_url(cls, url: str) -> Upstream:
+        remember_url(url)
         shown = redact_url(url)
         if not url.isascii() or not url.isprintable() or " " in url:
             raise ConfigError(
                 f"--upstream {shown!r}: a URL holds visible ASCII only (no spaces, CR, LF or "
                 "control characters; percent-encode the rest, punycode for a host)"
             )
-        u = urlsplit(url)
+        try:
+            u = urlsplit(url)
+        except ValueError:
+            raise ConfigError(f"--upstream {shown!r}: its host does not parse") from None
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ConfigError(
                 f"--upstream {shown!r}: expected an http(s):// URL, http(s)://HOST[:PORT][/PATH]"
@@ -169,7 +173,7 @@ def describe(exc: BaseException | None, default: str = "") -> str:
     """An exception as one clipped line with secrets masked (``default`` for None)."""
     if exc is None:
         return default
-    return redact_text(clip(str(exc) or type(exc).__name__))
+    return mask_text(clip(str(exc) or type(exc).__name__))
 
 
 def _json_response(status: bytes, body: bytes, *, close: bool) -> bytes:

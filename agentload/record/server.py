@@ -28,9 +28,10 @@ from pathlib import Path
 from types import TracebackType
 
 from agentload import __version__
-from agentload.auth import redact_url
 from agentload.endpoint.server.server import bind_socket
 from agentload.errors import ConfigError, EndpointError
+from agentload.masking import redact_url
+from agentload.outfile import output_dir
 from agentload.record.relay import Relay, Upstream
 from agentload.record.worker import RecorderProcess, RecordStats
 from agentload.recorder.schema import ClockAnchor, Header, HostFacts
@@ -74,7 +75,7 @@ class RecordServer:
         self.opts = opts
         self.upstream = Upstream.from_url(opts.upstream)  # checked once: a ConfigError line
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        opts.out.mkdir(parents=True, exist_ok=True)
+        output_dir(opts.out, option="--out")  # a bad --out: one line before listening
         self.trace_path = opts.out / f"{opts.name}-{stamp}-{os.getpid()}.agentload.jsonl.zst"
         self.port = opts.port
         self.recorder: RecorderProcess | None = None

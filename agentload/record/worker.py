@@ -11,7 +11,7 @@ saw things happen and writes the trace exactly as before.
 * ``RecorderProcess`` is the proxy's end: ``start()`` (the trace is open when it returns),
   ``begin`` / ``end`` (non-blocking), ``close()`` (the trace is closed; the counts).
 * Frames: 4-byte big-endian length + a pickle of a tuple: ``("b", cid, api, body, headers,
-  submit_ns)``, ``("e", cid, Answer fields...)``; the first frame is the configuration.
+  submit_ns, credentials)``, ``("e", cid, Answer fields...)``; the first frame is the configuration.
 * Status lines on its stdout: ``ready``, ``sessions N`` as sessions appear, ``done {json}`` at
   the end, ``error ...`` (one line) when it cannot start.
 * It ignores SIGINT and SIGTERM (Ctrl-C reaches the whole process group; the proxy stops first
@@ -38,6 +38,7 @@ import orjson
 
 from agentload.errors import EndpointError
 from agentload.errortext import clip
+from agentload.masking import is_secret_header, known_secrets, remember
 from agentload.record.relay import CLIENT_LEFT, Answer, describe
 from agentload.wire import Api, WireReply, reply_from_json, stream_reader
 
@@ -89,6 +90,7 @@ class RecorderProcess:
         self._proc.stdin.write(_frame({
             "path": str(self.trace_path), "header": self.header,
             "session_header": self.session_header, "agent_header": self.agent_header,
+            "secrets": known_secrets(),  # what it must mask (the upstream URL's, say)
         }))  # fmt: skip
         try:
             line = await asyncio.wait_for(self._proc.stdout.readline(), timeout_s)
@@ -126,9 +128,17 @@ class RecorderProcess:
 
     def begin(self, cid: int, api: Api, body: bytes, headers: list[tuple[bytes, bytes]],
               submit_ns: int) -> None:  # fmt: skip
-        """A recorded request went out (only the session and agent headers are passed on)."""
-        picked = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers if k in self._wanted}
-        self._send(_frame(("b", cid, api, body, picked, submit_ns)))
+        """A recorded request went out. The session and agent headers are passed on; the
+        values of credential headers too, only so that the recorder masks them wherever an
+        answer echoes them (they are never written)."""
+        picked: dict[str, str] = {}
+        creds: list[str] = []
+        for k, v in headers:
+            if k in self._wanted:
+                picked[k.decode("latin-1")] = v.decode("latin-1")
+            elif is_secret_header(k):
+                creds.append(v.decode("latin-1"))
+        self._send(_frame(("b", cid, api, body, picked, submit_ns, creds)))
 
     def end(self, cid: int, a: Answer) -> None:
         """A recorded call is over."""
@@ -245,6 +255,7 @@ async def _serve() -> int:
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
     try:
         cfg = await _read_frame(reader)
+        remember(*cfg["secrets"])
         writer = TraceWriter(Path(cfg["path"]), Header.model_validate(cfg["header"]))
         await writer.open()
     except Exception as exc:
@@ -261,7 +272,8 @@ async def _serve() -> int:
             except asyncio.IncompleteReadError:
                 break  # the proxy closed its end (or died)
             if msg[0] == "b":
-                _, cid, api, body, headers, now = msg
+                _, cid, api, body, headers, now, creds = msg
+                remember(*creds)
                 try:
                     pending[cid] = rec.begin(api, body, headers, now)
                 except Exception as exc:  # recording never gets in the agent's way

@@ -61,7 +61,7 @@ def make_header(**fields: object) -> Header:
     import time
 
     from agentload import __version__
-    from agentload.auth import redact_url
+    from agentload.masking import redact_url
 
     mono = time.perf_counter_ns()
     unix = time.time_ns()

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from agentload.recorder.prefix import PrefixHasher, PromptPrefix, hash_prompt
 from agentload.recorder.schema import (
+    MAX_CALL_TOKENS,
     LLMCallRecord,
     NativeRequest,
     PrefixInfo,
@@ -195,8 +196,9 @@ def _tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 def _count(value: Any) -> int | None:
     """A token count as a server or an agent sent it, or None when it is not one (a string, a
-    bool, a negative or float number, or one past 2**53): the call is kept, the value is not."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53:
+    bool, a negative or float number, or one past ``MAX_CALL_TOKENS``): the call is kept, the
+    value is not (the trace's reader would refuse it)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_CALL_TOKENS:
         return value
     return None
 

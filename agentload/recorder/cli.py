@@ -28,6 +28,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentload.errors import ConfigError
+from agentload.outfile import check_output
 from agentload.recorder.schema import Header
 
 __all__ = ["register", "trace_app"]
@@ -148,6 +149,14 @@ def stats(
             "--tolerance", min=0.0, help="A ratio of medians within 1 ± this counts as matching."
         ),
     ] = 0.25,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace the --plot PNG(s) if they exist (written beside and renamed into "
+            "place when whole).",
+        ),
+    ] = False,
 ) -> None:
     """Summary numbers per file: agents, calls, tool times, gaps, token growth, prefix reuse,
     wall time; or, with --compare, two sets of traces side by side."""
@@ -158,8 +167,12 @@ def stats(
     if plot is not None and plot.suffix.lower() != ".png":
         raise ConfigError(f"--plot {plot}: the plot is written as PNG; name it *.png")
     paths = trace_files(files)
+    others = trace_files(compare) if compare else []
+    targets = _plot_targets(plot, 1 if compare else len(paths))
+    for target in targets:  # before any trace is read: a bad --plot is one line at once
+        check_output(target, [*paths, *others], option="--plot", force=force)
     if compare:
-        _compare(paths, trace_files(compare), json_, plot, labels, tolerance)
+        _compare(paths, others, json_, plot, labels, tolerance, force)
         return
     if labels is not None:
         raise ConfigError("--labels names the two sides of --compare; give --compare too")
@@ -179,8 +192,7 @@ def stats(
         if plot is not None:
             from agentload.recorder.plot import plot_context_growth
 
-            target = plot if len(paths) == 1 else plot.with_name(f"{plot.stem}-{i}{plot.suffix}")
-            out = plot_context_growth(trace, target)
+            out = plot_context_growth(trace, targets[i - 1], force=force)
             which = f" ({path})" if len(paths) > 1 else ""
             print(f"plot written to {out}{which}", file=sys.stderr)
 
@@ -193,6 +205,15 @@ def _side_label(paths: list[Path]) -> str:
     return f"{folder} ({len(paths)} files)"
 
 
+def _plot_targets(plot: Path | None, n: int) -> list[Path]:
+    """The PNGs ``--plot`` stands for: itself for one plot, ``NAME-1.png`` ... for several."""
+    if plot is None:
+        return []
+    if n == 1:
+        return [plot]
+    return [plot.with_name(f"{plot.stem}-{i}{plot.suffix}") for i in range(1, n + 1)]
+
+
 def _compare(
     a_paths: list[Path],
     b_paths: list[Path],
@@ -200,6 +221,7 @@ def _compare(
     plot: Path | None,
     labels: str | None,
     tolerance: float,
+    force: bool,
 ) -> None:
     from agentload.recorder.comparison import compare, render_comparison
     from agentload.recorder.samples import Samples, trace_samples
@@ -233,7 +255,7 @@ def _compare(
     if plot is not None:
         from agentload.recorder.compare_plot import plot_comparison
 
-        written = plot_comparison(sides[0], sides[1], result, plot, pair)
+        written = plot_comparison(sides[0], sides[1], result, plot, pair, force=force)
         print(f"plot written to {written}", file=sys.stderr)
 
 

@@ -38,8 +38,11 @@ def plot_comparison(
     result: dict[str, Any],
     out: str | os.PathLike[str],
     labels: tuple[str, str] = ("A", "B"),
+    *,
+    force: bool = False,
 ) -> Path:
-    """Write the figure of ``result`` (``comparison.compare(a, b)``) to ``out``; its path."""
+    """Write the figure of ``result`` (``comparison.compare(a, b)``) to ``out`` (an existing
+    one replaced only with ``force``); its path."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -87,4 +90,4 @@ def plot_comparison(
         ax.set_visible(False)
     fig.suptitle(f"{labels[0]} vs {labels[1]}: empirical CDFs", fontsize=11)
     fig.tight_layout()
-    return save_figure(fig, out)
+    return save_figure(fig, out, force=force)

@@ -1,16 +1,15 @@
-"""Paths on the command line: trace files as given, directories as the traces inside them, and
-output directories checked before any work (``writable_dir``)."""
+"""Paths on the command line: trace files as given, directories as the traces inside them
+(output places: ``agentload.outfile``)."""
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from agentload.errors import ConfigError
 
-__all__ = ["TRACE_SUFFIXES", "trace_files", "writable_dir"]
+__all__ = ["TRACE_SUFFIXES", "trace_files"]
 
 TRACE_SUFFIXES = (".agentload.jsonl.zst", ".agentload.jsonl")
 """The names ``generate`` writes; a directory argument stands for its files named so."""
@@ -39,16 +38,3 @@ def trace_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
         else:
             raise ConfigError(f"{p}: no such trace file or directory")
     return list(out)
-
-
-def writable_dir(folder: Path, label: str) -> Path:
-    """Create ``folder`` (with its parents) and check a file can be created in it, so a bad
-    output place is one ``ConfigError`` line (``{label}: cannot write there (...)``) before any
-    work, not a traceback after it."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        raise ConfigError(f"{label}: cannot write there ({exc.strerror or exc})") from None
-    return folder

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentload.errors import ConfigError
+from agentload.outfile import atomic_output
 from agentload.recorder.trace import Trace
 
 __all__ = ["plot_context_growth", "save_figure"]
@@ -20,8 +20,9 @@ __all__ = ["plot_context_growth", "save_figure"]
 _ROLE_COLOURS = ("#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
-def plot_context_growth(trace: Trace, out: str | os.PathLike[str]) -> Path:
-    """Write the PNG to ``out`` and return its path."""
+def plot_context_growth(trace: Trace, out: str | os.PathLike[str], *, force: bool = False) -> Path:
+    """Write the PNG to ``out`` (an existing one replaced only with ``force``) and return its
+    path."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,20 +92,19 @@ def plot_context_growth(trace: Trace, out: str | os.PathLike[str]) -> Path:
         title += f" ({trace.header.model})"
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    return save_figure(fig, out)
+    return save_figure(fig, out, force=force)
 
 
-def save_figure(fig: Any, out: str | os.PathLike[str]) -> Path:
-    """Write a matplotlib figure to ``out`` (its folder made), close it, return the path; a
-    path that cannot be written is one ConfigError line."""
+def save_figure(fig: Any, out: str | os.PathLike[str], *, force: bool = False) -> Path:
+    """Write a matplotlib figure to ``out`` as every output file is written
+    (``outfile.atomic_output``, option ``--plot``: replaced only with ``force``, whole or not
+    at all), close it, return the path; a path that cannot be written is one ConfigError line."""
     from matplotlib import pyplot as plt
 
     path = Path(out)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path)
-    except OSError as exc:
-        raise ConfigError(f"cannot write the plot {path}: {exc.strerror or exc}") from None
+        with atomic_output(path, option="--plot", force=force) as tmp:
+            fig.savefig(tmp, format="png")
     finally:
         plt.close(fig)
     return path

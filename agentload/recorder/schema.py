@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 __all__ = [
+    "MAX_CALL_TOKENS",
     "SCHEMA",
     "SCHEMA_MAJOR",
     "TRACE_END",
@@ -56,6 +57,11 @@ __all__ = [
 SCHEMA_MAJOR = 1
 SCHEMA = f"agentload.trace/{SCHEMA_MAJOR}"
 TRACE_END = "trace_end"
+
+MAX_CALL_TOKENS = 1 << 24
+"""The largest token count one call may hold (16,777,216: above every model's context today);
+a larger one is a named error when a trace is read, so nothing is sized by it (replay
+synthesizes a content-free prompt of that many tokens)."""
 """``event.kind`` of the last record a writer writes when it closes the file."""
 
 
@@ -193,7 +199,7 @@ class BlobRecord(_Model):
     )
     content: Any = Field(description="the message dict / tools list / text")
     tokens: int | None = Field(
-        default=None, ge=0, description="our token count of its framing piece"
+        default=None, ge=0, le=MAX_CALL_TOKENS, description="our token count of its framing piece"
     )
 
 
@@ -263,20 +269,25 @@ class Usage(_Model):
     """Token counts: the server's when reported, and ours always."""
 
     prompt_tokens: int | None = Field(
-        default=None, ge=0, description="server-reported prompt tokens"
+        default=None, ge=0, le=MAX_CALL_TOKENS, description="server-reported prompt tokens"
     )
     completion_tokens: int | None = Field(
-        default=None, ge=0, description="server-reported completion"
+        default=None, ge=0, le=MAX_CALL_TOKENS, description="server-reported completion"
     )
     cached_tokens: int | None = Field(
-        default=None, ge=0, description="server-reported cached prompt tokens"
+        default=None, ge=0, le=MAX_CALL_TOKENS, description="server-reported cached prompt tokens"
     )
     cache_creation_tokens: int | None = Field(
-        default=None, ge=0, description="server-reported prompt tokens written to its cache"
+        default=None,
+        ge=0,
+        le=MAX_CALL_TOKENS,
+        description="server-reported prompt tokens written to its cache",
     )
-    prompt_tokens_ours: int = Field(ge=0, description="our count under the framing convention")
+    prompt_tokens_ours: int = Field(
+        ge=0, le=MAX_CALL_TOKENS, description="our count under the framing convention"
+    )
     completion_tokens_ours: int | None = Field(
-        default=None, ge=0, description="our count of the output"
+        default=None, ge=0, le=MAX_CALL_TOKENS, description="our count of the output"
     )
 
 
@@ -300,7 +311,9 @@ class PrefixInfo(_Model):
     """
 
     base: str | None = Field(default=None, description="llm_call id whose blocks this extends")
-    base_blocks: int = Field(default=0, ge=0, description="blocks taken from the base call")
+    base_blocks: int = Field(
+        default=0, ge=0, le=MAX_CALL_TOKENS, description="blocks taken from the base call"
+    )
     blocks: list[str] = Field(default_factory=list, description="new block hashes (16 hex chars)")
 
 
@@ -349,7 +362,7 @@ class ToolCallRecord(_Model):
     timed_out: bool = Field(default=False, description="the tool hit its timeout")
     output_bytes: int = Field(default=0, ge=0, description="bytes of the tool's output")
     output_tokens: int | None = Field(
-        default=None, ge=0, description="our tokens of the text returned"
+        default=None, ge=0, le=MAX_CALL_TOKENS, description="our tokens of the text returned"
     )
     truncated: bool = Field(default=False, description="output was cut to the size limit")
     sandbox_id: str | None = Field(default=None, description="container / sandbox it ran in")

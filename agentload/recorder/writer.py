@@ -35,8 +35,8 @@ import zstandard
 from pydantic import BaseModel
 
 from agentload.hashing import content_id
+from agentload.masking import scrub_bytes, scrub_json
 from agentload.recorder.schema import TRACE_END, BlobRecord, EventRecord, Header
-from agentload.recorder.secrets import scrub_bytes, scrub_json
 
 __all__ = ["TraceWriter", "encode_record"]
 

@@ -13,6 +13,8 @@ from rich.console import Console
 
 from agentload.auth import userinfo_warning
 from agentload.errors import ConfigError
+from agentload.errortext import one_line
+from agentload.outfile import write_errors
 from agentload.replay.config import ReplayConfig
 from agentload.replay.results import ResultsDocument
 
@@ -183,7 +185,7 @@ def replay(
         prepare_out_dir(out)
     warning = userinfo_warning(cfg.endpoint)
     if warning:
-        print(warning, file=sys.stderr)
+        print(one_line(warning), file=sys.stderr)
     if cfg.ray is not None:
         from agentload.replay.sharded import run_sharded
 
@@ -193,8 +195,9 @@ def replay(
     console = Console()
     _print_summary(console, results)
     if out is not None:
-        paths = [write_results(results, out), write_summary(results, out)]
-        paths += write_report([results], out)
+        with write_errors(out, option="--out"):
+            paths = [write_results(results, out), write_summary(results, out)]
+            paths += write_report([results], out)
         console.print(f"wrote {', '.join(str(p) for p in paths[:3])} and {len(paths) - 3} PNGs")
     end = verdict(results)
     if end.line is not None:
@@ -248,7 +251,8 @@ def report(
 
     prepare_out_dir(out)
     runs = [load_results(p) for p in results]
-    paths = write_report(runs, out)
+    with write_errors(out, option="--out"):
+        paths = write_report(runs, out)
     Console().print(f"wrote {paths[0]} ({len(paths) - 1} PNGs)")
 
 

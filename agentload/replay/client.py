@@ -41,13 +41,7 @@ import httpcore
 import httpx
 import orjson
 
-from agentload.auth import (
-    hide_secrets,
-    redact_url,
-    refused_key_message,
-    split_base_url,
-    url_secrets,
-)
+from agentload.auth import refused_key_message, split_base_url
 from agentload.errors import (
     EndpointError,
     EndpointUnreachableError,
@@ -55,6 +49,8 @@ from agentload.errors import (
     WireError,
 )
 from agentload.errortext import clip, is_context_overflow
+from agentload.masking import hide_secrets, redact_url, url_secrets
+from agentload.recorder.schema import MAX_CALL_TOKENS
 from agentload.replay.netback import AsyncioBackend, KernelStamps, SocketStream
 from agentload.wire import stream_reader
 
@@ -427,12 +423,7 @@ class StreamClient:
             for _ in range(n):
                 append(now)
         reply = reader.reply()
-        u = reply.usage or {}
-        out.prompt_tokens = u.get("prompt_tokens")
-        out.completion_tokens = u.get("completion_tokens")
-        details = u.get("prompt_tokens_details")
-        if isinstance(details, dict) and details.get("cached_tokens") is not None:
-            out.cached_tokens = details["cached_tokens"]
+        _usage(reply.usage or {}, out)
         out.finish_reason = reply.finish_reason
         if reply.error and out.error_kind is None:
             text = reply.error.encode()
@@ -442,6 +433,34 @@ class StreamClient:
             out.first_ns = out.chunk_ns[0]
         if out.error_kind is None and not reader.done:
             out.error_kind, out.error = "truncated", "stream ended before its last event"
+
+
+def _count(usage: Any, key: str, out: Outcome) -> int | None:
+    """``usage[key]``: a token count 0..``MAX_CALL_TOKENS`` (what a call of a trace may hold),
+    or None when absent; anything
+    else (negative, fractional, huge, not a number) fails the request as ``invalid_usage``,
+    so the report is counted, never stored, and the run goes on."""
+    v = usage.get(key) if isinstance(usage, dict) else None
+    if v is None:
+        return None
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if type(v) is int and 0 <= v <= MAX_CALL_TOKENS:
+        return v
+    if out.error_kind is None:
+        out.error_kind = "invalid_usage"
+        out.error = f"usage.{key}: {clip(repr(v), 40)} is not a token count"
+    return None
+
+
+def _usage(usage: Any, out: Outcome) -> None:
+    """Fold a usage report (Chat Completions' ``usage``, or a native reply's) into ``out``."""
+    out.prompt_tokens = _count(usage, "prompt_tokens", out)
+    out.completion_tokens = _count(usage, "completion_tokens", out)
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    cached = _count(details, "cached_tokens", out)
+    if cached is not None:
+        out.cached_tokens = cached
 
 
 def _event(ev: Any, out: Outcome) -> bool:
@@ -456,11 +475,7 @@ def _event(ev: Any, out: Outcome) -> bool:
         return False
     usage = ev.get("usage")
     if usage:
-        out.prompt_tokens = usage.get("prompt_tokens")
-        out.completion_tokens = usage.get("completion_tokens")
-        details = usage.get("prompt_tokens_details")
-        if isinstance(details, dict) and details.get("cached_tokens") is not None:
-            out.cached_tokens = details["cached_tokens"]
+        _usage(usage, out)
     timings = ev.get("timings")
     if out.cached_tokens is None and isinstance(timings, dict):
         # llama.cpp's own account of the prompt tokens reused from its cache (older builds

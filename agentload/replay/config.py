@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
+import httpx
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,7 +30,38 @@ from agentload.replay.metrics.base import SLO
 from agentload.replay.salt import SALT_MODES, SaltAt
 from agentload.tokenizer import is_tokenizer_name
 
-__all__ = ["ReplayConfig", "parse_duration_ns", "parse_levels", "parse_slo"]
+__all__ = [
+    "MAX_CONTEXT",
+    "MAX_GPUS",
+    "MAX_LEVEL",
+    "MAX_SEED",
+    "MAX_SESSIONS",
+    "MAX_WORKERS",
+    "RESERVED_BODY_FIELDS",
+    "RESERVED_HEADERS",
+    "ReplayConfig",
+    "endpoint_problem",
+    "header_name_problem",
+    "parse_duration_ns",
+    "parse_levels",
+    "parse_slo",
+]
+
+# The largest value each count option takes (replay's, and generate's, which are checked here
+# too): far above any real run, small enough that nothing sized by them overflows or exhausts
+# memory before the run starts, and a seed every JSON reader holds exactly.
+MAX_LEVEL = 100_000
+"""Sessions in flight at once (--concurrency, --sweep; generate --parallel)."""
+MAX_SESSIONS = 1_000_000
+"""Session instances per point (--sessions; generate -n)."""
+MAX_GPUS = 1_000_000
+"""GPUs behind the endpoint (--gpus)."""
+MAX_CONTEXT = 100_000_000
+"""Tokens per call (--max-context)."""
+MAX_WORKERS = 1024
+"""Ray workers (--workers)."""
+MAX_SEED = 2**53
+"""The largest seed, either sign (--seed): results.json stores it as a JSON number."""
 
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000}
 _DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ns|us|ms|s|m)?\s*$")
@@ -80,6 +112,48 @@ def parse_levels(text: str) -> list[int]:
         ) from None
 
 
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An RFC 9110 token: what a header name is."""
+RESERVED_HEADERS = frozenset(
+    {"accept", "anthropic-version", "authorization", "connection", "content-length"}
+    | {"content-type", "host", "transfer-encoding", "x-api-key"}
+)
+"""Headers replay (or HTTP itself) sets on every request: --session-header may not be one."""
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+RESERVED_BODY_FIELDS = frozenset(
+    {"messages", "model", "stream", "stream_options", "max_tokens", "max_completion_tokens"}
+    | {"tools", "tool_choice", "parallel_tool_calls", "temperature", "top_p", "top_k", "n"}
+    | {"stop", "stop_sequences", "seed", "response_format", "logprobs", "top_logprobs"}
+    | {"presence_penalty", "frequency_penalty", "logit_bias", "reasoning_effort", "reasoning"}
+    | {"ignore_eos", "min_tokens", "input", "instructions", "max_output_tokens", "text"}
+    | {"previous_response_id", "store", "truncation", "include", "system", "thinking"}
+    | {"metadata", "modalities", "audio", "prediction", "service_tier", "background"}
+)
+"""Body fields of a request replay sends (Chat Completions, Responses, Messages), and the
+extras it adds: --session-field may not overwrite one (``user``, an end-user id meant for
+routing, is allowed)."""
+
+
+def endpoint_problem(url: str) -> str | None:
+    """Why the HTTP client cannot send to ``url`` (None when it can): a host that is no valid
+    internationalized name (a bidi control, a disallowed character ...)."""
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        return f"not a usable URL ({exc})"
+    return None
+
+
+def header_name_problem(name: str, reserved: frozenset[str] = RESERVED_HEADERS) -> str | None:
+    """Why ``name`` cannot be a session header (None when it can): not an RFC 9110 token (a
+    space, a colon, CR/LF ...), or one of the ``reserved`` headers."""
+    if _TOKEN.fullmatch(name) is None:
+        return "not an HTTP header name (RFC 9110 token: letters, digits and !#$%&'*+-.^_`|~)"
+    if name.lower() in reserved:
+        return "a header every request sets already; name another"
+    return None
+
+
 _CHOICES: dict[str, tuple[str, ...]] = {
     "start_at": ("random", "zero"),
     "fit": FIT_MODES,
@@ -107,7 +181,7 @@ class ReplayConfig(BaseModel):
     extras: bool = Field(
         default=True, description="send the preset's ignore_eos/min_tokens (--no-extras: off)"
     )
-    levels: list[Annotated[int, Field(ge=1)]] = Field(
+    levels: list[Annotated[int, Field(ge=1, le=MAX_LEVEL)]] = Field(
         default=[1],
         min_length=1,
         description="concurrency per point, the sweep levels (--sweep 1,2,4 or --concurrency N)",
@@ -125,7 +199,7 @@ class ReplayConfig(BaseModel):
         description="measured seconds per point (--duration)",
     )
     sessions: int | None = Field(
-        default=None, ge=1, description="session instances per point (--sessions)"
+        default=None, ge=1, le=MAX_SESSIONS, description="session instances per point (--sessions)"
     )
     gap_scale: float = Field(
         default=1.0,
@@ -147,7 +221,9 @@ class ReplayConfig(BaseModel):
         default=None,
         description="SLO thresholds in ns: ttft_ns, tpot_ns, e2e_ns (--slo ttft=2s,tpot=50ms)",
     )
-    gpus: int | None = Field(default=None, ge=1, description="GPUs behind the endpoint (--gpus)")
+    gpus: int | None = Field(
+        default=None, ge=1, le=MAX_GPUS, description="GPUs behind the endpoint (--gpus)"
+    )
     power_watts: float | None = Field(
         default=None,
         gt=0,
@@ -181,6 +257,8 @@ class ReplayConfig(BaseModel):
     )
     seed: int = Field(
         default=0,
+        ge=-MAX_SEED,
+        le=MAX_SEED,
         description="seed of join points, arrivals and synthesized prompts (--seed)",
     )
     schedule: Literal["closed", "recorded"] = Field(
@@ -216,6 +294,7 @@ class ReplayConfig(BaseModel):
     max_context: int | None = Field(
         default=None,
         ge=1,
+        le=MAX_CONTEXT,
         description="fit the traces to this many tokens per call, prompt + output (--max-context)",
     )
     fit: FitMode = Field(
@@ -232,7 +311,7 @@ class ReplayConfig(BaseModel):
     workers: int | None = Field(
         default=None,
         ge=1,
-        le=1024,
+        le=MAX_WORKERS,
         description="replay workers on the cluster (--workers; default: one per cluster CPU, "
         "at most the lanes)",
     )
@@ -283,6 +362,31 @@ class ReplayConfig(BaseModel):
         choices = _CHOICES[info.field_name or ""]
         if v not in choices:
             raise _bad(f"choose {' or '.join(choices)}")
+        return v
+
+    @field_validator("endpoint")
+    @classmethod
+    def _usable_endpoint(cls, v: str) -> str:
+        problem = endpoint_problem(v)
+        if problem is not None:
+            raise _bad(problem)
+        return v
+
+    @field_validator("session_header")
+    @classmethod
+    def _header_name(cls, v: str | None) -> str | None:
+        problem = None if v is None else header_name_problem(v)
+        if problem is not None:
+            raise _bad(problem)
+        return v
+
+    @field_validator("session_field")
+    @classmethod
+    def _body_field(cls, v: str | None) -> str | None:
+        if v is not None and _FIELD.fullmatch(v) is None:
+            raise _bad("a body field name: a letter or _, then letters, digits, _ . - (at most 64)")
+        if v is not None and v in RESERVED_BODY_FIELDS:
+            raise _bad("a field every request body may use already; name another (e.g. session_id)")
         return v
 
     @field_validator("tokenizer")

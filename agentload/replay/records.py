@@ -40,7 +40,8 @@ class RequestRecord:
     error_kind: str | None = Field(
         default=None,
         description="None on success; http_<status>, timeout, connect, reset, truncated, "
-        "stream_error, context_overflow or client_error",
+        "stream_error, context_overflow, invalid_usage (a usage report that is not token "
+        "counts) or client_error",
     )
     error: str | None = Field(default=None, description="what went wrong, in words")
     prompt_tokens: int | None = Field(default=None, description="server-reported prompt tokens")

@@ -7,6 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from agentload.masking import mask_text, redact_url
 from agentload.replay import metrics
 from agentload.replay.pareto import Headline, axis_of, headline, points_xy
 from agentload.replay.results import (
@@ -177,13 +178,13 @@ def _run_section(run: ResultsDocument, name: str) -> str:
     if run.live is not None:
         live = run.live
         what = (
-            f"LIVE · {live.command} -s {live.scenario} · endpoint {cfg.endpoint} · model "
+            f"LIVE · {live.command} -s {live.scenario} · endpoint {redact_url(cfg.endpoint)} · model "
             f"{cfg.model} · {cfg.sessions} sessions per point · sandbox {live.sandbox} · "
             f"traces {', '.join(cfg.traces)}"
         )
     else:
         what = (
-            f"endpoint {cfg.endpoint} · model {cfg.model} · engine {cfg.engine} · "
+            f"endpoint {redact_url(cfg.endpoint)} · model {cfg.model} · engine {cfg.engine} · "
             f"traces {', '.join(cfg.traces)} · gap scale {cfg.gap_scale} · "
             f"start at {cfg.start_at} · salt at {cfg.salt_at}"
         )
@@ -271,5 +272,5 @@ def write_report(runs: list[ResultsDocument], out: Path) -> list[Path]:
         f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>"
     )
     path = out / "report.html"
-    path.write_text(doc, encoding="utf-8")
+    path.write_text(mask_text(doc), encoding="utf-8")  # a learned secret, wherever it is
     return [path, *pngs]

@@ -30,9 +30,10 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from agentload.errors import ConfigError, ResultsFormatError
+from agentload.errors import ResultsFormatError
 from agentload.infile import MAX_DOCUMENT_BYTES, read_bytes
-from agentload.recorder.paths import writable_dir
+from agentload.masking import scrub_bytes
+from agentload.outfile import output_dir
 from agentload.recorder.reader import format_validation_error
 from agentload.replay.config import ReplayConfig
 from agentload.replay.records import RequestRecord, SessionResult, Window
@@ -497,19 +498,17 @@ class ResultsDocument(_Model):
 def prepare_out_dir(out: Path, option: str = "--out") -> Path:
     """Create ``out`` and check a file can be written in it, so that a bad ``--out`` is one
     ``ConfigError`` line before any work, not a traceback after it."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"{option} {out}: exists and is not a directory")
-    return writable_dir(out, f"{option} {out}")
+    return output_dir(out, option=option)
 
 
 def write_document(doc: BaseModel, out: Path, name: str) -> Path:
     """Write ``doc`` as indented JSON to ``out/name`` (atomically: a reader never sees half a
-    file); returns its path."""
+    file; any credential in it masked: ``agentload.masking``); returns its path."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / name
     tmp = path.with_suffix(".json.tmp")
     data = doc.model_dump(mode="json", by_alias=True)
-    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    tmp.write_bytes(scrub_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2)))
     os.replace(tmp, path)
     return path
 

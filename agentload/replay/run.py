@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentload import __version__
-from agentload.auth import api_key_from_env, redact_url
+from agentload.auth import api_key_from_env
 from agentload.errors import ConfigError, ReplayError
 from agentload.intervals import peak_overlap
+from agentload.masking import redact_url
 from agentload.recorder.paths import trace_files
 from agentload.recorder.synth import Synthesizer
 from agentload.recorder.trace import load_trace

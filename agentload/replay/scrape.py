@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentload.auth import hide_secrets, redact_url, url_secrets
+from agentload.masking import hide_secrets, redact_url, url_secrets
 
 __all__ = ["KEEP_PREFIXES", "KEEP_WORDS", "MetricsScraper", "parse_prometheus"]
 

@@ -22,8 +22,10 @@ def build_cmd(
 ) -> None:
     """Build the offline sandbox image from the host's Python (no registry needed)."""
     from agentload.sandboxes.docker_host import connect_docker
-    from agentload.sandboxes.image import build_image
+    from agentload.sandboxes.image import build_image, check_image_tag
 
+    if tag is not None:
+        check_image_tag(tag)
     client = connect_docker()
     tty = sys.stderr.isatty()
 

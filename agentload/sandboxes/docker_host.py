@@ -1,6 +1,7 @@
 """Finding a Docker daemon that answers.
 
-Order: ``DOCKER_HOST`` (with the usual ``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH``), then the
+``DOCKER_HOST`` set (with the usual ``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH``): that daemon
+alone, as the docker CLI does (a user who names a daemon never gets another one). Unset: the
 daemon ``scripts/docker-up.sh`` starts (``unix:///var/tmp/agentload-docker/docker.sock``), then
 the default socket. The first that answers a ping wins; none → ``DockerUnavailableError``
 naming what was tried.
@@ -24,12 +25,9 @@ DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 
 
 def docker_hosts() -> list[str]:
-    """The daemon addresses tried, in order, without duplicates."""
-    out: list[str] = []
-    for host in (os.environ.get("DOCKER_HOST", ""), AGENTLOAD_SOCKET, DEFAULT_SOCKET):
-        if host and host not in out:
-            out.append(host)
-    return out
+    """The daemon addresses tried, in order: ``DOCKER_HOST`` alone when it is set."""
+    named = os.environ.get("DOCKER_HOST", "")
+    return [named] if named else [AGENTLOAD_SOCKET, DEFAULT_SOCKET]
 
 
 def _probe_unix(path: str) -> None:
@@ -70,6 +68,11 @@ def connect_docker(timeout: float = 60.0) -> Any:
                 client.close()
             continue
         return client
+    if os.environ.get("DOCKER_HOST"):
+        raise DockerUnavailableError(
+            f"no Docker daemon answers at DOCKER_HOST={tried[0]}; fix DOCKER_HOST or unset it "
+            "to use the local socket"
+        )
     raise DockerUnavailableError(
         "no Docker daemon answers; tried " + "; ".join(tried) + " (start one: scripts/docker-up.sh)"
     )

@@ -17,6 +17,7 @@ import io
 import json
 import os
 import platform
+import re
 import sys
 import tarfile
 import threading
@@ -28,12 +29,13 @@ from typing import Any
 
 from docker.errors import DockerException, ImageNotFound
 
-from agentload.errors import SandboxError
+from agentload.errors import ConfigError, SandboxError
 
 __all__ = [
     "IMAGE_LABEL",
     "ImageInfo",
     "build_image",
+    "check_image_tag",
     "default_image_tag",
     "ensure_image",
     "image_info",
@@ -53,6 +55,26 @@ class ImageInfo:
     mounts: tuple[str, ...]
     built_here: bool
     python_prefix: str | None = None
+
+
+_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)?"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_TAG = re.compile(
+    rf"{_DOMAIN}{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+)
+"""Docker's image reference grammar (``[HOST[:PORT]/]NAME[:TAG]``), digests left out."""
+
+
+def check_image_tag(tag: str, option: str = "--tag") -> str:
+    """``tag`` when Docker accepts it as an image name; one ``ConfigError`` line saying the rule
+    otherwise (before any daemon is contacted)."""
+    if len(tag) > 255 or _IMAGE_TAG.fullmatch(tag) is None:
+        raise ConfigError(
+            f"{option} {tag!r}: not a Docker image name: [HOST[:PORT]/]NAME[:TAG], NAME in "
+            "lowercase letters, digits and . _ - separators (parts joined by /), TAG of "
+            "letters, digits, _ . - (not starting with . or -); at most 255 characters"
+        )
+    return tag
 
 
 def default_image_tag() -> str:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentload.errors import WorkspaceError
+from agentload.masking import remember_url
 from agentload.scenarios.tasks import Fault, all_tasks
 
 __all__ = ["Fault", "Workspace", "get_fault", "list_faults", "materialise"]
@@ -142,6 +143,7 @@ def _path(src: str, dest: Path) -> None:
 
 
 def _clone(src: str, dest: Path) -> None:
+    remember_url(src)  # git's own messages quote a URL's query
     local = Path(src).expanduser()
     url = str(local.resolve()) if local.exists() else src
     _git(dest.parent, "clone", "-q", "--no-hardlinks", "--", url, str(dest))

@@ -188,7 +188,7 @@ async def test_header_fields_present(tmp_path: Path) -> None:
     assert set(raw["host"]) >= {"python", "os", "cpu_count"}
     assert raw["tokenizer"] == "o200k_base" and raw["seed"] == 7 and raw["model"] == "agentload-sim"
     # Credentials are stripped from the endpoint URL.
-    assert raw["endpoint"] == "https://user:***@api.example.com:8443/v1?api_key=***&x=1"
+    assert raw["endpoint"] == "https://***@api.example.com:8443/v1?api_key=***&x=***"
     assert b"hunter2" not in data and b"abcdef" not in data
 
 

@@ -8,6 +8,7 @@ import pytest
 import zstandard
 
 from agentload.hashing import content_id
+from agentload.masking import scrub_bytes, scrub_json
 from agentload.recorder import (
     CallCapture,
     EventRecord,
@@ -16,7 +17,6 @@ from agentload.recorder import (
     TraceWriter,
     load_trace,
 )
-from agentload.recorder.secrets import scrub_bytes, scrub_json
 from agentload.recorder.validate import validate_trace
 from agentload.tokenizer import ChatTokenCounter
 
@@ -107,7 +107,7 @@ async def test_keys_and_authorization_headers_never_reach_the_file(
     # The file stays a valid trace, with everything else intact.
     trace = load_trace(path)
     assert trace.truncated is None
-    assert trace.header.endpoint == "https://admin:***@llm.example.com/v1?api_key=***"
+    assert trace.header.endpoint == "https://***@llm.example.com/v1?api_key=***"
     msgs = trace.messages(trace.calls["c0"])
     assert msgs[0]["content"] == "Use the key [REDACTED] to call the API."
     assert trace.tool_calls["t"].name == "run_tests"

@@ -27,7 +27,9 @@ chat request (0-based, counted over the server's life) gets ``plan.chat[n % len(
 ==============  ==========================================================================
 
 ``plan.models`` is ``ok`` or ``blackhole`` (the ``/models`` probe itself never answers);
-``accept_only=True`` makes the listener accept connections and never read or write (a load
+``usage=TEXT`` replaces the usage object every streamed reply ends with by that raw JSON text
+(``'{"prompt_tokens": 1e30}'``: a server that reports nonsense); ``accept_only=True`` makes the
+listener accept connections and never read or write (a load
 balancer's black hole). Every request is counted by path and fault (``counts``); ``stop()``
 closes every connection. Each connection handles requests one after another (keep-alive).
 ``requests`` logs each request's method, raw path (query included) and headers. ``port=N``
@@ -74,6 +76,7 @@ class FaultPlan:
     retry_after_s: int = 1
     drip_s: float = 0.2
     accept_only: bool = False
+    usage: str | None = None
 
     def __post_init__(self) -> None:
         bad = [f for f in self.chat if f not in FAULTS]
@@ -233,7 +236,9 @@ class FaultServer:
     ) -> bool:
         plan = self.plan
         if fault == "401":
-            said = f"invalid key in {headers.get('authorization', 'no header')!r}"
+            sent = headers.get("authorization", "no header")
+            # as hosted APIs do: the key quoted alone, without its "Bearer" (OpenAI, Groq)
+            said = f"invalid key in {sent!r}: Incorrect API key provided: {sent.split()[-1]}"
             await _send(writer, 401, _error(said))
             return True
         if fault == "500":
@@ -252,7 +257,7 @@ class FaultServer:
         if fault == "blackhole":
             await self._hold()
             return False
-        events = _events(plan.tokens, plan.model, fault)
+        events = _events(plan.tokens, plan.model, fault, plan.usage)
         if fault == "malformed":
             events = [b"data: {not json at all\n\n", b"data: \x00\xff garbage\n\n"]
         writer.write(_STREAM_HEAD)
@@ -329,7 +334,7 @@ async def _send(writer: asyncio.StreamWriter, status: int, body: bytes, extra: s
     await writer.drain()
 
 
-def _events(tokens: int, model: str, fault: str = "ok") -> list[bytes]:
+def _events(tokens: int, model: str, fault: str = "ok", usage: str | None = None) -> list[bytes]:
     def event(delta: dict[str, object], finish: str | None = None) -> bytes:
         obj = {
             "id": "chatcmpl-fault",
@@ -349,9 +354,9 @@ def _events(tokens: int, model: str, fault: str = "ok") -> list[bytes]:
             part = {"index": 0, "function": {"arguments": CUT_ARGUMENTS[i : i + 8]}}
             out.append(event({"tool_calls": [part]}))
     out.append(event({}, "length" if fault in ("length", "cutcall") else "stop"))
-    usage = {"prompt_tokens": 100, "completion_tokens": tokens, "total_tokens": 100 + tokens}
-    out.append(b"data: " + orjson.dumps({"id": "chatcmpl-fault", "choices": [], "usage": usage}))
-    out[-1] += b"\n\n"
+    counts = {"prompt_tokens": 100, "completion_tokens": tokens, "total_tokens": 100 + tokens}
+    raw = usage.encode() if usage is not None else orjson.dumps(counts)
+    out.append(b'data: {"id": "chatcmpl-fault", "choices": [], "usage": ' + raw + b"}\n\n")
     out.append(b"data: [DONE]\n\n")
     return out
 

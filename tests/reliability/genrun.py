@@ -1,12 +1,16 @@
 """Helpers of the reliability suite: ``agentload generate`` as a subprocess against a fault
-server, its trace read back and its model calls accounted for."""
+server, its trace read back and its model calls accounted for; any command run in this process
+(``run_cli``), and the check that it was exit 2 and one error line (``one_line_exit_2``)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,3 +89,25 @@ def validate_cli(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out, err = capsys.readouterr()
     assert exc.value.code == 0, out + err
     assert "OK: whole file" in out
+
+
+def run_cli(argv: Sequence[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code: int | str | None = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(argv))
+        except SystemExit as exc:
+            code = exc.code
+    return (code if isinstance(code, int) else 1), out.getvalue(), err.getvalue()
+
+
+def one_line_exit_2(argv: Sequence[str]) -> str:
+    """Run the CLI in this process; assert exit 2 and exactly one error line on stderr."""
+    code, out, err = run_cli(argv)
+    shown = f"argv={[a[:80] for a in argv]!r}\nstdout={out[-2000:]!r}\nstderr={err[-2000:]!r}"
+    assert "Traceback" not in out + err, shown
+    assert code == 2, shown
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("agentload: error: "), shown
+    return lines[0]

@@ -83,38 +83,9 @@ def test_compare_of_devices_is_one_line_under_a_memory_cap(tmp_path: Path) -> No
 def test_replay_of_a_trace_whose_times_are_146_years_apart_refuses_at_once(
     tmp_path: Path,
 ) -> None:
-    src = tmp_path / "mc.jsonl"
-    src.write_bytes(
-        b"".join(
-            orjson.dumps({"timestamp": t, "input_length": 300, "output_length": 4}) + b"\n"
-            for t in (0, 10)
-        )
-    )
-    trace = tmp_path / "t.agentload.jsonl.zst"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agentload",
-            "trace",
-            "import",
-            "mooncake",
-            str(src),
-            "-o",
-            str(trace),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert res.returncode == 0, res.stderr
-    import zstandard
-
-    with trace.open("rb") as f:
-        data = zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True).read()
-    recs = [orjson.loads(line) for line in data.splitlines() if line.strip()]
+    recs = _mooncake_trace(tmp_path)
     last = [r for r in recs if r["type"] == "llm_call"][-1]
-    last["timings"]["submit_ns"] = 2**62
+    last["timings"]["submit_ns"] = 2**62  # type: ignore[index]
     bad = tmp_path / "far.agentload.jsonl"
     bad.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
     line = _one_line(
@@ -138,3 +109,40 @@ def test_a_zstd_bomb_without_newlines_is_one_line_under_a_memory_cap(tmp_path: P
     for argv in (("trace", "validate"), ("trace", "stats")):
         line = _one_line(*argv, str(bomb), within_s=60)
         assert "a line longer than 256 MiB" in line and "bomb.agentload.jsonl.zst" in line
+
+
+def _mooncake_trace(tmp_path: Path) -> list[dict[str, object]]:
+    src = tmp_path / "ok.jsonl"
+    src.write_bytes(
+        b"".join(
+            orjson.dumps({"timestamp": t, "input_length": 300, "output_length": 4}) + b"\n"
+            for t in (0, 10)
+        )
+    )
+    trace = tmp_path / "ok.agentload.jsonl"
+    res = subprocess.run(
+        [sys.executable, "-m", "agentload", "trace", "import", "mooncake", str(src),
+         "-o", str(trace)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    return [orjson.loads(line) for line in trace.read_bytes().splitlines() if line.strip()]
+
+
+def test_a_token_count_of_a_trillion_is_refused_where_it_is_read(tmp_path: Path) -> None:
+    # An import, or a trace, holding 1e12 input tokens: replay synthesized a content-free
+    # prompt of that many tokens and died of MemoryError with a traceback (issue 28, class 3).
+    # A call holds at most 16,777,216 tokens (recorder.schema.MAX_CALL_TOKENS).
+    src = tmp_path / "mc.jsonl"
+    src.write_bytes(orjson.dumps({"timestamp": 0, "input_length": 10**12, "output_length": 4}))
+    line = _one_line("trace", "import", "mooncake", str(src), "-o", str(tmp_path / "t.jsonl"))
+    assert "input_length: 1000000000000 is too large (at most 16,777,216)" in line
+    recs = _mooncake_trace(tmp_path)
+    last = [r for r in recs if r["type"] == "llm_call"][-1]
+    last["usage"]["prompt_tokens_ours"] = 10**12  # type: ignore[index]
+    bad = tmp_path / "huge.agentload.jsonl"
+    bad.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    for argv in (("trace", "validate", str(bad)),
+                 ("replay", str(bad), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m")):  # fmt: skip
+        line = _one_line(*argv)
+        assert "llm_call.usage.prompt_tokens_ours" in line and "16777216" in line

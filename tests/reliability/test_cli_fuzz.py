@@ -9,11 +9,8 @@ value that passes every check still ends at once (exit 2, "unreachable"), never 
 
 from __future__ import annotations
 
-import contextlib
-import io
-import socket
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,10 +18,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentload.cli import main, one_line
+from agentload.cli import one_line
 from agentload.errors import ConfigError
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "replay"))
+from fuzz_strategies import FILE, VALUE, YAML_VALUE, argv_value, closed_port
+from genrun import one_line_exit_2, run_cli
 from replay_traces import agentic_trace
 
 _SETTINGS = settings(
@@ -36,75 +35,7 @@ _SETTINGS = settings(
 )
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-DEAD = f"http://127.0.0.1:{_closed_port()}/v1"
-
-
-def run_cli(argv: Sequence[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code: int | str | None = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(list(argv))
-        except SystemExit as exc:
-            code = exc.code
-    return (code if isinstance(code, int) else 1), out.getvalue(), err.getvalue()
-
-
-def assert_one_line_exit_2(argv: Sequence[str]) -> None:
-    code, out, err = run_cli(argv)
-    shown = f"argv={list(argv)!r}\nstdout={out[-2000:]!r}\nstderr={err[-2000:]!r}"
-    assert "Traceback" not in out + err, shown
-    assert code == 2, shown
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("agentload: error: "), shown
-
-
-# -- values ------------------------------------------------------------------------------------
-_SPECIAL = st.sampled_from(
-    [
-        "",
-        " ",
-        "nan",
-        "NaN",
-        "inf",
-        "-inf",
-        "-1",
-        "0",
-        "-0",
-        "1e999",
-        "-1e999",
-        "99999999999999999999",
-        "0x10",
-        "1_000",
-        "١٢",
-        "1,2",
-        ",",
-        "1,,2",
-        "abc",
-        "\x00",
-        "a\x00b",
-        "\u202e1",
-        "ß" * 300,
-    ]
-)
-_NUMBER = st.one_of(
-    st.integers(min_value=-(10**30), max_value=10**30).map(str),
-    st.floats(allow_nan=True, allow_infinity=True).map(repr),
-)
-_TEXT = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40
-)
-VALUE = st.one_of(_SPECIAL, _NUMBER, _TEXT)
-
-
-def _argv_value(value: str) -> str:
-    return value.replace("\x00", "")  # argv cannot carry NUL; exec would refuse
+DEAD = f"http://127.0.0.1:{closed_port()}/v1"
 
 
 @pytest.fixture(scope="module")
@@ -126,8 +57,8 @@ REPLAY_OPTIONS = [
 def test_generate_options(opts: list[tuple[str, str]], tmp_path: Path) -> None:
     argv = ["generate", "--endpoint", DEAD, "-o", str(tmp_path / "traces")]
     for name, value in opts:
-        argv += [name, _argv_value(value)]
-    assert_one_line_exit_2(argv)
+        argv += [name, argv_value(value)]
+    one_line_exit_2(argv)
 
 
 @_SETTINGS
@@ -136,8 +67,8 @@ def test_replay_options(opts: list[tuple[str, str]], tiny_trace: Path, tmp_path:
     argv = ["replay", str(tiny_trace), "--endpoint", DEAD, "--model", "m"]
     argv += ["--out", str(tmp_path / "results")]
     for name, value in opts:
-        argv += [name, _argv_value(value)]
-    assert_one_line_exit_2(argv)
+        argv += [name, argv_value(value)]
+    one_line_exit_2(argv)
 
 
 # -- scenario overrides and files ------------------------------------------------------------
@@ -149,17 +80,12 @@ _KEYS = st.sampled_from(
         "orchestrator.max_tokens", "endpoint.profile", "workspace", "nope.deeper", "",
     ]
 )  # fmt: skip
-_YAML_VALUE = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), _TEXT),
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_TEXT, inner, max_size=3)),
-    max_leaves=6,
-)
 
 
 @_SETTINGS
-@given(key=_KEYS, value=st.one_of(VALUE, _YAML_VALUE.map(lambda v: yaml.safe_dump(v).strip())))
+@given(key=_KEYS, value=st.one_of(VALUE, YAML_VALUE.map(lambda v: yaml.safe_dump(v).strip())))
 def test_scenario_overrides(key: str, value: str) -> None:
-    code, out, err = run_cli(["scenarios", "show", "quick", "-c", f"{key}={_argv_value(value)}"])
+    code, out, err = run_cli(["scenarios", "show", "quick", "-c", f"{key}={argv_value(value)}"])
     assert "Traceback" not in out + err
     if code == 0:  # a value that validates: the resolved scenario prints, nothing on stderr
         assert err == "" and out.strip()
@@ -168,22 +94,13 @@ def test_scenario_overrides(key: str, value: str) -> None:
         assert len([line for line in err.splitlines() if line.strip()]) == 1, err
 
 
-_FILE = st.one_of(
-    st.binary(max_size=400),
-    _YAML_VALUE.map(lambda v: yaml.safe_dump(v).encode()),
-    st.sampled_from(
-        [b"\xff\xfe\x00\x01", b"extends: quick\nseed: [1", b"a: !!python/object:os.system x"]
-    ),
-)
-
-
 @pytest.fixture
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield tmp_path_factory.mktemp("files")
 
 
 @_SETTINGS
-@given(data=_FILE)
+@given(data=FILE)
 def test_scenario_files(data: bytes, scratch: Path) -> None:
     path = scratch / "scenario.yaml"
     path.write_bytes(data)
@@ -196,7 +113,7 @@ def test_scenario_files(data: bytes, scratch: Path) -> None:
 
 
 @_SETTINGS
-@given(data=_FILE)
+@given(data=FILE)
 def test_profile_files(data: bytes, scratch: Path) -> None:
     from agentload.endpoint.timing.profiles import load_profile
 

@@ -285,7 +285,7 @@ def test_url_credentials_never_appear_and_the_query_is_kept(
     }
     assert srv.chat_requests == CALLS
     assert run.results is not None
-    shown = f"http://agent:***@127.0.0.1:{srv.port}/v1?api_key=***&api-version=2"
+    shown = f"http://***@127.0.0.1:{srv.port}/v1?api_key=***&api-version=2"
     assert run.results["config"]["endpoint"] == shown
     errors = [r["error"] for r in run.requests if r["error_kind"] == "http_500"]
     assert errors and all("api_key=***" in e for e in errors)
@@ -298,8 +298,8 @@ def test_url_credentials_never_appear_and_the_query_is_kept(
     # and an unreachable endpoint's line is redacted too
     hole = fault_server(models="blackhole")
     run = replay(url.replace(str(srv.port), str(hole.port)), "--timeout", "0.5", out=False)
-    lines = run.err.splitlines()  # the user:password warning, then the error
-    assert run.code == 2 and len(lines) == 2 and "the user:password in the URL" in lines[0]
+    lines = run.err.splitlines()  # the user info warning, then the error
+    assert run.code == 2 and len(lines) == 2 and "the user info in the URL" in lines[0]
     assert f"127.0.0.1:{hole.port}/v1/models?api_key=***&api-version=2" in run.err
     assert not any(s in run.err for s in secrets)
 

@@ -5,13 +5,23 @@ when the endpoint fails or echoes the key back. The key goes out only as
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import httpx
+import orjson
+import pytest
 import zstandard
 from faultserver import FaultServer
 from genrun import Run, generate
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "replay"))
+from replay_traces import agentic_trace
 
 ENV = {"AGENTLOAD_API_KEY": "sk-SECRET123", "OPENAI_API_KEY": "sk-OPENAI456"}
 PASSWORD = "PASS789word"
@@ -56,9 +66,9 @@ def test_a_run_sends_secrets_only_where_documented(
     # fault server has no /completions, so the token calibration says so too (URL masked).
     warnings = [ln for ln in run.proc.stderr.splitlines() if "warning" in ln]
     calibration = [ln for ln in warnings if "token calibration failed" in ln]
-    assert len(calibration) == 1 and "agent:***@" in calibration[0]
+    assert len(calibration) == 1 and "http://***@" in calibration[0]
     warnings = [ln for ln in warnings if ln not in calibration]
-    assert len(warnings) == 1 and "agent:***@" in warnings[0]
+    assert len(warnings) == 1 and "http://***@" in warnings[0]
     paths = [(method, path) for method, path, _ in srv.requests]
     assert ("GET", f"/v1/models?api_key={QUERY_KEY}&api-version=7") in paths
     assert ("POST", f"/v1/chat/completions?api_key={QUERY_KEY}&api-version=7") in paths
@@ -84,3 +94,136 @@ def test_an_unreachable_endpoint_error_line_masks_the_url(tmp_path: Path) -> Non
     (error,) = [ln for ln in run.proc.stderr.splitlines() if "error" in ln]
     assert "does not answer" in error and "api_key=***" in error
     _assert_no_secret(run)
+
+
+# -- issue 28, class 6: secret by structure, not by the shape of a vendor's key -----------------
+# None of these looks like an OpenAI key: each is secret because of where it sits.
+TOKEN = "ghp0tokenOnlyUserinfo42"  # http://TOKEN@host, the usual form of a Git token
+GIT_PW, GIT_TOK = "GitPassw0rd77", "QueryT0ken99"
+ODD_KEY = "gsk_notAnSkKey_0123456"  # a Groq-style key an upstream's 401 quotes back
+OTLP_TOK = "OtlpQueryT0k3n"
+ODD = [TOKEN, GIT_PW, GIT_TOK, ODD_KEY, OTLP_TOK]
+
+
+def _cli(*argv: str, env: dict[str, str] | None = None, timeout: float = 120) -> Any:
+    return subprocess.run(
+        [sys.executable, "-m", "agentload", *argv],
+        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+def _files_text(root: Path) -> str:
+    text = ""
+    for path in root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            if path.suffix == ".zst":
+                with path.open("rb") as f:
+                    reader = zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True)
+                    data = reader.read()
+            text += data.decode("utf-8", "replace")
+    return text
+
+
+def _no_odd_secret(*texts: str) -> None:
+    for text in texts:
+        for secret in ODD:
+            assert secret not in text, f"{secret} in:\n{text[-3000:]}"
+
+
+def test_token_only_userinfo_is_masked_in_lines_trace_and_results(
+    fault_server: Callable[..., FaultServer], tmp_path: Path
+) -> None:
+    srv = fault_server(chat=["ok"])
+    url = f"http://{TOKEN}@127.0.0.1:{srv.port}/v1?page={GIT_TOK}&api-version=7"
+    run = generate(tmp_path, "--endpoint", url, "--json", env=ENV)
+    assert run.proc.returncode == 0, run.proc.stderr
+    _no_odd_secret(run.proc.stdout, run.proc.stderr, _files_text(tmp_path))
+    assert "http://***@127.0.0.1" in run.proc.stderr  # the warning says what is ignored
+    assert "api-version=7" in _files_text(tmp_path)  # a plain query value is shown
+
+
+def test_a_git_recipe_credentials_reach_no_line_header_or_event(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    recipe = f"git:http://gituser:{GIT_PW}@127.0.0.1:{port}/x.git?token={GIT_TOK}"
+    run = generate(tmp_path, "-c", f"workspace.recipe={recipe}")
+    assert run.proc.returncode == 2, run.proc.stderr  # the clone fails: one line
+    assert "git clone failed" in run.proc.stderr
+    _no_odd_secret(run.proc.stdout, run.proc.stderr, _files_text(tmp_path))
+
+
+@pytest.mark.parametrize("key", ["sk-abc\ndef-0123456789", "sk-kéy-0123456789"])
+def test_an_api_key_no_header_can_carry_is_one_line_that_does_not_show_it(
+    fault_server: Callable[..., FaultServer], tmp_path: Path, key: str
+) -> None:
+    srv = fault_server(chat=["ok"])
+    run = generate(tmp_path, "--endpoint", srv.base_url, env={"AGENTLOAD_API_KEY": key})
+    assert run.proc.returncode == 2 and "Traceback" not in run.proc.stderr, run.proc.stderr
+    (line,) = run.proc.stderr.strip().splitlines()
+    assert line.startswith("agentload: error: AGENTLOAD_API_KEY holds")
+    assert "0123456789" not in line
+    assert not srv.requests  # nothing was sent
+
+
+def test_a_malformed_url_password_is_not_echoed(tmp_path: Path) -> None:
+    run = generate(tmp_path, "--endpoint", f"http://user:{GIT_PW}/x@127.0.0.1:1/v1")
+    assert run.proc.returncode == 2, run.proc.stderr
+    assert "URL (" in run.proc.stderr  # not a valid (or usable) URL, and why
+    _no_odd_secret(run.proc.stdout, run.proc.stderr)
+
+
+def test_the_otlp_exporter_does_not_repeat_the_query(tmp_path: Path) -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    trace = agentic_trace(tmp_path / "t.agentload.jsonl.zst")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1/traces?token={OTLP_TOK}"
+    run = _cli("trace", "export", "otel", str(trace), "--otlp-endpoint", url)
+    assert run.returncode == 2, run.stderr
+    assert "export of session 1 failed" in run.stderr
+    _no_odd_secret(run.stdout, run.stderr)
+
+
+def test_an_upstream_401_quoting_an_odd_key_is_masked_in_the_recorded_error(
+    fault_server: Callable[..., FaultServer], tmp_path: Path
+) -> None:
+    srv = fault_server(chat=["401"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentload", "record", "--upstream", srv.base_url,
+         "--listen", "127.0.0.1:0", "-o", str(tmp_path), "--idle-timeout", "3"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # agentload record on http://HOST:PORT -> ...
+        base = first.split(" on ", 1)[1].split(" ", 1)[0]
+        r = httpx.post(
+            f"{base}/v1/chat/completions",
+            headers={"Authorization": f"Bearer {ODD_KEY}"},
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            timeout=30,
+        )
+        assert r.status_code == 401 and ODD_KEY in r.text  # the agent gets the answer as sent
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    trace = _files_text(tmp_path)
+    assert '"llm_call"' in trace and "invalid key in" in trace  # the error is recorded
+    _no_odd_secret(first + out, err, trace)
+
+
+def test_trace_inspect_masks_a_forged_header(tmp_path: Path) -> None:
+    src = agentic_trace(tmp_path / "t.agentload.jsonl.zst")
+    lines = _files_text(src.parent).splitlines()
+    header = orjson.loads(lines[0])
+    header["endpoint"] = f"https://{TOKEN}@h/v1?key={GIT_TOK}"
+    forged = tmp_path / "forged.agentload.jsonl"
+    forged.write_text("\n".join([orjson.dumps(header).decode(), *lines[1:]]) + "\n")
+    for argv in (["trace", "inspect", str(forged)], ["trace", "stats", str(forged), "--json"]):
+        run = _cli(*argv)
+        assert run.returncode == 0, run.stderr
+        _no_odd_secret(run.stdout, run.stderr)

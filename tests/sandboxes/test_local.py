@@ -94,7 +94,7 @@ def test_auto_falls_back_to_local_with_one_warning_line(
 
 
 def test_docker_kind_without_a_daemon_is_an_error(no_daemon: None, workspace: Path) -> None:
-    with pytest.raises(DockerUnavailableError, match="no Docker daemon answers; tried"):
+    with pytest.raises(DockerUnavailableError, match="no Docker daemon answers at DOCKER_HOST="):
         open_sandbox("docker", workspace, None, "x")
 
 

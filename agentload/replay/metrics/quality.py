@@ -246,7 +246,7 @@ class PromptTokenRatio(Metric):
 
 class ErrorCounts(Metric):
     """Failed requests by kind (http_<status>, timeout, connect, reset, truncated,
-    stream_error, context_overflow), over every request including warm-up."""
+    stream_error, context_overflow, invalid_usage), over every request including warm-up."""
 
     tag = "errors"
     header = "errors"
