@@ -61,6 +61,10 @@ ANTHROPIC_VERSION = "2023-06-01"
 
 PROBE_TIMEOUT_S = 10.0
 """Longest wait for the ``/models`` probe, and for the warm-up before each point."""
+KEEPALIVE_S = 4.0
+"""How long an idle connection is kept for the next request: under the 5 s after which
+uvicorn (vLLM, SGLang) and cpp-httplib (llama.cpp) close an idle one, so a request is rarely
+written into a connection the server is closing (httpx's default is those same 5 s)."""
 
 
 def endpoint_url(base_url: str, path: str) -> str:
@@ -144,11 +148,16 @@ class StreamClient:
         # scans every connection on every request (quadratic at 1,000 streams); this doesn't.
         self._idle: list[httpx.AsyncClient] = []
         self._all: list[httpx.AsyncClient] = []
+        self._served: set[int] = set()  # ids of clients whose connection answered before
         self.max_connections = max_connections
         self._slots = asyncio.Semaphore(max_connections)
 
     def _new_client(self, connections: int) -> httpx.AsyncClient:
-        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+        limits = httpx.Limits(
+            max_connections=connections,
+            max_keepalive_connections=connections,
+            keepalive_expiry=KEEPALIVE_S,
+        )
         transport = None
         if not self.base_url.startswith("https") and sys.platform != "win32":
             # plain HTTP: httpcore over plain asyncio sockets (see netback), cheaper per read;
@@ -249,6 +258,7 @@ class StreamClient:
             if not task.cancelled() and task.exception() is None:
                 self._all.append(client)
                 self._idle.append(client)
+                self._served.add(id(client))  # its connection answered: the next is a reuse
                 opened += 1
             else:
                 await client.aclose()
@@ -321,7 +331,17 @@ class StreamClient:
             req = client.build_request(
                 "POST", self._urls[api], content=body, headers=headers, extensions={"trace": trace}
             )
-            resp = await client.send(req, stream=True)
+            try:
+                resp = await client.send(req, stream=True)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                if id(client) not in self._served:
+                    raise
+                # The server closed this kept-alive connection as the request went out (its idle
+                # timeout), before answering a byte: as HTTP clients do (RFC 9112 9.3.1), the
+                # request goes once more, on a new connection. A fresh one is never retried.
+                self._served.discard(id(client))
+                resp = await client.send(req, stream=True)
+            self._served.add(id(client))
             try:
                 out.status = resp.status_code
                 if resp.status_code != 200:

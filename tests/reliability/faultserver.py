@@ -21,6 +21,9 @@ chat request (0-based, counted over the server's life) gets ``plan.chat[n % len(
 ``500parse``    HTTP 500 with llama.cpp's body for a history it cannot parse ("Failed to
                 parse tool call arguments as JSON: ...")
 ``500long``     HTTP 500 whose message is 1,100 characters long
+``dropkept``    as a server whose idle timeout closes a kept-alive connection just as a request
+                arrives: on a connection that answered before, reads the request and closes
+                it without a byte (counted as ``dropkept_closed``); on a new one, ``ok``
 ``strict``      as llama.cpp does: parses every assistant tool call's arguments in the
                 request's history; ``500parse`` when one is not a JSON object, else ``ok``
                 (each refusal counted as ``strict_refused``)
@@ -55,6 +58,7 @@ __all__ = ["CUT_ARGUMENTS", "FAULTS", "PARSE_ERROR", "FaultPlan", "FaultServer"]
 
 FAULTS = (
     *("ok", "500", "429", "reset", "stall", "blackhole", "drip", "malformed", "endless", "401"),
+    "dropkept",
     *("length", "cutcall", "500parse", "500long", "strict"),
 )
 CUT_ARGUMENTS = '{"path": "email/__init__.py", "start_line": 1, "end_li'
@@ -189,15 +193,18 @@ class FaultServer:
                 if self.plan.accept_only:
                     self.counts["accept_only"] += 1
                     await self._hold()
-                while await self._one(reader, writer):
-                    pass
+                served = 0
+                while await self._one(reader, writer, served):
+                    served += 1
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, OSError):
             pass
         finally:
             self._conns.remove(conn)
             _abort(writer)
 
-    async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    async def _one(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, served: int = 0
+    ) -> bool:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.IncompleteReadError:
@@ -225,6 +232,11 @@ class FaultServer:
         fault = self._next_fault()
         self.counts[f"chat:{fault}"] += 1
         self.bodies.append(body)
+        if fault == "dropkept":
+            if served:
+                self.counts["dropkept_closed"] += 1
+                return False  # closed: no status line, no byte
+            fault = "ok"
         if fault == "strict":
             fault = "ok" if _history_is_valid(body) else "500parse"
             if fault != "ok":
