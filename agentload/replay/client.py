@@ -333,14 +333,19 @@ class StreamClient:
             )
             try:
                 resp = await client.send(req, stream=True)
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as first:
                 if id(client) not in self._served:
                     raise
                 # The server closed this kept-alive connection as the request went out (its idle
                 # timeout), before answering a byte: as HTTP clients do (RFC 9112 9.3.1), the
                 # request goes once more, on a new connection. A fresh one is never retried.
+                # If the retry fails too, the request failed as the first try did (a reset): the
+                # server may have read it before it went away.
                 self._served.discard(id(client))
-                resp = await client.send(req, stream=True)
+                try:
+                    resp = await client.send(req, stream=True)
+                except httpx.HTTPError:
+                    raise first from None
             self._served.add(id(client))
             try:
                 out.status = resp.status_code
