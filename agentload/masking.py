@@ -22,7 +22,8 @@
   (and content, before it is content-addressed, through :func:`scrub_json`): credential JSON
   keys, bearer tokens, URL userinfo and secret query values by structure, and known secrets,
   become ``[REDACTED]``;
-* results documents and reports: written through :func:`mask_text` as well.
+* results documents (results.json: :func:`scrub_bytes`) and the HTML reports
+  (:func:`mask_text`).
 
 A secret is learned where it enters: ``cli.main`` remembers every URL on the command line, an
 endpoint's or upstream's URL is remembered when it is parsed, a workspace recipe's when it is
@@ -37,6 +38,7 @@ import io
 import os
 import re
 from typing import IO, Any
+from urllib.parse import unquote
 
 import orjson
 
@@ -105,8 +107,6 @@ def is_secret_header(name: str | bytes) -> bool:
 def url_secrets(url: str) -> list[str]:
     """The credentials ``url`` carries (its userinfo, whole and each part, and its secret query
     values), as written and percent-decoded, longest first."""
-    from urllib.parse import unquote
-
     _, sep, rest = url.partition("://")
     if not sep:
         return []

@@ -38,7 +38,7 @@ from agentload.agents.first_prompt import build_orchestrator_prompt
 from agentload.auth import api_key_from_env, split_base_url
 from agentload.errors import AgentloadError
 from agentload.errortext import one_line
-from agentload.masking import hide_secrets, mask_text, redact_url, url_secrets
+from agentload.masking import mask_text, redact_url
 from agentload.recorder.schema import TokenCalibration
 from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
 from agentload.tokenizer import ChatTokenCounter, render_message, render_tools
@@ -174,7 +174,7 @@ async def measure(
         why = f"no answer within {timeout_s:g}s"
     except (httpx.HTTPError, orjson.JSONDecodeError, AttributeError) as exc:
         why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    why = hide_secrets(mask_text(why), url_secrets(base_url))
+    why = mask_text(why)  # split_base_url learned the URL's credentials
     return TokenRatio(1.0, ours, None, why)
 
 

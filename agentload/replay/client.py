@@ -49,7 +49,7 @@ from agentload.errors import (
     WireError,
 )
 from agentload.errortext import clip, is_context_overflow
-from agentload.masking import hide_secrets, redact_url, url_secrets
+from agentload.masking import hide_secrets, mask_text, redact_url
 from agentload.recorder.schema import MAX_CALL_TOKENS
 from agentload.replay.netback import AsyncioBackend, KernelStamps, SocketStream
 from agentload.wire import stream_reader
@@ -129,7 +129,7 @@ class StreamClient:
         if api_key:
             self._messages_headers["x-api-key"] = api_key
         self._models_url = endpoint_url(self.base_url, "/models")
-        self._secrets = url_secrets(base_url) + ([api_key] if api_key else [])
+        self._key = [api_key] if api_key else []  # masked however short (the URL: by policy)
         self._headers = hdrs
         # Streams are bounded as a whole (``chat``), so reads and writes need no timer each.
         self._timeout = httpx.Timeout(None, connect=min(timeout_s, 30.0))
@@ -186,8 +186,9 @@ class StreamClient:
             self._stamps.close()
 
     def hide(self, text: str) -> str:
-        """``text`` with every credential of the base URL and the API key replaced."""
-        return hide_secrets(text, self._secrets)
+        """``text`` with every credential of the base URL (learned by ``split_base_url``) and
+        the API key replaced."""
+        return hide_secrets(mask_text(text), self._key)
 
     async def probe(self, model: str) -> list[str]:
         """GET ``/models`` within ``probe_timeout_s``: raises ``EndpointUnreachableError`` /

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentload.masking import hide_secrets, redact_url, url_secrets
+from agentload.masking import mask_text, redact_url, remember_url
 
 __all__ = ["KEEP_PREFIXES", "KEEP_WORDS", "MetricsScraper", "parse_prometheus"]
 
@@ -63,6 +63,7 @@ class MetricsScraper:
         clock: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
         self.url = url
+        remember_url(url)  # its credentials are masked in the errors a scrape quotes
         self.t0 = t0_ns
         self.interval = interval_s
         self.clock = clock
@@ -82,7 +83,7 @@ class MetricsScraper:
                 except (httpx.HTTPError, ValueError) as exc:
                     self.failures += 1
                     error = f"{type(exc).__name__}: {exc}"
-                    self.last_error = hide_secrets(error, url_secrets(self.url))[:200]
+                    self.last_error = mask_text(error)[:200]
                 await asyncio.sleep(max(0.0, self.interval - (self.clock() - t) / 1e9))
 
     def summary(self) -> dict[str, Any]:
