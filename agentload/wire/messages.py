@@ -1,30 +1,40 @@
 """Anthropic Messages (``/v1/messages``) read into the chat shape.
 
-``to_chat`` maps a request body to the Chat Completions body it means:
+``to_chat`` maps a request body to the Chat Completions body it means. Nothing a client sent is
+lost: a block with no chat equivalent reads as its typed placeholder (``wire.reply.placeholder``:
+``[image]``, ``[document]``, ``[search_result]``, ``[thinking]``, ``[server_tool_use]``,
+``[web_search_tool_result]``, ``[mcp_tool_use]``, ``[container_upload]``, and so for any
+type, known today or not); extra keys (``cache_control``, ``citations``, ``signature``...)
+are ignored.
 
-* ``system`` (a string, or a list of text blocks whose texts are joined with ``"\\n\\n"``;
-  ``cache_control`` ignored) → one leading ``system`` message;
-* a ``user`` turn → one ``tool`` message per ``tool_result`` block, in order (``tool_call_id``
-  = ``tool_use_id``; content its text, text blocks joined with ``"\\n\\n"``, an ``is_error``
-  result keeps its text), then one ``user`` message with the turn's other text (text blocks
-  joined with ``"\\n\\n"``; an image or document block reads as ``[image]`` / ``[document]``)
-  when there is any;
-* an ``assistant`` turn → ``agentload.recorder.capture.assistant_message``: its text blocks
-  joined with ``""`` (None when there is none), each ``tool_use`` a tool call whose arguments
-  are ``orjson.dumps(input)``; ``thinking`` / ``redacted_thinking`` and server-tool blocks drop;
-* ``tools`` → function tools (server tools, which have no ``input_schema``, drop);
-  ``tool_choice`` ``auto``/``any``/``tool``/``none`` → ``auto``/``required``/a function/
-  ``none`` (``disable_parallel_tool_use`` → ``parallel_tool_calls: false``); ``max_tokens``,
-  ``temperature``, ``top_p``, ``stream`` and the engines' length fields (``apis.ENGINE_FIELDS``)
-  carry over, ``stop_sequences`` → ``stop``, and a
-  streamed request asks for usage (``stream_options.include_usage``).
+* ``system`` (a string, or a list of blocks read as below and joined with ``"\\n\\n"``)
+  → one leading ``system`` message;
+* a ``system`` turn (Claude Code sends them mid-conversation) → a ``system`` message at that
+  position, its blocks read as a user turn's text;
+* a ``user`` turn (and a turn of any other role) → one ``tool`` message per ``tool_result``
+  block, in order (``tool_call_id`` = ``tool_use_id``; content its string, or its blocks of any
+  type read as text and joined with ``"\\n\\n"``; an ``is_error`` result keeps its text),
+  then one ``user`` message with the turn's other blocks (text blocks' text, other blocks'
+  placeholders) joined with ``"\\n\\n"``, when there is any;
+* an ``assistant`` turn → ``agentload.recorder.capture.assistant_message``: each ``tool_use``
+  a tool call whose arguments are ``orjson.dumps(input)``; every other block (text, and the
+  placeholders of thinking, server-tool and server-tool-result blocks) joined with ``""`` as
+  its text (None when there is none);
+* ``tools`` → function tools (server tools, which have no ``input_schema``, drop: no call is
+  offered to them); ``tool_choice`` ``auto``/``any``/``tool``/``none`` → ``auto``/``required``/
+  a function/``none`` (another type: none; ``disable_parallel_tool_use`` →
+  ``parallel_tool_calls: false``); ``max_tokens``, ``temperature``, ``top_p``, ``stream`` and
+  the engines' length fields (``apis.ENGINE_FIELDS``) carry over, ``stop_sequences`` → ``stop``,
+  and a streamed request asks for usage (``stream_options.include_usage``).
 
-A block of a type this module does not know maps to nothing; a body that is broken in shape
-(``messages`` not a list, a role other than ``user``/``assistant``, a block that is not an
-object or has no string ``type``) raises ``WireError`` naming the field.
+A body that is broken in shape (``messages`` not a list, a turn without a string ``role``, a
+content that is neither a string nor a list, a block that is not an object or has no string
+``type``, a text block without its string ``text``) raises ``ShapeError`` (a ``WireError``)
+naming the field.
 
 Answers: ``reply_from_json`` reads a ``message`` object (or an ``error`` body), ``Stream`` its
-SSE events; usage in chat's keys (``prompt_tokens`` = input + cache read + cache creation).
+SSE events, both into the assistant message its history form reads as (placeholders included,
+so a thinking block is ``[thinking]`` either way); usage in chat's keys (``prompt_tokens`` = input + cache read + cache creation).
 """
 
 from __future__ import annotations
@@ -33,14 +43,19 @@ from typing import Any
 
 import orjson
 
-from agentload.errors import WireError
 from agentload.recorder.capture import assistant_message
 from agentload.wire.apis import ENGINE_FIELDS
-from agentload.wire.reply import StreamReader, WireReply, event_object, need
+from agentload.wire.reply import (
+    ShapeError,
+    StreamReader,
+    WireReply,
+    event_object,
+    need,
+    placeholder,
+)
 
 __all__ = ["Stream", "reply_from_json", "to_chat"]
 
-_PLACEHOLDERS = {"image": "[image]", "document": "[document]"}
 _FINISH = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -60,8 +75,7 @@ def to_chat(body: dict[str, Any]) -> dict[str, Any]:
     messages: list[dict[str, Any]] = []
     system = body.get("system")
     if system is not None:
-        text = system if isinstance(system, str) else _joined(system, "system", "\n\n")
-        messages.append({"role": "system", "content": text})
+        messages.append({"role": "system", "content": _joined(system, "system", "\n\n")})
     for i, turn in enumerate(turns):
         messages.extend(_turn(turn, f"messages[{i}]"))
     out: dict[str, Any] = {"messages": messages}
@@ -82,43 +96,51 @@ def to_chat(body: dict[str, Any]) -> dict[str, Any]:
 
 def _turn(turn: Any, where: str) -> list[dict[str, Any]]:
     role = need(turn, "role", str, where)
-    content = turn.get("content")
-    if role not in ("user", "assistant"):
-        raise WireError(f"{where}.role: expected 'user' or 'assistant', got {role!r}")
-    if isinstance(content, str):
-        blocks: list[Any] = [{"type": "text", "text": content}]
-    elif isinstance(content, list):
-        blocks = content
-    else:
-        raise WireError(f"{where}.content: expected str or list, got {type(content).__name__}")
+    blocks = _blocks(turn.get("content"), f"{where}.content")
     if role == "assistant":
         return [_assistant(blocks, f"{where}.content")]
+    if role == "system":
+        return [{"role": "system", "content": _joined(blocks, f"{where}.content", "\n\n")}]
     out: list[dict[str, Any]] = []
     texts: list[str] = []
     for j, b in enumerate(blocks):
-        kind = _kind(b, f"{where}.content[{j}]")
-        if kind == "tool_result":
+        if _kind(b, f"{where}.content[{j}]") == "tool_result":
             out.append(_tool_result(b, f"{where}.content[{j}]"))
-        elif kind == "text":
-            texts.append(need(b, "text", str, f"{where}.content[{j}]"))
-        elif kind in _PLACEHOLDERS:
-            texts.append(_PLACEHOLDERS[kind])
+        else:
+            texts.append(_block_text(b, f"{where}.content[{j}]"))
     if texts:
         out.append({"role": "user", "content": "\n\n".join(texts)})
     return out
+
+
+def _blocks(content: Any, where: str) -> list[Any]:
+    """A turn's content as a list of blocks (a string is one text block)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return content
+    raise ShapeError(where, ("str", "list"), content)
 
 
 def _assistant(blocks: list[Any], where: str) -> dict[str, Any]:
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     for j, b in enumerate(blocks):
-        kind = _kind(b, f"{where}[{j}]")
-        if kind == "text":
-            texts.append(need(b, "text", str, f"{where}[{j}]"))
-        elif kind == "tool_use":
+        if _kind(b, f"{where}[{j}]") == "tool_use":
             calls.append(_call(b, f"{where}[{j}]"))
+        else:
+            texts.append(_block_text(b, f"{where}[{j}]"))
     text = "".join(texts)
     return assistant_message(text or None, calls)
+
+
+def _block_text(b: dict[str, Any], where: str) -> str:
+    """A block's text in the chat form: a text block's text, any other its placeholder."""
+    kind = _kind(b, where)
+    if kind == "text":
+        text: str = need(b, "text", str, where)
+        return text
+    return placeholder(kind)
 
 
 def _call(b: dict[str, Any], where: str) -> dict[str, Any]:
@@ -126,7 +148,7 @@ def _call(b: dict[str, Any], where: str) -> dict[str, Any]:
     if inp is None:
         inp = {}
     elif not isinstance(inp, dict):
-        raise WireError(f"{where}.input: expected dict, got {type(inp).__name__}")
+        raise ShapeError(f"{where}.input", ("dict",), inp)
     return _openai_call(need(b, "id", str, where), need(b, "name", str, where), inp)
 
 
@@ -138,27 +160,17 @@ def _openai_call(cid: str, name: str, inp: Any) -> dict[str, Any]:
 def _tool_result(b: dict[str, Any], where: str) -> dict[str, Any]:
     cid = need(b, "tool_use_id", str, where)
     content = b.get("content")
-    if content is None:
-        text = ""
-    elif isinstance(content, str):
-        text = content
-    else:
-        text = _joined(content, f"{where}.content", "\n\n")
+    text = "" if content is None else _joined(content, f"{where}.content", "\n\n")
     return {"role": "tool", "tool_call_id": cid, "content": text}
 
 
 def _joined(blocks: Any, where: str, sep: str) -> str:
-    """The text of a list of content blocks (placeholders for images and documents)."""
-    if not isinstance(blocks, list):
-        raise WireError(f"{where}: expected str or list, got {type(blocks).__name__}")
-    texts: list[str] = []
-    for j, b in enumerate(blocks):
-        kind = _kind(b, f"{where}[{j}]")
-        if kind == "text":
-            texts.append(need(b, "text", str, f"{where}[{j}]"))
-        elif kind in _PLACEHOLDERS:
-            texts.append(_PLACEHOLDERS[kind])
-    return sep.join(texts)
+    """The text of a string or a list of content blocks (placeholders for the blocks that are
+    not text)."""
+    if isinstance(blocks, str):
+        return blocks
+    listed = _blocks(blocks, where)
+    return sep.join(_block_text(b, f"{where}[{j}]") for j, b in enumerate(listed))
 
 
 def _kind(b: Any, where: str) -> str:
@@ -185,8 +197,6 @@ def _tool_choice(choice: Any, out: dict[str, Any]) -> None:
         out["tool_choice"] = {"type": "function", "function": {"name": name}}
     elif kind in _CHOICES:
         out["tool_choice"] = _CHOICES[kind]
-    else:
-        raise WireError(f"tool_choice.type: expected auto, any, tool or none, got {kind!r}")
     if choice.get("disable_parallel_tool_use") is True:
         out["parallel_tool_calls"] = False
 
@@ -336,7 +346,12 @@ class Stream(StreamReader):
 
     def reply(self) -> WireReply:
         blocks = [self._blocks[k] for k in sorted(self._blocks)]
-        text = "".join(p for b in blocks if b.kind == "text" for p in b.parts)
+        text = "".join(_streamed_text(b) for b in blocks if b.kind and b.kind != "tool_use")
         self.out.content = text or None
         self.out.tool_calls = [b.call() for b in blocks if b.kind == "tool_use"]
         return self.out
+
+
+def _streamed_text(b: _Block) -> str:
+    """A streamed block's text in the chat form (as ``_block_text`` reads it in a history)."""
+    return "".join(b.parts) if b.kind == "text" else placeholder(b.kind)

@@ -9,7 +9,7 @@ import orjson
 
 from agentload.errors import WireError
 
-__all__ = ["StreamReader", "WireReply"]
+__all__ = ["ShapeError", "StreamReader", "WireReply", "placeholder"]
 
 
 @dataclass
@@ -102,16 +102,33 @@ def error_text(err: Any) -> str:
     return str(err)
 
 
+class ShapeError(WireError):
+    """A body broken in shape: ``field`` (``messages[1].content[0].text``; ``body`` for the
+    whole body) is missing (``got`` is ``NoneType``) or not of a type it may have
+    (``expected``: the types' names). A server answers it in its own API's words."""
+
+    def __init__(self, field: str, expected: tuple[str, ...], got: Any) -> None:
+        self.field = field
+        self.expected = expected
+        self.got = type(got).__name__
+        super().__init__(f"{field}: expected {' or '.join(expected)}, got {self.got}")
+
+
+def placeholder(kind: str) -> str:
+    """The typed placeholder text of a part with no chat equivalent (``[image]``)."""
+    return f"[{kind}]"
+
+
 def need(obj: Any, key: str, types: type | tuple[type, ...], where: str) -> Any:
-    """``obj[key]`` checked to be of ``types``; else ``WireError`` naming ``where.key``."""
+    """``obj[key]`` checked to be of ``types``; else ``ShapeError`` naming ``where.key``."""
     if not isinstance(obj, dict):
-        raise WireError(f"{where}: expected an object, got {type(obj).__name__}")
+        raise ShapeError(where, ("an object",), obj)
     v = obj.get(key)
     if not isinstance(v, types):
-        raise WireError(f"{where}.{key}: expected {_what(types)}, got {type(v).__name__}")
+        raise ShapeError(f"{where}.{key}", _names(types), v)
     return v
 
 
-def _what(types: type | tuple[type, ...]) -> str:
+def _names(types: type | tuple[type, ...]) -> tuple[str, ...]:
     ts = types if isinstance(types, tuple) else (types,)
-    return " or ".join(t.__name__ for t in ts)
+    return tuple(t.__name__ for t in ts)

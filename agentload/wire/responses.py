@@ -1,30 +1,64 @@
 """OpenAI Responses (``/v1/responses``) read into the chat shape.
 
-A request's ``instructions`` become a leading system message and its ``input`` items chat
-messages: ``message`` items by role, a run of assistant ``message`` and ``function_call`` items
-one assistant message (text joined, every call a tool call with ``call_id`` as its id and the
-``arguments`` text as sent), ``function_call_output`` a tool message; ``reasoning`` and unknown
-items are skipped. An answer (a ``response`` object or its event stream) reads into the same
-assistant message: the text of its ``message`` items joined, its ``function_call`` items in
-order. ``max_output_tokens`` becomes ``max_tokens``; ``temperature``, ``top_p``,
+A request's ``instructions`` (a string, or a list of items) become a leading system message and
+its ``input`` items chat messages; nothing a client sent is lost, and an item or part with no
+chat equivalent reads as its typed placeholder (``wire.reply.placeholder``):
+
+* ``message`` items by role (``user``, ``system``, ``developer``, ``assistant``; another
+  role reads as ``user``), their content a string or parts: ``input_text``/``output_text``/
+  ``text`` their text, ``refusal`` its refusal text, any other part its placeholder
+  (``[image]``, ``[file]``, ``[audio]``, ``[<type>]``), joined with ``""``;
+* ``agent_message`` (a Codex sub-agent's task, or its final answer in its parent's input): a
+  message of its ``role`` (``user`` when it has none), its ``content`` (or ``text``) as above;
+* calls, each a tool call (id its ``call_id``) of the assistant turn: ``function_call`` its
+  ``name`` as the model called it (whatever its ``namespace``) and ``arguments`` text as sent,
+  ``custom_tool_call`` its name and ``{"input": <its input>}``, ``local_shell_call`` /
+  ``shell_call`` / ``apply_patch_call`` / ``computer_call`` the tool of that name
+  (``local_shell``...) and the JSON of its ``action`` (or ``operation``);
+* their outputs (``function_call_output``, ``custom_tool_call_output`` and the four above's
+  ``*_output``) a tool message: a string as it is, parts as a message's, an object its
+  placeholder (``[computer_screenshot]``);
+* ``mcp_approval_response``, ``item_reference`` and ``compaction`` a user message of their
+  placeholder; every other item (``reasoning``, ``web_search_call``, ``file_search_call``,
+  ``code_interpreter_call``, ``mcp_call``, ``mcp_list_tools``, ``mcp_approval_request``,
+  ``image_generation_call``, and any type not known today) its placeholder in the assistant
+  turn.
+
+A run of assistant items is one assistant message (text and placeholders joined, every call a
+tool call). An answer (a ``response`` object or its event stream) reads into the same assistant
+message, its output items read as those of a history. ``tools``: a ``function`` tool is a chat
+function tool, a ``custom`` (freeform) one a function of one string ``input``, a ``namespace``
+its inner tools (named as the model calls them); hosted tools (``web_search``, ``file_search``,
+``code_interpreter``, ``computer``, ``mcp``, ``image_generation``, ``local_shell``, ``shell``,
+``apply_patch``...) have no chat form (no call is offered to them). ``tool_choice`` naming a
+function is that function, ``auto``/``none``/``required`` carry over, any other none.
+``max_output_tokens`` becomes ``max_tokens``; ``temperature``, ``top_p``,
 ``parallel_tool_calls``, ``stream`` and the engines' length fields (``apis.ENGINE_FIELDS``)
-carry over. ``previous_response_id`` cannot be resolved here (the earlier turns live with
+carry over; other keys (``include``, ``store``, ``prompt_cache_key``, ``client_metadata``...)
+are ignored. ``previous_response_id`` cannot be resolved here (the earlier turns live with
 whoever saw them): ``to_chat`` keeps the messages as given, ``previous_response_id(body)`` names
 it, and ``continue_from`` joins the stored conversation and the new items.
+
+A body broken in shape (``input`` neither a string nor a list, an item or part that is not an
+object or has no string ``type``, a call without its string ``call_id`` or ``name``) raises
+``ShapeError`` (a ``WireError``) naming the field.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentload.errors import WireError
+import orjson
+
 from agentload.wire.apis import ENGINE_FIELDS
 from agentload.wire.reply import (
+    ShapeError,
     StreamReader,
     WireReply,
     error_text,
     event_object,
     need,
+    placeholder,
     str_or_none,
 )
 
@@ -37,9 +71,33 @@ __all__ = [
 ]
 
 _TEXT_PARTS = ("input_text", "output_text", "text")
-_PLACEHOLDERS = {"input_image": "[image]", "input_file": "[file]", "input_audio": "[audio]"}
+_PART_NAMES = {"input_image": "image", "input_file": "file", "input_audio": "audio"}
 _ROLES = ("user", "system", "developer", "assistant")
 _CHOICES = ("auto", "none", "required")
+_CALL_NAMES = {
+    "local_shell_call": "local_shell",
+    "shell_call": "shell",
+    "apply_patch_call": "apply_patch",
+    "computer_call": "computer",
+}
+"""Calls of hosted tools the client runs, as tool calls of that name (arguments: the JSON of
+their ``action``, or ``operation``)."""
+_OUTPUTS = (
+    "function_call_output",
+    "custom_tool_call_output",
+    "local_shell_call_output",
+    "shell_call_output",
+    "apply_patch_call_output",
+    "computer_call_output",
+)
+_USER_ITEMS = ("mcp_approval_response", "item_reference", "compaction")
+"""Items that are not the model's output: their placeholder is a ``user`` message."""
+_CUSTOM_PARAMETERS = {
+    "type": "object",
+    "properties": {"input": {"type": "string"}},
+    "required": ["input"],
+}
+"""A custom (freeform) tool's chat form: a function of one string, ``input``."""
 
 
 def previous_response_id(body: dict[str, Any]) -> str | None:
@@ -64,7 +122,7 @@ def to_chat(body: dict[str, Any]) -> dict[str, Any]:
     """The Chat Completions body a Responses request means (see the module docstring);
     ``WireError`` naming the field (``input[3].call_id: ...``) for one that cannot be read."""
     if not isinstance(body, dict):
-        raise WireError(f"body: expected an object, got {type(body).__name__}")
+        raise ShapeError("body", ("an object",), body)
     out: dict[str, Any] = {}
     if "model" in body:
         out["model"] = body["model"]
@@ -72,21 +130,23 @@ def to_chat(body: dict[str, Any]) -> dict[str, Any]:
     instr = body.get("instructions")
     if isinstance(instr, str) and instr:
         messages.append({"role": "system", "content": instr})
-    elif instr is not None and not isinstance(instr, (str, list)):
-        raise WireError(f"body.instructions: expected a string, got {type(instr).__name__}")
+    elif isinstance(instr, list):
+        messages.extend(_items(instr, "instructions"))
+    elif instr is not None and not isinstance(instr, str):
+        raise ShapeError("body.instructions", ("a string", "a list"), instr)
     inp = body.get("input")
     if isinstance(inp, str):
         messages.append({"role": "user", "content": inp})
     elif isinstance(inp, list):
         messages.extend(_items(inp))
     elif inp is not None:
-        raise WireError(f"body.input: expected a string or a list, got {type(inp).__name__}")
+        raise ShapeError("body.input", ("a string", "a list"), inp)
     out["messages"] = messages
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):
-            raise WireError(f"body.tools: expected a list, got {type(tools).__name__}")
-        out["tools"] = [_tool(t, i) for i, t in enumerate(tools) if _is_function(t, i)]
+            raise ShapeError("body.tools", ("a list",), tools)
+        out["tools"] = [t for i, tool in enumerate(tools) for t in _tools(tool, f"tools[{i}]")]
     if body.get("tool_choice") is not None:
         choice = _tool_choice(body["tool_choice"])
         if choice is not None:
@@ -101,45 +161,69 @@ def to_chat(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _items(items: list[Any]) -> list[dict[str, Any]]:
-    """Chat messages of a list of input items; a run of assistant text and function calls is
-    one assistant message (so it equals the answer that produced it)."""
+def _items(items: list[Any], where: str = "input") -> list[dict[str, Any]]:
+    """Chat messages of a list of items; a run of assistant items (text, calls, the
+    placeholders of the model's other output) is one assistant message (so it equals the
+    answer that produced it)."""
     msgs: list[dict[str, Any]] = []
     turn: dict[str, Any] | None = None  # the assistant message being built
     for i, item in enumerate(items):
-        where = f"input[{i}]"
+        at = f"{where}[{i}]"
         if not isinstance(item, dict):
-            raise WireError(f"{where}: expected an object, got {type(item).__name__}")
-        kind = need(item, "type", str, where) if "type" in item else "message"
-        if kind == "message":
-            role = need(item, "role", str, where)
-            if role not in _ROLES:
-                raise WireError(f"{where}.role: expected one of {', '.join(_ROLES)}, got {role!r}")
-            text = _text(item.get("content"), f"{where}.content")
-            if role == "assistant":
-                turn = turn if turn is not None else _turn(msgs)
-                if text:
-                    turn["content"] = (turn["content"] or "") + text
-                continue
+            raise ShapeError(at, ("an object",), item)
+        kind = need(item, "type", str, at) if "type" in item else "message"
+        role, text, call = _item(item, kind, at)
+        if role == "tool":
+            turn = None
+            msgs.append({"role": "tool", "tool_call_id": call["id"], "content": text})
+        elif role != "assistant":
             turn = None
             msgs.append({"role": role, "content": text})
-        elif kind == "function_call":
+        else:
             turn = turn if turn is not None else _turn(msgs)
-            call = {
-                "id": need(item, "call_id", str, where),
-                "type": "function",
-                "function": {
-                    "name": need(item, "name", str, where),
-                    "arguments": need(item, "arguments", str, where),
-                },
-            }
-            turn.setdefault("tool_calls", []).append(call)
-        elif kind == "function_call_output":
-            turn = None
-            call_id = need(item, "call_id", str, where)
-            content = _text(item.get("output"), f"{where}.output")
-            msgs.append({"role": "tool", "tool_call_id": call_id, "content": content})
+            if text:
+                turn["content"] = (turn["content"] or "") + text
+            if call:
+                turn.setdefault("tool_calls", []).append(call)
     return msgs
+
+
+def _item(item: dict[str, Any], kind: str, at: str) -> tuple[str, str, dict[str, Any]]:
+    """One item's role in chat (``tool`` for a call's output), its text and its tool call
+    (a call's output: ``{"id": call_id}``; ``{}`` when there is none)."""
+    if kind in ("message", "agent_message"):
+        role = item.get("role", "user") if kind == "agent_message" else need(item, "role", str, at)
+        content = item.get("content", item.get("text"))
+        text = "" if content is None else _text(content, f"{at}.content")
+        return (role if role in _ROLES else "user"), text, {}
+    if kind in _OUTPUTS:
+        call_id: str = need(item, "call_id", str, at)
+        return "tool", _output(item.get("output"), f"{at}.output"), {"id": call_id}
+    call = _call(item, kind, at)
+    if call is not None:
+        return "assistant", "", call
+    return ("user" if kind in _USER_ITEMS else "assistant"), placeholder(kind), {}
+
+
+def _call(item: dict[str, Any], kind: str, at: str) -> dict[str, Any] | None:
+    """The tool call an item is (None for an item that is not a call the client runs): a
+    ``function_call`` its ``name`` (as the model called it, whatever its ``namespace``) and
+    ``arguments`` text, a ``custom_tool_call`` its name and ``{"input": input}``, a hosted
+    tool's call (``_CALL_NAMES``) that tool's name and the JSON of its action."""
+    if kind == "function_call":
+        name = need(item, "name", str, at)
+        args = item.get("arguments")
+        args = "" if args is None else need(item, "arguments", str, at)
+    elif kind == "custom_tool_call":
+        name = need(item, "name", str, at)
+        args = orjson.dumps({"input": item.get("input") or ""}).decode()
+    elif kind in _CALL_NAMES:
+        name = _CALL_NAMES[kind]
+        args = orjson.dumps(item.get("action", item.get("operation")) or {}).decode()
+    else:
+        return None
+    cid = need(item, "call_id", str, at)
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
 
 
 def _turn(msgs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -149,41 +233,60 @@ def _turn(msgs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _text(content: Any, where: str) -> str:
-    """A string, or the text of a list of content parts joined (images as ``[image]``)."""
+    """A string, or the text of a list of content parts joined (text parts and a refusal's
+    text as they are, any other part its placeholder: ``[image]``, ``[file]``...)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise WireError(f"{where}: expected a string or a list, got {type(content).__name__}")
+        raise ShapeError(where, ("a string", "a list"), content)
     out: list[str] = []
     for j, part in enumerate(content):
         kind = need(part, "type", str, f"{where}[{j}]")
         if kind in _TEXT_PARTS:
             out.append(need(part, "text", str, f"{where}[{j}]"))
-        elif kind in _PLACEHOLDERS:
-            out.append(_PLACEHOLDERS[kind])
+        elif kind == "refusal" and isinstance(part.get("refusal"), str):
+            out.append(part["refusal"])
+        else:
+            out.append(placeholder(_PART_NAMES.get(kind, kind)))
     return "".join(out)
 
 
-def _is_function(tool: Any, i: int) -> bool:
-    kind: str = need(tool, "type", str, f"tools[{i}]")
-    return kind == "function"
+def _output(output: Any, where: str) -> str:
+    """A call output's text: a string; a list of parts (``_text``; a part with no ``type`` as
+    its JSON); an object its placeholder (``[computer_screenshot]``) or JSON; nothing ``""``."""
+    if output is None:
+        return ""
+    if isinstance(output, list) and all(isinstance(p, dict) and "type" in p for p in output):
+        return _text(output, where)
+    if isinstance(output, list):
+        return "\n".join(p if isinstance(p, str) else orjson.dumps(p).decode() for p in output)
+    if isinstance(output, dict) and isinstance(output.get("type"), str):
+        return placeholder(output["type"])
+    return output if isinstance(output, str) else orjson.dumps(output).decode()
 
 
-def _tool(tool: dict[str, Any], i: int) -> dict[str, Any]:
-    fn: dict[str, Any] = {"name": need(tool, "name", str, f"tools[{i}]")}
+def _tools(tool: Any, where: str) -> list[dict[str, Any]]:
+    """A tool's chat function tools: a ``function`` itself, a ``custom`` (freeform) one a
+    function of one string ``input``, a ``namespace`` its inner tools (named as the model
+    calls them); a hosted tool (``web_search``, ``file_search``, ``mcp``...) none."""
+    kind = need(tool, "type", str, where)
+    if kind == "namespace":
+        inner = need(tool, "tools", list, where)
+        return [t for j, sub in enumerate(inner) for t in _tools(sub, f"{where}.tools[{j}]")]
+    if kind not in ("function", "custom"):
+        return []
+    fn: dict[str, Any] = {"name": need(tool, "name", str, where)}
     for key in ("description", "parameters", "strict"):
         if tool.get(key) is not None:
             fn[key] = tool[key]
-    return {"type": "function", "function": fn}
+    if kind == "custom":
+        fn["parameters"] = _CUSTOM_PARAMETERS
+    return [{"type": "function", "function": fn}]
 
 
 def _tool_choice(choice: Any) -> str | dict[str, Any] | None:
     if isinstance(choice, str):
-        if choice not in _CHOICES:
-            raise WireError(
-                f"body.tool_choice: expected one of {', '.join(_CHOICES)}, got {choice!r}"
-            )
-        return choice
+        return choice if choice in _CHOICES else None
     kind = need(choice, "type", str, "body.tool_choice")
     if kind == "function":
         return {
@@ -197,36 +300,20 @@ def _tool_choice(choice: Any) -> str | dict[str, Any] | None:
 
 
 def reply_from_json(obj: Any) -> WireReply:
-    """A ``response`` object (or an ``{"error": ...}`` body)."""
+    """A ``response`` object (or an ``{"error": ...}`` body): its output items read as a
+    history's items are (``_items``), so the answer is the assistant message the next
+    request's history holds."""
     if isinstance(obj, dict) and obj.get("error") is not None and "output" not in obj:
         return WireReply(error=error_text(obj["error"]))
     output = need(obj, "output", list, "body")
     out = WireReply(response_id=str_or_none(obj.get("id")), usage=_usage(obj.get("usage")))
     if obj.get("error") is not None:
         out.error = error_text(obj["error"])
-    text: list[str] = []
-    for i, item in enumerate(output):
-        kind = need(item, "type", str, f"output[{i}]")
-        if kind == "message":
-            content = item.get("content") or []
-            text.append(_text(content, f"output[{i}].content"))
-        elif kind == "function_call":
-            out.tool_calls.append(_call(item, f"output[{i}]"))
-    joined = "".join(text)
-    out.content = joined or None
+    turns = [m for m in _items(output, "output") if m["role"] == "assistant"]
+    out.content = "".join(m["content"] or "" for m in turns) or None
+    out.tool_calls = [c for m in turns for c in m.get("tool_calls", ())]
     out.finish_reason = _finish(obj, bool(out.tool_calls))
     return out
-
-
-def _call(item: dict[str, Any], where: str) -> dict[str, Any]:
-    return {
-        "id": need(item, "call_id", str, where),
-        "type": "function",
-        "function": {
-            "name": need(item, "name", str, where),
-            "arguments": str(item.get("arguments") or ""),
-        },
-    }
 
 
 def _finish(obj: dict[str, Any], calls: bool) -> str | None:
@@ -258,6 +345,10 @@ def _usage(u: Any) -> dict[str, Any] | None:
     return out
 
 
+_ARGUMENT_DELTAS = (
+    "response.function_call_arguments.delta",
+    "response.custom_tool_call_input.delta",
+)
 _FINAL = ("response.completed", "response.incomplete", "response.failed")
 
 
@@ -269,6 +360,7 @@ class Stream(StreamReader):
         super().__init__()
         self._text: dict[int, dict[int, list[str]]] = {}  # output_index -> content_index -> text
         self._calls: dict[int, dict[str, Any]] = {}  # output_index -> tool call
+        self._inputs: dict[int, str] = {}  # output_index -> a custom tool call's input so far
         self._order: list[int] = []
         self._final_response: dict[str, Any] | None = None
 
@@ -277,13 +369,8 @@ class Stream(StreamReader):
         kind = obj.get("type") or name
         if kind == "response.output_text.delta":
             return self._delta(obj)
-        if kind == "response.function_call_arguments.delta":
-            call = self._calls.get(_index(obj))
-            delta = obj.get("delta")
-            if call is None or not isinstance(delta, str) or not delta:
-                return False
-            call["function"]["arguments"] += delta
-            return True
+        if kind in _ARGUMENT_DELTAS:
+            return self._arguments(obj, kind == "response.custom_tool_call_input.delta")
         if kind == "response.output_item.added":
             return self._item(obj.get("item"), _index(obj))
         if kind == "response.output_item.done":
@@ -303,28 +390,46 @@ class Stream(StreamReader):
         if not isinstance(delta, str) or not delta:
             return False
         idx = _index(obj)
-        if idx not in self._text:
-            self._text[idx] = {}
+        self._place(idx)
+        self._text.setdefault(idx, {}).setdefault(int(obj.get("content_index") or 0), []).append(
+            delta
+        )
+        return True
+
+    def _place(self, idx: int) -> None:
+        """Output item ``idx`` takes its place in the answer (once)."""
+        if idx not in self._order:
             self._order.append(idx)
-        self._text[idx].setdefault(int(obj.get("content_index") or 0), []).append(delta)
+
+    def _arguments(self, obj: dict[str, Any], custom: bool) -> bool:
+        """A call's arguments delta (a custom tool's input delta: its ``input`` grows)."""
+        idx = _index(obj)
+        call, delta = self._calls.get(idx), obj.get("delta")
+        if call is None or not isinstance(delta, str) or not delta:
+            return False
+        if custom:
+            self._inputs[idx] = self._inputs.get(idx, "") + delta
+            call["function"]["arguments"] = orjson.dumps({"input": self._inputs[idx]}).decode()
+        else:
+            call["function"]["arguments"] += delta
         return True
 
     def _item(self, item: Any, idx: int, done: bool = False) -> bool:
-        """An output item that starts (or ends: its final form replaces what deltas built)."""
-        if not isinstance(item, dict):
+        """An output item that starts (or ends: its final form replaces what deltas built); a
+        call is output-bearing as it starts, any other item's text comes when it ends."""
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
             return False
-        if item.get("type") == "function_call":
-            call = _call(item, f"output[{idx}]")
-            if idx not in self._calls:
-                self._order.append(idx)
-            elif not done:
-                return False
-            self._calls[idx] = call
-            return bool(call["function"]["name"]) and not done
-        if item.get("type") == "message" and done and isinstance(item.get("content"), list):
-            if idx not in self._text:
-                self._order.append(idx)
-            self._text[idx] = {0: [_text(item["content"], f"output[{idx}].content")]}
+        kind = item["type"]
+        self._place(idx)
+        at = f"output[{idx}]"
+        call = _call(item, kind, at)
+        if call is not None:
+            started = idx not in self._calls
+            if done or started:
+                self._calls[idx] = call
+            return started and not done and bool(call["function"]["name"])
+        if done:
+            self._text[idx] = {0: [_item(item, kind, at)[1]]}
         return False
 
     def _final(self, r: Any) -> None:

@@ -209,8 +209,9 @@ def test_what_the_sdk_sends_back_reads_as_the_answer(
 @pytest.mark.parametrize(
     ("messages", "message"),
     [
-        ([{"role": "system", "content": "x"}], "messages[0].role: expected 'user' or 'assistant', got 'system'"),
-        ([{"role": "user", "content": [{"type": "text", "text": 3}]}], "messages[0].content[0].text: expected str, got int"),
+        ([{"role": "user", "content": 3}], "messages.0.content: Input should be a valid string or a valid list"),
+        ([{"role": "user", "content": [{"type": "text", "text": 3}]}], "messages.0.content.0.text: Input should be a valid string"),
+        ([{"role": "user", "content": [{"type": "tool_result"}]}], "messages.0.content.0.tool_use_id: Field required"),
     ],
 )  # fmt: skip
 def test_bad_requests_are_anthropic_errors(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import orjson
 import pytest
@@ -202,4 +203,68 @@ def test_previous_response_id_is_followed_and_replayed_as_the_whole_conversation
     assert tc.id == fc.call_id and tc.observed_by == "proxy" and b.depends_on == [tc.id]
     res = _replay(path, simulator.base_url)
     assert res.plan.apis == {"responses": {"responses": 1, "chat": 1}}
+    assert all(r.error is None for p in res.points for r in p.requests)
+
+
+def test_todays_claude_code_and_codex_bodies_are_recorded_and_replayed_as_sent(
+    record_proxy: Callable[..., Any], simulator: Any
+) -> None:
+    """Issue 29: a Messages request with a system message mid-conversation and server-tool
+    blocks, and a Responses request with namespace, custom and hosted tools, are recorded (the
+    chat form with their placeholders, the body as sent) and replayed in their own API."""
+    rp = record_proxy(simulator.base_url)
+    cache = {"type": "ephemeral"}
+    claude: dict[str, Any] = {
+        "model": "agentload-sim", "max_tokens": 2048, "stream": True,
+        "system": [{"type": "text", "text": "You are Claude Code.", "cache_control": cache}],
+        "thinking": {"type": "enabled", "budget_tokens": 1024, "display": "omitted"},
+        "context_management": {"edits": []}, "tools": _TOOLS,
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Look up 'kismet'."}]},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "", "signature": "sig"},
+                {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
+                {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+                {"type": "text", "text": "Searching."}]},
+            {"role": "system", "content": "Available agent types: general-purpose."},
+            {"role": "user", "content": [{"type": "text", "text": "Go on.", "cache_control": cache}]},
+        ],
+    }  # fmt: skip
+    codex: dict[str, Any] = {
+        "model": "agentload-sim", "instructions": "You are Codex.", "store": False, "stream": True,
+        "input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<env>"}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix it."}]},
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"},
+            {"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": "*** Begin"},
+            {"type": "custom_tool_call_output", "call_id": "c2", "output": "Done!"},
+            {"type": "agent_message", "content": [{"type": "input_text", "text": "Sub-agent: ok."}]},
+        ],
+        "tools": [{"type": "namespace", "name": "multi_agent_v1", "description": "d", "tools": [
+            {"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}}]},
+            {"type": "custom", "name": "apply_patch", "description": "Patch."},
+            {"type": "web_search", "external_web_access": False}],
+        "include": ["reasoning.encrypted_content"], "prompt_cache_key": "k",
+        "client_metadata": {"originator": "codex_cli_rs"},
+    }  # fmt: skip
+    for path, body in (("/v1/messages?beta=true", claude), ("/v1/responses", codex)):
+        r = httpx.post(rp.url + path, json=body, timeout=30)
+        assert r.status_code == 200, r.text
+    trace = rp.stop()
+    t = load_trace(trace)
+    calls = {c.request.api: c for c in t.calls.values()}
+    assert set(calls) == {"messages", "responses"}
+    m = t.messages(calls["messages"])
+    assert [x["role"] for x in m] == ["system", "user", "assistant", "system", "user"]
+    assert m[2]["content"] == "[thinking][server_tool_use][web_search_tool_result]Searching."
+    r = t.messages(calls["responses"])
+    assert [x["role"] for x in r] == ["system", "developer", "user", "assistant", "tool", "user"]
+    assert [f["function"]["name"] for f in t.tools(calls["responses"]) or []] == [
+        "spawn_agent",
+        "apply_patch",
+    ]
+    for api, body in (("messages", claude), ("responses", codex)):
+        assert t.native_body(calls[api]) == body  # as sent
+    res = _replay(trace, simulator.base_url)
+    assert res.plan.apis == {"messages": {"messages": 1}, "responses": {"responses": 1}}
     assert all(r.error is None for p in res.points for r in p.requests)

@@ -71,7 +71,7 @@ def test_user_turn_tool_results_first_then_text() -> None:
     assert [m["role"] for m in chat({"messages": [only_results]})["messages"]] == ["tool"]
 
 
-def test_assistant_turn_text_joined_tool_use_dumped_thinking_dropped() -> None:
+def test_assistant_turn_text_joined_tool_use_dumped_other_blocks_placeholders() -> None:
     turn = {
         "role": "assistant",
         "content": [
@@ -98,7 +98,7 @@ def test_assistant_turn_text_joined_tool_use_dumped_thinking_dropped() -> None:
     assert got == [
         {
             "role": "assistant",
-            "content": "Let me check.",
+            "content": "[thinking][redacted_thinking]Let me check.[server_tool_use]",
             "tool_calls": [
                 {
                     "id": "toolu_1",
@@ -120,7 +120,7 @@ def test_assistant_turn_text_joined_tool_use_dumped_thinking_dropped() -> None:
     ]
 
 
-def test_unknown_block_types_map_to_nothing() -> None:
+def test_unknown_block_types_map_to_their_placeholder() -> None:
     turns = [
         {
             "role": "user",
@@ -129,8 +129,8 @@ def test_unknown_block_types_map_to_nothing() -> None:
         {"role": "assistant", "content": [{"type": "web_search_tool_result", "content": []}]},
     ]
     assert chat({"messages": turns})["messages"] == [
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": None},
+        {"role": "user", "content": "[future_block]\n\nhi"},
+        {"role": "assistant", "content": "[web_search_tool_result]"},
     ]
 
 
@@ -186,7 +186,6 @@ def test_tools_parameters_and_dropped_fields() -> None:
     ("body", "message"),
     [
         ({"messages": "hi"}, "body.messages: expected list, got str"),
-        ({"messages": [{"role": "system", "content": "x"}]}, "messages[0].role: expected 'user' or 'assistant', got 'system'"),
         ({"messages": [{"content": "x"}]}, "messages[0].role: expected str, got NoneType"),
         ({"messages": [{"role": "user", "content": 3}]}, "messages[0].content: expected str or list, got int"),
         ({"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": [{"type": "text", "text": "a"}, "b"]}]},
@@ -206,7 +205,6 @@ def test_tools_parameters_and_dropped_fields() -> None:
         ({"messages": [], "tools": [{"input_schema": {}}]}, "tools[0].name: expected str, got NoneType"),
         ({"messages": [], "tools": [{"name": "f", "input_schema": []}]}, "tools[0].input_schema: expected dict, got list"),
         ({"messages": [], "tool_choice": "auto"}, "tool_choice: expected an object, got str"),
-        ({"messages": [], "tool_choice": {"type": "sometimes"}}, "tool_choice.type: expected auto, any, tool or none, got 'sometimes'"),
         ({"messages": [], "tool_choice": {"type": "tool"}}, "tool_choice.name: expected str, got NoneType"),
         ({"messages": [], "stop_sequences": "x"}, "body.stop_sequences: expected list, got str"),
     ],
@@ -236,7 +234,7 @@ ANSWER: dict[str, Any] = {
 }  # fmt: skip
 
 WANT = WireReply(
-    content="Checking Lisbon and Porto.",
+    content="[thinking]Checking Lisbon and Porto.",
     tool_calls=[
         {"id": "toolu_01", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Lisbon","days":2}'}},
         {"id": "toolu_02", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Porto","days":2}'}},
@@ -385,7 +383,7 @@ def test_stream_error_event_malformed_event_and_cut_stream() -> None:
     s.feed(sse(STREAM_EVENTS[:8]))
     s.feed(sse([ev("error", error={"type": "overloaded_error", "message": "Overloaded"})]))
     r = s.reply()
-    assert r.error == "Overloaded" and r.content == "Checking Lisbon " and not s.done
+    assert r.error == "Overloaded" and r.content == "[thinking]Checking Lisbon " and not s.done
     cut = stream_reader("messages")
     cut.feed(sse(STREAM_EVENTS[:16]))  # inside the first tool call's arguments
     call = cut.reply().tool_calls[0]

@@ -34,6 +34,7 @@ from agentload.endpoint.server.metrics import metrics_registry, metrics_text
 from agentload.endpoint.server.request import (
     APIError,
     ChatRequest,
+    callable_tools,
     error_body,
     parse_chat_request,
     parse_completion_request,
@@ -107,8 +108,9 @@ class Simulator:
 
     # -- the reply ---------------------------------------------------------------------------
     def reply(self, req: ChatRequest, mids: list[str], prompt_tokens: int) -> Reply:
+        tools = callable_tools(req.tools)
         conv = self.policy.conversation(
-            req.messages, mids, req.tools, req.tool_choice, prompt_tokens, req.seed
+            req.messages, mids, tools, req.tool_choice, prompt_tokens, req.seed
         )
         d = self.policy.decide(conv)
         if not req.parallel_tool_calls:

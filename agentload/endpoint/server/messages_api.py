@@ -9,8 +9,11 @@ object whose content is a text block (when there is text, or nothing else) then 
 ``content_block_stop``, ``message_delta``, ``message_stop``), one delta per token, paced by
 the engine like the chat stream (``Rendered.token_pos``). Usage: ``input_tokens`` are the
 uncached prompt tokens, ``cache_read_input_tokens`` the prefix-cache hits,
-``cache_creation_input_tokens`` 0. Errors use Anthropic's shape
-(``{"type": "error", "error": {"type", "message"}}``). The stop reason is ``end_turn`` for
+``cache_creation_input_tokens`` 0. Every request the real API accepts is answered (system
+messages mid-conversation, every block type, server tools, which are offered no call, and keys
+such as ``thinking`` or ``context_management``, ignored). Errors use Anthropic's shape
+(``{"type": "error", "error": {"type", "message"}}``) and, for a body broken in shape, its
+wording (``messages.0.content.3.text: Field required``: ``anthropic_wording``). The stop reason is ``end_turn`` for
 any chat ``stop`` (the simulator does not say whether a stop sequence cut the text).
 """
 
@@ -29,10 +32,17 @@ from agentload.endpoint.server.request import (
     chat_request_from,
 )
 from agentload.endpoint.server.sse import Rendered, Reply, js_string
-from agentload.errors import WireError
 from agentload.wire.messages import to_chat
+from agentload.wire.reply import ShapeError
 
-__all__ = ["error_response", "messages", "render_events", "render_message", "start_event"]
+__all__ = [
+    "anthropic_wording",
+    "error_response",
+    "messages",
+    "render_events",
+    "render_message",
+    "start_event",
+]
 
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 _KINDS = {
@@ -44,6 +54,19 @@ _KINDS = {
     429: "rate_limit_error",
     529: "overloaded_error",
 }
+
+
+_VALID = {"str": "a valid string", "list": "a valid list", "dict": "a valid dictionary",
+          "an object": "a valid dictionary", "int": "a valid integer"}  # fmt: skip
+
+
+def anthropic_wording(exc: ShapeError) -> str:
+    """A body broken in shape as Anthropic's API words it (``messages.1.content.0.text: Field
+    required``; ``messages.0.content: Input should be a valid string or a valid list``)."""
+    path = exc.field.removeprefix("body.").replace("[", ".").replace("]", "")
+    if exc.got == "NoneType":
+        return f"{path}: Field required"
+    return f"{path}: Input should be " + " or ".join(_VALID.get(e, e) for e in exc.expected)
 
 
 def error_response(exc: APIError) -> Response:
@@ -171,8 +194,8 @@ async def messages(sim: Answering, request: Request) -> Response:
             raise APIError(400, "max_tokens: field required", "max_tokens", "missing_field")
         try:
             chat = to_chat(body)
-        except WireError as exc:
-            raise APIError(400, str(exc), None, "invalid_value") from None
+        except ShapeError as exc:
+            raise APIError(400, anthropic_wording(exc), None, "invalid_value") from None
         req = chat_request_from(chat, model)
         reply, seq = sim.admit(req)
     except APIError as exc:

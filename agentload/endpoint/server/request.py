@@ -2,7 +2,9 @@
 
 Every problem with a request becomes an ``APIError`` with an HTTP status and OpenAI's error JSON
 (``{"error": {"message", "type", "param", "code"}}``); nothing a client sends can cause a 500.
-Unknown fields (vLLM extras such as ``top_k``, ``repetition_penalty``) are accepted and ignored.
+Unknown fields (vLLM extras such as ``top_k``, ``repetition_penalty``) are accepted and ignored,
+and so are content parts of any type; ``custom`` (freeform) tools are accepted and offered no
+call (``callable_tools``), a tool of another type is refused as OpenAI words it.
 """
 
 from __future__ import annotations
@@ -12,13 +14,17 @@ from typing import Any
 
 import orjson
 
+from agentload.wire.reply import ShapeError
+
 __all__ = [
     "APIError",
     "ChatRequest",
     "CompletionRequest",
     "body_and_model",
+    "callable_tools",
     "chat_request_from",
     "error_body",
+    "openai_shape_error",
     "parse_chat_request",
     "parse_completion_request",
 ]
@@ -147,8 +153,16 @@ def _tools(value: Any) -> list[dict[str, Any]]:
     for i, t in enumerate(value):
         p = f"tools[{i}]"
         _type(t, dict, p, "an object")
-        if t.get("type", "function") != "function":
-            raise _bad(f"{p}.type", "only 'function' tools are supported")
+        kind = t.get("type", "function")
+        if kind == "custom":
+            continue  # a freeform tool: in the prompt, but no call is offered to it
+        if kind != "function":
+            raise APIError(
+                400,
+                f"Invalid value: {kind!r}. Supported values are: 'function' and 'custom'.",
+                f"{p}.type",
+                "invalid_value",
+            )
         fn = t.get("function")
         if fn is None:
             raise APIError(400, f"{p}.function: field required", f"{p}.function", "missing_field")
@@ -164,7 +178,13 @@ def _tools(value: Any) -> list[dict[str, Any]]:
     return tools
 
 
+def callable_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The function tools of a validated tools list: those the simulated model may call."""
+    return [t for t in tools if t.get("type", "function") == "function"]
+
+
 def _tool_choice(value: Any, tools: list[dict[str, Any]]) -> str | dict[str, Any]:
+    tools = callable_tools(tools)
     if value is None:
         return "auto" if tools else "none"
     names = [t["function"]["name"] for t in tools]
@@ -183,6 +203,31 @@ def _tool_choice(value: Any, tools: list[dict[str, Any]]) -> str | dict[str, Any
         raise _bad("tool_choice.function.name", f"{name!r} is not one of the offered tools")
     choice: dict[str, Any] = value
     return choice
+
+
+_OPENAI_TYPES = {
+    "int": "an integer",
+    "float": "a decimal",
+    "str": "a string",
+    "bool": "a boolean",
+    "list": "an array",
+    "dict": "an object",
+}
+
+
+def openai_shape_error(exc: ShapeError) -> APIError:
+    """A body broken in shape, in OpenAI's words (``Missing required parameter: 'x'.``, code
+    ``missing_required_parameter``; ``Invalid type for 'x': expected ..., but got ...
+    instead.``, code ``invalid_type``); ``param`` the field."""
+    param = exc.field.removeprefix("body.")
+    if exc.got == "NoneType":
+        return APIError(
+            400, f"Missing required parameter: '{param}'.", param, "missing_required_parameter"
+        )
+    expected = " or ".join(_OPENAI_TYPES.get(e, e) for e in exc.expected)
+    got = _OPENAI_TYPES.get(exc.got, exc.got)
+    message = f"Invalid type for '{param}': expected {expected}, but got {got} instead."
+    return APIError(400, message, param, "invalid_type")
 
 
 def body_and_model(raw: bytes) -> tuple[dict[str, Any], str]:

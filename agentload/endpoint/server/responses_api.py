@@ -3,7 +3,11 @@
 A request is read into chat with ``agentload.wire.responses.to_chat`` and answered by the same
 ``admit`` as ``/v1/chat/completions``, so a conversation gets one reply whichever API carries it.
 The answer is a ``response`` object: a ``message`` item with the text (when there is text),
-then one ``function_call`` item per tool call (``call_id`` the chat reply's tool call id);
+then one ``function_call`` item per tool call (``call_id`` the chat reply's tool call id; a
+call of a ``custom`` tool is a ``custom_tool_call`` whose ``input`` is its chat arguments'
+``input``, streamed as ``custom_tool_call_input.delta`` events). Namespace tools' inner
+functions may be called (by their own names); hosted tools (``web_search``...) are offered no
+call;
 ``incomplete`` with ``max_output_tokens`` when the reply hit ``max_output_tokens``. Streamed, it
 is the event sequence the ``openai`` SDK's typed stream accumulator accepts:
 ``response.created``, ``response.in_progress``, per item ``output_item.added``, its content
@@ -12,7 +16,8 @@ events (``content_part.added``, one ``output_text.delta`` per token, ``output_te
 ``function_call_arguments.done``), ``output_item.done``, and ``response.completed`` carrying
 the whole response with usage. Every event has its ``type`` and an increasing
 ``sequence_number``. Responses are kept (the last ``STORED_RESPONSES``, unless ``store`` is false)
-so a request may continue one with ``previous_response_id`` (an unknown id is a 404).
+so a request may continue one with ``previous_response_id`` (an unknown id is a 404). A body
+broken in shape is a 400 in OpenAI's words (``request.openai_shape_error``).
 """
 
 from __future__ import annotations
@@ -30,11 +35,12 @@ from agentload.endpoint.server.request import (
     ChatRequest,
     body_and_model,
     chat_request_from,
+    openai_shape_error,
 )
 from agentload.endpoint.server.sse import Rendered, Reply
-from agentload.errors import WireError
 from agentload.recorder.capture import assistant_message
 from agentload.wire import responses as wire
+from agentload.wire.reply import ShapeError
 
 __all__ = ["ResponseIds", "render_response", "render_response_stream", "responses"]
 
@@ -103,10 +109,8 @@ def _chat_request(
 ) -> ChatRequest:
     try:
         chat = wire.to_chat(body)
-    except WireError as exc:
-        text = str(exc)
-        param = text.partition(":")[0].removeprefix("body.")
-        raise APIError(400, text, param, "invalid_value") from None
+    except ShapeError as exc:
+        raise openai_shape_error(exc) from None
     prev = wire.previous_response_id(body)
     if prev is not None:
         earlier = store.get(prev)
@@ -157,7 +161,7 @@ def _response(
         "instructions": body.get("instructions"),
         "max_output_tokens": body.get("max_output_tokens"),
         "model": model,
-        "output": [] if r is None else _output(r, ids),
+        "output": [] if r is None else _output(r, ids, body),
         "parallel_tool_calls": body.get("parallel_tool_calls", True),
         "previous_response_id": body.get("previous_response_id"),
         "reasoning": {"effort": None, "summary": None},
@@ -199,7 +203,20 @@ def _part(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def _call(ids: ResponseIds, i: int, cid: str, name: str, args: str, status: str) -> dict[str, Any]:
+def _call(
+    ids: ResponseIds, i: int, cid: str, name: str, args: str, status: str, custom: bool = False
+) -> dict[str, Any]:
+    """A ``function_call`` item, or (``custom``: a call of a freeform tool, whose chat form
+    takes one string ``input``) a ``custom_tool_call`` item."""
+    if custom:
+        return {
+            "id": ids.call(i),
+            "type": "custom_tool_call",
+            "call_id": cid,
+            "name": name,
+            "input": _custom_input(args),
+            "status": status,
+        }
     return {
         "id": ids.call(i),
         "type": "function_call",
@@ -210,10 +227,36 @@ def _call(ids: ResponseIds, i: int, cid: str, name: str, args: str, status: str)
     }
 
 
-def _output(r: Reply, ids: ResponseIds) -> list[dict[str, Any]]:
+def _custom_input(args: str) -> str:
+    """A custom tool call's input: the ``input`` of its chat arguments (the text if none)."""
+    if not args:
+        return ""
+    try:
+        value = orjson.loads(args)
+    except orjson.JSONDecodeError:
+        return args
+    got = value.get("input") if isinstance(value, dict) else None
+    return got if isinstance(got, str) else args
+
+
+def custom_tools(body: dict[str, Any]) -> frozenset[str]:
+    """The names of a request's ``custom`` (freeform) tools, in a ``namespace`` too."""
+    names: set[str] = set()
+    pending = list(body.get("tools") or ())
+    while pending:
+        t = pending.pop()
+        if isinstance(t, dict) and t.get("type") == "namespace":
+            pending.extend(t.get("tools") or ())
+        elif isinstance(t, dict) and t.get("type") == "custom" and isinstance(t.get("name"), str):
+            names.add(t["name"])
+    return frozenset(names)
+
+
+def _output(r: Reply, ids: ResponseIds, body: dict[str, Any]) -> list[dict[str, Any]]:
     out = [_message(ids, r.content, "completed")] if r.content else []
+    custom = custom_tools(body)
     for i, (cid, name, pieces) in enumerate(r.tool_calls):
-        out.append(_call(ids, i, cid, name, "".join(pieces), "completed"))
+        out.append(_call(ids, i, cid, name, "".join(pieces), "completed", name in custom))
     return out
 
 
@@ -268,36 +311,40 @@ def render_response_stream(
         add("response.content_part.done", **where, part=_part(r.content))
         add("response.output_item.done", output_index=0, item=_message(ids, r.content, "completed"))
         index = 1
+    custom = custom_tools(body)
     for i, (cid, name, pieces) in enumerate(r.tool_calls):
         args = "".join(pieces)
         at = index + i
+        mine = name in custom
+        where = {"item_id": ids.call(i), "output_index": at}
         add(
             "response.output_item.added",
             output_index=at,
-            item=_call(ids, i, cid, name, "", "in_progress"),
+            item=_call(ids, i, cid, name, "", "in_progress", mine),
         )
-        for p in pieces:
-            add(
-                "response.function_call_arguments.delta",
-                item_id=ids.call(i),
-                output_index=at,
-                delta=p,
-            )
+        for delta in _input_deltas(pieces) if mine else pieces:
+            kind = "custom_tool_call_input" if mine else "function_call_arguments"
+            add(f"response.{kind}.delta", **where, delta=delta)
             token_pos.append(len(events))
-        add(
-            "response.function_call_arguments.done",
-            item_id=ids.call(i),
-            output_index=at,
-            name=name,
-            arguments=args,
-        )
+        if mine:
+            add("response.custom_tool_call_input.done", **where, input=_custom_input(args))
+        else:
+            add("response.function_call_arguments.done", **where, name=name, arguments=args)
         add(
             "response.output_item.done",
             output_index=at,
-            item=_call(ids, i, cid, name, args, "completed"),
+            item=_call(ids, i, cid, name, args, "completed", mine),
         )
     events.append(_completed_event(r, ids, created, model, body, len(events)))
     return Rendered(events, token_pos, 2)
+
+
+def _input_deltas(pieces: list[str]) -> list[str]:
+    """A custom tool call's input cut into one delta per generated token (its chat arguments'
+    pieces), so it is paced as they are."""
+    text = _custom_input("".join(pieces))
+    n = len(pieces)
+    return [text[k * len(text) // n : (k + 1) * len(text) // n] for k in range(n)]
 
 
 def _text_delta(seq: int, item_id: str, piece: str) -> bytes:
