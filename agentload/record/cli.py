@@ -6,13 +6,16 @@ from __future__ import annotations
 import asyncio
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from agentload.errors import ConfigError
 
-__all__ = ["record", "register"]
+if TYPE_CHECKING:
+    from agentload.record.worker import RecordStats
+
+__all__ = ["record", "register", "stop_line"]
 
 
 def record(
@@ -103,14 +106,19 @@ def record(
         await rs.serve(started)
 
     asyncio.run(main())
-    st = rs.stats
-    calls, sessions, errors = st.calls, st.sessions, st.errors
     why = "interrupted" if interrupted else (rs.stop_reason or "stopped")
-    typer.echo(
-        f"recorded {calls} calls in {sessions} sessions ({errors} failed) -> {rs.trace_path}"
-        f"  [{why}]",
-        err=True,
-    )
+    typer.echo(stop_line(rs.stats, str(rs.trace_path), why), err=True)
+
+
+def stop_line(st: RecordStats, path: str, why: str) -> str:
+    """``recorded N calls in S sessions (F failed)``, then what was not recorded, if anything:
+    ``; U requests not recorded (first: REASON)`` and ``; W WebSocket connections relayed``."""
+    line = f"recorded {st.calls} calls in {st.sessions} sessions ({st.errors} failed)"
+    if st.unread:
+        line += f"; {st.unread} requests not recorded (first: {st.unread_first})"
+    if st.websockets:
+        line += f"; {st.websockets} WebSocket connections relayed"
+    return f"{line} -> {path}  [{why}]"
 
 
 def _check_headers(options: dict[str, str]) -> None:

@@ -20,6 +20,7 @@ import orjson
 
 from agentload.errors import WireError
 from agentload.errortext import clip
+from agentload.record.native import identity
 from agentload.record.threads import Closed, Placement, Threads
 from agentload.recorder.capture import CallCapture, assistant_message
 from agentload.recorder.schema import (
@@ -30,6 +31,7 @@ from agentload.recorder.schema import (
     Timings,
     ToolCallRecord,
 )
+from agentload.recorder.validate import NOT_RECORDED
 from agentload.recorder.writer import TraceWriter
 from agentload.tokenizer import ChatTokenCounter
 from agentload.wire import Api, WireReply, to_chat
@@ -73,6 +75,10 @@ class Recorder:
         self.agent_header = agent_header.lower() if agent_header else None
         self.calls = 0
         self.errors = 0
+        self.unread = 0
+        """Requests not turned into calls (``NOT_RECORDED`` events), for the stop line."""
+        self.unread_first: str | None = None
+        self.websockets = 0
         self._responses: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         """Responses answered so far (bounded): id → the conversation it ended, reply included
         (``previous_response_id`` continues from it)."""
@@ -96,16 +102,15 @@ class Recorder:
             return None
         scrubbed = [self.writer.scrubbed(m) for m in messages]
         ids = [mid for _, mid in scrubbed]
-        session = headers.get(self.session_header) if self.session_header else None
-        agent = headers.get(self.agent_header) if self.agent_header and session else None
-        placement = self.threads.route(messages, ids, now_ns, session, agent)
+        who = identity(headers, self.session_header, self.agent_header)  # or the agent's own
+        placement = self.threads.route(messages, ids, now_ns, who.session, who.agent, who.names)
         if placement.new_session is not None:
             self.writer.write_nowait(placement.new_session)
         if placement.new_agent is not None:
             self.writer.write_nowait(placement.new_agent)
         for c in placement.closed:
             self.writer.write_nowait(self._tool_record(c))
-        for a in placement.ended_agents:
+        for a in (*placement.ended_agents, *placement.linked_agents):
             self.writer.write_nowait(a)
         return Pending(api, body, chat, placement, now_ns, scrubbed)
 
@@ -214,6 +219,15 @@ class Recorder:
 
     # -- notes and the end -------------------------------------------------------------------
     def note(self, kind: str, now_ns: int, **details: Any) -> None:
+        """An ``event`` record; a request it says was not recorded (``NOT_RECORDED``) is
+        counted, and the first one's reason kept, for the proxy's stop line."""
+        if kind in NOT_RECORDED:
+            self.unread += 1
+            if self.unread_first is None:
+                where = details.get("transport") or details.get("where") or kind
+                self.unread_first = clip(f"{where}: {details.get('error', kind)}", 160)
+        elif kind == "websocket":
+            self.websockets += 1
         self.writer.write_nowait(EventRecord(kind=kind, ns=now_ns, details=details))
 
     def close(self) -> None:

@@ -18,6 +18,10 @@
   the upstream closed before answering is retried once on a fresh one (it never got the
   request). A slow client pauses its upstream (the transport's flow control), so nothing grows
   without bound.
+* A WebSocket upgrade (Codex's Responses over WebSocket) is checked strictly and forwarded; the
+  upstream's checked 101 turns both connections into a ``websocket.Tunnel`` (frames piped both
+  ways, their messages noted as unread); any other answer is relayed as it came. Plain requests
+  pay one scan of their headers for an ``Upgrade`` field, nothing more.
 """
 
 from __future__ import annotations
@@ -39,6 +43,13 @@ from agentload.errors import ConfigError
 from agentload.errortext import clip
 from agentload.masking import mask_text, redact_url, remember_url
 from agentload.record.http1 import Body, Head, HeadError, body_for, split_head
+from agentload.record.websocket import (
+    Tunnel,
+    asks_websocket,
+    check_switch,
+    check_upgrade,
+    deflate_negotiated,
+)
 from agentload.wire import Api, api_for_path
 
 __all__ = ["CLIENT_LEFT", "Answer", "Relay", "Sink", "Upstream", "describe"]
@@ -80,6 +91,9 @@ class Sink(Protocol):
               submit_ns: int) -> None: ...  # fmt: skip
 
     def end(self, cid: int, answer: Answer) -> None: ...
+
+    def note(self, kind: str, ns: int, details: dict[str, object]) -> None:
+        """An event for the trace (a WebSocket's unread messages, its end)."""
 
 
 @dataclass
@@ -201,6 +215,7 @@ class Relay:
         self.stopping = False
         self._idle: list[_UpConn] = []
         self._clients: set[_Client] = set()
+        self._tunnels: set[Tunnel] = set()
         self._server: asyncio.Server | None = None
         self._next_cid = 0
 
@@ -221,6 +236,8 @@ class Relay:
             await asyncio.sleep(0.02)
         for c in list(self._clients):
             c.transport.abort()
+        for t in list(self._tunnels):  # open WebSockets end with the proxy
+            t.stop()
         for up in self._idle:
             up.transport.abort()
         self._idle.clear()
@@ -367,6 +384,10 @@ class _Client(asyncio.Protocol):
                 return
             head, n = got
             body = body_for(head, request=True)
+            websocket = asks_websocket(head)
+            problem = check_upgrade(head) if websocket else None
+            if problem is not None:
+                raise HeadError(problem)
         except HeadError as exc:
             self.refuse(f"bad request: {exc}")
             return
@@ -375,6 +396,8 @@ class _Client(asyncio.Protocol):
         if b"100-continue" in head.tokens(b"expect"):
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         self.exchange = _Exchange(self, head, body)
+        if websocket:
+            self.exchange.ws_key = head.get(b"sec-websocket-key")
         if body.done:
             self._timer()
         else:
@@ -392,6 +415,13 @@ class _Client(asyncio.Protocol):
         line = b"400 Bad Request" if status == 400 else b"408 Request Timeout"
         self.transport.write(_json_response(line, body, close=True))
         self.transport.close()
+
+    def upgraded(self) -> None:
+        """Its connection became a WebSocket tunnel: no longer a client of the relay's."""
+        self._timer()
+        self.exchange = None
+        self.closed = True
+        self.relay._clients.discard(self)
 
     def done(self, keep_alive: bool) -> None:
         """The exchange in flight is over."""
@@ -458,6 +488,8 @@ class _Exchange:
         self.submit_ns = 0
         self.finished = False
         self.begun = False
+        self.ws_key: bytes | None = None
+        """A checked WebSocket upgrade's key (``websocket.check_upgrade``), else None."""
         relay.in_flight += 1
 
     # -- the request -------------------------------------------------------------------------
@@ -486,6 +518,8 @@ class _Exchange:
                  b"host: " + u.host_header]  # fmt: skip
         lines += [k + b": " + v for k, v in self.head.headers if k not in _HOP and k not in named]
         lines.append(b"accept-encoding: identity")
+        if self.ws_key is not None:
+            lines += [b"connection: upgrade", b"upgrade: websocket"]
         if self.request or self.method not in (b"GET", b"HEAD", b"DELETE", b"OPTIONS"):
             lines.append(b"content-length: %d" % len(self.request))
         return b"\r\n".join(lines) + b"\r\n\r\n"
@@ -552,12 +586,25 @@ class _Exchange:
                 if 100 <= status < 200 and status != 101:  # an interim answer: not forwarded
                     self.resp_buf = self.resp_buf[n:]
                     continue
+                if status == 101:
+                    problem = (
+                        check_switch(head, self.ws_key)
+                        if self.ws_key is not None
+                        else "a 101 to a request that asked for no upgrade"
+                    )
+                    if problem is not None:
+                        raise HeadError(problem)
+                    break
                 no_body = self.method == b"HEAD" or status in (204, 304)
                 self.resp_body = body_for(head, request=False, no_body=no_body)
             except (ValueError, HeadError) as exc:
                 self._broken(f"upstream sent an unreadable answer: {exc}", before_head=True)
                 return
             break
+        if status == 101:  # a checked switch to the WebSocket the agent asked for
+            self._switch(head, self.resp_buf[n:])
+            return
+        assert self.resp_body is not None
         self.status = status
         self.content_type = (head.get(b"content-type") or b"").decode("latin-1")
         self.content_encoding = (head.get(b"content-encoding") or b"").decode("latin-1")
@@ -603,6 +650,55 @@ class _Exchange:
             if body.extra:
                 self.up_keep = False
             self._end(t, None, keep_client=self.keep_alive)
+
+    def _switch(self, head: Head, rest: bytes) -> None:
+        """The upstream switched to WebSocket: its 101 goes to the agent, rebuilt from what was
+        read, and the two connections become a ``Tunnel``; the exchange is over."""
+        client, up, relay = self.client, self.up, self.relay
+        assert up is not None
+        self.up = None
+        up.exchange = None
+        self._settle()
+        relay.last_activity_ns = time.perf_counter_ns()
+        skip = _HOP_OUT | {b"transfer-encoding", b"content-length"}
+        lines = [b" ".join(head.start)]
+        lines += [k + b": " + v for k, v in head.headers if k not in skip]
+        lines += [b"connection: upgrade", b"upgrade: websocket"]
+        client.transport.write(b"\r\n".join(lines) + b"\r\n\r\n")
+        client.upgraded()
+        early = bytes(client.buf)
+        client.buf.clear()
+        path = self.target.split(b"?", 1)[0].decode("latin-1")
+        sink = relay.sink
+        api = api_for_path(path)
+        opened = time.perf_counter_ns()
+
+        def message(opcode: int) -> None:
+            if sink is not None:
+                sink.note("unread_request", time.perf_counter_ns(), {
+                    "api": api, "path": path[:200], "transport": "websocket",
+                    "error": "a message over a WebSocket is relayed, not recorded",
+                })  # fmt: skip
+
+        def closed(t: Tunnel, reason: str) -> None:
+            relay._tunnels.discard(t)
+            relay.last_activity_ns = time.perf_counter_ns()
+            if sink is not None:
+                sink.note("websocket", time.perf_counter_ns(), {
+                    "path": path[:200], "api": api, "open_ns": opened,
+                    "agent_messages": t.from_client.messages,
+                    "upstream_messages": t.from_up.messages,
+                    "agent_bytes": t.bytes_in, "upstream_bytes": t.bytes_out,
+                    "end": reason,
+                })  # fmt: skip
+
+        def active() -> None:
+            relay.last_activity_ns = time.perf_counter_ns()
+
+        tunnel = Tunnel(client.transport, up.transport, deflate=deflate_negotiated(head),
+                        on_message=message, on_close=closed, on_activity=active)  # fmt: skip
+        relay._tunnels.add(tunnel)
+        tunnel.start(early, rest)
 
     def up_lost(self, exc: Exception | None) -> None:
         if self.finished:

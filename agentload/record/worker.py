@@ -11,7 +11,8 @@ saw things happen and writes the trace exactly as before.
 * ``RecorderProcess`` is the proxy's end: ``start()`` (the trace is open when it returns),
   ``begin`` / ``end`` (non-blocking), ``close()`` (the trace is closed; the counts).
 * Frames: 4-byte big-endian length + a pickle of a tuple: ``("b", cid, api, body, headers,
-  submit_ns, credentials)``, ``("e", cid, Answer fields...)``; the first frame is the configuration.
+  submit_ns, credentials)``, ``("e", cid, Answer fields...)``, ``("n", kind, ns, details)`` (an
+  event: a WebSocket's unread message, its end); the first frame is the configuration.
 * Status lines on its stdout: ``ready``, ``sessions N`` as sessions appear, ``done {json}`` at
   the end, ``error ...`` (one line) when it cannot start.
 * It ignores SIGINT and SIGTERM (Ctrl-C reaches the whole process group; the proxy stops first
@@ -39,6 +40,7 @@ import orjson
 from agentload.errors import EndpointError
 from agentload.errortext import clip
 from agentload.masking import is_secret_header, known_secrets, remember
+from agentload.record.native import NATIVE_HEADERS
 from agentload.record.relay import CLIENT_LEFT, Answer, describe
 from agentload.wire import Api, WireReply, reply_from_json, stream_reader
 
@@ -58,6 +60,12 @@ class RecordStats:
     calls: int = 0
     sessions: int = 0
     errors: int = 0
+    unread: int = 0
+    """Requests not turned into calls (``unread_request`` and ``record_error`` events)."""
+    unread_first: str | None = None
+    """Why the first of them was not."""
+    websockets: int = 0
+    """WebSocket connections relayed (their messages are among ``unread``)."""
 
 
 def _frame(obj: tuple[Any, ...] | dict[str, Any]) -> bytes:
@@ -80,6 +88,8 @@ class RecorderProcess:
 
     def __post_init__(self) -> None:
         self._wanted = {h.encode() for h in (self.session_header, self.agent_header) if h}
+        if self.session_header:  # the headers agents name themselves by (record/native.py)
+            self._wanted |= {h.encode() for h in NATIVE_HEADERS}
 
     async def start(self, timeout_s: float = 60.0) -> None:
         self._proc = await asyncio.create_subprocess_exec(
@@ -144,6 +154,10 @@ class RecorderProcess:
         """A recorded call is over."""
         fields = (a.status, a.content_type, a.content_encoding, a.pieces, a.end_ns, a.error)
         self._send(_frame(("e", cid, *fields)))
+
+    def note(self, kind: str, ns: int, details: dict[str, object]) -> None:
+        """An event for the trace (``Recorder.note``)."""
+        self._send(_frame(("n", kind, ns, details)))
 
     async def close(self, timeout_s: float = 120.0) -> RecordStats:
         """Close its stdin and wait until it has written and closed the trace."""
@@ -282,6 +296,8 @@ async def _serve() -> int:
                 if len(rec.threads.sessions) != sessions:
                     sessions = len(rec.threads.sessions)
                     _say(f"sessions {sessions}")
+            elif msg[0] == "n":
+                rec.note(msg[1], msg[2], **msg[3])
             elif msg[0] == "e":
                 p = pending.pop(msg[1], None)
                 if p is None:
@@ -301,7 +317,8 @@ async def _serve() -> int:
     finally:
         rec.close()
         await writer.close()
-    stats = RecordStats(rec.calls, len(rec.threads.sessions), rec.errors)
+    stats = RecordStats(rec.calls, len(rec.threads.sessions), rec.errors, rec.unread,
+                        rec.unread_first, rec.websockets)  # fmt: skip
     _say("done " + orjson.dumps(stats.__dict__).decode())
     return 0
 

@@ -94,6 +94,8 @@ def _validate_one(file: Path) -> bool:
     if report.truncated is not None:
         console.print(f"TRUNCATED: {escape(str(report.truncated))}")
         return True
+    for warning in report.warnings:
+        console.print(escape(warning))
     console.print("OK: whole file")
     return False
 

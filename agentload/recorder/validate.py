@@ -9,7 +9,9 @@ list, response) and only earlier calls as its prefix base; a ``tool_call`` names
 the file. The header names a tokenizer agentload knows (``o200k_base``, ``cl100k_base``,
 ``hf:PATH``); the schema itself rejects a ``block_size`` under 1 and negative counts. A broken
 reference is a damaged file: ``TraceFormatError`` naming ``file:line`` and the field, like a
-record that does not validate.
+record that does not validate. A file that is whole may still lack calls: each request the
+recording proxy could not turn into a call is an ``event`` (``NOT_RECORDED``); they are counted
+(``ValidationReport.not_recorded``) and named in ``warnings``, without making the file damaged.
 """
 
 from __future__ import annotations
@@ -19,18 +21,25 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from agentload.errors import TraceFormatError
+from agentload.errortext import clip
 from agentload.hashing import content_id
 from agentload.recorder.reader import Truncation, read_trace
 from agentload.recorder.schema import (
     AgentRecord,
     BlobRecord,
+    EventRecord,
     Header,
     LLMCallRecord,
     ToolCallRecord,
 )
 from agentload.tokenizer import is_tokenizer_name
 
-__all__ = ["ValidationReport", "validate_trace"]
+__all__ = ["NOT_RECORDED", "ValidationReport", "validate_trace"]
+
+NOT_RECORDED = frozenset({"unread_request", "record_error"})
+"""``event`` kinds that stand for a request the trace holds no call of: a body the recorder
+could not read (or a WebSocket message, relayed unread), a failure inside the recorder. The
+recording proxy's stop line and ``trace validate`` count them."""
 
 
 @dataclass
@@ -41,6 +50,23 @@ class ValidationReport:
     header: Header | None
     counts: Counter[str] = field(default_factory=Counter)
     truncated: Truncation | None = None
+    not_recorded: Counter[str] = field(default_factory=Counter)
+    """Requests the file holds no call of (``NOT_RECORDED`` events), by kind."""
+    first_not_recorded: str | None = None
+    """The first such event's reason (its ``error``)."""
+
+    @property
+    def warnings(self) -> list[str]:
+        """What a whole, valid file still lacks, one line each (``trace validate`` prints
+        them; they do not change its exit code)."""
+        n = sum(self.not_recorded.values())
+        if not n:
+            return []
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(self.not_recorded.items()))
+        return [
+            f"WARNING: {n} requests were not recorded as calls ({kinds}); "
+            f"first: {self.first_not_recorded}"
+        ]
 
     @property
     def records(self) -> int:
@@ -92,6 +118,10 @@ def validate_trace(path: str | os.PathLike[str]) -> ValidationReport:
                 if dep not in ids:
                     wanted.setdefault(dep, (reader.lineno, i))
             calls.add(rec.id)
+        elif isinstance(rec, EventRecord) and rec.kind in NOT_RECORDED:
+            report.not_recorded[rec.kind] += 1
+            if report.first_not_recorded is None:
+                report.first_not_recorded = clip(str(rec.details.get("error", rec.kind)), 160)
         elif isinstance(rec, ToolCallRecord):
             ids.add(rec.id)
             if rec.llm_call_id not in calls:

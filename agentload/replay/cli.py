@@ -48,8 +48,11 @@ def replay(
     ] = None,
     no_salt: Annotated[bool, typer.Option("--no-salt", help="The same as --salt-at off.")] = False,
     start_at: Annotated[
-        str, typer.Option(help="random: join mid-flight after a warm-up; zero: from the start.")
-    ] = "random",
+        str | None,
+        typer.Option(
+            help="random (the default): join mid-flight after a warm-up; zero: from the start."
+        ),
+    ] = None,
     slo: Annotated[str | None, typer.Option(help="e.g. ttft=2s,tpot=50ms,e2e=60s.")] = None,
     gpus: Annotated[int | None, typer.Option(help="GPUs behind the endpoint.")] = None,
     power_watts: Annotated[float | None, typer.Option(help="Power draw in W.")] = None,
@@ -158,7 +161,7 @@ def replay(
             "gap_scale": gap_scale,
             **({"salt_at": salt_at} if salt_at is not None else {}),
             **({"salt": False} if no_salt else {}),
-            "start_at": start_at,
+            "start_at": start_at or "random",
             "slo": slo,
             "gpus": gpus,
             "power_watts": power_watts,
@@ -186,6 +189,9 @@ def replay(
     warning = userinfo_warning(cfg.endpoint)
     if warning:
         print(one_line(warning), file=sys.stderr)
+    note = start_at_note(cfg) if start_at is None else None
+    if note is not None:
+        print(note, file=sys.stderr)
     if cfg.ray is not None:
         from agentload.replay.sharded import run_sharded
 
@@ -204,6 +210,22 @@ def replay(
         console.print(end.line, highlight=False, soft_wrap=True)
     if end.code != ExitCode.OK:
         raise typer.Exit(int(end.code))
+
+
+def start_at_note(cfg: ReplayConfig) -> str | None:
+    """One line when the default ``--start-at random`` makes every session of the run join
+    its trace mid-flight (``--sessions`` at most the concurrency: each is the first of its
+    lane, so none is replayed from its first call); None otherwise."""
+    if cfg.start_at != "random" or cfg.schedule != "closed" or cfg.arrival_rate is not None:
+        return None
+    if cfg.sessions is None or cfg.sessions > min(cfg.levels):
+        return None
+    which = "the session" if cfg.sessions == 1 else f"each of the {cfg.sessions} sessions"
+    return (
+        f"agentload: note: --start-at random (the default): {which} joins its trace at a "
+        "random recorded time and skips the calls before it (those still needed are sent "
+        "once as unmeasured warm-up); --start-at zero replays from the first call"
+    )
 
 
 # ReplayConfig fields whose option is not ``--`` + the field name with dashes.

@@ -40,7 +40,25 @@ def test_a_second_session_of_a_root_agent_is_not_its_sub_agent() -> None:
     assert second.agent.record.session_id != first.agent.record.session_id
 
 
-def test_a_new_thread_with_its_own_instructions_quoting_the_call_is_its_sub_agent() -> None:
+def test_a_new_thread_with_its_own_instructions_quoting_a_delegation_is_its_sub_agent() -> None:
+    threads = Threads()
+    first = _route(threads, [SYSTEM, {"role": "user", "content": REPO}], 1)
+    task = "Read email/quoprimime.py and summarise it."
+    threads.answered(first, _reply("call-1", "Task", prompt=task, subagent_type="reader"), 2)
+    sub = [
+        {"role": "system", "content": "You are a file-reader sub-agent."},
+        {"role": "user", "content": task},
+    ]
+    child = _route(threads, sub, 3)
+    assert child.new_session is None
+    assert child.agent.record.parent_agent_id == first.agent.record.id
+    assert child.agent.record.parent_tool_call_id == "call-1"
+    assert child.agent.record.role == "reader"
+
+
+def test_a_new_thread_quoting_a_plain_tool_call_is_not_its_sub_agent() -> None:
+    """Only a delegation-like call is a parent by text (rule 5): a ``read_file`` whose path a
+    new thread happens to name is not."""
     threads = Threads()
     first = _route(threads, [SYSTEM, {"role": "user", "content": REPO}], 1)
     threads.answered(first, _reply("call-1", "read_file", path="email/quoprimime.py"), 2)
@@ -48,10 +66,9 @@ def test_a_new_thread_with_its_own_instructions_quoting_the_call_is_its_sub_agen
         {"role": "system", "content": "You are a file-reader sub-agent."},
         {"role": "user", "content": "Read email/quoprimime.py and summarise it."},
     ]
-    child = _route(threads, sub, 3)
-    assert child.new_session is None
-    assert child.agent.record.parent_agent_id == first.agent.record.id
-    assert child.agent.record.parent_tool_call_id == "call-1"
+    other = _route(threads, sub, 3)
+    assert other.new_session is not None
+    assert other.agent.record.parent_agent_id is None
 
 
 def test_two_sessions_delegating_the_same_task_each_get_their_own_sub_agent() -> None:

@@ -79,3 +79,33 @@ def test_a_message_whose_content_is_an_object_replays_without_a_traceback(
         )  # fmt: skip
         res = asyncio.run(run_replay(cfg))
         assert len(res.points[0].requests) == 2
+
+
+def test_an_unread_request_is_counted_on_the_stop_line_and_by_validate(
+    record_proxy: Callable[..., Any], simulator: Any
+) -> None:
+    # Issue 29, finding 9: before, the unread request was only an event: the stop line said
+    # "recorded 1 calls ... (0 failed)" and `trace validate` said "OK: whole file".
+    from agentload.record.cli import stop_line
+    from agentload.recorder.validate import validate_trace
+
+    proxy = record_proxy(simulator.base_url)
+    with httpx.Client(base_url=proxy.base_url, timeout=30) as client:
+        client.post("/chat/completions", content=b"not json", headers={"content-type": "x"})
+        client.post("/chat/completions", json={"model": simulator.model, "messages": "hi"})
+        body = {"model": simulator.model, "messages": [_SYSTEM, {"role": "user", "content": "Hi"}]}
+        assert client.post("/chat/completions", json=body).status_code == 200
+    path = proxy.stop()
+    st = proxy.server.stats
+    assert (st.calls, st.unread) == (1, 2)
+    line = stop_line(st, str(path), "stopped")
+    assert line.startswith("recorded 1 calls in 1 sessions (0 failed); 2 requests not recorded")
+    assert "(first: unread_request: " in line and "WebSocket" not in line
+    report = validate_trace(path)
+    assert report.truncated is None and report.not_recorded == {"unread_request": 2}
+    [warning] = report.warnings
+    assert warning.startswith("WARNING: 2 requests were not recorded as calls (unread_request 2)")
+    done = _cli("trace", "validate", str(path))
+    assert done.returncode == 0, done.stderr  # whole: still exit 0
+    assert "WARNING: 2 requests were not recorded as calls" in done.stdout, done.stdout
+    assert done.stdout.rstrip().endswith("OK: whole file")

@@ -335,3 +335,21 @@ def test_a_truncated_trace_is_replayed_with_one_warning_line(
     assert info["file"] == str(cut) and info["detail"].startswith("truncated after record")
     assert 0 < len(res["points"][0]["requests"]) < 7  # the complete calls, not all seven
     assert "killed.agentload.jsonl is truncated" in (out / "report.html").read_text()
+
+
+def test_a_single_session_at_a_random_start_says_so_in_one_line(
+    chat_server: ChatServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 29, 9c: `--sessions 1` with the default `--start-at random` silently skipped the
+    # start of the recorded session.
+    trace = agentic_trace(tmp_path / "t.agentload.jsonl", shape=Shape(tool_gap_s=0.01))
+    assert _replay(chat_server, trace, tmp_path / "a", "--sessions", "1") == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "--start-at" in line]
+    assert len(notes) == 1 and "--start-at zero replays from the first call" in notes[0]
+    assert notes[0].startswith("agentload: note: --start-at random (the default): the session")
+    for given in ("zero", "random"):  # chosen, not defaulted: no note
+        assert (
+            _replay(chat_server, trace, tmp_path / given, "--sessions", "1", "--start-at", given)
+            == 0
+        )
+        assert "--start-at" not in capsys.readouterr().err
