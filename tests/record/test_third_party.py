@@ -10,6 +10,7 @@ known number of requests (the seed fixes which tool it picks, not how many calls
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ from agents_helpers import (
     roots,
     tool_call_for,
 )
+from scripted_upstream import Asked, Call, ScriptedUpstream, Turn
 
 MODEL = "agentload-sim"
 
@@ -371,3 +373,84 @@ def test_anthropic_streamed_tool_loop(simulator: Any, record_proxy: Any, tmp_pat
     check_usage(trace, root.id, usage)
     check_tool_calls(trace, runs)
     check_replays(path, trace, simulator.base_url, MODEL, tmp_path / "replay")
+
+
+# -- several runs of one Agents SDK app at once ------------------------------------------------
+WORD = "internationalization"
+
+
+def _parallel_script(asked: Asked) -> Turn:
+    """An orchestrator that, by its question, counts a word itself (``word_count``) or asks
+    its counter sub-agent (``ask_counter``), the word being the same in every run; the counter
+    counts with ``word_count``; each answers in text after its tool's result."""
+    messages = asked.body.get("messages") or []
+    system = str(messages[0].get("content")) if messages else ""
+    if messages and messages[-1].get("role") == "tool":
+        return Turn("1 word.")
+    if "delegate" in system:
+        if "[self]" in str(messages[-1].get("content")):
+            return Turn("", (Call("word_count", {"text": WORD}),))
+        return Turn("", (Call("ask_counter", {"input": WORD}),))
+    return Turn("", (Call("word_count", {"text": WORD}),))
+
+
+async def test_openai_agents_runs_at_once_keep_their_sub_agents(
+    record_proxy: Any, tmp_path: Path
+) -> None:
+    """Four runs of one Agents SDK app at once in one process: two orchestrators count the word
+    themselves (a plain ``word_count`` that takes a moment, as a real tool does), two ask their
+    counter sub-agent, whose task is that same word. Each counter is the child of its own run's
+    ``ask_counter`` call, in its run's session; no ``word_count`` gets a child."""
+    upstream = ScriptedUpstream(_parallel_script).start()
+    try:
+        proxy = record_proxy(upstream=upstream.url)
+        runs: list[ToolRun] = []
+
+        @function_tool
+        async def word_count(ctx: ToolContext[Any], text: str) -> int:
+            """Count the words in a text."""
+            await asyncio.sleep(0.3)
+            runs.append(ToolRun(ctx.tool_call_id, "word_count", "1"))
+            return len(text.split())
+
+        async with httpx.AsyncClient() as http:
+            client = AsyncOpenAI(
+                base_url=proxy.base_url, api_key="sk-test", http_client=http, max_retries=0
+            )
+            model = OpenAIChatCompletionsModel(model=MODEL, openai_client=client)
+            counter = Agent(
+                name="counter", instructions="You count words.", tools=[word_count], model=model
+            )
+            orchestrator = Agent(
+                name="orchestrator",
+                instructions="You delegate counting questions to the counter, or count.",
+                tools=[
+                    counter.as_tool(tool_name="ask_counter", tool_description="Ask."),
+                    word_count,
+                ],
+                model=model,
+            )
+            questions = [f"Run {i}: how many words? {'[self]' if i % 2 else ''}" for i in range(4)]
+            results = await asyncio.gather(*(Runner.run(orchestrator, q) for q in questions))
+    finally:
+        upstream.stop()
+    asks = {
+        item.raw_item.call_id: i
+        for i, r in enumerate(results)
+        for item in r.new_items
+        if isinstance(item, ToolCallItem) and item.raw_item.name == "ask_counter"
+    }
+    assert len(asks) == 2 and len(runs) == 4
+    trace = load_checked(proxy.stop(), n_calls=len(upstream.asked))
+    assert len(trace.sessions) == 4, list(trace.sessions)
+    for ask_id in asks:
+        ask = tool_call_for(trace, ask_id)
+        child = trace.agents[str(ask.child_agent_id)]
+        assert child.parent_tool_call_id == ask_id
+        assert child.session_id == ask.session_id
+        assert len(trace.calls_of(child.id)) == 2
+    for rec in trace.tool_calls.values():
+        if rec.name == "word_count":
+            assert rec.child_agent_id is None, rec
+            owner = trace.agents[rec.agent_id]
+            assert owner.session_id == rec.session_id
