@@ -263,6 +263,7 @@ class Threads:
         self._prefixes = _Prefixes()
         self._by_header: dict[tuple[str, str], str] = {}
         self._n_sessions = 0
+        self._n_agents: dict[str, int] = {}  # agents so far, by session
         self._root_static: set[tuple[str, ...]] = set()  # leading system message ids of roots
 
     # -- placing a request -------------------------------------------------------------------
@@ -469,7 +470,8 @@ class Threads:
     def _new_agent(
         self, session_id: str, parent: Outstanding | None, now_ns: int, header_name: str | None
     ) -> AgentState:
-        n = sum(1 for a in self.agents.values() if a.record.session_id == session_id)
+        n = self._n_agents.get(session_id, 0)
+        self._n_agents[session_id] = n + 1
         aid = f"{session_id}.a{n}"
         rec = AgentRecord(
             id=aid,
