@@ -127,14 +127,23 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
 
 # -- Claude Code (Anthropic Messages) ---------------------------------------------------------------
 def run_claude_code(
-    exe: Path, root_url: str, work: Path, home: Path, key: str, tag: str, timeout: float = 240
+    exe: Path,
+    root_url: str,
+    work: Path,
+    home: Path,
+    key: str,
+    tag: str,
+    timeout: float = 240,
+    model: str = "claude-sonnet-4-6",
+    tools: str = "Read,Edit,Bash,Agent",
 ) -> Ran:
-    """``claude -p`` in ``work`` against ``root_url`` (ANTHROPIC_BASE_URL: no ``/v1``)."""
+    """``claude -p`` in ``work`` against ``root_url`` (ANTHROPIC_BASE_URL: no ``/v1``), with
+    only ``tools`` allowed and at most 12 turns."""
     env = _env(home, ANTHROPIC_BASE_URL=root_url, ANTHROPIC_API_KEY=key)
     env["DISABLE_AUTOUPDATER"] = "1"
     env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
-    argv = [str(exe), "-p", f"TASK-MAIN[{tag}]: fix the bug in calc.py", "--model"]
-    argv += ["claude-sonnet-4-6", "--allowedTools", "Read,Edit,Bash,Agent"]
+    argv = [str(exe), "-p", f"TASK-MAIN[{tag}]: fix the bug in calc.py", "--model", model]
+    argv += ["--allowedTools", tools, "--tools", tools, "--max-turns", "12"]
     argv += ["--permission-mode", "acceptEdits"]
     return _run(argv, work, env, timeout)
 

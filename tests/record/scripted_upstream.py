@@ -152,7 +152,8 @@ class ScriptedUpstream:
     script: Script
     asked: list[Asked] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
-    """``METHOD path`` of each request it answered 404."""
+    """``METHOD path`` of each request it answered 404, `` (upgrade: websocket)`` added to a
+    WebSocket upgrade."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: Iterator[int] = field(default_factory=itertools.count)
     _server: ThreadingHTTPServer | None = None
@@ -194,7 +195,10 @@ class ScriptedUpstream:
     # -- serving -------------------------------------------------------------------------------
     def _refuse(self, h: BaseHTTPRequestHandler) -> None:
         with self._lock:
-            self.refused.append(f"{h.command} {h.path}")
+            upgrade = (h.headers.get("upgrade") or "").lower() == "websocket"
+            self.refused.append(
+                f"{h.command} {h.path}" + (" (upgrade: websocket)" if upgrade else "")
+            )
         _send(h, 404, "application/json", b'{"error":{"message":"not found","type":"not_found"}}')
 
     def _serve(self, h: BaseHTTPRequestHandler) -> None:

@@ -157,6 +157,28 @@ def test_claude_code_is_recorded_whole(
     check_replays(path, trace, simulator.base_url, "agentload-sim", tmp_path / "replay")
 
 
+@pytest.mark.parametrize("spec", CLAUDE_CODE)
+def test_claude_code_works_against_the_simulator_through_the_proxy(
+    spec: str, record_proxy: Any, simulator: Any, tmp_path: Path
+) -> None:
+    """The built-in simulator serves today's Claude Code (the default target of a recording
+    with no GPU and no key): it exits 0, every request it sent is a recorded call and none
+    failed. The simulator's model picks the one tool it is offered (``Read``) with made-up
+    arguments, then answers in text."""
+    exe = agent_exe(spec)
+    proxy = record_proxy(upstream=simulator.base_url.removesuffix("/v1"))
+    work = scratch_repo(tmp_path / "repo")
+    ran = run_claude_code(exe, proxy.url, work, tmp_path / "home", KEY, "sim", model="agentload-sim", tools="Read")  # fmt: skip
+    ran.check()
+    path = proxy.stop()
+    validate(path)
+    trace = load_trace(path)
+    assert len(trace.sessions) == 1 and len(trace.calls) >= 1
+    assert [c.error for c in trace.calls.values()] == [None] * len(trace.calls)
+    assert all(c.request.api == "messages" for c in trace.calls.values())
+    assert KEY.encode() not in path.read_bytes()
+
+
 def _codex(trace: Trace, session_id: str) -> None:
     """Codex's tree: the root thread's calls in one agent (spawn_agent ×2; wait_agent until
     both are done; exec_command; the answer, again when a sub-agent's answer comes in after
@@ -193,9 +215,11 @@ def test_codex_subagents_are_children_of_their_spawn_calls(
     work = scratch_repo(tmp_path / "repo")
     run_codex(exe, proxy.base_url, work, tmp_path / "home", KEY, "cx", features).check()
     assert fixed(work)
-    # Codex asks for Responses over a WebSocket first: the upgrade reached the upstream (which
-    # has no WebSockets, so Codex fell back on HTTP by itself).
-    assert any(r.startswith("GET /v1/responses") for r in upstream.refused), upstream.refused
+    # Codex asks for Responses over a WebSocket first: the upgrade reached the upstream as an
+    # upgrade (the proxy used to strip it), which has no WebSockets, so Codex fell back on HTTP
+    # by itself.
+    upgrades = [r for r in upstream.refused if r == "GET /v1/responses (upgrade: websocket)"]
+    assert upgrades, upstream.refused
     path = proxy.stop()
     trace = _trace(path, upstream)
     assert len(trace.sessions) == 1, list(trace.sessions)

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 from agentload.sandboxes import lifecycle
 
@@ -40,14 +41,15 @@ def test_a_forked_child_never_closes_its_parents_sandboxes() -> None:
 
 
 CHILD = """
-import signal, sys, time
+import faulthandler, signal, sys, time
+faulthandler.register(signal.SIGUSR1)  # the test asks for the stacks if it ever hangs
 from agentload.sandboxes import lifecycle
-seen = []
 signal.signal(signal.SIGTERM, lambda s, f: (print("previous handler ran", flush=True), sys.exit(7)))
 lifecycle.install_signal_handlers()
 lifecycle.register("x", lambda: print("closed", flush=True))
 print("ready", flush=True)
-time.sleep(30)
+for _ in range(600):  # short sleeps: a signal the kernel hands another thread still runs soon
+    time.sleep(0.05)
 """
 
 
@@ -58,6 +60,15 @@ def test_sigterm_closes_then_chains_to_the_previous_handler() -> None:
     assert proc.stdout is not None
     assert proc.stdout.readline() == "ready\n"
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=20)
+    try:
+        out, err = proc.communicate(timeout=25)
+    except subprocess.TimeoutExpired:  # once seen in CI: say where the child was
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(1)
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(
+            f"SIGTERM did not end the child; stdout {out!r}; stacks:\n{err}"
+        ) from None
     assert out == "closed\nprevious handler ran\n", err
     assert proc.returncode == 7
