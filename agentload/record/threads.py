@@ -23,7 +23,12 @@ can tell which agent sent it. The rules, in this order (docs/record.md):
    answered already (Codex's ``spawn_agent`` is answered at once; the last 4,096 are kept), is a
    sub-agent of that call: of several, the one whose task text (rule 5) it carries, else the
    one carried last. A handoff (the new agent takes over the conversation) and a forked
-   sub-agent are linked so.
+   sub-agent are linked so. By name: a new agent whose headers name it (``native.Identity``)
+   is the sub-agent of the answered delegation-like call of its session whose JSON result
+   gives one of its names (Codex's ``{"agent_id": THREAD}``); when it came before that result,
+   the result links it then (``Placement.linked_agents``). Such an agent carrying several
+   calls' ids that neither names nor task text tell apart waits for that result. An agent a
+   header names closes only its own calls (a fork carries its parent's results).
 4. **Dropped reply.** A call that extends an agent's previous request (not in flight, its reply
    received) with anything but an assistant message first is that agent's next call: the agent
    dropped the reply (malformed, say) and asked again. The longest match wins.
@@ -300,7 +305,7 @@ class Threads:
             if agent is None:
                 parent, answered = self._parent_by_name(names, session_id)
                 if parent is None:
-                    parent, answered = self._parent_by_id(messages, session_id)
+                    parent, answered = self._parent_by_id(messages, session_id, names)
                 if parent is not None:
                     self._spawners.add(parent.name)
                 else:
@@ -329,7 +334,10 @@ class Threads:
                         parent.children.append(agent.record.id)
         if carried is not None and agent.last_reply is not None:
             self._learn_client_ids(agent.last_reply, carried)
-        closed, ended, linked = self._close_results(messages[new_from:], now_ns)
+        # An agent a header names closes only its own calls: a fork's history carries its
+        # parent's results (Codex: "aborted" for a spawn still running), the parent the real ones.
+        own = agent.record.id if agent_hint else None
+        closed, ended, linked = self._close_results(messages[new_from:], now_ns, own)
         depends: list[str] = []
         for c in closed:
             if c.call.agent_id == agent.record.id:
@@ -394,11 +402,13 @@ class Threads:
         return None, None
 
     def _parent_by_id(
-        self, messages: list[dict[str, Any]], session_id: str | None
+        self, messages: list[dict[str, Any]], session_id: str | None, names: tuple[str, ...] = ()
     ) -> tuple[Outstanding | None, Closed | None]:
         """Rule 3: the call a new thread's history carries the id of, if it is outstanding or
         an answered delegation-like call; that call's close when answered. Of several, the one
-        whose task text (rule 5) the thread carries, else the one carried last."""
+        whose result, as the thread carries it, gives one of the thread's ``names``; else the
+        one whose task text (rule 5) the thread carries; else, for a thread with names, none
+        yet (the result that names it will link it); else the one carried last."""
         if not self.outstanding and not self._answered:
             return None, None
         found: list[tuple[Outstanding, Closed | None]] = []
@@ -417,10 +427,20 @@ class Threads:
                     and all(o is not f[0] for f in found)
                 ):
                     found.append((o, c))
+        if len(found) > 1 and names:
+            wanted = set(names)
+            for m in messages:
+                if m.get("role") == "tool" and _names_in(_text(m.get("content"))) & wanted:
+                    cid = str(m.get("tool_call_id", ""))
+                    for f in found:
+                        if cid in (f[0].server_id, f[0].client_id):
+                            return f
         if len(found) > 1:
             by_text = _best_by_text(found, _thread_text(messages, 0))
             if by_text is not None:
                 return by_text
+            if names:  # no guess: the spawn's result will name it (Codex forks a spawn that
+                return None, None  # is still running with its output "aborted")
         return found[0] if found else (None, None)
 
     def _parent_by_text(
@@ -503,8 +523,9 @@ class Threads:
                         c.record.parent_tool_call_id = cid
 
     def _close_results(
-        self, new: list[dict[str, Any]], now_ns: int
+        self, new: list[dict[str, Any]], now_ns: int, own: str | None = None
     ) -> tuple[list[Closed], list[AgentRecord], list[AgentRecord]]:
+        """Close the calls whose results ``new`` carries (only agent ``own``'s when given)."""
         closed: list[Closed] = []
         ended: list[AgentRecord] = []
         linked: list[AgentRecord] = []
@@ -516,7 +537,7 @@ class Threads:
             if m.get("role") != "tool":
                 continue
             o = self.outstanding.get(str(m.get("tool_call_id", "")))
-            if o is None:
+            if o is None or (own is not None and o.agent_id != own):
                 continue
             self.outstanding.pop(o.server_id, None)
             if o.client_id:

@@ -208,14 +208,23 @@ def run_codex(
     key: str,
     tag: str,
     features: tuple[str, ...] = (),
+    provider: bool = True,
     timeout: float = 240,
 ) -> Ran:
-    """``codex exec`` in ``work`` against ``base_url`` (with ``/v1``): Codex ignores
-    OPENAI_BASE_URL, so the URL goes in ``-c openai_base_url=``. ``features``: Codex features
-    to turn on (``multi_agent_v2``: its second sub-agent tools)."""
+    """``codex exec`` in ``work`` against ``base_url`` (with ``/v1``). Codex ignores
+    OPENAI_BASE_URL: the URL goes in a ``model_providers`` entry (``provider``; Codex then
+    speaks plain HTTP) or in ``-c openai_base_url=`` (Codex then tries Responses over a
+    WebSocket first, 5 times, before it falls back on HTTP). ``features``: Codex features to
+    turn on (``multi_agent_v2``: its second sub-agent tools)."""
     env = _env(home, OPENAI_API_KEY=key)
     argv = [str(exe), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
-    argv += ["-c", f"openai_base_url={base_url}", "-m", "gpt-5"]
+    if provider:
+        for k, v in (("name", "rec"), ("base_url", base_url), ("env_key", "OPENAI_API_KEY")):
+            argv += ["-c", f"model_providers.rec.{k}={v}"]
+        argv += ["-c", "model_providers.rec.wire_api=responses", "-c", "model_provider=rec"]
+    else:
+        argv += ["-c", f"openai_base_url={base_url}"]
+    argv += ["-m", "gpt-5"]
     for feature in features:
         argv += ["-c", f"features.{feature}=true"]
     argv += [f"TASK-MAIN[{tag}]: fix the bug in calc.py"]

@@ -195,13 +195,14 @@ def _codex(trace: Trace, session_id: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("spec", "features"),
-    [(CODEX[0], ()), (CODEX[0], ("multi_agent_v2",)), (CODEX[1], ())],
-    ids=[CODEX[0], f"{CODEX[0]}-multi_agent_v2", CODEX[1]],
+    ("spec", "features", "provider"),
+    [(CODEX[0], (), False), (CODEX[0], ("multi_agent_v2",), True), (CODEX[1], (), True)],
+    ids=[f"{CODEX[0]}-openai_base_url", f"{CODEX[0]}-multi_agent_v2", CODEX[1]],
 )
 def test_codex_subagents_are_children_of_their_spawn_calls(
     spec: str,
     features: tuple[str, ...],
+    provider: bool,
     upstream: ScriptedUpstream,
     record_proxy: Any,
     simulator: Any,
@@ -209,17 +210,22 @@ def test_codex_subagents_are_children_of_their_spawn_calls(
 ) -> None:
     """Codex answers ``spawn_agent`` at once: the sub-agent's first request comes after the
     call's result, with the root's history (forked) or without it; with multi_agent_v2 the
-    task and the answer travel as ``agent_message`` items."""
+    task and the answer travel as ``agent_message`` items. Pointed at the proxy both ways
+    docs/record.md gives: ``openai_base_url`` and a ``model_providers`` entry."""
     exe = agent_exe(spec)
     proxy = record_proxy(upstream=upstream.url)
     work = scratch_repo(tmp_path / "repo")
-    run_codex(exe, proxy.base_url, work, tmp_path / "home", KEY, "cx", features).check()
+    home = tmp_path / "home"
+    run_codex(exe, proxy.base_url, work, home, KEY, "cx", features, provider).check()
     assert fixed(work)
-    # Codex asks for Responses over a WebSocket first: the upgrade reached the upstream as an
-    # upgrade (the proxy used to strip it), which has no WebSockets, so Codex fell back on HTTP
-    # by itself.
     upgrades = [r for r in upstream.refused if r == "GET /v1/responses (upgrade: websocket)"]
-    assert upgrades, upstream.refused
+    if provider:  # a provider of its own: plain HTTP, no WebSocket tried
+        assert not upstream.refused, upstream.refused
+    else:
+        # Through openai_base_url, Codex asks for Responses over a WebSocket first: the upgrade
+        # reached the upstream as an upgrade (the proxy used to strip it), which has no
+        # WebSockets, so Codex fell back on HTTP by itself.
+        assert upgrades, upstream.refused
     path = proxy.stop()
     trace = _trace(path, upstream)
     assert len(trace.sessions) == 1, list(trace.sessions)

@@ -510,3 +510,36 @@ def test_a_name_never_links_across_sessions_or_to_a_plain_call() -> None:
     _route(threads2, history, 3, session_hint="s5", agent_hint="s5")
     plain = _fresh_child(threads2, "s5", "s5-thread-kid", 4)
     assert plain.agent.record.parent_agent_id is None
+
+
+def test_a_fork_of_several_running_spawns_waits_for_the_result_that_names_it() -> None:
+    """Codex forks a sub-agent while its spawns still run: its history carries both spawn
+    calls with the output "aborted", and its task is encrypted. No guess is made; the parent's
+    request with the real results links each sub-agent to the spawn that names it, and the
+    fork's "aborted" never closes the parent's calls."""
+    threads, sid = Threads(), "s6"
+    first = _route(threads, [SYSTEM, TASK], 1, session_hint=sid, agent_hint=sid)
+    calls = [_call(f"call_{x}", "spawn_agent", {"task_name": f"read_{x}"}) for x in "ab"]
+    threads.answered(first, _reply(*calls), 2)
+    fork = [SYSTEM, TASK, _reply(calls[0]), _result("call_a", "aborted")]
+    fork += [_reply(calls[1]), _result("call_b", "aborted"), {"role": "user", "content": "[x]"}]
+    a = _route(threads, fork, 3, session_hint=sid, agent_hint="s6-thread-a",
+               names=("s6-thread-a", "/root/read_a"))  # fmt: skip
+    assert a.agent.record.parent_agent_id is None and a.closed == []
+    assert set(threads.outstanding) == {"call_a", "call_b"}  # still the parent's to close
+    b = _fresh_child(threads, sid, "s6-thread-b", 4)
+    b.agent.names = ("s6-thread-b", "/root/read_b")
+    results = [_result("call_a", '{"task_name":"/root/read_a"}')]
+    results.append(_result("call_b", '{"task_name":"/root/read_b"}'))
+    nxt = _route(
+        threads, [SYSTEM, TASK, _reply(*calls), *results], 5, session_hint=sid, agent_hint=sid
+    )
+    assert nxt.agent is first.agent
+    assert {r.id: r.parent_tool_call_id for r in nxt.linked_agents} == {
+        a.agent.record.id: "call_a",
+        b.agent.record.id: "call_b",
+    }
+    assert [c.result for c in nxt.closed] == [
+        '{"task_name":"/root/read_a"}',
+        '{"task_name":"/root/read_b"}',
+    ]
