@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -14,6 +15,9 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
+
+sys.path.insert(0, str(Path(__file__).parent))  # ready_file
+from ready_file import wait_for_ready_file
 
 # Property tests are deterministic: the same examples on every run and machine (a failure found
 # once is found again, and no run fails on an example the previous one never tried).
@@ -112,22 +116,10 @@ def _wait_for_engine_start() -> str | None:
     """When the engine is still being built and started in the background (CI:
     AGENTLOAD_ENGINE_READY_FILE names the file its exit code will be written to), wait for it,
     bounded by AGENTLOAD_ENGINE_WAIT_S (default 3000 s). ``None`` when it started, else why not."""
-    ready = os.environ.get("AGENTLOAD_ENGINE_READY_FILE")
-    if not ready:
-        return None
-    path = Path(ready)
-    deadline = time.monotonic() + float(os.environ.get("AGENTLOAD_ENGINE_WAIT_S", "3000"))
-    while not path.exists():
-        if time.monotonic() > deadline:
-            return f"the engine's build and start did not finish in time ({ready} never appeared)"
-        time.sleep(2)
-    rc = path.read_text().strip()
-    if rc == "0":
-        return None
-    log = path.with_name("start.log")
-    lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
-    last = lines[-1] if lines else "no log"
-    return f"scripts/llama-server.sh start exited {rc}: {last}"
+    return wait_for_ready_file(
+        "AGENTLOAD_ENGINE_READY_FILE", "AGENTLOAD_ENGINE_WAIT_S", 3000,
+        "the engine's build and start", "scripts/llama-server.sh start", "start.log",
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="session")

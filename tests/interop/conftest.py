@@ -18,7 +18,6 @@ import os
 import select
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,8 @@ from agentload.agents.run import GenerateOptions, generate
 from agentload.scenarios import load_scenario
 
 sys.path.insert(0, str(Path(__file__).parent))  # cli_helpers, otel_helpers
+sys.path.insert(0, str(Path(__file__).parents[1]))  # ready_file
+from ready_file import wait_for_ready_file
 
 REPO = Path(__file__).resolve().parents[2]
 TOKENIZER = "agentload/bpe"
@@ -128,21 +129,10 @@ def _wait_for_install() -> str | None:
     """When CI installs AIPerf in the background (AGENTLOAD_AIPERF_READY_FILE names the file
     its exit code will be written to), wait for it, bounded by AGENTLOAD_AIPERF_WAIT_S (default
     900 s). ``None`` when it finished well, else why not."""
-    ready = os.environ.get("AGENTLOAD_AIPERF_READY_FILE")
-    if not ready:
-        return None
-    path = Path(ready)
-    deadline = time.monotonic() + float(os.environ.get("AGENTLOAD_AIPERF_WAIT_S", "900"))
-    while not path.exists():
-        if time.monotonic() > deadline:
-            return f"the AIPerf install did not finish in time ({ready} never appeared)"
-        time.sleep(2)
-    rc = path.read_text().strip()
-    if rc == "0":
-        return None
-    log = path.with_name("install.err")
-    lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
-    return f"scripts/aiperf.sh install exited {rc}: {lines[-1] if lines else 'no log'}"
+    return wait_for_ready_file(
+        "AGENTLOAD_AIPERF_READY_FILE", "AGENTLOAD_AIPERF_WAIT_S", 900,
+        "the AIPerf install", "scripts/aiperf.sh install", "install.err",
+    )  # fmt: skip
 
 
 def _find_python() -> tuple[Path | None, str]:

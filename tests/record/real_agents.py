@@ -13,13 +13,16 @@ import json
 import os
 import re
 import subprocess
-import time
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 from scripted_upstream import Asked, Call, Turn
+
+sys.path.insert(0, str(Path(__file__).parents[1]))  # ready_file
+from ready_file import wait_for_ready_file
 
 REPO = Path(__file__).resolve().parents[2]
 CLAUDE_CODE = ("claude-code@2.1.332", "claude-code@2.1.197")
@@ -37,21 +40,10 @@ def _wait_for_install() -> str | None:
     """When CI installs the agents in the background (AGENTLOAD_AGENTS_READY_FILE names the
     file its exit code will be written to), wait for it, bounded by AGENTLOAD_AGENTS_WAIT_S
     (default 900 s). ``None`` when it finished well, else why not."""
-    ready = os.environ.get("AGENTLOAD_AGENTS_READY_FILE")
-    if not ready:
-        return None
-    path = Path(ready)
-    deadline = time.monotonic() + float(os.environ.get("AGENTLOAD_AGENTS_WAIT_S", "900"))
-    while not path.exists():
-        if time.monotonic() > deadline:
-            return f"the agents' install did not finish in time ({ready} never appeared)"
-        time.sleep(2)
-    rc = path.read_text().strip()
-    if rc == "0":
-        return None
-    log = path.with_name("install.err")
-    lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
-    return f"scripts/agents.sh install exited {rc}: {lines[-1] if lines else 'no log'}"
+    return wait_for_ready_file(
+        "AGENTLOAD_AGENTS_READY_FILE", "AGENTLOAD_AGENTS_WAIT_S", 900,
+        "the agents' install", "scripts/agents.sh install", "install.err",
+    )  # fmt: skip
 
 
 def _skip(why: str) -> NoReturn:

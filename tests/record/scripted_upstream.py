@@ -62,15 +62,8 @@ class Asked:
 
     def first_user_text(self) -> str:
         """The text of the first user message (a sub-agent's task)."""
-        items = self.body.get("messages") or self.body.get("input") or []
-        if isinstance(items, str):
-            return items
-        for m in items:
-            if isinstance(m, dict) and m.get("role") == "user":
-                out: list[str] = []
-                _strings(m.get("content"), out)
-                return "\n".join(out)
-        return ""
+        texts = self.user_texts()
+        return texts[0] if texts else ""
 
     def user_texts(self) -> list[str]:
         """The text of each user message (or user input item), in order."""

@@ -126,6 +126,22 @@ def _no_cross_session(trace: Trace) -> None:
                 assert owner.session_id == c.session_id, (c.id, dep)
 
 
+def _one_run_checked(
+    proxy: Any,
+    upstream: ScriptedUpstream,
+    simulator: Any,
+    tmp_path: Path,
+    tree: Callable[[Trace, str], None],
+) -> None:
+    """After one agent run through ``proxy``: the trace (``_trace``) holds one session whose
+    tree ``tree`` checks, and it replays against the simulator."""
+    path = proxy.stop()
+    trace = _trace(path, upstream)
+    assert len(trace.sessions) == 1, list(trace.sessions)
+    tree(trace, next(iter(trace.sessions)))
+    check_replays(path, trace, simulator.base_url, "agentload-sim", tmp_path / "replay")
+
+
 # -- each agent on its own ----------------------------------------------------------------------
 def _claude_code(trace: Trace, session_id: str) -> None:
     """Claude Code's tree: the main agent's five calls in one agent (Agent ×2; Read; Edit, which
@@ -150,11 +166,7 @@ def test_claude_code_is_recorded_whole(
     work = scratch_repo(tmp_path / "repo")
     run_claude_code(exe, proxy.url, work, tmp_path / "home", KEY, "cc").check()
     assert fixed(work)
-    path = proxy.stop()
-    trace = _trace(path, upstream)
-    assert len(trace.sessions) == 1, list(trace.sessions)
-    _claude_code(trace, next(iter(trace.sessions)))
-    check_replays(path, trace, simulator.base_url, "agentload-sim", tmp_path / "replay")
+    _one_run_checked(proxy, upstream, simulator, tmp_path, _claude_code)
 
 
 @pytest.mark.parametrize("spec", CLAUDE_CODE)
@@ -226,11 +238,7 @@ def test_codex_subagents_are_children_of_their_spawn_calls(
         # reached the upstream as an upgrade (the proxy used to strip it), which has no
         # WebSockets, so Codex fell back on HTTP by itself.
         assert upgrades, upstream.refused
-    path = proxy.stop()
-    trace = _trace(path, upstream)
-    assert len(trace.sessions) == 1, list(trace.sessions)
-    _codex(trace, next(iter(trace.sessions)))
-    check_replays(path, trace, simulator.base_url, "agentload-sim", tmp_path / "replay")
+    _one_run_checked(proxy, upstream, simulator, tmp_path, _codex)
 
 
 def _mini(trace: Trace, session_id: str) -> None:
@@ -251,11 +259,7 @@ def test_mini_swe_agent_retry_after_a_format_error_is_one_agent(
     work = scratch_repo(tmp_path / "repo")
     run_mini_swe_agent(exe, proxy.base_url, work, tmp_path / "home", KEY, "mini").check()
     assert fixed(work)
-    path = proxy.stop()
-    trace = _trace(path, upstream)
-    assert len(trace.sessions) == 1, list(trace.sessions)
-    _mini(trace, next(iter(trace.sessions)))
-    check_replays(path, trace, simulator.base_url, "agentload-sim", tmp_path / "replay")
+    _one_run_checked(proxy, upstream, simulator, tmp_path, _mini)
 
 
 # -- all at once through one proxy -------------------------------------------------------------
