@@ -118,6 +118,8 @@ class Redactor:
                 block_size=src.block_size,
                 hash_id_scope=src.hash_id_scope,
                 records=src.records,
+                derived=src.derived,
+                deviations=src.deviations,
             )
         return Header(
             tool_version=h.tool_version,
@@ -273,7 +275,10 @@ async def _redact(trace: Path, out: Path, rd: Redactor) -> dict[str, int]:
     if not isinstance(header, Header):
         raise TraceFormatError(f"{trace}: no header record (file cut before its first record?)")
     counts: dict[str, int] = {}
-    async with TraceWriter(out, rd.header(header)) as w:
+    w = TraceWriter(out, rd.header(header))
+    await w.open()
+    end_ns: int | None = None  # the source's own end, on its clock
+    try:
         for rec in records:
             if isinstance(rec, BlobRecord):
                 kind, content = rd.blob(rec)
@@ -288,9 +293,12 @@ async def _redact(trace: Path, out: Path, rd: Redactor) -> dict[str, int]:
                 await w.write(rd.agent(rec))
             elif isinstance(rec, EventRecord):
                 if rec.kind == TRACE_END:
-                    continue  # the writer ends the file with its own
+                    end_ns = rec.ns
+                    continue  # the writer ends the file with its own, at the same time
                 await w.write(rd.event(rec))
             counts[rec.type] = counts.get(rec.type, 0) + 1
+    finally:
+        await w.close(end_ns=end_ns)
     if reader.truncated is not None:
         counts["truncated"] = reader.truncated.records
     return counts

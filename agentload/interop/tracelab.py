@@ -15,20 +15,32 @@ the session's previous round and gets fresh ids for the rest of its whole blocks
 have no link in the format and stay separate sessions. The rounds are read once, one line at a
 time, and held as small tuples until every session is complete (a session's rounds may be
 spread over the file).
+
+The schema is the rows TraceLab's extractors write (its README and released rows); fields it
+writes null (``reasoning_output_tokens`` of Claude rows, the ``claude_*`` counts of Codex rows,
+``tool_internal_latency_ms``, ``is_error``) are nullable. What departs from it without losing
+meaning (a key it does not write, a null or missing field with a default, a number as a string)
+is accepted and counted (``content_free.Deviations``), one warning line at the end.
 """
 
 from __future__ import annotations
 
 import datetime
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentload.errors import TraceFormatError
 from agentload.interop.content_free import (
+    MISSING,
+    NULL,
     At,
+    Deviations,
     Progress,
     call_record,
+    extra_keys,
     import_header,
     json_lines,
     need_file,
@@ -52,6 +64,24 @@ BLOCK_SIZE = 64
 
 _INPUT_EVENTS = frozenset({"user_message", "tool_result"})
 _OUTPUT_EVENTS = frozenset({"text", "reasoning", "tool_call"})
+_ROW_KEYS = frozenset(
+    ("provider", "project", "user", "home", "cwd", "workdir", "session_file", "store",
+     "trace_key", "session_id", "round_index", "round_id", "turn_id", "model",
+     "input_tokens_total", "prefix_tokens", "newly_append_tokens", "claude_uncached_input_tokens",
+     "claude_cache_creation_input_tokens", "claude_cache_read_input_tokens", "output_tokens",
+     "reasoning_output_tokens", "timing_events", "tools", "first_input_event_type",
+     "current_input_event_count", "current_user_message_count", "current_tool_result_count",
+     "current_user_message_chars", "current_tool_result_chars", "current_input_chars")
+)  # fmt: skip
+_EVENT_KEYS = frozenset(
+    ("event_type", "timestamp", "source", "content_chars", "tool_call_id", "tool_name",
+     "tool_index", "result_chars", "is_error")
+)  # fmt: skip
+_TOOL_KEYS = frozenset(
+    ("tool_index", "tool_name", "tool_call_id", "emitted_at", "result_at", "input",
+     "input_chars", "result_chars", "tool_wall_latency_ms", "tool_internal_latency_ms",
+     "is_error")
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +120,7 @@ def _ts(v: Any, at: At, fld: str) -> float:
 def _list(row: dict[str, Any], key: str, at: At) -> list[dict[str, Any]]:
     v = row.get(key)
     if v is None:
+        at.deviate(key, NULL if key in row else MISSING)
         return []
     if not isinstance(v, list):
         at.fail(key, "expected a list of objects")
@@ -101,18 +132,22 @@ def _list(row: dict[str, Any], key: str, at: At) -> list[dict[str, Any]]:
 
 def _round(row: dict[str, Any], at: At, lineno: int) -> _Round | None:
     """One round, or None when no event of it has a timestamp (it cannot be placed)."""
-    index = need_int(row, "round_index", at, default=0)
+    extra_keys(row, _ROW_KEYS, at)
+    # fields every TraceLab row has: a null or a missing one takes its default, counted
+    index = need_int(row, "round_index", at, default=0, nullable=False, required=True)
     n_in = need_tokens(row, "input_tokens_total", at)
-    prefix = need_tokens(row, "prefix_tokens", at, default=0)
-    need_tokens(row, "newly_append_tokens", at, default=0)
-    n_out = need_tokens(row, "output_tokens", at, default=0)
+    prefix = need_tokens(row, "prefix_tokens", at, default=0, nullable=False, required=True)
+    need_tokens(row, "newly_append_tokens", at, default=0, nullable=False, required=True)
+    n_out = need_tokens(row, "output_tokens", at, default=0, nullable=False, required=True)
     n_out += need_tokens(row, "reasoning_output_tokens", at, default=0)
-    model = need_str(row, "model", at, default="unknown")
+    model = need_str(row, "model", at, default="unknown", nullable=False, required=True)
     opt_str(row, "first_input_event_type", at)
     ins: list[float] = []
     outs: list[float] = []
     for i, ev in enumerate(_list(row, "timing_events", at)):
-        kind = opt_str(ev, "event_type", at.sub(f"timing_events[{i}]"))
+        eat = at.sub(f"timing_events[{i}]")
+        extra_keys(ev, _EVENT_KEYS, eat)
+        kind = opt_str(ev, "event_type", eat)
         if ev.get("timestamp") is None:
             continue
         t = _ts(ev["timestamp"], at, f"timing_events[{i}].timestamp")
@@ -123,7 +158,8 @@ def _round(row: dict[str, Any], at: At, lineno: int) -> _Round | None:
     tools = []
     for i, tool in enumerate(_list(row, "tools", at)):
         tat = at.sub(f"tools[{i}]")
-        name = need_str(tool, "tool_name", tat, default="tool")
+        extra_keys(tool, _TOOL_KEYS, tat)
+        name = need_str(tool, "tool_name", tat, default="tool", nullable=False, required=True)
         latency = opt_time(tool, "tool_wall_latency_ms", tat, unit_s=1e-3)
         start = tool.get("emitted_at")
         end = tool.get("result_at")
@@ -142,15 +178,19 @@ def _round(row: dict[str, Any], at: At, lineno: int) -> _Round | None:
     return _Round(submit, api, index, lineno, n_in, min(prefix, n_in), n_out, model, tuple(tools))
 
 
-def import_tracelab(files: list[Path], out: Path) -> str:
-    """Import ``files`` into the trace ``out``; returns the summary line."""
+def import_tracelab(files: list[Path], out: Path, *, deviations: Deviations | None = None) -> str:
+    """Import ``files`` into the trace ``out``; returns the summary line. The deviations from
+    the schema that were accepted are counted into ``deviations`` when given (the caller shows
+    ``deviations.warning()``), else printed as one warning line on stderr; either way they are
+    recorded in the header's ``source.deviations``."""
     paths = [need_file(f) for f in files]
+    dev = deviations if deviations is not None else Deviations("tracelab")
     sessions: dict[str, list[_Round]] = {}
     lines = skipped = 0
     progress = Progress("reading tracelab")
     for path in paths:
         for lineno, row in json_lines(path):
-            at = At(str(path), f"line {lineno}")
+            at = At(str(path), f"line {lineno}", dev)
             sid = need_str(row, "session_id", at)
             r = _round(row, at, lineno)
             lines += 1
@@ -160,6 +200,9 @@ def import_tracelab(files: list[Path], out: Path) -> str:
                 skipped += 1
                 continue
             sessions.setdefault(sid, []).append(r)
+    if not sessions:
+        what = "no rounds" if not lines else "no round with a timestamp (none can be placed)"
+        raise TraceFormatError(f"{paths[0] if len(paths) == 1 else 'the files'}: {what}")
     t0_s = min((r.submit_s for rs in sessions.values() for r in rs), default=0.0)
     model = next((rs[0].model for rs in sessions.values()), None)
     header = import_header("tracelab", paths, BLOCK_SIZE, "local", lines, model)
@@ -167,7 +210,9 @@ def import_tracelab(files: list[Path], out: Path) -> str:
     header.clock = ClockAnchor(unix_ns=ns(t0_s), mono_ns=mono)  # wall time of the first round
     progress = Progress("importing tracelab", total=len(sessions))
     records = _records(sessions, mono, t0_s, progress)
-    counts = write_trace(out, header, records, progress)
+    counts = write_trace(out, header, records, progress, dev)
+    if deviations is None and (line := dev.warning()):
+        print(line, file=sys.stderr)
     note = f"; {skipped:,} rounds without timestamps left out" if skipped else ""
     return summary(out, counts, header) + note
 

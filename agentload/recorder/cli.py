@@ -101,17 +101,21 @@ def _validate_one(file: Path) -> bool:
 
 
 def content_line(header: Header) -> str | None:
-    """What ``validate`` says of a content-free trace (None for one with message text):
-    ``content: imported from FORMAT (FILES, block size N), no message text`` or
+    """What ``validate`` says of a trace's content when it is not one ``generate`` or ``record``
+    wrote (None for those): ``content: imported from FORMAT (FILES, block size N), no message
+    text``, ``content: imported from FORMAT (FILES), message text as logged; derived: ...`` or
     ``content: redacted (no message text)``."""
     src = header.source
     if src is not None:
         names = [Path(f).name for f in src.files]
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        return (
-            f"content: imported from {src.format} ({shown}, block size {src.block_size}), "
-            "no message text"
-        )
+        total = src.files_total or len(names)
+        more = total - min(3, len(names))
+        shown = ", ".join(names[:3]) + (f" and {more:,} more" if more > 0 else "")
+        if header.redacted:
+            size = f", block size {src.block_size}" if src.block_size else ""
+            return f"content: imported from {src.format} ({shown}{size}), no message text"
+        derived = "; derived: " + ", ".join(sorted(src.derived)) if src.derived else ""
+        return f"content: imported from {src.format} ({shown}), message text as logged{derived}"
     if header.redacted:
         return "content: redacted (no message text)"
     return None

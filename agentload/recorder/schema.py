@@ -105,14 +105,39 @@ class TokenCalibration(_Model):
 class SourceInfo(_Model):
     """Where an imported trace came from (``agentload trace import``)."""
 
-    format: str = Field(description="source format: weka, tracelab, mooncake")
-    files: list[str] = Field(description="the source files' names, in the order read")
-    block_size: int = Field(ge=1, description="tokens per block of the source's hash ids")
-    hash_id_scope: str = Field(
-        description="'local': a hash id means one block within one source conversation (ids "
-        "are prefixed per conversation in llm_call.prefix); 'global': across the whole source"
+    format: str = Field(
+        description="source format: weka, tracelab, mooncake (content-free); claude-code, "
+        "codex (full content)"
+    )
+    files: list[str] = Field(
+        description="the source files' names, in the order read (the first 1,000; "
+        "files_total counts them all)"
+    )
+    files_total: int | None = Field(
+        default=None, ge=0, description="source files read, when more than ``files`` names"
+    )
+    block_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="tokens per block of the source's hash ids (content-free imports only)",
+    )
+    hash_id_scope: str | None = Field(
+        default=None,
+        description="content-free imports: 'local': a hash id means one block within one source "
+        "conversation (ids are prefixed per conversation in llm_call.prefix); 'global': across "
+        "the whole source",
     )
     records: int = Field(default=0, ge=0, description="source records read (lines, requests)")
+    derived: dict[str, str] = Field(
+        default_factory=dict,
+        description="what replay needs that the source does not hold, and how the import "
+        "derived it (field -> how), e.g. 'tools': 'the names the model called, empty schemas'",
+    )
+    deviations: dict[str, int] = Field(
+        default_factory=dict,
+        description="departures from the source's schema that lose no meaning, accepted and "
+        "counted (kind -> count), e.g. 'subagent_type: null'",
+    )
 
 
 class Header(_Model):

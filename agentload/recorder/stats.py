@@ -193,4 +193,18 @@ def compute_stats(trace: Trace) -> dict[str, Any]:
         "roles": _roles(trace, rows),
         "prompt_tokens_server_per_ours": _server_per_ours(trace),
         "token_calibration": cal.server_per_ours if cal is not None else None,
+        "source": _source(trace),
+    }
+
+
+def _source(trace: Trace) -> dict[str, Any] | None:
+    """An imported trace's source: its format, what the import derived, what it accepted."""
+    src = trace.header.source
+    if src is None:
+        return None
+    return {
+        "format": src.format,
+        "files": src.files_total or len(src.files),
+        "derived": dict(src.derived),
+        "deviations": dict(src.deviations),
     }

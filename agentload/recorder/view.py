@@ -303,6 +303,13 @@ def render_stats(stats: dict[str, Any], console: Console) -> None:
         summary.add_row("token calibration server/ours", fmt(stats["token_calibration"]))
     if stats.get("truncated"):
         summary.add_row("truncated", _e(stats["truncated"]))
+    src = stats.get("source")
+    if src:
+        summary.add_row("imported from", _e(f"{src['format']} ({src['files']:,} files)"))
+        for what, how in src["derived"].items():
+            summary.add_row(f"derived: {_e(what)}", _e(how))
+        for kind, n in src["deviations"].items():
+            summary.add_row("accepted", _e(f"{kind} ×{n:,}"))
     console.print(summary)
     roles = Table(title="roles", title_justify="left")
     for col in ("role", "agents", "calls", "max prompt tokens", "completion tokens"):

@@ -16,6 +16,9 @@ its id is computed; every other serialized record passes through the byte scrubb
 ``tee`` (a callable) is handed every line as it is queued, with its blob id for a blob line:
 ``generate --ray``'s workers relay their records to the driver with it, whose writer takes them
 with ``write_encoded`` (a blob it holds already is dropped, so each blob is still written once).
+
+The header is the file's first frame on its own: ``replace_header`` swaps it for another once
+the file is closed (an import knows what it derived and what it met only at the end).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from agentload.hashing import content_id
 from agentload.masking import scrub_bytes, scrub_json
 from agentload.recorder.schema import TRACE_END, BlobRecord, EventRecord, Header
 
-__all__ = ["TraceWriter", "encode_record"]
+__all__ = ["TraceWriter", "encode_record", "replace_header"]
 
 _STOP = object()
 _MAX_FRAME = 8 << 20  # a burst of records is cut into frames of at most ~8 MiB (bounded memory)
@@ -81,6 +84,7 @@ class TraceWriter:
         self._scrubbed: dict[str, tuple[Any, str] | None] = {}  # id -> None (clean) or scrubbed
         self.records_written = 0
         self.bytes_written = 0
+        self.header_bytes = 0
         self._tee = tee
 
     async def __aenter__(self) -> TraceWriter:
@@ -98,6 +102,8 @@ class TraceWriter:
         self._buf.append(encode_record(self.header))
         self.records_written += 1
         await self._write_frame()
+        self.header_bytes = self.bytes_written
+        """The size of the header's frame (``replace_header``)."""
         self._task = asyncio.create_task(self._run(), name=f"trace-writer:{self.path.name}")
 
     async def write(self, record: BaseModel | dict[str, Any]) -> None:
@@ -167,8 +173,10 @@ class TraceWriter:
             done.cancel()
             self._task.result()
 
-    async def close(self) -> None:
-        """Drain the queue, write the last frame, fsync, close. Safe to call twice."""
+    async def close(self, end_ns: int | None = None) -> None:
+        """Drain the queue, write the last frame, fsync, close. Safe to call twice.
+        ``end_ns``: the ``trace_end`` event's time, when the trace's times are not this
+        process's clock (an import); default now."""
         if self._task is None:
             return
         self._queue.put_nowait(_STOP)
@@ -183,7 +191,9 @@ class TraceWriter:
                 item.set_result(None)
         self.records_written += 1
         end = EventRecord(
-            kind=TRACE_END, ns=time.perf_counter_ns(), details={"records": self.records_written}
+            kind=TRACE_END,
+            ns=time.perf_counter_ns() if end_ns is None else end_ns,
+            details={"records": self.records_written},
         )
         self._buf.append(encode_record(end))
         await self._write_frame()
@@ -241,3 +251,21 @@ class TraceWriter:
         await self._file.write(data)
         await self._file.flush()
         self.bytes_written += len(data)
+
+
+def replace_header(path: Path, header_bytes: int, header: Header, level: int = 3) -> None:
+    """Replace the first ``header_bytes`` of the closed trace ``path`` (its header's frame,
+    ``TraceWriter.header_bytes``) by ``header``'s, copying the rest as it is (beside, then
+    renamed into place)."""
+    line = encode_record(header)
+    if path.name.endswith(".zst"):
+        line = zstandard.ZstdCompressor(level=level, write_checksum=True).compress(line)
+    tmp = path.with_name(path.name + ".header")
+    with open(path, "rb") as src, open(tmp, "wb") as dst:
+        src.seek(header_bytes)
+        dst.write(line)
+        while chunk := src.read(1 << 20):
+            dst.write(chunk)
+        dst.flush()
+        os.fsync(dst.fileno())
+    os.replace(tmp, path)

@@ -63,6 +63,9 @@ def test_one_session_per_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         ({"timestamp": 5, "input_length": 1000, "output_length": 1, "hash_ids": [1, 2, 3]},
          "hash_ids: 3 block ids do not fit 1000 input tokens at block size 512 (at most 2)"),
         ({"timestamp": 5, "input_length": 10}, "output_length: missing"),
+        ({"timestamp": 5, "input_length": -5, "output_length": 1}, "input_length: expected an integer >= 0, got -5"),
+        ({"timestamp": 5, "input_length": [10], "output_length": 1}, "input_length: expected an integer, got [10]"),
+        ({"timestamp": 5, "input_length": "10 tokens", "output_length": 1}, "input_length: expected an integer"),
     ],
 )  # fmt: skip
 def test_bad_line(

@@ -123,6 +123,9 @@ def test_block_ids_from_prefix_split(imported: tuple[Trace, str]) -> None:
          "rounds.jsonl:line 2: timing_events[0].timestamp: not an ISO-8601 timestamp"),
         ({"session_id": None}, "rounds.jsonl:line 2: session_id: missing"),
         ({"tools": [{"tool_name": 3}]}, "rounds.jsonl:line 2 tools[0]: tool_name: expected a string"),
+        ({"output_tokens": -1}, "rounds.jsonl:line 2: output_tokens: expected an integer >= 0"),
+        ({"input_tokens_total": [1500]}, "rounds.jsonl:line 2: input_tokens_total: expected an integer, got [1500]"),
+        ({"tools": {"tool_name": "Read"}}, "rounds.jsonl:line 2: tools: expected a list of objects"),
     ],
 )  # fmt: skip
 def test_bad_fields(

@@ -228,12 +228,16 @@ def _bad(conv: dict[str, Any], path: list[Any], value: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("path", "value", "expect"),
     [
-        (["requests", 1, "in"], "300", "a.json:requests[1]: in: expected an integer"),
+        (["requests", 1, "in"], "300 tokens", "a.json:requests[1]: in: expected an integer"),
+        (["requests", 1, "in"], -3, "a.json:requests[1]: in: expected an integer >= 0, got -3"),
+        (["requests", 1, "out"], [40], "a.json:requests[1]: out: expected an integer, got [40]"),
         (["requests", 1, "type"], "x", "a.json:requests[1]: type: unknown request type \"x\""),
         (["requests", 2, "requests", 1, "hash_ids"], [1, 2, 3, 4],
          "a.json:requests[2].requests[1]: hash_ids: 4 block ids do not fit 180 input tokens"),
         (["requests", 3, "requests", 0, "t"], None, "a.json:requests[3].requests[0]: t: missing"),
-        (["requests", 0, "hash_ids"], [1, "2"], "a.json:requests[0]: hash_ids[1]: expected an integer"),
+        (["requests", 0, "hash_ids"], [1, "two"], "a.json:requests[0]: hash_ids[1]: expected an integer"),
+        (["requests"], [], "a.json: requests: empty (a conversation without requests)"),
+        (["hash_id_scope"], "per-file", "a.json: hash_id_scope: expected 'local' or 'global'"),
     ],
 )  # fmt: skip
 def test_bad_fields(
