@@ -30,6 +30,9 @@ class ImportFormat(StrEnum):
     weka = "weka"
     tracelab = "tracelab"
     mooncake = "mooncake"
+    claude_code = "claude-code"
+    codex = "codex"
+    auto = "auto"
 
 
 class ExportFormat(StrEnum):
@@ -44,13 +47,17 @@ def import_(
     files: Annotated[
         list[Path],
         typer.Argument(
-            help="Source files (weka: *.json or directories of them; tracelab, mooncake: *.jsonl)."
+            help="Source files or directories (claude-code: ~/.claude/projects, a project or "
+            "session logs; codex: ~/.codex/sessions or rollout-*.jsonl; weka: *.json; tracelab, "
+            "mooncake: *.jsonl)."
         ),
     ],
     out: Annotated[Path, typer.Option("-o", "--out", help="Output trace (*.agentload.jsonl.zst).")],
     force: Annotated[bool, _FORCE] = False,
 ) -> None:
-    """Import another tool's trace as a content-free agentload trace that replay can send."""
+    """Import another tool's trace or an agent's own logs as an agentload trace that replay can
+    send: Claude Code and Codex logs with their full text; Weka, TraceLab and Mooncake
+    token-count traces content-free. auto detects the format and says which."""
     from agentload.interop.imports import import_trace
 
     print(import_trace(fmt.value, files, out, force=force))

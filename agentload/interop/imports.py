@@ -1,17 +1,44 @@
-"""``agentload trace import``: dispatch to the format's importer."""
+"""``agentload trace import``: dispatch to the format's importer, or detect the format (``auto``).
+
+``auto`` reads the first object of the first source file (a directory: its first ``*.jsonl``,
+else its first ``*.json``) and picks the format it belongs to: a Codex rollout line
+(``session_meta`` with a ``payload``), a Claude Code log entry (``sessionId``), a Weka file (an
+object with ``requests``), a Mooncake line (``hash_ids`` and ``input_length``) or a TraceLab
+round (``round_index`` and ``input_tokens_total``). It says which on stderr.
+"""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Any
 
+import orjson
+
+from agentload.errors import ConfigError
 from agentload.outfile import check_output
 
-__all__ = ["import_trace"]
+__all__ = ["FORMATS", "detect_format", "import_trace"]
+
+FORMATS = ("claude-code", "codex", "weka", "tracelab", "mooncake")
+_PEEK = 1 << 20  # bytes read to find a JSON file's first object (a Weka file is one object)
 
 
 def import_trace(fmt: str, files: list[Path], out: Path, *, force: bool = False) -> str:
-    """Import ``files`` of ``fmt`` into the trace ``out``; returns the summary line. ``out``
-    is refused up front when it is one of ``files`` or exists (without ``force``)."""
+    """Import ``files`` of ``fmt`` (or ``auto``) into the trace ``out``; returns the summary
+    line. ``out`` is refused up front when it is one of ``files`` or exists (without
+    ``force``)."""
+    if fmt == "auto":
+        fmt, why = detect_format(files)
+        print(f"auto: {fmt} ({why})", file=sys.stderr)
+    if fmt == "claude-code":
+        from agentload.interop.claude_code import import_claude_code
+
+        return import_claude_code(files, out, force=force)
+    if fmt == "codex":
+        from agentload.interop.codex import import_codex
+
+        return import_codex(files, out, force=force)
     check_output(out, files, force=force)
     if fmt == "weka":
         from agentload.interop.weka import import_weka
@@ -26,3 +53,67 @@ def import_trace(fmt: str, files: list[Path], out: Path, *, force: bool = False)
 
         return import_mooncake(files, out)
     raise AssertionError(fmt)
+
+
+def _first_file(paths: list[Path]) -> Path:
+    for p in paths:
+        if p.is_file():
+            return p
+        if p.is_dir():
+            for pattern in ("*.jsonl", "*.json", "*.jsonl.gz"):
+                found = next((q for q in sorted(p.rglob(pattern)) if q.is_file()), None)
+                if found is not None:
+                    return found
+        elif not p.exists():
+            raise ConfigError(f"{p}: no such file or directory")
+    raise ConfigError(
+        f"{', '.join(map(str, paths))}: no *.jsonl or *.json file to detect the format from"
+    )
+
+
+def _first_object(path: Path) -> Any:
+    import gzip
+
+    opener: Any = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rb") as f:
+            head = f.read(_PEEK)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    for line in head.splitlines():
+        if line.strip():
+            try:
+                return orjson.loads(line)
+            except orjson.JSONDecodeError:
+                break
+    try:
+        return orjson.loads(head)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def detect_format(paths: list[Path]) -> tuple[str, str]:
+    """The format of ``paths`` and why (see the module docstring); a one-line error when it is
+    none of them."""
+    from agentload.interop.claude_code import looks_like_claude_code
+    from agentload.interop.codex import looks_like_codex
+
+    path = _first_file(paths)
+    obj = _first_object(path)
+    found: str | None = None
+    if isinstance(obj, dict):
+        if looks_like_codex(obj):
+            found = "codex"
+        elif looks_like_claude_code(obj):
+            found = "claude-code"
+        elif isinstance(obj.get("requests"), list):
+            found = "weka"
+        elif "hash_ids" in obj and "input_length" in obj:
+            found = "mooncake"
+        elif "round_index" in obj and "input_tokens_total" in obj:
+            found = "tracelab"
+    if found is None:
+        raise ConfigError(
+            f"{path}: not a format trace import reads ({', '.join(FORMATS)}); name the format"
+        )
+    return found, f"detected from {path}"

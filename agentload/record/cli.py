@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from agentload.errors import ConfigError
+from agentload.record.native import AGENT_HEADER, SESSION_HEADER
 
 if TYPE_CHECKING:
     from agentload.record.worker import RecordStats
@@ -38,10 +39,10 @@ def record(
             help="Request header naming the session (an agent that can send one gets exact "
             "sessions; '' turns it off). Its agent twin is --agent-header."
         ),
-    ] = "x-agentload-session",
+    ] = SESSION_HEADER,
     agent_header: Annotated[
         str, typer.Option(help="Request header naming the agent within its session.")
-    ] = "x-agentload-agent",
+    ] = AGENT_HEADER,
     max_sessions: Annotated[
         int | None,
         typer.Option(

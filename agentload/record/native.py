@@ -23,7 +23,12 @@ from dataclasses import dataclass
 
 import orjson
 
-__all__ = ["NATIVE_HEADERS", "Identity", "identity"]
+__all__ = ["AGENT_HEADER", "NATIVE_HEADERS", "SESSION_HEADER", "Identity", "identity"]
+
+SESSION_HEADER = "x-agentload-session"
+"""The default ``--session-header``."""
+AGENT_HEADER = "x-agentload-agent"
+"""The default ``--agent-header``."""
 
 NATIVE_SESSION_HEADERS = ("x-claude-code-session-id", "session-id")
 """Headers by which agents name their own session (Claude Code, Codex)."""

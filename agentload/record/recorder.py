@@ -250,3 +250,10 @@ class Recorder:
                 }
             )
             self.writer.write_nowait(done)
+
+    def forget(self) -> None:
+        """``close`` and start afresh: what follows shares no session with what came before
+        (an importer that feeds one source session at a time keeps memory bounded so)."""
+        self.close()
+        self.threads = Threads()
+        self._responses.clear()

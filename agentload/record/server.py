@@ -32,6 +32,7 @@ from agentload.endpoint.server.server import bind_socket
 from agentload.errors import ConfigError, EndpointError
 from agentload.masking import redact_url
 from agentload.outfile import output_dir
+from agentload.record.native import AGENT_HEADER, SESSION_HEADER
 from agentload.record.relay import Relay, Upstream
 from agentload.record.worker import RecorderProcess, RecordStats
 from agentload.recorder.schema import ClockAnchor, Header, HostFacts
@@ -52,8 +53,8 @@ class RecordOptions:
     out: Path = Path("traces")
     host: str = "127.0.0.1"
     port: int = 8100
-    session_header: str | None = "x-agentload-session"
-    agent_header: str | None = "x-agentload-agent"
+    session_header: str | None = SESSION_HEADER
+    agent_header: str | None = AGENT_HEADER
     max_sessions: int | None = None
     idle_timeout_s: float | None = None
     tokenizer: str = DEFAULT_TOKENIZER
