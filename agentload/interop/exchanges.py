@@ -36,12 +36,14 @@ from agentload.record.recorder import Recorder
 from agentload.recorder import make_header
 from agentload.recorder.schema import ClockAnchor, Header, SourceInfo, Timings
 from agentload.recorder.writer import TraceWriter, replace_header
-from agentload.wire import Api, WireReply
+from agentload.wire import Api, WireReply, reply_from_json
 
 __all__ = [
     "MAX_FILES_NAMED",
     "Exchange",
+    "Pacer",
     "Tally",
+    "chat_exchange",
     "full_header",
     "iso_ns",
     "jsonl_files",
@@ -89,6 +91,78 @@ class Tally:
 
     def note(self, fld: str, kind: str) -> None:
         self.dev.note(fld, kind)
+
+
+PACE_TOKENS_PER_S = 50.0
+"""Output tokens a second of a call whose source has no times (``Pacer``)."""
+PACE_FIRST_TOKEN_S = 0.5
+"""Seconds before the first token of such a call."""
+PACE_GAP_S = 1.0
+"""Seconds between an answer and the next request when the source gives no tool time."""
+
+
+@dataclass
+class Pacer:
+    """Times for a source that has none (or only tool delays): each call starts when the one
+    before ended plus the gap (the source's tool time when it gives one, else ``PACE_GAP_S``)
+    and lasts ``PACE_FIRST_TOKEN_S`` plus its output at ``PACE_TOKENS_PER_S``. What it derived
+    goes into the import's ``Tally`` (the header's ``source.derived``)."""
+
+    tally: Tally
+    now_ns: int
+    gaps_given: bool = False
+
+    def call(self, output_tokens: int | None, gap_s: float | None = None) -> tuple[int, int]:
+        """``(submit_ns, end_ns)`` of the next call; ``gap_s``: the source's time between the
+        previous answer and this request, if it gives one."""
+        if gap_s is not None and gap_s >= 0:
+            self.gaps_given = True
+            self.now_ns += round(gap_s * 1e9)
+        else:
+            self.now_ns += round(PACE_GAP_S * 1e9)
+        submit = self.now_ns
+        n = output_tokens or 0
+        self.now_ns += round((PACE_FIRST_TOKEN_S + n / PACE_TOKENS_PER_S) * 1e9)
+        self.tally.derived["times"] = (
+            f"not in the source: each call {PACE_FIRST_TOKEN_S:g} s to its first token, then "
+            f"{PACE_TOKENS_PER_S:g} output tokens/s; between calls "
+            + ("the source's tool times (else " if self.gaps_given else "")
+            + f"{PACE_GAP_S:g} s"
+            + (")" if self.gaps_given else "")
+        )
+        return submit, self.now_ns
+
+
+def chat_exchange(
+    body: dict[str, Any],
+    answer: dict[str, Any],
+    times: tuple[int, int],
+    *,
+    finish_reason: str | None = None,
+    usage: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Exchange:
+    """A Chat Completions call: ``body`` as sent (``messages``, ``tools``...), ``answer`` the
+    assistant message (OpenAI shape: ``content``, ``tool_calls``), ``times`` its (submit, end)
+    on the wall clock, ``usage`` in chat's keys when the source reports it; raises
+    ``WireError`` when the answer does not read as one."""
+    finish = finish_reason or ("tool_calls" if answer.get("tool_calls") else "stop")
+    obj: dict[str, Any] = {"choices": [{"index": 0, "message": answer, "finish_reason": finish}]}
+    if usage is not None:
+        obj["usage"] = usage
+    calls = answer.get("tool_calls")
+    emits = tuple(
+        str(c["id"]) for c in calls or () if isinstance(c, dict) and isinstance(c.get("id"), str)
+    )
+    return Exchange(
+        api="chat",
+        body=body,
+        reply=reply_from_json("chat", obj),
+        submit_ns=times[0],
+        end_ns=times[1],
+        headers=dict(headers or {}),
+        emits=emits,
+    )
 
 
 def iso_ns(value: Any, at: At, fld: str = "timestamp") -> int:
