@@ -261,16 +261,25 @@ def render_message(message: dict[str, Any]) -> str:
 
 
 class ChatTokenCounter:
-    """Counts chat prompts with token ids cached per piece content (bounded LRU).
+    """Counts chat prompts with token ids cached per piece content (an LRU bounded both in
+    pieces, ``cache_size``, and in token ids held, ``max_ids``: a few long tool outputs must not
+    hold memory that grows with a long import or recording).
 
     ``ids_for_message`` / ``ids_for_tools`` return cached token ids keyed by content hash;
     ``count_prompt`` adds them up with the priming. Thread-safe.
     """
 
-    def __init__(self, tokenizer: Tokenizer | str = DEFAULT_TOKENIZER, cache_size: int = 65536):
+    def __init__(
+        self,
+        tokenizer: Tokenizer | str = DEFAULT_TOKENIZER,
+        cache_size: int = 65536,
+        max_ids: int = 2_000_000,
+    ):
         self.tokenizer = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
         self._cache: OrderedDict[str, tuple[int, ...]] = OrderedDict()
         self._size = cache_size
+        self._max_ids = max_ids
+        self._held = 0
         self._lock = threading.Lock()
         self.priming_ids: tuple[int, ...] = tuple(self.tokenizer.encode(PRIMING))
 
@@ -282,9 +291,15 @@ class ChatTokenCounter:
                 return hit
         ids = tuple(self.tokenizer.encode(render()))
         with self._lock:
+            old = self._cache.pop(key, None)
+            if old is not None:
+                self._held -= len(old)
             self._cache[key] = ids
-            if len(self._cache) > self._size:
-                self._cache.popitem(last=False)
+            self._held += len(ids)
+            while len(self._cache) > 1 and (
+                len(self._cache) > self._size or self._held > self._max_ids
+            ):
+                self._held -= len(self._cache.popitem(last=False)[1])
         return ids
 
     def ids_for_message(self, message: dict[str, Any], key: str | None = None) -> tuple[int, ...]:

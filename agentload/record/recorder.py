@@ -23,6 +23,7 @@ from agentload.errortext import clip
 from agentload.record.native import identity
 from agentload.record.threads import Closed, Placement, Threads
 from agentload.recorder.capture import CallCapture, assistant_message
+from agentload.recorder.prefix import PrefixHasher
 from agentload.recorder.schema import (
     AgentRecord,
     EventRecord,
@@ -253,7 +254,9 @@ class Recorder:
 
     def forget(self) -> None:
         """``close`` and start afresh: what follows shares no session with what came before
-        (an importer that feeds one source session at a time keeps memory bounded so)."""
+        (an importer that feeds one source session at a time keeps memory bounded so: the prefix
+        blocks of what came before are forgotten too)."""
         self.close()
         self.threads = Threads()
         self._responses.clear()
+        self.capture.hasher = PrefixHasher(self.writer.header.block_size)

@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -42,6 +43,11 @@ from agentload.masking import scrub_bytes, scrub_json
 from agentload.recorder.schema import TRACE_END, BlobRecord, EventRecord, Header
 
 __all__ = ["TraceWriter", "encode_record", "replace_header"]
+
+_MAX_REMEMBERED = 1 << 17
+"""Content ids a writer remembers (written blobs, scrubbed contents): ~25 MB at most, however
+long the run; the shared ones (system prompts, tool lists) stay, being met again and again."""
+_UNKNOWN: Any = object()
 
 _STOP = object()
 _MAX_FRAME = 8 << 20  # a burst of records is cut into frames of at most ~8 MiB (bounded memory)
@@ -80,8 +86,11 @@ class TraceWriter:
         self._buf_bytes = 0
         self._task: asyncio.Task[None] | None = None
         self._file: Any = None
-        self._blobs: set[str] = set()
-        self._scrubbed: dict[str, tuple[Any, str] | None] = {}  # id -> None (clean) or scrubbed
+        self._blobs: OrderedDict[str, None] = OrderedDict()
+        """Blob ids written, the most recent ``_MAX_REMEMBERED`` (a blob met again after it was
+        forgotten is written again: the same id and content, which readers take as one)."""
+        self._scrubbed: OrderedDict[str, tuple[Any, str] | None] = OrderedDict()
+        """Content id -> None (clean) or its scrubbed form and id; as bounded."""
         self.records_written = 0
         self.bytes_written = 0
         self.header_bytes = 0
@@ -121,11 +130,19 @@ class TraceWriter:
     def write_encoded(self, line: bytes, blob_id: str | None = None) -> None:
         """Queue a line another ``TraceWriter`` encoded and scrubbed (see ``tee``), as is; a
         blob line (``blob_id``) whose blob this file holds already is dropped."""
-        if blob_id is not None:
-            if blob_id in self._blobs:
-                return
-            self._blobs.add(blob_id)
+        if blob_id is not None and self._seen(blob_id):
+            return
         self._enqueue(line, blob_id)
+
+    def _seen(self, blob_id: str) -> bool:
+        """Whether the blob was written (recently); if not, it is about to be."""
+        if blob_id in self._blobs:
+            self._blobs.move_to_end(blob_id)
+            return True
+        self._blobs[blob_id] = None
+        if len(self._blobs) > _MAX_REMEMBERED:
+            self._blobs.popitem(last=False)
+        return False
 
     def _enqueue(self, line: bytes, blob_id: str | None = None) -> None:
         self._check_open()
@@ -138,23 +155,27 @@ class TraceWriter:
         """``value`` as this file records it (secrets scrubbed) and its content id: the id a
         blob of it gets. Each distinct content is scanned once per file."""
         vid = content_id(value)
-        if vid not in self._scrubbed:
+        known = self._scrubbed.get(vid, _UNKNOWN)
+        if known is _UNKNOWN:
             clean = scrub_json(value)
             if clean is value:
-                self._scrubbed[vid] = None
+                known = self._scrubbed[vid] = None
             else:
                 cid = content_id(clean)
-                self._scrubbed[vid] = (clean, cid)
+                known = self._scrubbed[vid] = (clean, cid)
                 self._scrubbed[cid] = None  # the scrubbed content is clean
-        return self._scrubbed[vid] or (value, vid)
+            while len(self._scrubbed) > _MAX_REMEMBERED:
+                self._scrubbed.popitem(last=False)
+        else:
+            self._scrubbed.move_to_end(vid)
+        return known or (value, vid)
 
     async def blob(self, kind: str, content: Any, tokens: int | None = None) -> str:
         """Intern content; the blob record is written once per file, before first use. Content
         is scrubbed of secrets first (``scrubbed``), so the id returned is the hash of what the
         file holds."""
         content, bid = self.scrubbed(content)
-        if bid not in self._blobs:
-            self._blobs.add(bid)
+        if not self._seen(bid):
             rec = BlobRecord(id=bid, kind=kind, content=content, tokens=tokens)  # type: ignore[arg-type]
             self._enqueue(encode_record(rec, scrub=False), bid)  # scrubbed above, before hashing
         return bid
