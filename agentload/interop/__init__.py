@@ -1,9 +1,10 @@
 """Traces in and out: other tools' formats to agentload traces and back, and redacted sharing.
 
-* ``imports``: ``agentload trace import {claude-code,codex,weka,tracelab,mooncake,auto}``, one
-  module per source format. ``claude_code`` and ``codex`` turn an agent's own logs into
-  full-content traces: each call rebuilt as the request the agent sent, played through the
-  recording proxy's recorder in proxy order by ``exchanges``. ``weka``, ``tracelab``,
+* ``imports``: ``agentload trace import {claude-code,codex,openhands,mlperf,atif,otel,weka,
+  tracelab,mooncake,auto}``, one module per source format. ``claude_code``, ``codex``,
+  ``openhands``, ``mlperf``, ``atif`` and ``otel_in`` turn agents' logs, agent datasets and
+  OTel spans into full-content traces: each call rebuilt as the request the agent sent, played
+  through the recording proxy's recorder in proxy order by ``exchanges``. ``weka``, ``tracelab``,
   ``mooncake`` stream their input into an ordinary, content-free agentload trace (see
   ``agentload.recorder.schema``: content-free traces).
 * ``exports``: ``agentload trace export {weka,mooncake,otel}``, one module per target format

@@ -32,6 +32,10 @@ class ImportFormat(StrEnum):
     mooncake = "mooncake"
     claude_code = "claude-code"
     codex = "codex"
+    openhands = "openhands"
+    mlperf = "mlperf"
+    atif = "atif"
+    otel = "otel"
     auto = "auto"
 
 
@@ -48,15 +52,17 @@ def import_(
         list[Path],
         typer.Argument(
             help="Source files or directories (claude-code: ~/.claude/projects, a project or "
-            "session logs; codex: ~/.codex/sessions or rollout-*.jsonl; weka: *.json; tracelab, "
-            "mooncake: *.jsonl)."
+            "session logs; codex: ~/.codex/sessions or rollout-*.jsonl; openhands: *.jsonl or "
+            "*.json rows; mlperf: *.jsonl; atif: trajectory *.json; otel: OTLP JSON / JSON "
+            "Lines; weka: *.json; tracelab, mooncake: *.jsonl)."
         ),
     ],
     out: Annotated[Path, typer.Option("-o", "--out", help="Output trace (*.agentload.jsonl.zst).")],
     force: Annotated[bool, _FORCE] = False,
 ) -> None:
-    """Import another tool's trace or an agent's own logs as an agentload trace that replay can
-    send: Claude Code and Codex logs with their full text; Weka, TraceLab and Mooncake
+    """Import an agent's own logs, an agent dataset or another tool's trace as an agentload
+    trace that replay can send: Claude Code and Codex logs, OpenHands, MLPerf and Harbor ATIF
+    trajectories and OTel GenAI spans with their full text; Weka, TraceLab and Mooncake
     token-count traces content-free. auto detects the format and says which."""
     from agentload.interop.imports import import_trace
 

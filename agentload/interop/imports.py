@@ -2,9 +2,12 @@
 
 ``auto`` reads the first object of the first source file (a directory: its first ``*.jsonl``,
 else its first ``*.json``) and picks the format it belongs to: a Codex rollout line
-(``session_meta`` with a ``payload``), a Claude Code log entry (``sessionId``), a Weka file (an
-object with ``requests``), a Mooncake line (``hash_ids`` and ``input_length``) or a TraceLab
-round (``round_index`` and ``input_tokens_total``). It says which on stderr.
+(``session_meta`` with a ``payload``), a Claude Code log entry (``sessionId``), OTLP JSON
+(``resourceSpans``), a Harbor ATIF trajectory (``schema_version`` ``ATIF-...``), an MLPerf
+agentic row (``conversation_id``, ``turn``, ``role``), an OpenHands / SWE-rebench row (a
+``trajectory`` of messages), a Weka file (an object with ``requests``), a Mooncake line
+(``hash_ids`` and ``input_length``) or a TraceLab round (``round_index`` and
+``input_tokens_total``). It says which on stderr.
 """
 
 from __future__ import annotations
@@ -20,7 +23,17 @@ from agentload.outfile import check_output
 
 __all__ = ["FORMATS", "detect_format", "import_trace"]
 
-FORMATS = ("claude-code", "codex", "weka", "tracelab", "mooncake")
+FORMATS = (
+    "claude-code",
+    "codex",
+    "openhands",
+    "mlperf",
+    "atif",
+    "otel",
+    "weka",
+    "tracelab",
+    "mooncake",
+)
 _PEEK = 1 << 20  # bytes read to find a JSON file's first object (a Weka file is one object)
 
 
@@ -39,6 +52,22 @@ def import_trace(fmt: str, files: list[Path], out: Path, *, force: bool = False)
         from agentload.interop.codex import import_codex
 
         return import_codex(files, out, force=force)
+    if fmt == "openhands":
+        from agentload.interop.openhands import import_openhands
+
+        return import_openhands(files, out, force=force)
+    if fmt == "mlperf":
+        from agentload.interop.mlperf import import_mlperf
+
+        return import_mlperf(files, out, force=force)
+    if fmt == "atif":
+        from agentload.interop.atif import import_atif
+
+        return import_atif(files, out, force=force)
+    if fmt == "otel":
+        from agentload.interop.otel_in import import_otel
+
+        return import_otel(files, out, force=force)
     check_output(out, files, force=force)
     if fmt == "weka":
         from agentload.interop.weka import import_weka
@@ -95,17 +124,31 @@ def _first_object(path: Path) -> Any:
 def detect_format(paths: list[Path]) -> tuple[str, str]:
     """The format of ``paths`` and why (see the module docstring); a one-line error when it is
     none of them."""
+    from agentload.interop.atif import looks_like_atif
     from agentload.interop.claude_code import looks_like_claude_code
     from agentload.interop.codex import looks_like_codex
+    from agentload.interop.mlperf import looks_like_mlperf
+    from agentload.interop.openhands import looks_like_openhands
+    from agentload.interop.otel_in import looks_like_otel
 
     path = _first_file(paths)
     obj = _first_object(path)
+    if isinstance(obj, list) and obj:  # a JSON array of rows (OpenHands)
+        obj = obj[0]
     found: str | None = None
     if isinstance(obj, dict):
         if looks_like_codex(obj):
             found = "codex"
         elif looks_like_claude_code(obj):
             found = "claude-code"
+        elif looks_like_otel(obj):
+            found = "otel"
+        elif looks_like_atif(obj):
+            found = "atif"
+        elif looks_like_mlperf(obj):
+            found = "mlperf"
+        elif looks_like_openhands(obj):
+            found = "openhands"
         elif isinstance(obj.get("requests"), list):
             found = "weka"
         elif "hash_ids" in obj and "input_length" in obj:

@@ -35,12 +35,16 @@ class Trace:
     blobs: dict[str, BlobRecord] = field(default_factory=dict)
     calls: dict[str, LLMCallRecord] = field(default_factory=dict)
     tool_calls: dict[str, ToolCallRecord] = field(default_factory=dict)
+    """Keyed by the tool call's id; where two sessions reuse an id (a model that numbers its
+    calls per conversation, ``functions.bash:0``), the later session's record is keyed
+    ``SESSION/ID``: look one up with ``tool_call(session_id, id)``."""
     events: list[EventRecord] = field(default_factory=list)
     truncated: Truncation | None = None
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     # Recently resolved block lists (bounded: each is as long as its prompt).
     _blocks_cache: OrderedDict[str, list[str]] = field(default_factory=OrderedDict, repr=False)
     _by_agent: dict[str, list[LLMCallRecord]] = field(default_factory=dict, repr=False)
+    _tool_keys: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
     _by_agent_n: int = field(default=-1, repr=False)
 
     def calls_of(self, agent_id: str) -> list[LLMCallRecord]:
@@ -140,6 +144,19 @@ class Trace:
         assert out is not None
         return out
 
+    def add_tool_call(self, rec: ToolCallRecord) -> None:
+        """Keep ``rec`` (a later record of the same id in the same session replaces it)."""
+        key = self._tool_keys.get((rec.session_id, rec.id))
+        if key is None:
+            key = rec.id if rec.id not in self.tool_calls else f"{rec.session_id}/{rec.id}"
+            self._tool_keys[(rec.session_id, rec.id)] = key
+        self.tool_calls[key] = rec
+
+    def tool_call(self, session_id: str, tool_id: str) -> ToolCallRecord | None:
+        """The tool call ``tool_id`` of session ``session_id``, if the trace has it."""
+        key = self._tool_keys.get((session_id, tool_id))
+        return self.tool_calls.get(key) if key is not None else None
+
     def prompt_tokens(self, call: LLMCallRecord) -> int:
         """Server-reported prompt tokens when present, else ours."""
         u = call.usage
@@ -160,7 +177,7 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
         if isinstance(rec, LLMCallRecord):
             trace.calls[rec.id] = rec
         elif isinstance(rec, ToolCallRecord):
-            trace.tool_calls[rec.id] = rec
+            trace.add_tool_call(rec)
         elif isinstance(rec, BlobRecord):
             trace.blobs[rec.id] = rec
         elif isinstance(rec, AgentRecord):

@@ -422,7 +422,7 @@ def _delegating_call(
     agent = trace.agents.get(agent_id)
     tc = None
     if agent is not None and agent.parent_tool_call_id:
-        tc = trace.tool_calls.get(agent.parent_tool_call_id)
+        tc = trace.tool_call(agent.session_id, agent.parent_tool_call_id)
     if tc is None:
         tc = next((t for t in trace.tool_calls.values() if t.child_agent_id == agent_id), None)
     if tc is not None and tc.llm_call_id in trace.calls:
@@ -434,7 +434,7 @@ def _delegating_call(
     return before[-1] if before else None
 
 
-def _child_agents(trace: Trace, deps: list[str]) -> tuple[set[str], list[int]]:
+def _child_agents(trace: Trace, session_id: str, deps: list[str]) -> tuple[set[str], list[int]]:
     """(child agent ids, end ns of the non-delegate tool deps) named by ``depends_on``."""
     children: set[str] = set()
     tool_ends: list[int] = []
@@ -442,7 +442,7 @@ def _child_agents(trace: Trace, deps: list[str]) -> tuple[set[str], list[int]]:
         if d in trace.agents:
             children.add(d)
             continue
-        tc = trace.tool_calls.get(d)
+        tc = trace.tool_call(session_id, d)
         if tc is None:
             continue
         if tc.child_agent_id:
@@ -462,7 +462,7 @@ def _link(
             gap = first.timings.submit_ns - _last_ns(parent)
             plans[first.id].preds.append(Edge(parent.id, max(0, gap)))
         for prev, cur in itertools.pairwise(lst):
-            children, tool_ends = _child_agents(trace, cur.depends_on)
+            children, tool_ends = _child_agents(trace, cur.session_id, cur.depends_on)
             children = {a for a in children if a in by_agent and a != agent_id}
             p = plans[cur.id]
             full_gap = max(0, cur.timings.submit_ns - _last_ns(prev))
