@@ -62,6 +62,14 @@ import orjson
 
 from agentload.errors import TraceFormatError, WireError
 from agentload.infile import MAX_DOCUMENT_BYTES, read_bytes
+from agentload.interop.chat_rows import (
+    answer_tokens,
+    clean_tools,
+    mtime_ns,
+    named_tools,
+    source_files,
+    unique,
+)
 from agentload.interop.content_free import (
     MISSING,
     NULL,
@@ -83,16 +91,8 @@ from agentload.interop.exchanges import (
     iso_ns,
     write_sessions,
 )
-from agentload.interop.openhands import (
-    SESSION_HEADER,
-    answer_tokens,
-    clean_tools,
-    mtime_ns,
-    named_tools,
-    source_files,
-    unique,
-)
 from agentload.outfile import check_output
+from agentload.record.native import SESSION_HEADER
 
 __all__ = ["import_atif", "looks_like_atif"]
 

@@ -6,6 +6,9 @@ messages (output messages add ``finish_reason``); a part is ``{"type": "text", "
 "response"}`` or ``{"type": "reasoning", "content"}`` (the JSON schemas
 gen-ai-input-messages.json / gen-ai-output-messages.json of the semantic conventions). Tool
 definitions (``gen_ai.tool.definitions``) are ``{"type", "name", "description", "parameters"}``.
+
+Both ways: chat messages as parts (``message_parts``, ``output_message``, ``tool_definitions``:
+``trace export otel``) and parts as chat messages (``chat_messages``: ``trace import otel``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,17 @@ from typing import Any
 
 import orjson
 
-__all__ = ["message_parts", "output_message", "tool_arguments", "tool_definitions"]
+from agentload.interop.content_free import At
+
+__all__ = [
+    "chat_content",
+    "chat_messages",
+    "chat_tool_call",
+    "message_parts",
+    "output_message",
+    "tool_arguments",
+    "tool_definitions",
+]
 
 
 def tool_arguments(arguments: Any) -> Any:
@@ -94,4 +107,91 @@ def tool_definitions(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if fn.get("parameters") is not None:
             d["parameters"] = fn["parameters"]
         out.append(d)
+    return out
+
+
+# -- back: parts as chat messages (trace import otel) ----------------------------------------------
+
+
+def _args_text(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    if arguments is None:
+        return "{}"
+    return orjson.dumps(arguments).decode()
+
+
+def chat_tool_call(cid: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    """One chat tool call (``arguments`` a JSON string, as chat sends them)."""
+    return {
+        "id": "" if cid is None else str(cid),
+        "type": "function",
+        "function": {"name": "" if name is None else str(name), "arguments": _args_text(arguments)},
+    }
+
+
+def chat_content(items: list[dict[str, Any]], assistant_with_calls: bool) -> Any:
+    """Content parts (chat's ``{"type": "text", "text"}`` and others) as chat content: one text
+    a string, none ``""`` (None beside an assistant's tool calls)."""
+    if not items:
+        return None if assistant_with_calls else ""
+    if len(items) == 1 and items[0].get("type") == "text":
+        return items[0]["text"]
+    return items
+
+
+def chat_messages(m: dict[str, Any], at: At) -> list[dict[str, Any]]:
+    """One conventions ``ChatMessage`` (``role``, ``parts``) as chat messages: a tool result part
+    is a ``tool`` message of its own."""
+    role = str(m.get("role") or "user")
+    parts = m.get("parts")
+    if parts is None and "content" in m:  # the older event form: {"role", "content"}
+        old = {k: v for k, v in m.items() if k in ("role", "content", "tool_calls", "name")}
+        old["role"] = role
+        if role == "tool":
+            old["tool_call_id"] = str(m.get("tool_call_id") or m.get("id") or "")
+        return [old]
+    items: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    reasoning: list[str] = []
+    for p in parts if isinstance(parts, list) else ():
+        if not isinstance(p, dict):
+            at.deviate("parts[]", "not an object, skipped")
+            continue
+        t = p.get("type")
+        if t == "text":
+            text = p.get("content", p.get("text"))
+            items.append({"type": "text", "text": "" if text is None else str(text)})
+        elif t == "tool_call":
+            calls.append(chat_tool_call(p.get("id"), p.get("name"), p.get("arguments")))
+        elif t == "tool_call_response":
+            response = p.get("response", p.get("result"))
+            if not isinstance(response, (str, list)):
+                response = "" if response is None else orjson.dumps(response).decode()
+            results.append(
+                {"role": "tool", "tool_call_id": str(p.get("id") or ""), "content": response}
+            )
+        elif t == "reasoning":
+            reasoning.append(str(p.get("content") or ""))
+        else:
+            items.append(p)
+    out = results
+    if items or calls or reasoning or not results:
+        msg: dict[str, Any] = {
+            "role": "user" if role == "tool" else role,
+            "content": chat_content(items, role == "assistant" and bool(calls)),
+        }
+        if role == "tool" and (m.get("tool_call_id") or m.get("id")):
+            msg["role"] = "tool"
+            msg["tool_call_id"] = str(m.get("tool_call_id") or m.get("id"))
+        if calls:
+            msg["tool_calls"] = calls
+        if reasoning and role == "assistant":
+            msg["reasoning_content"] = "".join(reasoning)
+        out = [*results, msg]
+    if isinstance(m.get("name"), str):
+        for x in out:
+            if x["role"] != "tool":
+                x["name"] = m["name"]
     return out

@@ -41,6 +41,17 @@ from typing import Any
 import orjson
 
 from agentload.errors import TraceFormatError
+from agentload.interop.chat_rows import (
+    clean_tools,
+    conversation,
+    first_row,
+    mtime_ns,
+    named_tools,
+    rows,
+    source_files,
+    tool_call,
+    unique,
+)
 from agentload.interop.content_free import (
     EXTRA_KEY,
     MISSING,
@@ -52,17 +63,6 @@ from agentload.interop.content_free import (
     show,
 )
 from agentload.interop.exchanges import Exchange, Pacer, Tally, full_header, write_sessions
-from agentload.interop.openhands import (
-    clean_tools,
-    conversation,
-    first_row,
-    mtime_ns,
-    named_tools,
-    rows,
-    source_files,
-    tool_call,
-    unique,
-)
 from agentload.outfile import check_output
 
 __all__ = ["import_mlperf", "looks_like_mlperf"]
