@@ -7,7 +7,7 @@ content block, ``tool_use`` / ``tool_result``, ``usage``, ISO timestamps; each s
 file and two sub-agents under ``<session>/subagents/agent-<id>.jsonl`` with their
 ``meta.json``), spread over 20 projects. Each session: the main agent delegates to two
 sub-agents at once (3 calls each), then reads and runs files for 7 more calls, each tool
-result ~2 KB of its own text: 14 model calls, ~100 KB of log. Then it runs ``agentload trace
+result ~2 KB of its own text: 15 model calls, ~40 KB of log. Then it runs ``agentload trace
 import claude-code`` on the whole directory in a subprocess, the way a user does, twice: on the
 first tenth of the sessions and on all of them, so the two peak RSS figures show whether memory
 grows with the number of sessions.

@@ -44,6 +44,7 @@ from agentload.interop.exchanges import (
     iso_ns,
     jsonl_files,
     read_lines,
+    unreadable,
     write_sessions,
 )
 from agentload.outfile import check_output
@@ -323,7 +324,7 @@ class _Rebuilder:
                 return None
             msgs = prev[:keep]
             for h in tail:
-                if h in self.s.blobs:
+                if isinstance(h, str) and h in self.s.blobs:
                     msgs.append(self.s.blobs[h])
                 elif isinstance(base, str) and base in self.answers:
                     a = self.answers[base]
@@ -338,7 +339,8 @@ class _Rebuilder:
         if req is None:
             return None
         msgs = self.messages(rid)
-        shape = self.s.shapes.get(req.get("shapeHash", ""))
+        key = req.get("shapeHash")
+        shape = self.s.shapes.get(key) if isinstance(key, str) else None
         params = req.get("params")
         if msgs is None or shape is None or not isinstance(params, dict):
             return None
@@ -458,7 +460,10 @@ def import_claude_code(paths: list[Path], out: Path, *, force: bool = False) -> 
 
     def sessions() -> Iterator[list[Exchange]]:
         for g in groups:
-            yield _exchanges(_read(g, tally), tally)
+            xs: list[Exchange] = []
+            with unreadable(tally, "session"):
+                xs = _exchanges(_read(g, tally), tally)
+            yield xs
 
     n_sessions, calls = write_sessions(
         out, lambda t0: full_header(FORMAT, files, len(files), tally, t0), sessions(), progress

@@ -41,6 +41,7 @@ from agentload.interop.exchanges import (
     iso_ns,
     jsonl_files,
     read_lines,
+    unreadable,
     write_sessions,
 )
 from agentload.outfile import check_output
@@ -88,7 +89,9 @@ class _Thread:
 
 def _is_output(item: dict[str, Any]) -> bool:
     t = item.get("type")
-    return t in _OUTPUT or (t == "message" and item.get("role") == "assistant")
+    return isinstance(t, str) and (
+        t in _OUTPUT or (t == "message" and item.get("role") == "assistant")
+    )
 
 
 def _clean(item: dict[str, Any]) -> dict[str, Any]:
@@ -280,7 +283,8 @@ def import_codex(paths: list[Path], out: Path, *, force: bool = False) -> str:
             for f in group:
                 th = _thread(f, tally)
                 if th is not None:
-                    xs += _exchanges(th, tally, "unknown")
+                    with unreadable(tally, "thread"):
+                        xs += _exchanges(th, tally, "unknown")
             tally.derived.update(_DERIVED)
             yield xs
 

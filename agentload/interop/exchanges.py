@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from agentload.errors import ConfigError, TraceFormatError
+from agentload.errors import AgentloadError, ConfigError, TraceFormatError
 from agentload.interop.content_free import At, Deviations, Progress
 from agentload.outfile import atomic_output
 from agentload.record.native import AGENT_HEADER, SESSION_HEADER
@@ -48,6 +49,7 @@ __all__ = [
     "iso_ns",
     "jsonl_files",
     "read_lines",
+    "unreadable",
     "write_sessions",
 ]
 
@@ -163,6 +165,18 @@ def chat_exchange(
         headers=dict(headers or {}),
         emits=emits,
     )
+
+
+@contextmanager
+def unreadable(tally: Tally, what: str) -> Iterator[None]:
+    """Skip, and count, a ``what`` (a session, a thread) whose damaged content the reader's
+    checks did not foresee: one damaged session does not stop the import of the others."""
+    try:
+        yield
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+        if isinstance(exc, AgentloadError):
+            raise
+        tally.note(what, f"unreadable ({type(exc).__name__}), skipped")
 
 
 def iso_ns(value: Any, at: At, fld: str = "timestamp") -> int:
