@@ -6,7 +6,9 @@ Each test checks what a user would check of the trace: every model request the u
 is an ``llm_call``; one session per agent run; every call of the main agent in one agent (also
 when the client fills in tool arguments or drops a reply and asks again); the sub-agents are
 children of the calls that spawned them; the tool calls the agent ran are there; replay with
-``--start-at zero`` sends every call; the API key is nowhere in the trace. The agents skip where
+``--start-at zero`` sends every call; the API key is nowhere in the trace; and the logs the
+agent wrote meanwhile (Claude Code's session log, Codex's rollouts) import as the proxy recorded
+the run (``log_imports``). The agents skip where
 ``scripts/agents.sh install`` has not run, and fail instead under AGENTLOAD_REQUIRE_AGENTS=1."""
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # scripted_upstream, real_agents, agents_helpers
 
 from agents_helpers import check_replays, validate
+from log_imports import check_claude_code_log, check_codex_rollouts
 from real_agents import (
     CLAUDE_CODE,
     CODEX,
@@ -164,9 +167,14 @@ def test_claude_code_is_recorded_whole(
     exe = agent_exe(spec)
     proxy = record_proxy(upstream=upstream.url)
     work = scratch_repo(tmp_path / "repo")
-    run_claude_code(exe, proxy.url, work, tmp_path / "home", KEY, "cc").check()
+    home = tmp_path / "home"
+    run_claude_code(exe, proxy.url, work, home, KEY, "cc").check()
     assert fixed(work)
     _one_run_checked(proxy, upstream, simulator, tmp_path, _claude_code)
+    # The session log Claude Code wrote meanwhile imports as the proxy recorded the run.
+    recorded = load_trace(proxy.stop())
+    exact = spec == CLAUDE_CODE[0]  # 2.1.332 logs its requests (api-request records)
+    check_claude_code_log(home, recorded, upstream, exact, simulator, tmp_path, KEY)
 
 
 @pytest.mark.parametrize("spec", CLAUDE_CODE)
@@ -239,6 +247,8 @@ def test_codex_subagents_are_children_of_their_spawn_calls(
         # WebSockets, so Codex fell back on HTTP by itself.
         assert upgrades, upstream.refused
     _one_run_checked(proxy, upstream, simulator, tmp_path, _codex)
+    # The rollouts Codex wrote meanwhile import with the same tree.
+    check_codex_rollouts(home, upstream, tmp_path, KEY)
 
 
 def _mini(trace: Trace, session_id: str) -> None:
