@@ -4,6 +4,7 @@ options it refuses."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from replay_servers import Behaviour, ChatServer
 from replay_traces import agentic_trace
 from test_synth import Call, content_free_trace
 
+from agentload.endpoint import SimulatorServer
 from agentload.recorder import load_trace
 from agentload.replay.config import ReplayConfig
 from agentload.replay.plan import build_plans
@@ -61,22 +63,29 @@ def test_calls_go_at_their_recorded_offsets_without_waiting(
     assert {s.source for s in p.sessions} == {"s0", "s1"} and all(s.complete for s in p.sessions)
 
 
-def test_our_own_traces_replay_on_their_recorded_schedule(
-    simulator: object, tmp_path: Path
-) -> None:
+def test_our_own_traces_replay_on_their_recorded_schedule(tmp_path: Path) -> None:
     trace = agentic_trace(tmp_path / "t.agentload.jsonl", sessions=2)
     plans = build_plans([load_trace(trace)])
     offsets = {c.key: c.rel_trace_submit_ns for pl in plans for c in pl.calls.values()}
     # the second session starts 100 s into the recording: scaled to 300 ms; each session's
-    # seven calls (under 1 s recorded) go out within 3 ms, a burst a loaded machine may delay
-    cfg = ReplayConfig(
-        traces=[str(trace)],
-        endpoint=simulator.base_url,  # type: ignore[attr-defined]
-        model=simulator.model,  # type: ignore[attr-defined]
-        schedule="recorded",
-        time_scale=0.003,
-    )
-    res = asyncio.run(run_replay(cfg))
+    # seven calls (under 1 s recorded) go out within 3 ms, a burst a loaded machine may delay.
+    # The simulator runs in this process (a thread): a fresh one, not the test session's (whose
+    # state grew with every earlier test), and the garbage collector's generations frozen, so
+    # that neither a long collection nor the server's work holds the client past its offsets.
+    with SimulatorServer(profile="instant", model="agentload-sim", seed=0) as sim:
+        cfg = ReplayConfig(
+            traces=[str(trace)],
+            endpoint=sim.base_url,
+            model=sim.model,
+            schedule="recorded",
+            time_scale=0.003,
+        )
+        gc.collect()
+        gc.freeze()
+        try:
+            res = asyncio.run(run_replay(cfg))
+        finally:
+            gc.unfreeze()
     reqs = res.points[0].requests
     assert len(reqs) == 14 and all(r.ok for r in reqs)
     t0 = min(r.send_ns for r in reqs)
