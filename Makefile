@@ -11,8 +11,8 @@ docker:          ## start (or find) a Docker engine; prints the DOCKER_HOST to e
 	scripts/docker-up.sh
 test:            ## the README's test command
 	$(PY) -m pytest -q
-lint:            ## ruff lint + format check + import cycles/layers (scripts/import_graph.py)
-	$(PY) -m ruff check . && $(PY) -m ruff format --check . && $(PY) scripts/import_graph.py
+lint:            ## ruff lint (incl. complexity, parameters) + format check + import layers + sizes
+	$(PY) -m ruff check . && $(PY) -m ruff format --check . && $(PY) scripts/import_graph.py && $(PY) scripts/size_check.py
 format:          ## apply ruff formatting and autofixes
 	$(PY) -m ruff format . && $(PY) -m ruff check --fix .
 typecheck:       ## mypy --strict on the package

@@ -1,10 +1,10 @@
 """The ``agentload`` command. Each area registers its own commands (``register(app)``):
 
-* ``trace validate|stats|inspect``  — agentload.recorder.cli
+* ``trace validate|stats|inspect``  — agentload.trace.cli
 * ``serve``                          — agentload.endpoint.server.cli
 * ``scenarios list|show|tasks``      — agentload.scenarios.cli
 * ``sandbox build|cleanup``          — agentload.sandboxes.cli
-* ``generate``, ``eval``             — agentload.agents.cli
+* ``generate``, ``eval``             — agentload.generate.cli
 * ``replay``, ``report``, ``compare``  — agentload.replay.cli (``compare`` reads eval.json too)
 
 Any ``AgentloadError`` and any usage error (an unknown option, a value of the wrong type)
@@ -44,13 +44,13 @@ app = typer.Typer(
 )
 
 _AREAS = (
-    "agentload.recorder.cli",
+    "agentload.trace.cli",
     "agentload.interop.cli",
     "agentload.endpoint.server.cli",
     "agentload.record.cli",
     "agentload.scenarios.cli",
     "agentload.sandboxes.cli",
-    "agentload.agents.cli",
+    "agentload.generate.cli",
     "agentload.replay.cli",
 )
 

@@ -4,7 +4,7 @@
 an ``!include`` never hangs), refuses anything but a regular file (``/dev/zero`` never fills
 memory), and reads at most ``limit`` bytes. Every problem is one ``ConfigError`` (or the
 ``error`` class the caller names) that starts with ``label``. Traces have their own bounded
-reader (``recorder.reader``).
+reader (``trace.reader``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 * ``Sandbox``    — where tools execute: docker, local (agentload.sandboxes)
 * ``Tool``       — one tool an agent calls (``agentload.contract.ToolSpec``; run by
   ``agentload.tools.Toolbox``)
-* ``TraceSink``  — where a session's records go (``agentload.recorder.TraceWriter``; the agents'
+* ``TraceSink``  — where a session's records go (``agentload.trace.TraceWriter``; the agents'
   ``SessionRecorder`` writes to any sink)
 """
 

@@ -187,7 +187,7 @@ def get_tokenizer(name: str = DEFAULT_TOKENIZER) -> Tokenizer:
 
 
 def token_texts(tokenizer: Tokenizer) -> Iterator[tuple[int, str]]:
-    """(id, text) of each token of a vocabulary, decoded alone (for ``recorder.synth``)."""
+    """(id, text) of each token of a vocabulary, decoded alone (for ``trace.synth``)."""
     texts = getattr(tokenizer, "token_texts", None)
     if texts is None:
         raise TokenizerError(f"tokenizer {tokenizer.name}: cannot list its vocabulary")

@@ -242,38 +242,40 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
 
 # ------------------------------------------------------------------ agentload client ------
 async def _write_trace(path: Path, n: int, out_tokens: int) -> None:
-    from agentload.recorder import CallCapture, TraceWriter, make_header
-    from agentload.recorder.schema import Timings
     from agentload.tokenizer import ChatTokenCounter
+    from agentload.trace import CallCapture, ObservedCall, TraceWriter, make_header
+    from agentload.trace.schema import Timings
 
     async with TraceWriter(path, make_header(model="bench")) as w:
         cap = CallCapture(w, ChatTokenCounter())
         for i in range(n):
             words = " ".join(f"w{(i * 7 + k) % 997}" for k in range(60))
             body = {"model": "bench", "messages": [{"role": "user", "content": f"{i} {words}"}]}
-            await cap.llm_call(
-                call_id=f"c{i}",
-                session_id=f"s{i}",
-                agent_id=f"a{i}",
-                seq=0,
-                body=body,
-                content="x",
-                tool_calls=None,
-                finish_reason="length",
-                usage={"completion_tokens": out_tokens},
-                timings=Timings(submit_ns=i, first_token_ns=i + 1, last_token_ns=i + 2),
+            await cap.record(
+                ObservedCall(
+                    call_id=f"c{i}",
+                    session_id=f"s{i}",
+                    agent_id=f"a{i}",
+                    seq=0,
+                    body=body,
+                    content="x",
+                    tool_calls=None,
+                    finish_reason="length",
+                    usage={"completion_tokens": out_tokens},
+                    timings=Timings(submit_ns=i, first_token_ns=i + 1, last_token_ns=i + 2),
+                )
             )
 
 
 async def run_agentload(
     base: str, trace: Path, level: int, total: int, rate: float | None = None
 ) -> dict[str, Any]:
-    from agentload.recorder import load_trace
+    from agentload.options.engines import get_engine
     from agentload.replay.bodies import BodyBuilder
     from agentload.replay.client import StreamClient
-    from agentload.replay.engines import get_engine
     from agentload.replay.plan import build_plans
     from agentload.replay.schedule import LoadShape, PointRunner
+    from agentload.trace import load_trace
 
     plans = build_plans([load_trace(trace)])
     client = StreamClient(base, max_connections=level + 8, timeout_s=300)

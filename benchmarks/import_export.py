@@ -179,7 +179,7 @@ def main() -> None:
             if proc.returncode != 0:
                 sys.exit(f"generate failed: {proc.stderr.strip()[-500:]}")
             (small,) = gen.glob("*.agentload.jsonl.zst")
-        from agentload.recorder.trace import load_trace
+        from agentload.trace.trace import load_trace
 
         n_export = len(load_trace(small).calls)
         results["export_calls"] = n_export

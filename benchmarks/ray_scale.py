@@ -197,7 +197,7 @@ def replay_point(
     out: Path,
     ray: tuple[str, dict[str, str], int] | None,
 ) -> dict[str, Any]:
-    from agentload.replay.results import load_results
+    from agentload.measure.results import load_results
 
     argv = _agentload(
         "replay", str(trace), "--endpoint", base, "--model", MODEL, "--concurrency", str(level),

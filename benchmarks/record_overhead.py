@@ -55,8 +55,8 @@ import httpx
 import orjson
 
 from agentload.quantiles import percentile
-from agentload.recorder.trace import load_trace
 from agentload.replay.netback import AsyncioBackend, KernelStamps, SocketStream
+from agentload.trace.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "agentload-sim"

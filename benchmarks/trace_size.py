@@ -36,9 +36,11 @@ from typing import Any
 
 import orjson
 
-from agentload.recorder import (
+from agentload.tokenizer import ChatTokenCounter
+from agentload.trace import (
     AgentRecord,
     CallCapture,
+    ObservedCall,
     SessionRecord,
     Timings,
     ToolCallRecord,
@@ -47,7 +49,6 @@ from agentload.recorder import (
     load_trace,
     make_header,
 )
-from agentload.tokenizer import ChatTokenCounter
 
 MS = 1_000_000
 
@@ -160,17 +161,19 @@ class Session:
             body["tools"] = tools
         self.bodies.append(body["messages"])
         out = max(8, len(content) // 4)
-        rec = await self.cap.llm_call(
-            call_id=f"{agent}.{seq}",
-            session_id="s1",
-            agent_id=agent,
-            seq=seq,
-            body=body,
-            content=content or None,
-            tool_calls=tcs,
-            finish_reason="tool_calls" if tcs else "stop",
-            usage=None,
-            timings=timings(self.clock, out),
+        rec = await self.cap.record(
+            ObservedCall(
+                call_id=f"{agent}.{seq}",
+                session_id="s1",
+                agent_id=agent,
+                seq=seq,
+                body=body,
+                content=content or None,
+                tool_calls=tcs,
+                finish_reason="tool_calls" if tcs else "stop",
+                usage=None,
+                timings=timings(self.clock, out),
+            )
         )
         self.calls += 1
         if self.frame_per_call:

@@ -9,7 +9,8 @@ lazily to dodge a cycle still says the two modules need each other.
 
 The floors come from the layer table in ``docs/architecture.md``: a row
 ``| N | `pkg`, `pkg2` | ...`` puts those packages/modules on floor N; a module may import only from
-its own floor or below. Exit status: 0 when there is no cycle and no upward import, 1 otherwise.
+its own floor or below. A line ``... `a` ↮ `b` ...`` names two packages (a wall) that may not
+import each other in either direction, whatever their floors. Exit status: 0 when there is no cycle and no upward import, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -133,6 +134,21 @@ def floors() -> dict[str, int]:
     return table
 
 
+def walls() -> list[tuple[str, str]]:
+    """The pairs of packages that may not import each other (a line with `a` ↮ `b`)."""
+    if not ARCH.exists():
+        return []
+    text = ARCH.read_text(encoding="utf-8")
+    return [
+        (f"agentload.{a}", f"agentload.{b}")
+        for a, b in re.findall(r"`([a-z_.]+)`\s*↮\s*`([a-z_.]+)`", text)
+    ]
+
+
+def inside(mod: str, pkg: str) -> bool:
+    return mod == pkg or mod.startswith(pkg + ".")
+
+
 def floor_of(mod: str, table: dict[str, int]) -> int | None:
     name = mod
     while name:
@@ -166,6 +182,12 @@ def main(argv: list[str]) -> int:
             if theirs is not None and theirs > mine:
                 print(f"upward: {mod} (floor {mine}) imports {dep} (floor {theirs})")
                 bad += 1
+    for a, b in walls():
+        for mod in sorted(graph):
+            for dep in sorted(graph[mod]):
+                if (inside(mod, a) and inside(dep, b)) or (inside(mod, b) and inside(dep, a)):
+                    print(f"through a wall: {mod} imports {dep} ({a} ↮ {b})")
+                    bad += 1
     print(
         f"{len(graph)} modules, {sum(len(d) for d in graph.values())} imports, "
         f"{len(found)} cycles, {bad - len(found)} layer problems"

@@ -2,7 +2,7 @@
 
     python scripts/realism.py TRACE... [--real TRACE...] [--label NAME] [--json]
 
-Per statistic (``agentload.recorder.samples``) it prints our p10 / p50 / p90 over the given
+Per statistic (``agentload.trace.samples``) it prints our p10 / p50 / p90 over the given
 traces (pooled), the real median from the published figures in ``realism_reference.json``
 (each cited there), the ratio of the medians and whether it is within ±25%. With ``--real``
 (imported public traces: ``agentload trace import weka|tracelab ...``) the real side is also
@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from agentload.errors import AgentloadError
-from agentload.recorder.comparison import DEFAULT_TOLERANCE, compare, format_value, summarize
-from agentload.recorder.paths import trace_files
-from agentload.recorder.samples import Samples, describe, trace_samples
-from agentload.recorder.trace import Trace, load_trace
 from agentload.tokenizer import ChatTokenCounter
+from agentload.trace.comparison import DEFAULT_TOLERANCE, compare, format_value, summarize
+from agentload.trace.paths import trace_files
+from agentload.trace.samples import Samples, describe, trace_samples
+from agentload.trace.trace import Trace, load_trace
 
 REFERENCE = Path(__file__).with_name("realism_reference.json")
 

@@ -22,8 +22,8 @@ def test_no_import_cycle_and_no_upward_import() -> None:
     assert " 0 cycles, 0 layer problems" in res.stdout
 
 
-def test_the_checker_finds_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
-    # A copy of the checker over a tiny package with both defects must report both.
+def test_the_checker_finds_a_cycle_an_upward_import_and_a_crossed_wall(tmp_path: Path) -> None:
+    # A copy of the checker over a tiny package with the three defects must report each.
     pkg = tmp_path / "agentload"
     (pkg / "low").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
@@ -32,9 +32,11 @@ def test_the_checker_finds_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
     (pkg / "low" / "b.py").write_text("def f():\n    from agentload.low import a\n")
     (pkg / "top.py").write_text("")
     (pkg / "low" / "c.py").write_text("import agentload.top\n")
+    (pkg / "side.py").write_text("from agentload import top\n")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "architecture.md").write_text(
-        "| floor | modules |\n|---|---|\n| 0 | `low` |\n| 1 | `top` |\n"
+        "| floor | modules |\n|---|---|\n| 0 | `low` |\n| 1 | `top`, `side` |\n\n"
+        "Walls: `side` ↮ `top`.\n"
     )
     (tmp_path / "scripts").mkdir()
     script = tmp_path / "scripts" / "import_graph.py"
@@ -43,6 +45,7 @@ def test_the_checker_finds_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
     assert res.returncode == 1
     assert "cycle: agentload.low.a <-> agentload.low.b" in res.stdout
     assert "upward: agentload.low.c (floor 0) imports agentload.top (floor 1)" in res.stdout
+    assert "through a wall: agentload.side imports agentload.top" in res.stdout
 
 
 def test_docs_point_only_inside_the_repository() -> None:
@@ -56,3 +59,29 @@ def test_docs_point_only_inside_the_repository() -> None:
             assert (page.parent / target).exists(), f"{page.name}: broken link {target}"
         for path in re.findall(r"`((?:agentload|docs|scripts|benchmarks|tests)/[\w./-]+)`", text):
             assert (ROOT / path).exists(), f"{page.name}: `{path}` does not exist"
+
+
+def test_sizes_are_within_their_limits() -> None:
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "size_check.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert " 0 size problems" in res.stdout
+
+
+def test_the_size_checker_finds_a_long_module_and_a_long_function(tmp_path: Path) -> None:
+    pkg = tmp_path / "agentload"
+    pkg.mkdir()
+    body = "".join(f"    x{i} = {i}\n" for i in range(61))
+    (pkg / "long.py").write_text("def long_one():\n" + body)
+    (pkg / "big.py").write_text("x = 1\n" * 451)
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "size_check.py"
+    script.write_text((ROOT / "scripts" / "size_check.py").read_text())
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1
+    assert "module: agentload/big.py has 451 lines (at most 450)" in res.stdout
+    assert "function: agentload/long.py:1 long_one has 62 lines (at most 60)" in res.stdout

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from agentload import contract
 from agentload.protocols import Tool, TraceSink
-from agentload.recorder import TraceWriter, make_header
+from agentload.trace import TraceWriter, make_header
 
 
 def test_every_tool_of_the_registry_is_a_tool() -> None:

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
+from agentload.measure.metrics.base import distribution
 from agentload.quantiles import percentile
-from agentload.replay.metrics.base import distribution
 
 
 def test_linear_between_closest_ranks() -> None:

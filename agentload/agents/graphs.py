@@ -1,4 +1,4 @@
-"""The LangGraph graphs: the orchestrator and one sub-agent graph per kind, assembled in the open.
+"""The orchestrator's LangGraph graph, assembled in the open (sub-agents: ``agents.subagents``).
 
 Orchestrator::
 
@@ -26,14 +26,8 @@ Orchestrator::
 * ``collect``: appends the tool messages **in tool-call order** (never completion order, so
   parallel sub-agents cannot make the content order-dependent) and notes ``depends_on``.
 
-Sub-agent (one graph per kind)::
-
-    START → agent ─route_subagent─┬→ tools → agent
-                                  ├→ resume → agent  (cut at max_tokens, turns left)
-                                  └→ finish → END
-
-A sub-agent's reply cut at the length limit is resumed the same way while it has turns left
-(at most ``MAX_CUT_REPLIES`` in a row); a summary still cut says so.
+Each delegation node runs one sub-agent graph (``agents.subagents``, one per kind) to its
+summary.
 
 The session-scoped pieces (endpoint client, toolbox, recorder) come in as the run-time context
 (``AgentRuntime``), so the graphs compile once per process.
@@ -50,7 +44,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from agentload import contract
-from agentload.agents.limits import SessionEnd
+from agentload.agents.limits import EndReason, SessionEnd
 from agentload.agents.runtime import AgentRuntime, AgentSettings, orchestrator_id, subagent_id
 from agentload.agents.steps import (
     ToolOutcome,
@@ -59,34 +53,22 @@ from agentload.agents.steps import (
     tool_message,
     valid_delegation,
 )
+from agentload.agents.subagents import (
+    MAX_CUT_REPLIES,
+    SubagentState,
+    append_list,
+    ask_to_continue,
+    cuts_in_a_row,
+    subagent_graph,
+)
 from agentload.agents.tracing import ToolFacts
 
 __all__ = [
-    "MAX_CUT_REPLIES",
-    "RESUME_PROMPT",
     "OrchestratorState",
-    "SubagentState",
     "build_orchestrator_graph",
-    "build_subagent_graph",
     "orchestrator_graph",
     "route_orchestrator",
-    "route_subagent",
-    "subagent_graph",
 ]
-
-
-MAX_CUT_REPLIES = 3
-"""The most replies in a row an agent may have cut at ``max_tokens``; the orchestrator's next one
-ends the session ``length`` (a sub-agent's, its run)."""
-RESUME_PROMPT = (
-    "Your last reply was cut off at the output limit of {max_tokens} tokens. Continue from "
-    "where it stopped, more briefly, or call a tool."
-)
-"""The user message that asks an agent to go on after a reply cut at the length limit."""
-
-
-def _append(old: list[Any], new: list[Any]) -> list[Any]:
-    return [*old, *new] if new else old
 
 
 def _merge_results(
@@ -101,27 +83,13 @@ def _merge_results(
 class OrchestratorState(TypedDict, total=False):
     """The orchestrator's graph state."""
 
-    messages: Annotated[list[dict[str, Any]], _append]
+    messages: Annotated[list[dict[str, Any]], append_list]
     tool_calls: list[dict[str, Any]]
     call_id: str
     seq: int
     depends_on: list[str]
     results: Annotated[dict[int, ToolOutcome], _merge_results]
     follow_ups_sent: int
-    cuts: int
-
-
-class SubagentState(TypedDict, total=False):
-    """A sub-agent's graph state (also the payload its delegation node builds)."""
-
-    agent_id: str
-    role: str
-    messages: Annotated[list[dict[str, Any]], _append]
-    tool_calls: list[dict[str, Any]]
-    call_id: str
-    seq: int
-    depends_on: list[str]
-    summary: str
     cuts: int
 
 
@@ -166,17 +134,17 @@ async def orchestrator_agent(
     # context_target is in server tokens: the server's count, else ours times the run's ratio.
     server = turn.result.prompt_tokens
     if (server if server is not None else turn.prompt_tokens * s.token_ratio) >= s.context_target:
-        raise SessionEnd("context_target")
-    cuts = _cuts(state.get("cuts", 0), turn.cut)
+        raise SessionEnd(EndReason.CONTEXT_TARGET)
+    cuts = cuts_in_a_row(state.get("cuts", 0), turn.cut)
     if cuts >= MAX_CUT_REPLIES:
         raise SessionEnd(
-            "length",
+            EndReason.LENGTH,
             f"{cuts} orchestrator replies in a row were cut at max_tokens {s.max_tokens} "
             "(finish_reason length)",
         )
     done = not turn.tool_calls and not cuts and not _follow_ups_left(state, s)
     if not done and seq + 1 >= s.max_rounds:
-        raise SessionEnd("max_rounds")
+        raise SessionEnd(EndReason.MAX_ROUNDS)
     return {
         "messages": [turn.message],
         "tool_calls": turn.tool_calls,
@@ -184,11 +152,6 @@ async def orchestrator_agent(
         "seq": seq + 1,
         "cuts": cuts,
     }
-
-
-def _cuts(before: int, cut: bool) -> int:
-    """Replies cut at the length limit in a row, this one included."""
-    return before + 1 if cut else 0
 
 
 def _follow_ups_left(state: OrchestratorState, settings: AgentSettings) -> bool:
@@ -316,16 +279,7 @@ async def orchestrator_resume(
     """After a reply cut at the length limit: a user message asking to go on."""
     rt = runtime.context
     agent_id = orchestrator_id(rt.session_id)
-    return await _resume(rt, agent_id, rt.settings.max_tokens, state.get("call_id"))
-
-
-async def _resume(
-    rt: AgentRuntime, agent_id: str, max_tokens: int | None, after: str | None
-) -> dict[str, Any]:
-    """``RESUME_PROMPT`` as the next user message (recorded as a ``continue`` event)."""
-    await rt.recorder.event("continue", agent_id=agent_id, after=after)
-    prompt = RESUME_PROMPT.format(max_tokens=max_tokens if max_tokens is not None else "?")
-    return {"messages": [{"role": "user", "content": prompt}], "depends_on": []}
+    return await ask_to_continue(rt, agent_id, rt.settings.max_tokens, state.get("call_id"))
 
 
 def collect(state: OrchestratorState) -> dict[str, Any]:
@@ -366,102 +320,7 @@ def build_orchestrator_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
     return g.compile(name="orchestrator")
 
 
-# -- sub-agents --------------------------------------------------------------------------------
-async def subagent_agent(state: SubagentState, *, runtime: Runtime[AgentRuntime]) -> dict[str, Any]:
-    rt = runtime.context
-    sub = rt.settings.subagents[state["role"]]
-    seq = state.get("seq", 0)
-    turn = await call_model(
-        rt,
-        agent_id=state["agent_id"],
-        role=state["role"],
-        seq=seq,
-        messages=state["messages"],
-        tools=rt.settings.schemas(sub.tools),
-        depends_on=state.get("depends_on", []),
-        max_tokens=sub.max_tokens,
-    )
-    return {
-        "messages": [turn.message],
-        "tool_calls": turn.tool_calls,
-        "call_id": turn.call_id,
-        "seq": seq + 1,
-        "cuts": _cuts(state.get("cuts", 0), turn.cut),
-    }
-
-
-def route_subagent(state: SubagentState, *, runtime: Runtime[AgentRuntime]) -> str:
-    """While turns remain: ``tools`` when the reply calls tools, ``resume`` when it was cut at
-    the length limit (fewer than ``MAX_CUT_REPLIES`` in a row); else ``finish``."""
-    max_turns = runtime.context.settings.subagents[state["role"]].max_turns
-    if state.get("seq", 0) < max_turns:
-        if state.get("tool_calls"):
-            return "tools"
-        if 0 < state.get("cuts", 0) < MAX_CUT_REPLIES:
-            return "resume"
-    return "finish"
-
-
-async def subagent_tools(state: SubagentState, *, runtime: Runtime[AgentRuntime]) -> dict[str, Any]:
-    rt = runtime.context
-    allowed = rt.settings.subagents[state["role"]].tools
-    outcomes = await run_tools(
-        rt,
-        agent_id=state["agent_id"],
-        call_id=state["call_id"],
-        calls=list(enumerate(state.get("tool_calls", []))),
-        allowed=allowed,
-    )
-    return {
-        "messages": [tool_message(o.tool_call_id, o.text) for o in outcomes],
-        "depends_on": [o.depends_id for o in outcomes],
-    }
-
-
-async def subagent_resume(
-    state: SubagentState, *, runtime: Runtime[AgentRuntime]
-) -> dict[str, Any]:
-    """After a sub-agent's reply cut at the length limit: a user message asking to go on."""
-    rt = runtime.context
-    sub = rt.settings.subagents[state["role"]]
-    return await _resume(rt, state["agent_id"], sub.max_tokens, state.get("call_id"))
-
-
-def subagent_finish(state: SubagentState) -> dict[str, Any]:
-    """The summary: the last reply's text (or a note when it stopped without one)."""
-    last = state["messages"][-1] if state.get("messages") else {}
-    text = str(last.get("content") or "").strip() if last.get("role") == "assistant" else ""
-    if not text:
-        text = f"({state['role']} stopped after {state.get('seq', 0)} calls without a summary)"
-    elif state.get("cuts", 0):
-        text += "\n[this summary was cut at the length limit]"
-    return {"summary": text}
-
-
-def build_subagent_graph(kind: str) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The graph of one sub-agent kind (see the module docstring)."""
-    if kind not in contract.SUBAGENT_ROLES:
-        raise ValueError(f"unknown sub-agent kind {kind!r}; valid: {contract.SUBAGENT_ROLES}")
-    g = StateGraph(SubagentState, context_schema=AgentRuntime)
-    g.add_node("agent", subagent_agent)
-    g.add_node("tools", subagent_tools)
-    g.add_node("resume", subagent_resume)
-    g.add_node("finish", subagent_finish)
-    g.add_edge(START, "agent")
-    g.add_conditional_edges("agent", route_subagent, path_map=["tools", "resume", "finish"])
-    g.add_edge("tools", "agent")
-    g.add_edge("resume", "agent")
-    g.add_edge("finish", END)
-    return g.compile(name=kind)
-
-
 @functools.cache
 def orchestrator_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
     """The compiled orchestrator graph, built once per process."""
     return build_orchestrator_graph()
-
-
-@functools.cache
-def subagent_graph(kind: str) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The compiled graph of one sub-agent kind, built once per process."""
-    return build_subagent_graph(kind)

@@ -4,42 +4,44 @@ One mechanism: the orchestrator graph returning means ``done``; every other reas
 ``SessionEnd`` raised where it is noticed (a node, the client, the deadline), or the exception
 that ended the session (``interrupted``, ``error``). ``run_session`` records it in ``finally:``.
 
-Reasons (recorded as ``session.end_reason``):
-
-* ``done``           the orchestrator answered without tool calls, no follow-up left
-* ``context_target`` the orchestrator's server-reported prompt tokens reached the target
-* ``max_rounds``     the orchestrator made its maximum number of calls
-* ``wall_budget``    the session's wall-clock budget ran out
-* ``endpoint_error`` the endpoint kept failing after the retries
-* ``context_limit``  the endpoint refused a prompt longer than its context
-* ``length``         the orchestrator's replies kept being cut at ``max_tokens``
-                     (``finish_reason: length``) after the continuations the harness asks for
-* ``interrupted``    Ctrl-C / SIGTERM
-* ``error``          a bug or an unexpected failure (the message says which)
+The reasons are ``EndReason`` (recorded as ``session.end_reason``, its value).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Final
 
-__all__ = ["DEFAULT_CALL_TIMEOUT_S", "END_REASONS", "Deadline", "SessionEnd"]
+__all__ = ["DEFAULT_CALL_TIMEOUT_S", "Deadline", "EndReason", "SessionEnd"]
 
 DEFAULT_CALL_TIMEOUT_S: Final = 300.0
 """The most one attempt of a call may take (``--call-timeout``), first byte to last."""
 
-END_REASONS: Final = (
-    "done",
-    "context_target",
-    "max_rounds",
-    "wall_budget",
-    "endpoint_error",
-    "context_limit",
-    "length",
-    "interrupted",
-    "error",
-)
+
+class EndReason(StrEnum):
+    """Why a session ended (a ``str``: its value is what the trace records)."""
+
+    DONE = "done"
+    """The orchestrator answered without tool calls, no follow-up left."""
+    CONTEXT_TARGET = "context_target"
+    """The orchestrator's server-reported prompt tokens reached the target."""
+    MAX_ROUNDS = "max_rounds"
+    """The orchestrator made its maximum number of calls."""
+    WALL_BUDGET = "wall_budget"
+    """The session's wall-clock budget ran out."""
+    ENDPOINT_ERROR = "endpoint_error"
+    """The endpoint kept failing after the retries."""
+    CONTEXT_LIMIT = "context_limit"
+    """The endpoint refused a prompt longer than its context."""
+    LENGTH = "length"
+    """The orchestrator's replies kept being cut at ``max_tokens`` (``finish_reason: length``)
+    after the continuations the harness asks for."""
+    INTERRUPTED = "interrupted"
+    """Ctrl-C / SIGTERM."""
+    ERROR = "error"
+    """A bug or an unexpected failure (the message says which)."""
 
 
 class SessionEnd(Exception):
@@ -47,7 +49,7 @@ class SessionEnd(Exception):
     several (an ``endpoint_error`` after the retries, or a request the endpoint will refuse
     again: ``agentload.agents.llm.classify``)."""
 
-    def __init__(self, reason: str, detail: str = "", *, cause: str | None = None) -> None:
+    def __init__(self, reason: EndReason, detail: str = "", *, cause: str | None = None) -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
@@ -71,4 +73,4 @@ class Deadline:
 
     def check(self) -> None:
         if self.end_ns is not None and self.clock() >= self.end_ns:
-            raise SessionEnd("wall_budget", "the session's wall-clock budget is spent")
+            raise SessionEnd(EndReason.WALL_BUDGET, "the session's wall-clock budget is spent")

@@ -44,7 +44,7 @@ from typing import Any, Literal
 import openai
 import orjson
 
-from agentload.agents.limits import DEFAULT_CALL_TIMEOUT_S, Deadline, SessionEnd
+from agentload.agents.limits import DEFAULT_CALL_TIMEOUT_S, Deadline, EndReason, SessionEnd
 from agentload.auth import api_key_from_env, split_base_url
 from agentload.errortext import clip, is_context_overflow, is_request_error
 from agentload.masking import mask_text, redact_url
@@ -53,7 +53,7 @@ try:  # openai >= 3 speaks through its `httpx2` fork; older releases through htt
     import httpx2
 except ImportError:  # pragma: no cover - depends on the installed openai
     import httpx as httpx2  # type: ignore[no-redef]
-from agentload.recorder.schema import Timings
+from agentload.trace.schema import Timings
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
@@ -158,7 +158,7 @@ class ChatClient:
             except TimeoutError:
                 if by_budget:
                     raise SessionEnd(
-                        "wall_budget",
+                        EndReason.WALL_BUDGET,
                         f"the session's wall-clock budget ran out during a call to "
                         f"{self.base_url} (attempt {attempt})",
                         cause="wall_budget",
@@ -169,10 +169,10 @@ class ChatClient:
                 text = _error_text(exc)
                 verdict = classify(exc, text, last)
                 if verdict == "context_overflow":
-                    raise SessionEnd("context_limit", text, cause=verdict) from None
+                    raise SessionEnd(EndReason.CONTEXT_LIMIT, text, cause=verdict) from None
                 if verdict != "transient":
                     raise SessionEnd(
-                        "endpoint_error",
+                        EndReason.ENDPOINT_ERROR,
                         f"{self.base_url}: {text} (not retried: {_WHY[verdict]})",
                         cause=verdict,
                     ) from None
@@ -194,7 +194,7 @@ class ChatClient:
         left (``endpoint_error``) or the wait would outlast the wall budget (``wall_budget``)."""
         if attempt > self.retries:
             raise SessionEnd(
-                "endpoint_error",
+                EndReason.ENDPOINT_ERROR,
                 f"{self.base_url}: {text} (after {attempt} attempts)",
                 cause="retries_exhausted",
             )
@@ -205,7 +205,7 @@ class ChatClient:
         left = deadline.remaining_s() if deadline is not None else None
         if left is not None and left <= delay:
             raise SessionEnd(
-                "wall_budget",
+                EndReason.WALL_BUDGET,
                 f"{self.base_url}: {text}; the wall-clock budget ends before the retry",
                 cause="wall_budget",
             )

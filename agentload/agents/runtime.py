@@ -87,7 +87,7 @@ class AgentSettings:
     seed: int | None = None
     follow_ups: tuple[str, ...] = ()
     token_ratio: float = 1.0
-    """Server tokens per token of ours (``agents.calibrate``): for replies without usage."""
+    """Server tokens per token of ours (``generate.calibrate``): for replies without usage."""
     tool_descriptions: Mapping[str, str] = field(default_factory=dict)
     """The scenario's ``tool_descriptions`` (full manuals by tool name)."""
 

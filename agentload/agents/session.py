@@ -26,7 +26,7 @@ from agentload.agents.first_prompt import (
     build_subagent_prompt,
 )
 from agentload.agents.graphs import OrchestratorState, orchestrator_graph
-from agentload.agents.limits import Deadline, SessionEnd
+from agentload.agents.limits import Deadline, EndReason, SessionEnd
 from agentload.agents.llm import ChatClient
 from agentload.agents.runtime import (
     AgentRuntime,
@@ -36,8 +36,8 @@ from agentload.agents.runtime import (
 )
 from agentload.agents.tracing import SessionRecorder, SessionStats
 from agentload.protocols import TraceSink
-from agentload.recorder.capture import CallCapture
 from agentload.tokenizer import ChatTokenCounter
+from agentload.trace.capture import CallCapture
 
 if TYPE_CHECKING:
     from agentload.scenarios.models import Scenario
@@ -65,7 +65,7 @@ def agent_settings(
     scenario: Scenario, model: str, seed: int | None, token_ratio: float = 1.0
 ) -> AgentSettings:
     """The agents' settings from a scenario (``token_ratio``: server tokens per token of ours,
-    ``agents.calibrate``)."""
+    ``generate.calibrate``)."""
     subs = {
         kind: SubagentSettings(
             system_prompt=build_subagent_prompt(spec.system_prompt),
@@ -268,6 +268,15 @@ async def _record_start(
     )
 
 
+@dataclass
+class _Ending:
+    """How a session is ending, as far as it got: its record started, its reason, its check."""
+
+    started: bool = False
+    reason: EndReason = EndReason.ERROR
+    eval_passed: bool | None = None
+
+
 async def run_session(
     setup: SessionSetup,
     scenario: Scenario,
@@ -280,62 +289,86 @@ async def run_session(
     token_ratio: float = 1.0,
 ) -> SessionStats:
     """Run one session to its end reason; returns its counters (see the module docstring).
-    ``token_ratio``: the run's server tokens per token of ours (``agents.calibrate``)."""
-    from agentload.tools import Toolbox
-
-    sid = setup.session_id
-    recorder = SessionRecorder(writer, capture, sid, clock=clock)
+    ``token_ratio``: the run's server tokens per token of ours (``generate.calibrate``)."""
+    recorder = SessionRecorder(writer, capture, setup.session_id, clock=clock)
     stats = recorder.stats
     stats.task, stats.attempt = setup.task, setup.attempt
     if on_start is not None:
         on_start(stats)
-    started = False
-    reason = "error"
-    eval_passed: bool | None = None
+    ending = _Ending()
     try:
         async with SessionPlace(setup, scenario, stats) as place:
             settings = agent_settings(scenario, client.model, setup.seed, token_ratio)
             stats.status = "context"
             prompt = await _first_prompt(place, scenario, settings, capture.counter)
             await _record_start(recorder, setup, scenario, place, prompt, settings.token_ratio)
-            started = True
+            ending.started = True
             stats.status = "running"
-            rt = AgentRuntime(
-                session_id=sid,
-                settings=settings,
-                client=client,
-                recorder=recorder,
-                toolbox=Toolbox(place.sandbox, place.root, scenario),
-                deadline=Deadline(scenario.wall_budget_s, clock),
-                clock=clock,
-            )
-            try:
-                await _orchestrate(rt, prompt)
-                reason = "done"
-            except SessionEnd as end:
-                reason = end.reason
-                stats.detail = end.detail
+            rt = _runtime(place, scenario, settings, client, recorder, clock)
+            ending.reason = await _run_to_end(rt, prompt)
             if setup.evaluate:
                 stats.status = "eval"
-                eval_passed = await _evaluate(place.sandbox, scenario, recorder, setup.task)
+                ending.eval_passed = await _evaluate(place.sandbox, scenario, recorder, setup.task)
             stats.status = "closing"
     except asyncio.CancelledError:
-        reason = "interrupted"
+        ending.reason = EndReason.INTERRUPTED
         raise
     except Exception as exc:
-        reason = "error"
+        ending.reason = EndReason.ERROR
         stats.detail = f"{type(exc).__name__}: {exc}"
-        if started:
+        if ending.started:
             await recorder.event("error", error=stats.detail)
         raise
     finally:
-        stats.status = "closing"
-        if started:
-            await recorder.session_end(reason, eval_passed=eval_passed)
-        else:
-            stats.end_ns = clock()
-            stats.end_reason = reason
-        with contextlib.suppress(RuntimeError):
-            await writer.flush()
-        stats.status = "ended"
+        await _close_record(recorder, writer, ending, clock)
     return stats
+
+
+def _runtime(
+    place: SessionPlace,
+    scenario: Scenario,
+    settings: AgentSettings,
+    client: ChatClient,
+    recorder: SessionRecorder,
+    clock: Callable[[], int],
+) -> AgentRuntime:
+    """The graphs' run-time context for the session: its toolbox in its sandbox, its deadline."""
+    from agentload.tools import Toolbox
+
+    return AgentRuntime(
+        session_id=recorder.session_id,
+        settings=settings,
+        client=client,
+        recorder=recorder,
+        toolbox=Toolbox(place.sandbox, place.root, scenario),
+        deadline=Deadline(scenario.wall_budget_s, clock),
+        clock=clock,
+    )
+
+
+async def _run_to_end(rt: AgentRuntime, prompt: OrchestratorPrompt) -> EndReason:
+    """Run the orchestrator: its end reason, ``done`` when the graph returns, else the reason of
+    its ``SessionEnd`` (whose detail goes into the session's counters)."""
+    try:
+        await _orchestrate(rt, prompt)
+    except SessionEnd as end:
+        rt.recorder.stats.detail = end.detail
+        return end.reason
+    return EndReason.DONE
+
+
+async def _close_record(
+    recorder: SessionRecorder, writer: TraceSink, ending: _Ending, clock: Callable[[], int]
+) -> None:
+    """Close the session in every case: its end record when it started (else only its
+    counters), then the trace flushed."""
+    stats = recorder.stats
+    stats.status = "closing"
+    if ending.started:
+        await recorder.session_end(ending.reason, eval_passed=ending.eval_passed)
+    else:
+        stats.end_ns = clock()
+        stats.end_reason = ending.reason
+    with contextlib.suppress(RuntimeError):
+        await writer.flush()
+    stats.status = "ended"

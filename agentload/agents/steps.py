@@ -14,16 +14,16 @@ says what was wrong; the model's own text is kept on its ``tool_call`` record
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentload import contract
 from agentload.agents.limits import SessionEnd
 from agentload.agents.llm import LLMResult
-from agentload.agents.runtime import AgentRuntime, agent_call_id, tool_call_id
+from agentload.agents.runtime import AgentRuntime, AgentSettings, agent_call_id, tool_call_id
 from agentload.agents.tracing import LiveCall, ToolFacts
-from agentload.recorder.capture import assistant_message
 from agentload.tools.arguments import read_arguments
+from agentload.trace.capture import assistant_message
 
 __all__ = [
     "ModelTurn",
@@ -83,7 +83,38 @@ async def call_model(
 ) -> ModelTurn:
     """Send the agent's whole history; record the call; raise ``SessionEnd`` on limits."""
     rt.deadline.check()
-    s = rt.settings
+    body = _request_body(rt.settings, messages, tools, max_tokens)
+    call_id = agent_call_id(agent_id, seq)
+    result = await _complete(rt, body, agent_id=agent_id, call_id=call_id)
+    read = [_read_call(tc, call_id, i, result) for i, tc in enumerate(result.tool_calls)]
+    calls = [sent for sent, _ in read]
+    rec = await rt.recorder.llm_call(
+        call_id=call_id,
+        agent_id=agent_id,
+        role=role,
+        seq=seq,
+        body=body,
+        result=result,
+        tool_calls=calls,
+        depends_on=depends_on,
+    )
+    prompt = result.prompt_tokens
+    return ModelTurn(
+        call_id=call_id,
+        message=assistant_message(result.content, calls),
+        tool_calls=[{**sent, **notes} for sent, notes in read],
+        prompt_tokens=prompt if prompt is not None else rec.usage.prompt_tokens_ours,
+        result=result,
+    )
+
+
+def _request_body(
+    s: AgentSettings,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    max_tokens: int | None,
+) -> dict[str, Any]:
+    """The request body: the history, the tools, and the parameters the agent sends."""
     body: dict[str, Any] = {"model": s.model, "messages": messages}
     if tools:
         body["tools"] = tools
@@ -93,8 +124,14 @@ async def call_model(
         body["temperature"] = s.temperature
     if s.seed is not None:
         body["seed"] = s.seed
-    call_id = agent_call_id(agent_id, seq)
+    return body
 
+
+async def _complete(
+    rt: AgentRuntime, body: dict[str, Any], *, agent_id: str, call_id: str
+) -> LLMResult:
+    """The call's reply, its streamed chunks shown live while in flight; each failed attempt
+    is an event (``retry``, or ``error`` for the one that ends the session or is cancelled)."""
     failed = 0  # attempts that gave no reply: each is one event (retry, or the last: error)
     start = rt.clock()
 
@@ -120,7 +157,7 @@ async def call_model(
 
     live = rt.recorder.stats.live[call_id] = LiveCall(start)
     try:
-        result = await rt.client.complete(
+        return await rt.client.complete(
             body, on_retry=on_retry, deadline=rt.deadline, on_chunk=live.streamed
         )
     except SessionEnd as end:
@@ -131,26 +168,6 @@ async def call_model(
         raise
     finally:
         rt.recorder.stats.live.pop(call_id, None)
-    read = [_read_call(tc, call_id, i, result) for i, tc in enumerate(result.tool_calls)]
-    calls = [sent for sent, _ in read]
-    rec = await rt.recorder.llm_call(
-        call_id=call_id,
-        agent_id=agent_id,
-        role=role,
-        seq=seq,
-        body=body,
-        result=result,
-        tool_calls=calls,
-        depends_on=depends_on,
-    )
-    prompt = result.prompt_tokens
-    return ModelTurn(
-        call_id=call_id,
-        message=assistant_message(result.content, calls),
-        tool_calls=[{**sent, **notes} for sent, notes in read],
-        prompt_tokens=prompt if prompt is not None else rec.usage.prompt_tokens_ours,
-        result=result,
-    )
 
 
 def _read_call(
@@ -227,9 +244,8 @@ async def run_tool(
         llm_call_id=call_id,
         name=name,
         arguments=args if args is not None else {},
-        facts=facts,
+        facts=replace(facts, raw_arguments=tool_call.get("raw_arguments")),
         model_call_id=model_id or None,
-        raw_arguments=tool_call.get("raw_arguments"),
     )
     return ToolOutcome(index=index, tool_call_id=rid, text=text, depends_id=rid)
 

@@ -6,7 +6,7 @@ once). Records:
 
 * ``session`` at start, and again at the end with ``end_ns``, ``end_reason``, ``eval_passed``
 * ``agent`` at start and again at the end (``end_ns``)
-* ``llm_call`` through ``CallCapture.llm_call`` (blobs once, our token counts, prefix blocks)
+* ``llm_call`` through ``CallCapture.record`` (blobs once, our token counts, prefix blocks)
 * ``tool_call`` per tool execution (``child_agent_id`` for ``delegate``)
 * ``event`` for retries, errors and notes
 
@@ -23,8 +23,8 @@ from typing import Any
 from agentload.agents.llm import LLMResult
 from agentload.intervals import union_ns
 from agentload.protocols import TraceSink
-from agentload.recorder.capture import CallCapture
-from agentload.recorder.schema import (
+from agentload.trace.capture import CallCapture, ObservedCall
+from agentload.trace.schema import (
     AgentRecord,
     EventRecord,
     LLMCallRecord,
@@ -37,7 +37,9 @@ __all__ = ["LiveCall", "SessionRecorder", "SessionStats", "ToolFacts"]
 
 @dataclass
 class ToolFacts:
-    """What the recorder keeps of one tool execution (from a ``ToolResult`` or a delegation)."""
+    """What the recorder keeps of one tool execution (from a ``ToolResult`` or a delegation);
+    ``raw_arguments``: the model's own arguments text, when it differs from what the history
+    carries (a malformed call, not run)."""
 
     start_ns: int
     end_ns: int
@@ -48,6 +50,7 @@ class ToolFacts:
     truncated: bool = False
     sandbox_id: str | None = None
     error: str | None = None
+    raw_arguments: str | None = None
 
 
 @dataclass
@@ -193,18 +196,20 @@ class SessionRecorder:
         depends_on: list[str],
     ) -> LLMCallRecord:
         """Record a model call; ``tool_calls`` as the history carries them (agents' ids)."""
-        rec = await self.capture.llm_call(
-            call_id=call_id,
-            session_id=self.session_id,
-            agent_id=agent_id,
-            seq=seq,
-            body={**body, "stream": True},
-            content=result.content,
-            tool_calls=tool_calls,
-            finish_reason=result.finish_reason,
-            usage=result.usage,
-            timings=result.timings,
-            depends_on=depends_on,
+        rec = await self.capture.record(
+            ObservedCall(
+                call_id=call_id,
+                session_id=self.session_id,
+                agent_id=agent_id,
+                seq=seq,
+                body={**body, "stream": True},
+                content=result.content,
+                tool_calls=tool_calls,
+                finish_reason=result.finish_reason,
+                usage=result.usage,
+                timings=result.timings,
+                depends_on=depends_on,
+            )
         )
         s = self.stats
         s.calls += 1
@@ -235,8 +240,8 @@ class SessionRecorder:
         facts: ToolFacts,
         child_agent_id: str | None = None,
         model_call_id: str | None = None,
-        raw_arguments: str | None = None,
     ) -> None:
+        """Record a tool execution (``child_agent_id``: the sub-agent a ``delegate`` started)."""
         rec = ToolCallRecord(
             id=record_id,
             session_id=self.session_id,
@@ -255,7 +260,7 @@ class SessionRecorder:
             error=facts.error,
             child_agent_id=child_agent_id,
             model_call_id=model_call_id if model_call_id != record_id else None,
-            raw_arguments=raw_arguments,
+            raw_arguments=facts.raw_arguments,
         )
         if child_agent_id is None:
             self.stats.tool_calls += 1

@@ -7,11 +7,13 @@ it (``server`` → ``timing`` → ``policy``):
 * ``server/`` — the HTTP surface and how it is run
   * ``app``      — ``Simulator`` (one server's state and caches) and ``build_app`` (Starlette)
   * ``request``  — chat-completion bodies validated, OpenAI-shaped errors
-  * ``sse``      — response bodies: SSE chunk streams and non-streaming JSON
+  * ``lengths``  — a reply fitted to the request's length controls (max/min tokens, stop)
+  * ``sse``      — response bodies: SSE chunk streams (paced by token) and non-streaming JSON
   * ``messages_api`` — ``POST /v1/messages``: Anthropic Messages on the chat pipeline
   * ``responses_api`` — ``POST /v1/responses``: OpenAI Responses answered through chat
   * ``metrics``  — ``/metrics``: Prometheus text named after vLLM's, read from the engine
-  * ``server``   — ``SimulatorServer``: uvicorn in a background thread
+  * ``server``   — ``SimulatorServer``: uvicorn in a background thread (``ServeOptions``:
+    address, TLS, API key)
   * ``cli``      — ``agentload serve``
 * ``timing/`` — when tokens are ready
   * ``profiles`` — the hardware ``Profile``; the shipped YAML profiles are in ``profiles/``
@@ -32,13 +34,14 @@ it (``server`` → ``timing`` → ``policy``):
 
 from agentload.endpoint.policy.types import LengthDist, PolicyConfig
 from agentload.endpoint.server.app import Simulator, build_app
-from agentload.endpoint.server.server import SimulatorServer
+from agentload.endpoint.server.server import ServeOptions, SimulatorServer
 from agentload.endpoint.timing.profiles import Profile, list_profiles, load_profile
 
 __all__ = [
     "LengthDist",
     "PolicyConfig",
     "Profile",
+    "ServeOptions",
     "Simulator",
     "SimulatorServer",
     "build_app",

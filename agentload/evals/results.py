@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentload.errors import ResultsFormatError
-from agentload.replay.results import read_document, write_document
+from agentload.measure.results import read_document, write_document
 
 __all__ = [
     "EVAL_FILE",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentload.errors import TraceFormatError
-from agentload.recorder.trace import Trace
+from agentload.trace.trace import Trace
 
 __all__ = ["BlockNumbers", "group_factor", "max_ids"]
 

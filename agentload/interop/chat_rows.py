@@ -6,7 +6,7 @@ conversation as calls (each ``assistant`` message one call, its request every me
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +16,12 @@ from agentload.errors import TraceFormatError, WireError
 from agentload.infile import MAX_DOCUMENT_BYTES, read_bytes
 from agentload.interop.content_free import MISSING, NULL, At, show
 from agentload.interop.exchanges import (
-    MAX_LINE,
     Exchange,
     Pacer,
     Tally,
     chat_exchange,
     jsonl_files,
+    jsonl_values,
 )
 from agentload.record.native import SESSION_HEADER
 
@@ -32,6 +32,7 @@ __all__ = [
     "first_row",
     "mtime_ns",
     "named_tools",
+    "of_format",
     "rows",
     "source_files",
     "tool_call",
@@ -80,18 +81,8 @@ def rows(path: Path, tally: Tally) -> Generator[tuple[At, dict[str, Any]], None,
         return
     try:
         with open(path, "rb") as f:
-            for lineno, raw in enumerate(f, 1):
-                if not raw.strip():
-                    continue
+            for lineno, _, _, row in jsonl_values(f, tally):
                 at = At(str(path), f"line {lineno}", tally.dev)
-                if len(raw) > MAX_LINE:
-                    tally.note("line", "over 64 MiB, skipped")
-                    continue
-                try:
-                    row = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    tally.note("line", "not JSON, skipped")
-                    continue
                 if not isinstance(row, dict):
                     at.fail("row", f"expected a JSON object, got {show(row)}")
                 yield at, row
@@ -109,6 +100,24 @@ def first_row(path: Path) -> dict[str, Any] | None:
         return None
     finally:
         peek.close()
+
+
+def of_format(
+    files: list[Path],
+    walked: set[Path],
+    looks_like: Callable[[dict[str, Any]], bool],
+    what: str,
+    tally: Tally,
+) -> Iterator[Path]:
+    """Each of ``files`` to import: a walked file whose first row ``looks_like`` does not know is
+    counted (``not WHAT, skipped``) and passed over (a file named is taken as it is)."""
+    for f in files:
+        if f in walked:
+            head = first_row(f)
+            if head is None or not looks_like(head):
+                tally.note("file", f"not {what}, skipped")
+                continue
+        yield f
 
 
 def mtime_ns(path: Path) -> int:

@@ -23,29 +23,32 @@ The answer is the ``assistant`` entries of the call merged (``message.usage`` as
 reported it: cache reads and writes kept); its submit time is the ``api-request`` record's, or
 the time of the entry before the answer; its end the last entry's. Lines that are not JSON
 objects, entries without a ``message`` and chains that break are counted and skipped.
+
+The files are found and read by ``claude_code_log``; this module makes the calls of them.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from agentload.errors import TraceFormatError, WireError
-from agentload.interop.content_free import At, Progress
+from agentload.interop.claude_code_log import (
+    Call,
+    Session,
+    blocks,
+    looks_like_claude_code,
+    read_session,
+    session_files,
+)
+from agentload.interop.content_free import At
 from agentload.interop.exchanges import (
     Exchange,
     Tally,
-    full_header,
+    import_sessions,
     iso_ns,
-    jsonl_files,
-    read_lines,
     unreadable,
-    write_sessions,
 )
 from agentload.outfile import check_output
 from agentload.wire import reply_from_json
@@ -62,151 +65,7 @@ _DERIVED = {
 }
 
 
-@dataclass
-class _Call:
-    """The entries of one answer (one per content block), in order."""
-
-    file: int
-    entries: list[dict[str, Any]]
-
-
-@dataclass
-class _Session:
-    """Everything read of one session's files."""
-
-    key: str
-    files: list[Path]
-    entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # uuid -> entry
-    calls: list[_Call] = field(default_factory=list)
-    shapes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    blobs: dict[str, Any] = field(default_factory=dict)
-    requests: dict[str, dict[str, Any]] = field(default_factory=dict)
-    tools: dict[int, list[str]] = field(default_factory=dict)  # file -> tool names, first use
-    spawned_by: dict[int, str] = field(default_factory=dict)  # file -> its Agent call's id
-    first_ts: dict[int, int] = field(default_factory=dict)
-    answer_of: dict[str, _Call] = field(default_factory=dict)  # assistant uuid -> its answer
-    result_of: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool id -> user entry
-
-
-def looks_like_claude_code(first: dict[str, Any]) -> bool:
-    """Whether a JSONL file's first object is a Claude Code session log entry (a conversation
-    entry or record naming its ``sessionId``, or the ``summary`` / ``file-history-snapshot``
-    lines older logs open with)."""
-    if "payload" in first:
-        return False
-    t = first.get("type")
-    return (
-        ("sessionId" in first and ("parentUuid" in first or isinstance(t, str)))
-        or (t == "summary" and "leafUuid" in first)
-        or (t == "file-history-snapshot" and "snapshot" in first)
-    )
-
-
-def session_files(paths: list[Path], tally: Tally) -> list[list[Path]]:
-    """The session logs under ``paths``, each with its sub-agents' files after it (a file whose
-    first line is not a Claude Code entry is counted and skipped)."""
-    groups: dict[str, list[Path]] = {}
-    for f in jsonl_files(paths, "*.jsonl"):
-        if not any(looks_like_claude_code(o) for _, o in read_lines(f, tally, limit=1)):
-            tally.note("file", "not a Claude Code log, skipped")
-            continue
-        if f.parent.name == "subagents":
-            key = str(f.parent.parent)
-            groups.setdefault(key, [])
-            if f not in groups[key]:
-                groups[key].append(f)
-            continue
-        key = str(f.with_suffix(""))
-        group = groups.setdefault(key, [])
-        if f not in group:
-            group.insert(0, f)
-        sub = f.with_suffix("") / "subagents"
-        if sub.is_dir():
-            for s in sorted(sub.glob("agent-*.jsonl")):
-                if s not in group:
-                    group.append(s)
-    return [g for g in groups.values() if g]
-
-
-def _read(files: list[Path], tally: Tally) -> _Session:
-    s = _Session(str(files[0]), files)
-    for fi, path in enumerate(files):
-        meta = path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
-        if path.parent.name == "subagents" and meta.is_file():
-            try:
-                tool_use = orjson.loads(meta.read_bytes()).get("toolUseId")
-                if isinstance(tool_use, str):
-                    s.spawned_by[fi] = tool_use
-            except (orjson.JSONDecodeError, OSError, AttributeError):
-                tally.note("agent-*.meta.json", "unreadable")
-        last: _Call | None = None
-        names: list[str] = []
-        for lineno, e in read_lines(path, tally):
-            t = e.get("type")
-            if t == "api-request-shape":
-                if isinstance(e.get("shapeHash"), str) and isinstance(e.get("shape"), dict):
-                    s.shapes[e["shapeHash"]] = e["shape"]
-                continue
-            if t == "api-request-blob":
-                if isinstance(e.get("hash"), str):
-                    s.blobs[e["hash"]] = e.get("message")
-                continue
-            if t == "api-request":
-                if isinstance(e.get("id"), str):
-                    s.requests[e["id"]] = e
-                continue
-            if t not in ("user", "assistant"):
-                if isinstance(e.get("uuid"), str):  # a link of the chain (an attachment...)
-                    s.entries[e["uuid"]] = {"type": t, "parentUuid": e.get("parentUuid")}
-                continue
-            msg = e.get("message")
-            uuid = e.get("uuid")
-            if not isinstance(msg, dict) or not isinstance(uuid, str):
-                tally.note(str(t), "no message or uuid, skipped")
-                continue
-            at = At(str(path), f"line {lineno}")
-            e["_ns"] = iso_ns(e.get("timestamp"), at)
-            s.first_ts.setdefault(fi, e["_ns"])
-            s.entries[uuid] = e
-            if t == "user":
-                last = None
-                for block in _blocks(msg.get("content")):
-                    tid = block.get("tool_use_id")
-                    if block.get("type") == "tool_result" and isinstance(tid, str):
-                        s.result_of.setdefault(tid, e)
-                continue
-            if e.get("isApiErrorMessage") or msg.get("model") == "<synthetic>":
-                last = None  # Claude Code's own note (an API error shown), not a model answer
-                continue
-            for block in _blocks(msg.get("content")):
-                name = block.get("name") if block.get("type") == "tool_use" else None
-                if isinstance(name, str) and name not in names:
-                    names.append(name)
-            mid = msg.get("id")
-            if (
-                last is not None
-                and mid is not None
-                and last.entries[-1]["message"].get("id") == mid
-            ):
-                last.entries.append(e)
-            else:
-                last = _Call(fi, [e])
-                s.calls.append(last)
-            s.answer_of[uuid] = last
-        s.tools[fi] = names
-    s.calls.sort(key=lambda c: c.entries[0]["_ns"])
-    return s
-
-
-def _blocks(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if isinstance(content, list):
-        return [b for b in content if isinstance(b, dict)]
-    return []
-
-
-def _chain(s: _Session, uuid: Any, tally: Tally) -> list[dict[str, Any]]:
+def _chain(s: Session, uuid: Any, tally: Tally) -> list[dict[str, Any]]:
     """The conversation entries up to ``uuid`` (user and assistant only), in order.
 
     The ``parentUuid`` links form a tree where an answer makes several tool calls (each block
@@ -241,7 +100,7 @@ def _chain(s: _Session, uuid: Any, tally: Tally) -> list[dict[str, Any]]:
                 out.append(a)
                 done.add(id(a))
         for a in call.entries:
-            for block in _blocks(a["message"].get("content")):
+            for block in blocks(a["message"].get("content")):
                 r = (
                     s.result_of.get(block.get("id", ""))
                     if block.get("type") == "tool_use"
@@ -266,22 +125,22 @@ def _messages(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         content = msg.get("content")
         if out and out[-1]["role"] == role and (role == "user" or msg.get("id") == last_id):
             prev = out[-1]
-            prev["content"] = _blocks(prev["content"]) + _blocks(content)
+            prev["content"] = blocks(prev["content"]) + blocks(content)
         else:
             out.append(
-                {"role": role, "content": content if isinstance(content, str) else _blocks(content)}
+                {"role": role, "content": content if isinstance(content, str) else blocks(content)}
             )
         last_id = msg.get("id") if role == "assistant" else None
     return out
 
 
-def _answer(call: _Call) -> dict[str, Any]:
+def _answer(call: Call) -> dict[str, Any]:
     """The call's answer as the Messages API gave it: its entries' content merged."""
     first = call.entries[0]["message"]
     last = call.entries[-1]["message"]
     content: list[dict[str, Any]] = []
     for e in call.entries:
-        content += _blocks(e["message"].get("content"))
+        content += blocks(e["message"].get("content"))
     return {
         "id": first.get("id"),
         "type": "message",
@@ -297,7 +156,7 @@ def _answer(call: _Call) -> dict[str, Any]:
 class _Rebuilder:
     """The exact request bodies of a session with ``api-request`` records."""
 
-    def __init__(self, s: _Session, answers: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, s: Session, answers: dict[str, dict[str, Any]]) -> None:
         self.s = s
         self.answers = answers  # request id -> its answer message (API form)
         self.memo: dict[str, list[Any]] = {}
@@ -381,7 +240,69 @@ def _set_at(body: dict[str, Any], path: Any, value: Any) -> bool:
     return True
 
 
-def _exchanges(s: _Session, tally: Tally) -> list[Exchange]:
+def _request(s: Session, c: Call, rebuild: _Rebuilder, tally: Tally) -> tuple[dict[str, Any], int]:
+    """The request of call ``c`` and its submit time: exact where its ``api-request`` record
+    rebuilds, else derived from the conversation."""
+    ref = c.entries[-1].get("requestRef")
+    body = rebuild.body(ref) if isinstance(ref, str) else None
+    if body is not None and isinstance(ref, str):
+        submit = iso_ns(s.requests[ref].get("timestamp"), At(s.key, f"api-request {ref}"))
+        tally.derived.setdefault("stream", "true (Claude Code streams every call)")
+        return body, submit
+    if isinstance(ref, str) and s.requests:
+        tally.note("api-request", "does not rebuild (the conversation is used)")
+    return _derived_request(s, c, tally)
+
+
+def _derived_request(s: Session, c: Call, tally: Tally) -> tuple[dict[str, Any], int]:
+    """Call ``c``'s request as the conversation before it shows it (earlier Claude Code: see
+    the module docstring), and its submit time: the entry before the answer's."""
+    first = c.entries[0]
+    chain = _chain(s, first.get("parentUuid"), tally)
+    body: dict[str, Any] = {
+        "model": first["message"].get("model"),
+        "max_tokens": MAX_TOKENS,
+        "messages": _messages(chain),
+        "stream": True,
+    }
+    names = s.tools.get(c.file) or []
+    if names:
+        body["tools"] = [
+            {"name": n, "description": "", "input_schema": {"type": "object"}} for n in names
+        ]
+    tally.derived.update(_DERIVED)
+    return body, chain[-1]["_ns"] if chain else first["_ns"] - 1_000_000
+
+
+def _exchange(s: Session, c: Call, rebuild: _Rebuilder, tally: Tally) -> Exchange | None:
+    """Call ``c`` as the proxy would have seen it; None (counted) when its answer is not one."""
+    first, last = c.entries[0], c.entries[-1]
+    answer = _answer(c)
+    body, submit = _request(s, c, rebuild, tally)
+    try:
+        reply = reply_from_json("messages", answer)
+    except WireError:
+        tally.note("assistant.message", "not a Messages API answer, skipped")
+        return None
+    session = first.get("sessionId") or last.get("sessionId") or Path(s.key).name
+    emits = tuple(
+        b["id"]
+        for b in answer["content"]
+        if b.get("type") == "tool_use" and isinstance(b.get("id"), str)
+    )
+    return Exchange(
+        api="messages",
+        body=body,
+        reply=reply,
+        submit_ns=min(submit, last["_ns"]),
+        end_ns=last["_ns"],
+        headers={SESSION_HEADER: str(session)},
+        emits=emits,
+    )
+
+
+def _exchanges(s: Session, tally: Tally) -> list[Exchange]:
+    """The session's calls; the first of a sub-agent's file after the call that started it."""
     answers: dict[str, dict[str, Any]] = {}
     for c in s.calls:
         ref = c.entries[-1].get("requestRef")
@@ -391,58 +312,13 @@ def _exchanges(s: _Session, tally: Tally) -> list[Exchange]:
     out: list[Exchange] = []
     first_of: set[int] = set()
     for c in s.calls:
-        first, last = c.entries[0], c.entries[-1]
-        answer = _answer(c)
-        ref = last.get("requestRef")
-        body = rebuild.body(ref) if isinstance(ref, str) else None
-        if body is not None and isinstance(ref, str):
-            submit = iso_ns(s.requests[ref].get("timestamp"), At(s.key, f"api-request {ref}"))
-            tally.derived.setdefault("stream", "true (Claude Code streams every call)")
-        else:
-            if isinstance(ref, str) and s.requests:
-                tally.note("api-request", "does not rebuild (the conversation is used)")
-            chain = _chain(s, first.get("parentUuid"), tally)
-            body = {
-                "model": first["message"].get("model"),
-                "max_tokens": MAX_TOKENS,
-                "messages": _messages(chain),
-                "stream": True,
-            }
-            names = s.tools.get(c.file) or []
-            if names:
-                body["tools"] = [
-                    {"name": n, "description": "", "input_schema": {"type": "object"}}
-                    for n in names
-                ]
-            tally.derived.update(_DERIVED)
-            submit = chain[-1]["_ns"] if chain else first["_ns"] - 1_000_000
-        try:
-            reply = reply_from_json("messages", answer)
-        except WireError:
-            tally.note("assistant.message", "not a Messages API answer, skipped")
+        x = _exchange(s, c, rebuild, tally)
+        if x is None:
             continue
-        session = first.get("sessionId") or last.get("sessionId") or Path(s.key).name
-        emits = tuple(
-            b["id"]
-            for b in answer["content"]
-            if b.get("type") == "tool_use" and isinstance(b.get("id"), str)
-        )
-        after = None
         if c.file not in first_of:
             first_of.add(c.file)
-            after = s.spawned_by.get(c.file)
-        out.append(
-            Exchange(
-                api="messages",
-                body=body,
-                reply=reply,
-                submit_ns=min(submit, last["_ns"]),
-                end_ns=last["_ns"],
-                headers={SESSION_HEADER: str(session)},
-                emits=emits,
-                after=after,
-            )
-        )
+            x.after = s.spawned_by.get(c.file)
+        out.append(x)
     return out
 
 
@@ -456,22 +332,15 @@ def import_claude_code(paths: list[Path], out: Path, *, force: bool = False) -> 
         )
     files = [f for g in groups for f in g]
     check_output(out, files, force=force)
-    progress = Progress("claude-code sessions", total=len(groups))
 
     def sessions() -> Iterator[list[Exchange]]:
         for g in groups:
             xs: list[Exchange] = []
             with unreadable(tally, "session"):
-                xs = _exchanges(_read(g, tally), tally)
+                xs = _exchanges(read_session(g, tally), tally)
             yield xs
 
-    n_sessions, calls = write_sessions(
-        out, lambda t0: full_header(FORMAT, files, len(files), tally, t0), sessions(), progress
+    done = import_sessions(
+        out, tally, sessions(), lambda: (files, len(files)), "claude-code sessions", len(groups)
     )
-    warning = tally.dev.warning()
-    if warning:
-        print(warning, file=sys.stderr)
-    return (
-        f"wrote {out}: {n_sessions:,} sessions, {calls:,} calls from {len(files):,} Claude Code "
-        f"log files ({len(groups):,} sessions)"
-    )
+    return f"{done} from {len(files):,} Claude Code log files ({len(groups):,} sessions)"

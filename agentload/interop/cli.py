@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from agentload.errors import ConfigError
-from agentload.recorder.cli import trace_app
+from agentload.trace.cli import trace_app
 
 __all__ = ["register"]
 
@@ -97,7 +97,7 @@ def export(
 ) -> None:
     """Export agentload traces to a format other tools read."""
     from agentload.interop.exports import export_trace
-    from agentload.recorder.paths import trace_files
+    from agentload.trace.paths import trace_files
 
     if otlp_endpoint is not None and fmt is not ExportFormat.otel:
         raise ConfigError("--otlp-endpoint: only with the otel format")

@@ -24,7 +24,6 @@ usage record's.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,16 +32,15 @@ from typing import Any
 import orjson
 
 from agentload.errors import TraceFormatError, WireError
-from agentload.interop.content_free import At, Progress
+from agentload.interop.content_free import At
 from agentload.interop.exchanges import (
     Exchange,
     Tally,
-    full_header,
+    import_sessions,
     iso_ns,
     jsonl_files,
     read_lines,
     unreadable,
-    write_sessions,
 )
 from agentload.outfile import check_output
 from agentload.wire import reply_from_json
@@ -166,89 +164,134 @@ def _usage(p: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
-def _exchanges(th: _Thread, tally: Tally, model_default: str) -> list[Exchange]:
-    """The thread's model calls (see the module docstring)."""
-    by_record = any(o.get("type") == "token_usage_record" for _, o in th.lines)
-    history: list[dict[str, Any]] = []
-    answer_from = 0  # index in history of the first item of the answer being read
-    before_ns = 0  # time of the line before the answer's first item
-    last_ns = 0
-    model = model_default
-    out: list[Exchange] = []
+def _headers(th: _Thread) -> dict[str, str]:
+    """The headers Codex sends with each call of the thread."""
     headers = {"session-id": th.session, "thread-id": th.id}
     meta: dict[str, str] = {"thread_source": th.source}
     if th.agent_path:
         meta["agent_name"] = th.agent_path
     headers["x-codex-turn-metadata"] = orjson.dumps(meta).decode()
+    return headers
+
+
+@dataclass
+class _Replay:
+    """A thread's lines read in order: the conversation so far, where the answer being read
+    starts, the times it needs, and the calls made."""
+
+    th: _Thread
+    tally: Tally
+    model: str
+    by_record: bool
+    headers: dict[str, str]
+    first: list[dict[str, Any]]
+    """What every request's ``input`` starts with (the base instructions)."""
+    history: list[dict[str, Any]] = field(default_factory=list)
+    answer_from: int = 0
+    """Index in ``history`` of the first item of the answer being read."""
+    before_ns: int = 0
+    """The time of the line before the answer's first item."""
+    last_ns: int = 0
+    out: list[Exchange] = field(default_factory=list)
+
+    def line(self, lineno: int, o: dict[str, Any]) -> None:
+        """One rollout line: a model, a compaction, an item or a call's end."""
+        at = At(str(self.th.path), f"line {lineno}")
+        t = o.get("type")
+        p = o.get("payload")
+        if not isinstance(p, dict):
+            return
+        ns = iso_ns(o.get("timestamp"), at)
+        if t == "turn_context" and isinstance(p.get("model"), str):
+            self.model = p["model"]
+        if t == "compacted" and isinstance(p.get("replacement_history"), list):
+            self.history = [_clean(i) for i in p["replacement_history"] if isinstance(i, dict)]
+            self.answer_from = len(self.history)
+        elif t == "response_item":
+            item = _clean(p)
+            if not _is_output(item):
+                self.answer_from = len(self.history) + 1
+            elif self.answer_from == len(self.history):
+                self.before_ns = self.last_ns
+            self.history.append(item)
+        elif self.ends_call(t, p) and not self.call(p, ns):
+            return  # an answer that does not read: the line's time is not the last line's
+        self.last_ns = ns
+
+    def ends_call(self, t: Any, p: dict[str, Any]) -> bool:
+        """Whether the line ends a model call: the thread's usage record, or (earlier Codex) a
+        ``token_count`` event after the answer's items."""
+        if self.by_record:
+            return t == "token_usage_record" and bool(p.get("thread_id", self.th.id) == self.th.id)
+        return (
+            t == "event_msg"
+            and p.get("type") == "token_count"
+            and self.answer_from < len(self.history)
+        )
+
+    def call(self, p: dict[str, Any], ns: int) -> bool:
+        """The call that ends at ``ns`` (its usage ``p``); False when its answer does not read
+        as one (counted, skipped)."""
+        answer = self.history[self.answer_from :]
+        if not answer and not self.by_record:
+            return True
+        body: dict[str, Any] = {
+            "model": self.model,
+            "input": self.first + self.history[: self.answer_from],
+        }
+        tools = _tools(self.history)
+        if tools:
+            body["tools"] = tools
+            body["tool_choice"] = "auto"
+            body["parallel_tool_calls"] = True
+        body["stream"] = True
+        reply_obj = {
+            "id": p.get("response_id") or f"resp_{len(self.out)}",
+            "object": "response",
+            "status": "completed",
+            "model": self.model,
+            "output": answer,
+            "usage": _usage(p),
+        }
+        try:
+            reply = reply_from_json("responses", reply_obj)
+        except WireError:
+            self.tally.note("response_item", "answer not a Responses API answer, skipped")
+            self.answer_from = len(self.history)
+            return False
+        emits = tuple(str(i["call_id"]) for i in answer if isinstance(i.get("call_id"), str))
+        self.out.append(
+            Exchange(
+                api="responses",
+                body=body,
+                reply=reply,
+                submit_ns=self.before_ns or ns,
+                end_ns=ns,
+                headers=dict(self.headers),
+                emits=emits,
+            )
+        )
+        self.answer_from = len(self.history)
+        return True
+
+
+def _exchanges(th: _Thread, tally: Tally, model_default: str) -> list[Exchange]:
+    """The thread's model calls (see the module docstring)."""
     first: list[dict[str, Any]] = []
     if th.instructions is not None:  # Codex sends them as the first developer message
         text = {"type": "input_text", "text": th.instructions}
         first.append({"type": "message", "role": "developer", "content": [text]})
+    replay = _Replay(
+        th,
+        tally,
+        model=model_default,
+        by_record=any(o.get("type") == "token_usage_record" for _, o in th.lines),
+        headers=_headers(th),
+        first=first,
+    )
     for lineno, o in th.lines:
-        at = At(str(th.path), f"line {lineno}")
-        t = o.get("type")
-        p = o.get("payload")
-        if not isinstance(p, dict):
-            continue
-        ns = iso_ns(o.get("timestamp"), at)
-        if t == "turn_context" and isinstance(p.get("model"), str):
-            model = p["model"]
-        if t == "compacted" and isinstance(p.get("replacement_history"), list):
-            history = [_clean(i) for i in p["replacement_history"] if isinstance(i, dict)]
-            answer_from = len(history)
-        elif t == "response_item":
-            item = _clean(p)
-            if not _is_output(item):
-                answer_from = len(history) + 1
-            elif answer_from == len(history):
-                before_ns = last_ns
-            history.append(item)
-        elif (by_record and t == "token_usage_record" and p.get("thread_id", th.id) == th.id) or (
-            not by_record
-            and t == "event_msg"
-            and p.get("type") == "token_count"
-            and answer_from < len(history)
-        ):
-            answer = history[answer_from:]
-            if not answer and not by_record:
-                last_ns = ns
-                continue
-            body: dict[str, Any] = {"model": model, "input": first + history[:answer_from]}
-            tools = _tools(history)
-            if tools:
-                body["tools"] = tools
-                body["tool_choice"] = "auto"
-                body["parallel_tool_calls"] = True
-            body["stream"] = True
-            reply_obj = {
-                "id": p.get("response_id") or f"resp_{len(out)}",
-                "object": "response",
-                "status": "completed",
-                "model": model,
-                "output": answer,
-                "usage": _usage(p),
-            }
-            try:
-                reply = reply_from_json("responses", reply_obj)
-            except WireError:
-                tally.note("response_item", "answer not a Responses API answer, skipped")
-                answer_from = len(history)
-                continue
-            emits = tuple(str(i["call_id"]) for i in answer if isinstance(i.get("call_id"), str))
-            out.append(
-                Exchange(
-                    api="responses",
-                    body=body,
-                    reply=reply,
-                    submit_ns=before_ns or ns,
-                    end_ns=ns,
-                    headers=dict(headers),
-                    emits=emits,
-                )
-            )
-            answer_from = len(history)
-        last_ns = ns
-    return out
+        replay.line(lineno, o)
+    return replay.out
 
 
 def _sessions(paths: list[Path], tally: Tally) -> tuple[list[Path], dict[str, list[Path]]]:
@@ -275,7 +318,6 @@ def import_codex(paths: list[Path], out: Path, *, force: bool = False) -> str:
             f"{', '.join(map(str, paths))}: no Codex rollouts (rollout-*.jsonl) found"
         )
     check_output(out, files, force=force)
-    progress = Progress("codex sessions", total=len(groups))
 
     def sessions() -> Iterator[list[Exchange]]:
         for group in groups.values():
@@ -288,13 +330,7 @@ def import_codex(paths: list[Path], out: Path, *, force: bool = False) -> str:
             tally.derived.update(_DERIVED)
             yield xs
 
-    n_sessions, calls = write_sessions(
-        out, lambda t0: full_header(FORMAT, files, len(files), tally, t0), sessions(), progress
+    done = import_sessions(
+        out, tally, sessions(), lambda: (files, len(files)), "codex sessions", len(groups)
     )
-    warning = tally.dev.warning()
-    if warning:
-        print(warning, file=sys.stderr)
-    return (
-        f"wrote {out}: {n_sessions:,} sessions, {calls:,} calls from {len(files):,} Codex "
-        f"rollouts ({len(groups):,} sessions)"
-    )
+    return f"{done} from {len(files):,} Codex rollouts ({len(groups):,} sessions)"

@@ -1,5 +1,5 @@
-"""What the importers share: reading a source's records with one-line errors, and writing the
-content-free agentload trace they become (see ``agentload.recorder.schema``).
+"""What the importers share: reading a source's records with one-line errors (the files of a
+content-free import, and the trace they become, are ``import_io``'s).
 
 * ``At`` names a place in a source (``file:record``) and raises the one-line
   ``TraceFormatError`` (``file:record: field: problem``) that the CLI prints with exit 2;
@@ -10,37 +10,24 @@ content-free agentload trace they become (see ``agentload.recorder.schema``).
   counted in the ``Deviations`` an ``At`` carries (``At.deviate``; ``extra_keys``), which the
   importer prints as one warning line (``Deviations.warning``) and records in the header
   (``source.deviations``). Only what leaves the source without meaning is an error.
-* ``json_lines`` streams a JSONL file (plain or ``.gz``) one object at a time.
-* ``call_record``, ``prefix_of``: an ``llm_call`` of a content-free trace as the dict the
-  writer serializes (records are plain dicts: a million-line import must not build and dump a
-  pydantic model per record; ``load_trace`` validates them when the trace is read).
-* ``write_trace`` drains an iterator of such records into a ``TraceWriter``, showing a
-  one-line progress on stderr when it is a terminal, and removes the partial output when the
-  source turns out bad.
+* ``Progress`` shows the source records read so far as one line on stderr.
 """
 
 from __future__ import annotations
 
-import asyncio
-import gzip
 import math
 import re
 import sys
 import time
-import zlib
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypedDict, Unpack
 
 import orjson
 
-from agentload.errors import ConfigError, TraceFormatError
-from agentload.outfile import atomic_output
-from agentload.recorder import make_header
-from agentload.recorder.schema import MAX_CALL_TOKENS, Header, SourceInfo
-from agentload.recorder.writer import TraceWriter, replace_header
+from agentload.errors import TraceFormatError
+from agentload.trace.schema import MAX_CALL_TOKENS
 
 __all__ = [
     "EXTRA_KEY",
@@ -51,27 +38,18 @@ __all__ = [
     "At",
     "Deviations",
     "Progress",
-    "call_record",
-    "count_lines",
     "extra_keys",
-    "import_header",
-    "json_lines",
-    "need_file",
     "need_ids",
     "need_int",
     "need_num",
     "need_str",
     "need_time",
     "need_tokens",
-    "ns",
     "opt_num",
     "opt_str",
     "opt_time",
-    "prefix_of",
     "show",
-    "summary",
     "time_s",
-    "write_trace",
 ]
 
 _MISSING: Any = object()
@@ -81,8 +59,6 @@ MAX_TIME_S = 4e9
 """The largest time an import takes, in seconds, either sign: a relative one (``t``, a
 Mooncake ``timestamp``) or an absolute one (since 1970: up to the year 2096). Trace times are
 64-bit nanoseconds (2**63 ns is 292 years), so this, plus the clock it is added to, always fits."""
-_YIELD_EVERY = 2048  # records between two turns of the writer task (bounded queue)
-_FLUSH_EVERY = 1 << 16  # records between two waits for the writer (bounded memory)
 
 
 NULL = "null"
@@ -280,21 +256,19 @@ def need_int(
     return got
 
 
-def need_tokens(
-    d: dict[str, Any],
-    key: str,
-    at: At,
-    default: Any = _MISSING,
-    lo: int = 0,
-    *,
-    nullable: bool = True,
-    required: bool = False,
-) -> int:
+class _IntOptions(TypedDict, total=False):
+    """What ``need_int`` takes besides its field and its upper bound (see there)."""
+
+    default: Any
+    lo: int
+    nullable: bool
+    required: bool
+
+
+def need_tokens(d: dict[str, Any], key: str, at: At, **opts: Unpack[_IntOptions]) -> int:
     """``d[key]`` as a token count (``need_int`` up to ``MAX_CALL_TOKENS``: what one call of a
     trace may hold, so that replay never sizes a prompt by an absurd count)."""
-    return need_int(
-        d, key, at, default, lo, hi=MAX_CALL_TOKENS, nullable=nullable, required=required
-    )
+    return need_int(d, key, at, hi=MAX_CALL_TOKENS, **opts)
 
 
 def opt_num(d: dict[str, Any], key: str, at: At, *, nullable: bool = True) -> float | None:
@@ -340,10 +314,7 @@ def opt_time(
 def need_time(d: dict[str, Any], key: str, at: At, unit_s: float = 1.0) -> float:
     """``d[key]`` (in units of ``unit_s`` seconds) as seconds (``time_s``), else a one-line
     error."""
-    v = opt_time(d, key, at, unit_s)
-    if v is None:
-        at.fail(key, "missing (a number)")
-    return v
+    return time_s(need_num(d, key, at), key, at, unit_s)
 
 
 def opt_str(d: dict[str, Any], key: str, at: At, *, nullable: bool = True) -> str | None:
@@ -410,126 +381,6 @@ def need_ids(
     return v
 
 
-def need_file(path: Path) -> Path:
-    """``path`` when it is a readable file, else a one-line error."""
-    if path.is_dir():
-        raise ConfigError(f"{path}: is a directory (give the JSONL file)")
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such file")
-    return path
-
-
-def _open(path: Path) -> Any:
-    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
-
-
-def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` of each non-blank line, read one line at a time."""
-    lineno = 0
-    try:
-        with _open(path) as f:
-            for lineno, raw in enumerate(f, 1):
-                if not raw.strip():
-                    continue
-                try:
-                    obj = orjson.loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    cut = "" if raw.endswith(b"\n") else " (the file ends inside it: cut short?)"
-                    raise TraceFormatError(
-                        f"{path}:line {lineno}: invalid JSON{cut}: {exc}"
-                    ) from None
-                if not isinstance(obj, dict):
-                    raise TraceFormatError(
-                        f"{path}:line {lineno}: expected a JSON object, got {_show(obj)}"
-                    )
-                yield lineno, obj
-    except (OSError, EOFError, zlib.error) as exc:
-        raise TraceFormatError(f"{path}:line {lineno + 1}: cannot read: {exc}") from None
-
-
-def count_lines(path: Path) -> int:
-    """Non-blank lines of a JSONL file, counted in chunks (for the header and the progress)."""
-    n = 0
-    try:
-        with _open(path) as f:
-            for raw in f:
-                if raw.strip():
-                    n += 1
-    except (OSError, EOFError, zlib.error) as exc:
-        raise TraceFormatError(f"{path}: cannot read: {exc}") from None
-    return n
-
-
-def ns(seconds: float) -> int:
-    """Seconds as integer nanoseconds."""
-    return round(seconds * 1e9)
-
-
-def prefix_of(prev: tuple[str, list[str]] | None, blocks: list[str]) -> dict[str, Any]:
-    """The ``llm_call.prefix`` of ``blocks``, stored against the agent's previous call
-    ``prev = (call id, its blocks)``: the leading blocks they share are named, not repeated."""
-    if prev is None:
-        return {"blocks": blocks}
-    base_id, base = prev
-    n = 0
-    for a, b in zip(base, blocks, strict=False):
-        if a != b:
-            break
-        n += 1
-    if n == 0:
-        return {"blocks": blocks}
-    return {"base": base_id, "base_blocks": n, "blocks": blocks[n:]}
-
-
-def call_record(
-    *,
-    call_id: str,
-    session_id: str,
-    agent_id: str,
-    seq: int,
-    model: str,
-    n_in: int,
-    n_out: int,
-    submit_ns: int,
-    prefix: dict[str, Any],
-    stream: bool = True,
-    first_token_ns: int | None = None,
-    last_token_ns: int | None = None,
-    depends_on: list[str] | None = None,
-    tool_calls: list[dict[str, Any]] | None = None,
-    finish_reason: str | None = None,
-) -> dict[str, Any]:
-    """One content-free ``llm_call`` (the shared contract: no messages, lengths in usage and
-    ``max_tokens``, the prompt's block ids in ``prefix``), as the dict the writer serializes."""
-    timings: dict[str, Any] = {"submit_ns": submit_ns, "chunk_offsets_ns": []}
-    if first_token_ns is not None:
-        timings["first_token_ns"] = first_token_ns
-    if last_token_ns is not None:
-        timings["last_token_ns"] = last_token_ns
-    response: dict[str, Any] = {"text_len": 0, "tool_calls": tool_calls or []}
-    if finish_reason is not None:
-        response["finish_reason"] = finish_reason
-    return {
-        "type": "llm_call",
-        "id": call_id,
-        "session_id": session_id,
-        "agent_id": agent_id,
-        "seq": seq,
-        "request": {"model": model, "max_tokens": n_out, "stream": stream, "extra": {}},
-        "messages": [],
-        "response": response,
-        "usage": {
-            "prompt_tokens": n_in,
-            "completion_tokens": n_out,
-            "prompt_tokens_ours": n_in,
-            "completion_tokens_ours": n_out,
-        },
-        "timings": timings,
-        "depends_on": depends_on or [],
-        "prefix": prefix,
-    }
-
-
 @dataclass
 class Progress:
     """Source records read so far, shown as one line on stderr while a terminal watches."""
@@ -551,84 +402,3 @@ class Progress:
         end = "\n" if final else ""
         sys.stderr.write(f"\r{self.label}: {self.done:,}{of} records{end}")
         sys.stderr.flush()
-
-
-async def _drain(
-    tmp: Path, header: Header, records: Iterable[dict[str, Any]], p: Progress
-) -> tuple[Counter[str], int]:
-    counts: Counter[str] = Counter()
-    writer = TraceWriter(tmp, header)
-    await writer.open()
-    try:
-        for n, rec in enumerate(records, 1):
-            writer.write_nowait(rec)
-            counts[rec["type"]] += 1
-            if n % _YIELD_EVERY == 0:
-                if n % _FLUSH_EVERY == 0:
-                    await writer.flush()
-                else:
-                    await asyncio.sleep(0)
-                p.show()
-    finally:
-        await writer.close()
-    p.show(final=True)
-    return counts, writer.header_bytes
-
-
-def write_trace(
-    out: Path,
-    header: Header,
-    records: Iterable[dict[str, Any]],
-    progress: Progress,
-    deviations: Deviations | None = None,
-) -> Counter[str]:
-    """Write ``header`` and every record to ``out``; returns the count per record type. The
-    trace is written beside ``out`` and renamed into place only when whole: a source error
-    raised while ``records`` is read leaves ``out`` as it was (``import_trace`` refused an
-    ``out`` that is an input, or that exists unasked, before anything was read). The
-    ``deviations`` counted while the records were read go into the header's
-    ``source.deviations`` (its first frame is rewritten once the rest is written)."""
-    src = header.source
-    if deviations is not None and src is not None:
-        src.deviations = deviations.as_dict()
-    with atomic_output(out, force=True, option="-o") as tmp:
-        counts, header_bytes = asyncio.run(_drain(tmp, header, records, progress))
-        if deviations is not None and src is not None and src.deviations != deviations.as_dict():
-            src.deviations = deviations.as_dict()
-            replace_header(tmp, header_bytes, header)
-        return counts
-
-
-def import_header(
-    fmt: str,
-    paths: list[Path],
-    block_size: int,
-    scope: str,
-    records: int,
-    model: str | None = None,
-) -> Header:
-    """The header of a trace imported from ``paths`` of format ``fmt``: content-free
-    (``redacted``), its ``source`` naming the format, files, block size, scope and records."""
-    return make_header(
-        block_size=block_size,
-        model=model,
-        redacted=True,
-        source=SourceInfo(
-            format=fmt,
-            files=[str(p) for p in paths],
-            block_size=block_size,
-            hash_id_scope=scope,
-            records=records,
-        ),
-    )
-
-
-def summary(out: Path, counts: Counter[str], header: Header) -> str:
-    """``wrote OUT: 12 sessions, 40 agents, 1,234 calls from 12 weka files (block size 64)``."""
-    src = header.source
-    assert src is not None  # an imported trace's header (import_header)
-    files = f"{len(src.files)} {src.format} {'file' if len(src.files) == 1 else 'files'}"
-    return (
-        f"wrote {out}: {counts['session']:,} sessions, {counts['agent']:,} agents, "
-        f"{counts['llm_call']:,} calls from {files} (block size {src.block_size})"
-    )

@@ -11,7 +11,8 @@ a request that must come after the answer that spawned it, ``Exchange.after``, w
 So an imported trace is stored exactly as ``agentload record`` stores one, and its sessions,
 agents and sub-agents are rebuilt by the same rules (``record.threads``). Times keep their
 wall-clock values: the header's clock anchor has ``unix_ns == mono_ns`` (the first session's
-start).
+start). ``import_sessions`` is the end every full-content importer shares: the sessions
+written, the deviations' warning, the summary's start.
 
 Memory is bounded by the largest session: the recorder forgets each session once written.
 """
@@ -20,12 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -33,10 +35,10 @@ from agentload.errors import AgentloadError, ConfigError, TraceFormatError
 from agentload.interop.content_free import At, Deviations, Progress
 from agentload.outfile import atomic_output
 from agentload.record.native import AGENT_HEADER, SESSION_HEADER
-from agentload.record.recorder import Recorder
-from agentload.recorder import make_header
-from agentload.recorder.schema import ClockAnchor, Header, SourceInfo, Timings
-from agentload.recorder.writer import TraceWriter, replace_header
+from agentload.record.transcribe import Recorder
+from agentload.trace import make_header
+from agentload.trace.schema import ClockAnchor, Header, SourceInfo, Timings
+from agentload.trace.writer import TraceWriter, replace_header
 from agentload.wire import Api, WireReply, reply_from_json
 
 __all__ = [
@@ -45,9 +47,12 @@ __all__ = [
     "Pacer",
     "Tally",
     "chat_exchange",
+    "chat_usage",
     "full_header",
+    "import_sessions",
     "iso_ns",
     "jsonl_files",
+    "jsonl_values",
     "read_lines",
     "unreadable",
     "write_sessions",
@@ -167,6 +172,25 @@ def chat_exchange(
     )
 
 
+def chat_usage(
+    prompt: int | None, completion: int | None, cached: int | None
+) -> dict[str, Any] | None:
+    """A call's Chat Completions ``usage`` from its token counts (``prompt`` includes the
+    ``cached`` ones); None when it has neither prompt nor completion tokens."""
+    if prompt is None and completion is None:
+        return None
+    usage: dict[str, Any] = {}
+    if prompt is not None:
+        usage["prompt_tokens"] = prompt
+    if completion is not None:
+        usage["completion_tokens"] = completion
+    if prompt is not None and completion is not None:
+        usage["total_tokens"] = prompt + completion
+    if cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    return usage
+
+
 @contextmanager
 def unreadable(tally: Tally, what: str) -> Iterator[None]:
     """Skip, and count, a ``what`` (a session, a thread) whose damaged content the reader's
@@ -193,32 +217,50 @@ def iso_ns(value: Any, at: At, fld: str = "timestamp") -> int:
     return round(t.timestamp() * 1_000_000) * 1000
 
 
+def _size(n: int) -> str:
+    """A byte count as the notes say it (``64 MiB``, ``1 GiB``)."""
+    return f"{n >> 30} GiB" if n >= 1 << 30 and not n % (1 << 30) else f"{n >> 20} MiB"
+
+
+def jsonl_values(
+    f: BinaryIO, tally: Tally, max_line: int = MAX_LINE
+) -> Iterator[tuple[int, int, int, Any]]:
+    """``(line number, offset, length, value)`` of each line of ``f`` that is JSON; blank lines
+    are passed over, a line longer than ``max_line`` bytes or not JSON (one cut short by a
+    killed agent, say) is counted and skipped."""
+    offset = 0
+    for lineno, raw in enumerate(f, 1):
+        start, offset = offset, offset + len(raw)
+        if not raw.strip():
+            continue
+        if len(raw) > max_line:
+            tally.note("line", f"over {_size(max_line)}, skipped")
+            continue
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            tally.note("line", "not JSON, skipped")
+            continue
+        yield lineno, start, len(raw), value
+
+
 def read_lines(
-    path: Path, tally: Tally, limit: int | None = None
+    path: Path, tally: Tally, limit: int | None = None, *, max_line: int = MAX_LINE
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` of each line (the first ``limit``); lines that are not JSON
-    objects (one cut short by a killed agent, say) are counted and skipped."""
+    """``(line number, object)`` of each line (the first ``limit``, at least 1); lines that are
+    not JSON objects (one cut short by a killed agent, say) or longer than ``max_line`` bytes
+    are counted and skipped."""
     n = 0
     try:
         with open(path, "rb") as f:
-            for lineno, raw in enumerate(f, 1):
-                if limit is not None and n >= limit:
-                    return
-                if not raw.strip():
-                    continue
-                if len(raw) > MAX_LINE:
-                    tally.note("line", "over 64 MiB, skipped")
-                    continue
-                try:
-                    obj = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    tally.note("line", "not JSON, skipped")
-                    continue
+            for lineno, _, _, obj in jsonl_values(f, tally, max_line):
                 if not isinstance(obj, dict):
                     tally.note("line", "not a JSON object, skipped")
                     continue
                 n += 1
                 yield lineno, obj
+                if limit is not None and n >= limit:
+                    return
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read: {exc}") from None
 
@@ -335,3 +377,27 @@ def write_sessions(
     met is known only then; ``t0_ns``: the first session's start); returns (sessions, calls) written."""
     with atomic_output(out, force=True, option="-o") as tmp:
         return asyncio.run(_write(tmp, header, sessions, progress))
+
+
+def import_sessions(
+    out: Path,
+    tally: Tally,
+    sessions: Iterable[list[Exchange]],
+    source: Callable[[], tuple[list[Path], int]],
+    label: str,
+    total: int = 0,
+) -> str:
+    """What every full-content import ends with: ``sessions`` written to ``out`` (progress shown
+    as ``label``, of ``total`` when known) under a full-content header of the format ``tally``
+    counts for (``source()``: the files and records read, known once all are), then the
+    deviations' warning; returns the summary's start (``wrote OUT: N sessions, M calls``)."""
+    n_sessions, calls = write_sessions(
+        out,
+        lambda t0: full_header(tally.fmt, *source(), tally, t0),
+        sessions,
+        Progress(label, total=total),
+    )
+    warning = tally.dev.warning()
+    if warning:
+        print(warning, file=sys.stderr)
+    return f"wrote {out}: {n_sessions:,} sessions, {calls:,} calls"

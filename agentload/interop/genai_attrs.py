@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from agentload.interop.content_free import At
-from agentload.interop.exchanges import Tally
+from agentload.interop.exchanges import Tally, chat_usage
 from agentload.interop.genai_parts import chat_content, chat_messages, chat_tool_call
 from agentload.interop.otlp_json import inside
 
@@ -311,18 +311,8 @@ def span_usage(attrs: dict[str, Any]) -> dict[str, Any] | None:
     reasoning = _int_attr(
         attrs, "gen_ai.usage.reasoning_tokens", "llm.token_count.completion_details.reasoning"
     )
-    if prompt is None and completion is None:
-        return None
-    usage: dict[str, Any] = {}
-    if prompt is not None:
-        usage["prompt_tokens"] = prompt
-    if completion is not None:
-        usage["completion_tokens"] = completion
-    if prompt is not None and completion is not None:
-        usage["total_tokens"] = prompt + completion
-    if cached is not None:
-        usage["prompt_tokens_details"] = {"cached_tokens": cached}
-    if reasoning is not None:
+    usage = chat_usage(prompt, completion, cached)
+    if usage is not None and reasoning is not None:
         usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
     return usage
 

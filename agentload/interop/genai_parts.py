@@ -13,6 +13,7 @@ Both ways: chat messages as parts (``message_parts``, ``output_message``, ``tool
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -140,56 +141,78 @@ def chat_content(items: list[dict[str, Any]], assistant_with_calls: bool) -> Any
     return items
 
 
-def chat_messages(m: dict[str, Any], at: At) -> list[dict[str, Any]]:
-    """One conventions ``ChatMessage`` (``role``, ``parts``) as chat messages: a tool result part
-    is a ``tool`` message of its own."""
-    role = str(m.get("role") or "user")
-    parts = m.get("parts")
-    if parts is None and "content" in m:  # the older event form: {"role", "content"}
-        old = {k: v for k, v in m.items() if k in ("role", "content", "tool_calls", "name")}
-        old["role"] = role
-        if role == "tool":
-            old["tool_call_id"] = str(m.get("tool_call_id") or m.get("id") or "")
-        return [old]
-    items: list[dict[str, Any]] = []
-    calls: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
-    reasoning: list[str] = []
-    for p in parts if isinstance(parts, list) else ():
-        if not isinstance(p, dict):
-            at.deviate("parts[]", "not an object, skipped")
-            continue
+def _event_message(m: dict[str, Any], role: str) -> dict[str, Any]:
+    """A message in the older event form (``{"role", "content"}``) as a chat message."""
+    old = {k: v for k, v in m.items() if k in ("role", "content", "tool_calls", "name")}
+    old["role"] = role
+    if role == "tool":
+        old["tool_call_id"] = str(m.get("tool_call_id") or m.get("id") or "")
+    return old
+
+
+@dataclass
+class _Parts:
+    """A message's parts sorted: content items, tool calls, tool results, reasoning texts."""
+
+    items: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+
+    def add(self, p: dict[str, Any]) -> None:
+        """Sort one part (a ``text``, ``tool_call``, ``tool_call_response``, ``reasoning`` or
+        other part, kept as a content item)."""
         t = p.get("type")
         if t == "text":
             text = p.get("content", p.get("text"))
-            items.append({"type": "text", "text": "" if text is None else str(text)})
+            self.items.append({"type": "text", "text": "" if text is None else str(text)})
         elif t == "tool_call":
-            calls.append(chat_tool_call(p.get("id"), p.get("name"), p.get("arguments")))
+            self.calls.append(chat_tool_call(p.get("id"), p.get("name"), p.get("arguments")))
         elif t == "tool_call_response":
             response = p.get("response", p.get("result"))
             if not isinstance(response, (str, list)):
                 response = "" if response is None else orjson.dumps(response).decode()
-            results.append(
+            self.results.append(
                 {"role": "tool", "tool_call_id": str(p.get("id") or ""), "content": response}
             )
         elif t == "reasoning":
-            reasoning.append(str(p.get("content") or ""))
+            self.reasoning.append(str(p.get("content") or ""))
         else:
-            items.append(p)
-    out = results
-    if items or calls or reasoning or not results:
-        msg: dict[str, Any] = {
-            "role": "user" if role == "tool" else role,
-            "content": chat_content(items, role == "assistant" and bool(calls)),
-        }
-        if role == "tool" and (m.get("tool_call_id") or m.get("id")):
-            msg["role"] = "tool"
-            msg["tool_call_id"] = str(m.get("tool_call_id") or m.get("id"))
-        if calls:
-            msg["tool_calls"] = calls
-        if reasoning and role == "assistant":
-            msg["reasoning_content"] = "".join(reasoning)
-        out = [*results, msg]
+            self.items.append(p)
+
+
+def _parts_message(m: dict[str, Any], role: str, parts: _Parts) -> dict[str, Any]:
+    """The chat message of a conventions message's parts other than its tool results."""
+    msg: dict[str, Any] = {
+        "role": "user" if role == "tool" else role,
+        "content": chat_content(parts.items, role == "assistant" and bool(parts.calls)),
+    }
+    if role == "tool" and (m.get("tool_call_id") or m.get("id")):
+        msg["role"] = "tool"
+        msg["tool_call_id"] = str(m.get("tool_call_id") or m.get("id"))
+    if parts.calls:
+        msg["tool_calls"] = parts.calls
+    if parts.reasoning and role == "assistant":
+        msg["reasoning_content"] = "".join(parts.reasoning)
+    return msg
+
+
+def chat_messages(m: dict[str, Any], at: At) -> list[dict[str, Any]]:
+    """One conventions ``ChatMessage`` (``role``, ``parts``) as chat messages: a tool result part
+    is a ``tool`` message of its own."""
+    role = str(m.get("role") or "user")
+    raw = m.get("parts")
+    if raw is None and "content" in m:
+        return [_event_message(m, role)]
+    parts = _Parts()
+    for p in raw if isinstance(raw, list) else ():
+        if not isinstance(p, dict):
+            at.deviate("parts[]", "not an object, skipped")
+            continue
+        parts.add(p)
+    out = parts.results
+    if parts.items or parts.calls or parts.reasoning or not parts.results:
+        out = [*parts.results, _parts_message(m, role, parts)]
     if isinstance(m.get("name"), str):
         for x in out:
             if x["role"] != "tool":

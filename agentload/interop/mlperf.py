@@ -33,8 +33,8 @@ turn dropped, counted. Rows are read a file at a time (memory: one file's rows).
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +44,9 @@ from agentload.errors import TraceFormatError
 from agentload.interop.chat_rows import (
     clean_tools,
     conversation,
-    first_row,
     mtime_ns,
     named_tools,
+    of_format,
     rows,
     source_files,
     tool_call,
@@ -56,13 +56,12 @@ from agentload.interop.content_free import (
     EXTRA_KEY,
     MISSING,
     At,
-    Progress,
     need_int,
     need_str,
     opt_num,
     show,
 )
-from agentload.interop.exchanges import Exchange, Pacer, Tally, full_header, write_sessions
+from agentload.interop.exchanges import Exchange, Pacer, Tally, import_sessions
 from agentload.outfile import check_output
 
 __all__ = ["import_mlperf", "looks_like_mlperf"]
@@ -119,10 +118,10 @@ def _listed(row: dict[str, Any], key: str, at: At, tally: Tally) -> list[Any] | 
     return v
 
 
-def _conversation(
-    conv: str, rows_: list[tuple[At, dict[str, Any]]], tally: Tally, start_ns: int, session: str
-) -> list[Exchange]:
-    """One conversation's calls (see the module docstring)."""
+def _in_turns(
+    conv: str, rows_: list[tuple[At, dict[str, Any]]], tally: Tally
+) -> list[tuple[At, dict[str, Any]]]:
+    """A conversation's rows in ``turn`` order (a repeated turn is an error, a gap counted)."""
     by_turn: list[tuple[int, At, dict[str, Any]]] = []
     seen: dict[int, At] = {}
     for at, row in rows_:
@@ -134,24 +133,47 @@ def _conversation(
     by_turn.sort(key=lambda x: x[0])
     if [t for t, _, _ in by_turn] != list(range(1, len(by_turn) + 1)):
         tally.note("turn", "not consecutive from 1")
-    first_at, first = next(((a, r) for _, a, r in by_turn if r.get("role") == "user"), (None, {}))
-    messages: list[dict[str, Any]] = []
-    places: list[At] = []
-    system = need_str(first, "system", first_at, "") if first_at is not None else ""
-    if system:
-        messages.append({"role": "system", "content": system})
-        places.append(first_at or by_turn[0][1])
-    tools = clean_tools(first.get("tools"), first_at or by_turn[0][1], "tools", tally)
-    gaps: dict[int, float] = {}
+    return [(at, row) for _, at, row in by_turn]
+
+
+def _tool_content(r: dict[str, Any], tally: Tally) -> Any:
+    """A tool result's ``content`` as sent: text or parts (absent or null: ``""``; another value
+    JSON-encoded; both counted)."""
+    content = r.get("content")
+    if content is None:
+        tally.note("tool_results[].content", MISSING if "content" not in r else "null")
+        return ""
+    if not isinstance(content, str | list):
+        tally.note("tool_results[].content", "not a string (JSON-encoded)")
+        return orjson.dumps(content).decode()
+    return content
+
+
+@dataclass
+class _Messages:
+    """A conversation's messages as its rows give them, each with its row's place, the recorded
+    tool time before each answer (by the answer's index) and the functions called."""
+
+    tally: Tally
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    places: list[At] = field(default_factory=list)
+    gaps: dict[int, float] = field(default_factory=dict)
     gap: float | None = None
-    names: list[str] = []
-    for _, at, row in by_turn:
+    names: list[str] = field(default_factory=list)
+
+    def add(self, msg: dict[str, Any], at: At) -> None:
+        """One message, from the row at ``at``."""
+        self.messages.append(msg)
+        self.places.append(at)
+
+    def row(self, at: At, row: dict[str, Any]) -> None:
+        """One row's messages (its role checked, its keys the format lacks counted)."""
         role = row.get("role")
         if role not in _ROLES:
             at.fail("role", f"expected user, assistant or tool, got {show(role)}")
         for k in row:
             if k not in _KEYS:
-                tally.note(k, EXTRA_KEY)
+                self.tally.note(k, EXTRA_KEY)
         if role == "user":
             msg: dict[str, Any] = {
                 "role": "user",
@@ -159,72 +181,82 @@ def _conversation(
             }
             if isinstance(row.get("name"), str):
                 msg["name"] = row["name"]
-            messages.append(msg)
-            places.append(at)
+            self.add(msg, at)
         elif role == "tool":
-            results = _listed(row, "tool_results", at, tally)
-            if not results:
-                at.fail("tool_results", "missing (a tool row carries results)")
-            for j, r in enumerate(results):
-                if not isinstance(r, dict) or not isinstance(r.get("tool_call_id"), str):
-                    at.fail(
-                        f"tool_results[{j}].tool_call_id",
-                        "missing (a result answers a call by its id)",
-                    )
-                content = r.get("content")
-                if content is None:
-                    tally.note("tool_results[].content", MISSING if "content" not in r else "null")
-                    content = ""
-                elif not isinstance(content, str | list):
-                    tally.note("tool_results[].content", "not a string (JSON-encoded)")
-                    content = orjson.dumps(content).decode()
-                messages.append(
-                    {"role": "tool", "tool_call_id": r["tool_call_id"], "content": content}
-                )
-                places.append(at)
-            delay = opt_num(row, "delay_seconds", at)
-            if delay is not None:
-                gap = (gap or 0.0) + max(delay, 0.0)
+            self.tool(at, row)
         else:
-            if messages and messages[-1]["role"] == "assistant":
-                tally.note("role", "assistant after assistant (no client turn between)")
-            answer: dict[str, Any] = {"role": "assistant", "content": None}
-            content = row.get("content")
-            if isinstance(content, str) and content:
-                answer["content"] = content
-            elif content is not None and not isinstance(content, str):
-                at.fail("content", f"expected a string, got {show(content)}")
-            if isinstance(row.get("reasoning_content"), str):
-                answer["reasoning_content"] = row["reasoning_content"]
-            calls = _listed(row, "tool_calls", at, tally)
-            if calls:
-                answer["tool_calls"] = [
-                    tool_call(
-                        c,
-                        at,
-                        f"tool_calls[{j}]",
-                        tally,
-                        objects_ok=True,
-                        fallback_id=f"call_{len(messages)}_{j}",
-                    )
-                    for j, c in enumerate(calls)
-                ]
-                for c in answer["tool_calls"]:
-                    if c["function"]["name"] not in names:
-                        names.append(c["function"]["name"])
-            if answer["content"] is None and "tool_calls" not in answer:
-                tally.note("assistant", "neither content nor tool_calls (an empty answer)")
-                answer["content"] = ""
-            if gap is not None:
-                gaps[len(messages)] = gap
-            gap = None
-            messages.append(answer)
-            places.append(at)
-    if messages and messages[-1]["role"] != "assistant":
-        tally.note("conversation", "ends on a client turn with no recorded answer (not sent)")
-    if tools is None and names:
-        tools = named_tools(names)
-        tally.derived["tools"] = "not in the rows: the functions called, with empty schemas"
+            self.assistant(at, row)
+
+    def tool(self, at: At, row: dict[str, Any]) -> None:
+        """A ``tool`` row: a ``tool`` message a result; its delay added to the gap before the
+        next answer."""
+        results = _listed(row, "tool_results", at, self.tally)
+        if not results:
+            at.fail("tool_results", "missing (a tool row carries results)")
+        for j, r in enumerate(results):
+            if not isinstance(r, dict) or not isinstance(r.get("tool_call_id"), str):
+                at.fail(
+                    f"tool_results[{j}].tool_call_id",
+                    "missing (a result answers a call by its id)",
+                )
+            content = _tool_content(r, self.tally)
+            self.add({"role": "tool", "tool_call_id": r["tool_call_id"], "content": content}, at)
+        delay = opt_num(row, "delay_seconds", at)
+        if delay is not None:
+            self.gap = (self.gap or 0.0) + max(delay, 0.0)
+
+    def assistant(self, at: At, row: dict[str, Any]) -> None:
+        """An ``assistant`` row: the answer, after the gap the tool rows before it recorded."""
+        if self.messages and self.messages[-1]["role"] == "assistant":
+            self.tally.note("role", "assistant after assistant (no client turn between)")
+        answer = _answer(row, at, self.tally, len(self.messages))
+        for c in answer.get("tool_calls", ()):
+            if c["function"]["name"] not in self.names:
+                self.names.append(c["function"]["name"])
+        if self.gap is not None:
+            self.gaps[len(self.messages)] = self.gap
+        self.gap = None
+        self.add(answer, at)
+
+
+def _answer(row: dict[str, Any], at: At, tally: Tally, index: int) -> dict[str, Any]:
+    """An ``assistant`` row as the answer message (``index``: its place in the conversation,
+    for the ids of tool calls without one)."""
+    answer: dict[str, Any] = {"role": "assistant", "content": None}
+    content = row.get("content")
+    if isinstance(content, str) and content:
+        answer["content"] = content
+    elif content is not None and not isinstance(content, str):
+        at.fail("content", f"expected a string, got {show(content)}")
+    if isinstance(row.get("reasoning_content"), str):
+        answer["reasoning_content"] = row["reasoning_content"]
+    calls = _listed(row, "tool_calls", at, tally)
+    if calls:
+        answer["tool_calls"] = [
+            tool_call(
+                c,
+                at,
+                f"tool_calls[{j}]",
+                tally,
+                objects_ok=True,
+                fallback_id=f"call_{index}_{j}",
+            )
+            for j, c in enumerate(calls)
+        ]
+    if answer["content"] is None and "tool_calls" not in answer:
+        tally.note("assistant", "neither content nor tool_calls (an empty answer)")
+        answer["content"] = ""
+    return answer
+
+
+def _request(
+    first: dict[str, Any],
+    first_at: At | None,
+    tools: list[dict[str, Any]] | None,
+    tally: Tally,
+) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
+    """The request of each call, from the first ``user`` row's settings (every client turn
+    carries them): ``history`` → the body sent."""
     model = first.get("model")
     if not isinstance(model, str) or not model:
         model = "unknown"
@@ -249,8 +281,32 @@ def _conversation(
         b["stream"] = stream
         return b
 
+    return body
+
+
+def _conversation(
+    conv: str, rows_: list[tuple[At, dict[str, Any]]], tally: Tally, start_ns: int, session: str
+) -> list[Exchange]:
+    """One conversation's calls (see the module docstring)."""
+    in_turns = _in_turns(conv, rows_, tally)
+    first_at, first = next(((a, r) for a, r in in_turns if r.get("role") == "user"), (None, {}))
+    m = _Messages(tally)
+    system = need_str(first, "system", first_at, "") if first_at is not None else ""
+    if system:
+        m.add({"role": "system", "content": system}, first_at or in_turns[0][0])
+    tools = clean_tools(first.get("tools"), first_at or in_turns[0][0], "tools", tally)
+    for at, row in in_turns:
+        m.row(at, row)
+    if m.messages and m.messages[-1]["role"] != "assistant":
+        tally.note("conversation", "ends on a client turn with no recorded answer (not sent)")
+    if tools is None and m.names:
+        tools = named_tools(m.names)
+        tally.derived["tools"] = "not in the rows: the functions called, with empty schemas"
+    body = _request(first, first_at, tools, tally)
     tally.derived.update(_DERIVED)
-    return conversation(messages, body, session, Pacer(tally, start_ns), lambda i: places[i], gaps)
+    return conversation(
+        m.messages, body, session, Pacer(tally, start_ns), lambda i: m.places[i], m.gaps
+    )
 
 
 def _groups(path: Path, tally: Tally) -> tuple[int, dict[str, list[tuple[At, dict[str, Any]]]]]:
@@ -279,7 +335,6 @@ def import_mlperf(paths: list[Path], out: Path, *, force: bool = False) -> str:
             f"{', '.join(map(str, paths))}: no MLPerf agentic rows (*.jsonl) found"
         )
     check_output(out, files, force=force)
-    progress = Progress("mlperf conversations")
     n_rows = 0
     n_conv = 0
     used: dict[str, int] = {}
@@ -287,12 +342,7 @@ def import_mlperf(paths: list[Path], out: Path, *, force: bool = False) -> str:
 
     def sessions() -> Iterator[list[Exchange]]:
         nonlocal n_rows, n_conv
-        for f in files:
-            if f in walked:
-                head = first_row(f)
-                if head is None or not looks_like_mlperf(head):
-                    tally.note("file", "not MLPerf agentic rows, skipped")
-                    continue
+        for f in of_format(files, walked, looks_like_mlperf, "MLPerf agentic rows", tally):
             read.append(f)
             n, groups = _groups(f, tally)
             n_rows += n
@@ -303,13 +353,5 @@ def import_mlperf(paths: list[Path], out: Path, *, force: bool = False) -> str:
         if not n_conv:
             raise TraceFormatError(f"{', '.join(map(str, paths))}: no MLPerf conversations found")
 
-    n_sessions, calls = write_sessions(
-        out, lambda t0: full_header(FORMAT, read, n_rows, tally, t0), sessions(), progress
-    )
-    warning = tally.dev.warning()
-    if warning:
-        print(warning, file=sys.stderr)
-    return (
-        f"wrote {out}: {n_sessions:,} sessions, {calls:,} calls from {n_conv:,} MLPerf "
-        f"conversations ({n_rows:,} rows in {len(read):,} files)"
-    )
+    done = import_sessions(out, tally, sessions(), lambda: (read, n_rows), "mlperf conversations")
+    return f"{done} from {n_conv:,} MLPerf conversations ({n_rows:,} rows in {len(read):,} files)"

@@ -24,15 +24,17 @@ from agentload.interop.content_free import (
     At,
     Deviations,
     Progress,
-    call_record,
-    count_lines,
     extra_keys,
-    import_header,
-    json_lines,
-    need_file,
     need_ids,
     need_time,
     need_tokens,
+)
+from agentload.interop.import_io import (
+    ContentFreeCall,
+    count_lines,
+    import_header,
+    json_lines,
+    need_file,
     ns,
     summary,
     write_trace,
@@ -98,7 +100,7 @@ def _records(
                 "start_ns": submit,
                 "end_ns": submit,
             }
-            yield call_record(
+            yield ContentFreeCall(
                 call_id=f"{aid}.0",
                 session_id=sid,
                 agent_id=aid,
@@ -108,6 +110,6 @@ def _records(
                 n_out=n_out,
                 submit_ns=submit,
                 prefix={"blocks": list(map(str, ids))},
-            )
+            ).record()
             i += 1
             progress.done = i

@@ -19,8 +19,8 @@ import orjson
 
 from agentload.interop.blockids import BlockNumbers, group_factor, max_ids
 from agentload.outfile import atomic_output
-from agentload.recorder.stats import completion_tokens
-from agentload.recorder.trace import load_trace
+from agentload.trace.stats import completion_tokens
+from agentload.trace.trace import load_trace
 
 __all__ = ["BLOCK_SIZE", "export_mooncake"]
 

@@ -36,7 +36,6 @@ the MLPerf and ATIF importers).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -45,16 +44,16 @@ from agentload.errors import TraceFormatError
 from agentload.interop.chat_rows import (
     clean_tools,
     conversation,
-    first_row,
     mtime_ns,
     named_tools,
+    of_format,
     rows,
     source_files,
     tool_call,
     unique,
 )
-from agentload.interop.content_free import EXTRA_KEY, MISSING, NULL, At, Progress, show
-from agentload.interop.exchanges import Exchange, Pacer, Tally, full_header, write_sessions
+from agentload.interop.content_free import EXTRA_KEY, MISSING, NULL, At, show
+from agentload.interop.exchanges import Exchange, Pacer, Tally, import_sessions
 from agentload.outfile import check_output
 
 __all__ = ["import_openhands", "looks_like_openhands"]
@@ -105,7 +104,7 @@ def _message(m: Any, i: int, at: At, tally: Tally) -> dict[str, Any]:
     if not isinstance(m, dict):
         at.fail("trajectory[]", f"expected a message (an object), got {show(m)}")
     role = m.get("role")
-    if role not in _ROLES:
+    if not isinstance(role, str) or role not in _ROLES:
         at.fail("role", f"expected system, user, assistant or tool, got {show(role)}")
     out: dict[str, Any] = {"role": role}
     content = m.get("content")
@@ -200,19 +199,13 @@ def import_openhands(paths: list[Path], out: Path, *, force: bool = False) -> st
             f"{', '.join(map(str, paths))}: no OpenHands trajectories (*.jsonl, *.json) found"
         )
     check_output(out, files, force=force)
-    progress = Progress("openhands trajectories")
     n_rows = 0
     used: dict[str, int] = {}
     read: list[Path] = []  # the files imported (a walked file of another kind is skipped)
 
     def sessions() -> Iterator[list[Exchange]]:
         nonlocal n_rows
-        for f in files:
-            if f in walked:
-                head = first_row(f)
-                if head is None or not looks_like_openhands(head):
-                    tally.note("file", "not OpenHands trajectories, skipped")
-                    continue
+        for f in of_format(files, walked, looks_like_openhands, "OpenHands trajectories", tally):
             read.append(f)
             start = mtime_ns(f)
             for at, row in rows(f, tally):
@@ -227,13 +220,5 @@ def import_openhands(paths: list[Path], out: Path, *, force: bool = False) -> st
                 f"{', '.join(map(str, paths))}: no OpenHands trajectory rows found"
             )
 
-    n_sessions, calls = write_sessions(
-        out, lambda t0: full_header(FORMAT, read, n_rows, tally, t0), sessions(), progress
-    )
-    warning = tally.dev.warning()
-    if warning:
-        print(warning, file=sys.stderr)
-    return (
-        f"wrote {out}: {n_sessions:,} sessions, {calls:,} calls from {n_rows:,} OpenHands "
-        f"trajectories in {len(read):,} files"
-    )
+    done = import_sessions(out, tally, sessions(), lambda: (read, n_rows), "openhands trajectories")
+    return f"{done} from {n_rows:,} OpenHands trajectories in {len(read):,} files"

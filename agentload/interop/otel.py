@@ -86,7 +86,7 @@ def _traces(paths: Sequence[Path], content: bool, notes: list[str]) -> Iterator[
         session_spans,
         tool_results,
     )
-    from agentload.recorder.trace import load_trace
+    from agentload.trace.trace import load_trace
 
     for path in paths:
         trace = load_trace(path)

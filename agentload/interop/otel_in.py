@@ -31,21 +31,19 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentload.errors import ConfigError, TraceFormatError, WireError
-from agentload.interop.content_free import At, Progress
+from agentload.interop.content_free import At
 from agentload.interop.exchanges import (
     Exchange,
     Tally,
     chat_exchange,
-    full_header,
+    import_sessions,
     iso_ns,
-    write_sessions,
 )
 from agentload.interop.genai_attrs import (
     request_body,
@@ -363,7 +361,6 @@ def import_otel(paths: list[Path], out: Path, *, force: bool = False) -> str:
             f"generate_content, openinference.span.kind LLM) among {scan.n_spans:,} spans"
         )
     groups = _sessions(scan)
-    progress = Progress("otel sessions", total=len(groups))
     tally.derived["times"] = (
         "each call from its span's start to its end; a first token only where "
         "gen_ai.response.time_to_first_chunk (or a first-token event) gives it"
@@ -374,17 +371,16 @@ def import_otel(paths: list[Path], out: Path, *, force: bool = False) -> str:
         for calls in groups.values():
             yield _session(scan, calls, tally, last)
 
-    n_sessions, n_calls = write_sessions(
+    done = import_sessions(
         out,
-        lambda t0: full_header(FORMAT, scan.files, len(scan.records), tally, t0),
+        tally,
         sessions(),
-        progress,
+        lambda: (scan.files, len(scan.records)),
+        "otel sessions",
+        len(groups),
     )
-    warning = tally.dev.warning()
-    if warning:
-        print(warning, file=sys.stderr)
     n_llm = sum(len(calls) for calls in groups.values())
     return (
-        f"wrote {out}: {n_sessions:,} sessions, {n_calls:,} calls from {n_llm:,} LLM spans in "
-        f"{len(scan.files):,} OTLP/JSON files ({scan.n_spans - n_llm:,} other spans skipped)"
+        f"{done} from {n_llm:,} LLM spans in {len(scan.files):,} OTLP/JSON files "
+        f"({scan.n_spans - n_llm:,} other spans skipped)"
     )

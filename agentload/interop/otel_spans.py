@@ -35,13 +35,13 @@ from agentload.interop.genai_parts import (
     tool_arguments,
     tool_definitions,
 )
-from agentload.recorder.schema import (
+from agentload.trace.schema import (
     TRACE_END,
     AgentRecord,
     LLMCallRecord,
     ToolCallRecord,
 )
-from agentload.recorder.trace import Trace
+from agentload.trace.trace import Trace
 
 __all__ = ["PROVIDER", "SEMCONV_SCHEMA_URL", "session_ids", "session_spans", "tool_results"]
 
@@ -56,6 +56,23 @@ _Attrs = dict[str, Any]
 def _id(key: str, size: int) -> int:
     n = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=size).digest(), "big")
     return n or 1  # an all-zero id is invalid in OTLP
+
+
+@dataclass(frozen=True)
+class _Span:
+    """One span to build: its name, its context and its parent's, its start and end (trace ns),
+    its attributes, and what else it may carry (kind, status, links, events)."""
+
+    name: str
+    ctx: SpanContext
+    parent: SpanContext | None
+    start: int
+    end: int
+    attrs: _Attrs
+    kind: SpanKind = SpanKind.INTERNAL
+    status: Status | None = None
+    links: Sequence[Link] = ()
+    events: Sequence[Event] = ()
 
 
 @dataclass
@@ -89,32 +106,21 @@ class _Ctx:
             trace_flags=TraceFlags(TraceFlags.SAMPLED),
         )
 
-    def span(
-        self,
-        name: str,
-        ctx: SpanContext,
-        parent: SpanContext | None,
-        start: int,
-        end: int,
-        attrs: _Attrs,
-        *,
-        kind: SpanKind = SpanKind.INTERNAL,
-        status: Status | None = None,
-        links: Sequence[Link] = (),
-        events: Sequence[Event] = (),
-    ) -> ReadableSpan:
+    def span(self, s: _Span) -> ReadableSpan:
+        """``s`` as an SDK span of this session (its attributes without the None values, its
+        times on the wall clock, an end before its start moved to the start)."""
         return ReadableSpan(
-            name=name,
-            context=ctx,
-            parent=parent,
+            name=s.name,
+            context=s.ctx,
+            parent=s.parent,
             resource=self.resource,
-            attributes={k: v for k, v in attrs.items() if v is not None},
-            events=events,
-            links=links,
-            kind=kind,
-            status=status or Status(StatusCode.UNSET),
-            start_time=self.unix(start),
-            end_time=self.unix(max(start, end)),
+            attributes={k: v for k, v in s.attrs.items() if v is not None},
+            events=s.events,
+            links=s.links,
+            kind=s.kind,
+            status=s.status or Status(StatusCode.UNSET),
+            start_time=self.unix(s.start),
+            end_time=self.unix(max(s.start, s.end)),
             instrumentation_scope=self.scope,
         )
 
@@ -190,20 +196,22 @@ def _spans(cx: _Ctx) -> Iterator[ReadableSpan]:
     root = cx.span_ctx("session", sid)
     scenario = trace.header.scenario
     yield cx.span(
-        f"invoke_workflow {scenario}" if scenario else "invoke_workflow",
-        root,
-        None,
-        start,
-        end,
-        {
-            "gen_ai.operation.name": "invoke_workflow",
-            "gen_ai.workflow.name": scenario,
-            "gen_ai.conversation.id": sid,
-            "agentload.session.end_reason": sess.end_reason if sess else None,
-            "agentload.session.sandbox": sess.sandbox if sess else None,
-            "agentload.session.eval_passed": sess.eval_passed if sess else None,
-        },
-        events=events.get(None, ()),
+        _Span(
+            f"invoke_workflow {scenario}" if scenario else "invoke_workflow",
+            root,
+            None,
+            start,
+            end,
+            {
+                "gen_ai.operation.name": "invoke_workflow",
+                "gen_ai.workflow.name": scenario,
+                "gen_ai.conversation.id": sid,
+                "agentload.session.end_reason": sess.end_reason if sess else None,
+                "agentload.session.sandbox": sess.sandbox if sess else None,
+                "agentload.session.eval_passed": sess.eval_passed if sess else None,
+            },
+            events=events.get(None, ()),
+        )
     )
     tool_ctx = {tc.id: cx.span_ctx("tool", tc.id) for tc in tools}
     call_ctx = {c.id: cx.span_ctx("chat", c.id) for c in calls}
@@ -255,20 +263,22 @@ def _agent_span(
 ) -> ReadableSpan:
     end = a.end_ns if a.end_ns is not None else agent_end.get(a.id, a.start_ns)
     return cx.span(
-        f"invoke_agent {a.role}",
-        ctx,
-        parent,
-        a.start_ns,
-        end,
-        {
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.provider.name": PROVIDER,
-            "gen_ai.agent.name": a.role,
-            "gen_ai.agent.id": a.id,
-            "gen_ai.conversation.id": a.session_id,
-            "gen_ai.request.model": cx.trace.header.model,
-        },
-        events=events,
+        _Span(
+            f"invoke_agent {a.role}",
+            ctx,
+            parent,
+            a.start_ns,
+            end,
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.provider.name": PROVIDER,
+                "gen_ai.agent.name": a.role,
+                "gen_ai.agent.id": a.id,
+                "gen_ai.conversation.id": a.session_id,
+                "gen_ai.request.model": cx.trace.header.model,
+            },
+            events=events,
+        )
     )
 
 
@@ -317,14 +327,16 @@ def _chat_span(
     if cx.content:
         attrs.update(_chat_content(cx.trace, c))
     return cx.span(
-        f"chat {r.model}",
-        ctx,
-        parent,
-        t.submit_ns,
-        _call_end(c),
-        attrs,
-        kind=SpanKind.CLIENT,
-        status=status,
+        _Span(
+            f"chat {r.model}",
+            ctx,
+            parent,
+            t.submit_ns,
+            _call_end(c),
+            attrs,
+            kind=SpanKind.CLIENT,
+            status=status,
+        )
     )
 
 
@@ -369,12 +381,14 @@ def _tool_span(
             attrs["gen_ai.tool.call.result"] = result if isinstance(result, str) else _json(result)
     links = [Link(emitted_by)] if emitted_by is not None else []
     return cx.span(
-        f"execute_tool {tc.name}",
-        ctx,
-        parent,
-        tc.start_ns,
-        tc.end_ns,
-        attrs,
-        status=status,
-        links=links,
+        _Span(
+            f"execute_tool {tc.name}",
+            ctx,
+            parent,
+            tc.start_ns,
+            tc.end_ns,
+            attrs,
+            status=status,
+            links=links,
+        )
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -26,7 +26,7 @@ import orjson
 from agentload.errors import TraceFormatError
 from agentload.infile import MAX_DOCUMENT_BYTES, read_bytes
 from agentload.interop.content_free import EXTRA_KEY, INTEGRAL_FLOAT, At
-from agentload.interop.exchanges import Tally
+from agentload.interop.exchanges import Tally, jsonl_values
 
 __all__ = [
     "STATUS_ERROR",
@@ -148,20 +148,8 @@ def read_records(path: Path, tally: Tally) -> Iterator[tuple[Record, Any]]:
             lines = _is_object(_first_line(f))
             if lines:
                 f.seek(0)
-                offset = 0
-                for lineno, raw in enumerate(f, 1):
-                    start, offset = offset, offset + len(raw)
-                    if not raw.strip():
-                        continue
-                    if len(raw) > MAX_DOCUMENT_BYTES:
-                        tally.note("line", "over 1 GiB, skipped")
-                        continue
-                    try:
-                        obj = orjson.loads(raw)
-                    except orjson.JSONDecodeError:
-                        tally.note("line", "not JSON, skipped")
-                        continue
-                    yield Record(path, lineno, start, len(raw)), obj
+                for lineno, start, length, obj in jsonl_values(f, tally, MAX_DOCUMENT_BYTES):
+                    yield Record(path, lineno, start, length), obj
                 return
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
@@ -274,6 +262,58 @@ def nanos(value: Any, at: At, fld: str) -> int:
     at.fail(fld, f"expected Unix nanoseconds (an integer > 0), got {value!r:.40}")
 
 
+def _int_value(x: Any, at: At) -> int | None:
+    """An ``intValue``: a number or a decimal string (anything else counted, ignored)."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return x
+    if isinstance(x, str) and _INT.fullmatch(x):
+        return int(x)
+    if isinstance(x, float) and x.is_integer():
+        at.deviate("value.intValue", INTEGRAL_FLOAT)
+        return int(x)
+    at.deviate("value.intValue", "not an integer, ignored")
+    return None
+
+
+def _double_value(x: Any, at: At) -> float | None:
+    """A ``doubleValue``: a number, or a string of one (anything else counted, ignored)."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return float(x)
+    try:  # the protobuf JSON mapping writes "NaN", "Infinity"; a number may be a string
+        return float(x)
+    except (TypeError, ValueError):
+        at.deviate("value.doubleValue", "not a number, ignored")
+        return None
+
+
+def _bool_value(x: Any, at: At) -> bool | None:
+    """A ``boolValue`` (anything but true or false counted, ignored)."""
+    if isinstance(x, bool):
+        return x
+    at.deviate("value.boolValue", "not true or false, ignored")
+    return None
+
+
+_SCALARS: dict[str, Callable[[Any, At], Any]] = {
+    "intValue": _int_value,
+    "doubleValue": _double_value,
+    "boolValue": _bool_value,
+}
+"""How each scalar ``AnyValue`` but ``stringValue`` is read."""
+
+
+def _list_value(key: str, x: Any, at: At) -> Any:
+    """An ``arrayValue`` as a list, a ``kvlistValue`` as a dict (empty without ``values``)."""
+    values = member(x, "values", at) if isinstance(x, dict) else None
+    if not isinstance(values, list):
+        return [] if key == "arrayValue" else {}
+    if key == "arrayValue":
+        return [any_value(e, at) for e in values]
+    return {
+        str(kv.get("key")): any_value(kv.get("value"), at) for kv in values if isinstance(kv, dict)
+    }
+
+
 def any_value(v: Any, at: At) -> Any:
     """An ``AnyValue`` as a Python value (None when it holds none)."""
     if not isinstance(v, dict):
@@ -288,40 +328,10 @@ def any_value(v: Any, at: At) -> Any:
         return None
     if key == "stringValue":
         return x if isinstance(x, str) else None if x is None else str(x)
-    if key == "intValue":
-        if isinstance(x, int) and not isinstance(x, bool):
-            return x
-        if isinstance(x, str) and _INT.fullmatch(x):
-            return int(x)
-        if isinstance(x, float) and x.is_integer():
-            at.deviate("value.intValue", INTEGRAL_FLOAT)
-            return int(x)
-        at.deviate("value.intValue", "not an integer, ignored")
-        return None
-    if key == "doubleValue":
-        if isinstance(x, (int, float)) and not isinstance(x, bool):
-            return float(x)
-        try:  # the protobuf JSON mapping writes "NaN", "Infinity"; a number may be a string
-            return float(x)
-        except (TypeError, ValueError):
-            at.deviate("value.doubleValue", "not a number, ignored")
-            return None
-    if key == "boolValue":
-        if isinstance(x, bool):
-            return x
-        at.deviate("value.boolValue", "not true or false, ignored")
-        return None
+    if key in _SCALARS:
+        return _SCALARS[key](x, at)
     if key in ("arrayValue", "kvlistValue"):
-        values = member(x, "values", at) if isinstance(x, dict) else None
-        if not isinstance(values, list):
-            return [] if key == "arrayValue" else {}
-        if key == "arrayValue":
-            return [any_value(e, at) for e in values]
-        return {
-            str(kv.get("key")): any_value(kv.get("value"), at)
-            for kv in values
-            if isinstance(kv, dict)
-        }
+        return _list_value(key, x, at)
     return x  # bytesValue: its base64 text
 
 

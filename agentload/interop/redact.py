@@ -1,6 +1,6 @@
 """``agentload trace redact``: the same trace with every text replaced by lengths and salted ids.
 
-The output is a content-free trace (``header.redacted``; see ``agentload.recorder.schema``) that
+The output is a content-free trace (``header.redacted``; see ``agentload.trace.schema``) that
 keeps the shape of the original record by record: sessions, the agent tree, every call with its
 order, ``depends_on``, timings, usage and sizes, every tool call with its timing and sizes. What
 changes (all ids below are keyed blake2b of the salt, which is never written):
@@ -37,8 +37,8 @@ import orjson
 
 from agentload.errors import ConfigError, TraceFormatError
 from agentload.outfile import atomic_output
-from agentload.recorder.reader import read_trace
-from agentload.recorder.schema import (
+from agentload.trace.reader import read_trace
+from agentload.trace.schema import (
     TRACE_END,
     AgentRecord,
     BlobRecord,
@@ -57,7 +57,7 @@ from agentload.recorder.schema import (
     ToolCallRef,
     Usage,
 )
-from agentload.recorder.writer import TraceWriter
+from agentload.trace.writer import TraceWriter
 
 __all__ = ["Redactor", "redact_trace"]
 

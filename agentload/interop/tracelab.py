@@ -39,23 +39,25 @@ from agentload.interop.content_free import (
     At,
     Deviations,
     Progress,
-    call_record,
     extra_keys,
-    import_header,
-    json_lines,
-    need_file,
     need_int,
     need_str,
     need_tokens,
-    ns,
     opt_str,
     opt_time,
+    time_s,
+)
+from agentload.interop.import_io import (
+    ContentFreeCall,
+    import_header,
+    json_lines,
+    need_file,
+    ns,
     prefix_of,
     summary,
-    time_s,
     write_trace,
 )
-from agentload.recorder.schema import ClockAnchor
+from agentload.trace.schema import ClockAnchor
 
 __all__ = ["BLOCK_SIZE", "import_tracelab"]
 
@@ -217,70 +219,29 @@ def import_tracelab(files: list[Path], out: Path, *, deviations: Deviations | No
     return summary(out, counts, header) + note
 
 
+@dataclass(frozen=True, slots=True)
+class _Clock:
+    """The trace clock of an import: ``mono`` ns stands for the first round's wall time
+    ``t0_s``."""
+
+    mono: int
+    t0_s: float
+
+    def at(self, wall_s: float) -> int:
+        """A wall time of the source (seconds since 1970) as trace ns."""
+        return self.mono + ns(wall_s - self.t0_s)
+
+
 def _records(
     sessions: dict[str, list[_Round]], mono: int, t0_s: float, progress: Progress
 ) -> Iterator[dict[str, Any]]:
+    """Each session's records: the session, its one agent, then each call followed by the tool
+    calls it emitted."""
+    clock = _Clock(mono, t0_s)
     for k, (sid, rounds) in enumerate(sessions.items()):
         rounds.sort(key=lambda r: (r.submit_s, r.index, r.line))
         aid = f"{sid}.main"
-        calls: list[dict[str, Any]] = []
-        tools: list[dict[str, Any]] = []
-        prev: tuple[str, list[str]] | None = None
-        prev_tools: list[str] = []
-        fresh = 0
-        for seq, r in enumerate(rounds):
-            n_blocks = r.n_in // BLOCK_SIZE
-            keep = min(r.prefix // BLOCK_SIZE, len(prev[1]) if prev else 0, n_blocks)
-            blocks = (prev[1][:keep] if prev else []) + [
-                f"{k}:{fresh + j}" for j in range(n_blocks - keep)
-            ]
-            fresh += n_blocks - keep
-            call_id = f"{aid}.{seq}"
-            submit = mono + ns(r.submit_s - t0_s)
-            end = submit + ns(r.api_s) if r.api_s is not None else None
-            refs = []
-            for j, tool in enumerate(r.tools):
-                tid = f"{call_id}.t{j}"
-                start = (
-                    mono + ns(tool.start_s - t0_s) if tool.start_s is not None else (end or submit)
-                )
-                if tool.end_s is not None:
-                    stop = mono + ns(tool.end_s - t0_s)
-                else:
-                    stop = start + ns(tool.latency_s or 0.0)
-                refs.append({"id": tid, "name": tool.name, "arguments": "{}"})
-                tools.append(
-                    {
-                        "type": "tool_call",
-                        "id": tid,
-                        "session_id": sid,
-                        "agent_id": aid,
-                        "llm_call_id": call_id,
-                        "name": tool.name,
-                        "arguments": {},
-                        "start_ns": start,
-                        "end_ns": max(start, stop),
-                    }
-                )
-            calls.append(
-                call_record(
-                    call_id=call_id,
-                    session_id=sid,
-                    agent_id=aid,
-                    seq=seq,
-                    model=r.model,
-                    n_in=r.n_in,
-                    n_out=r.n_out,
-                    submit_ns=submit,
-                    last_token_ns=end,
-                    prefix=prefix_of(prev, blocks),
-                    depends_on=prev_tools,
-                    tool_calls=refs,
-                    finish_reason="tool_calls" if refs else "stop",
-                )
-            )
-            prev = (call_id, blocks)
-            prev_tools = [t["id"] for t in refs]
+        calls, tools = _calls(k, sid, aid, rounds, clock)
         starts = [c["timings"]["submit_ns"] for c in calls]
         ends = [c["timings"].get("last_token_ns", c["timings"]["submit_ns"]) for c in calls]
         ends += [t["end_ns"] for t in tools]
@@ -303,6 +264,84 @@ def _records(
             yield c
             yield from t
         progress.done = k + 1
+
+
+def _calls(
+    k: int, sid: str, aid: str, rounds: list[_Round], clock: _Clock
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``k``-th session's rounds, in order, as its agent ``aid``'s calls, and the tool calls
+    they emitted (each call depends on the tool calls of the one before)."""
+    calls: list[dict[str, Any]] = []
+    tools: list[dict[str, Any]] = []
+    prev: tuple[str, list[str]] | None = None
+    prev_tools: list[str] = []
+    fresh = 0
+    for seq, r in enumerate(rounds):
+        blocks, fresh = _blocks(k, r, prev[1] if prev else [], fresh)
+        call_id = f"{aid}.{seq}"
+        submit = clock.at(r.submit_s)
+        end = submit + ns(r.api_s) if r.api_s is not None else None
+        refs, emitted = _tool_calls(r.tools, call_id, sid, aid, clock, end or submit)
+        tools.extend(emitted)
+        calls.append(
+            ContentFreeCall(
+                call_id=call_id,
+                session_id=sid,
+                agent_id=aid,
+                seq=seq,
+                model=r.model,
+                n_in=r.n_in,
+                n_out=r.n_out,
+                submit_ns=submit,
+                last_token_ns=end,
+                prefix=prefix_of(prev, blocks),
+                depends_on=prev_tools,
+                tool_calls=refs,
+                finish_reason="tool_calls" if refs else "stop",
+            ).record()
+        )
+        prev = (call_id, blocks)
+        prev_tools = [t["id"] for t in refs]
+    return calls, tools
+
+
+def _blocks(k: int, r: _Round, prev: list[str], fresh: int) -> tuple[list[str], int]:
+    """The block ids of round ``r`` of the ``k``-th session: as many of the previous round's
+    (``prev``) as its prefix covers, then fresh ids for the rest of its whole blocks; returns
+    them and the count of fresh ids given out so far."""
+    n_blocks = r.n_in // BLOCK_SIZE
+    keep = min(r.prefix // BLOCK_SIZE, len(prev), n_blocks)
+    blocks = prev[:keep] + [f"{k}:{fresh + j}" for j in range(n_blocks - keep)]
+    return blocks, fresh + n_blocks - keep
+
+
+def _tool_calls(
+    tools: tuple[_Tool, ...], call_id: str, sid: str, aid: str, clock: _Clock, after_ns: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The tools a round ran as the call's tool-call references and as ``tool_call`` records (a
+    tool without an emit time starts ``after_ns``, the call's end)."""
+    refs: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
+    for j, tool in enumerate(tools):
+        tid = f"{call_id}.t{j}"
+        start = clock.at(tool.start_s) if tool.start_s is not None else after_ns
+        end_s, latency_s = tool.end_s, tool.latency_s or 0.0
+        stop = clock.at(end_s) if end_s is not None else start + ns(latency_s)
+        refs.append({"id": tid, "name": tool.name, "arguments": "{}"})
+        records.append(
+            {
+                "type": "tool_call",
+                "id": tid,
+                "session_id": sid,
+                "agent_id": aid,
+                "llm_call_id": call_id,
+                "name": tool.name,
+                "arguments": {},
+                "start_ns": start,
+                "end_ns": max(start, stop),
+            }
+        )
+    return refs, records
 
 
 def _interleave(

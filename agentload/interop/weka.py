@@ -13,9 +13,9 @@ The mapping of every field is in docs/trace-formats.md ("Import: Weka").
 The schema is the published one (AIPerf's ``weka_trace_models``, the kv-cache-tester docs). Real
 files depart from it in ways that lose no meaning (``"subagent_type": null``, an ``_analysis``
 key, a field missing that has a default, a number as a string): those are accepted and counted
-(``content_free.Deviations``), one warning line at the end. ``hash_id_scope`` ``global`` (one
-namespace across the import, as kv-cache-tester writes it) is part of the format, not a
-deviation.
+(``content_free.Deviations``), one warning line at the end: ``weka_fields`` reads them.
+``hash_id_scope`` ``global`` (one namespace across the import, as kv-cache-tester writes it) is
+part of the format, not a deviation.
 """
 
 from __future__ import annotations
@@ -24,61 +24,41 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from agentload.errors import ConfigError, TraceFormatError
 from agentload.infile import MAX_DOCUMENT_BYTES, read_bytes
-from agentload.interop.content_free import (
-    MISSING,
-    NULL,
-    At,
-    Deviations,
-    Progress,
-    call_record,
+from agentload.interop.content_free import At, Deviations, Progress, need_tokens, show
+from agentload.interop.import_io import (
+    ContentFreeCall,
     count_lines,
-    extra_keys,
     import_header,
     json_lines,
-    need_ids,
-    need_int,
-    need_str,
-    need_time,
-    need_tokens,
     ns,
-    opt_str,
-    opt_time,
     prefix_of,
-    show,
     summary,
-    time_s,
     write_trace,
 )
+from agentload.interop.weka_fields import (
+    Request,
+    Subagent,
+    read_conversation,
+    read_request,
+    read_scope,
+    read_subagent,
+)
 
-__all__ = ["FINISH", "SUBAGENT_ROLE", "import_weka"]
+__all__ = ["FINISH", "import_weka"]
 
 _EPS_S = 1e-6
 FINISH = {"tool_use": "tool_calls", "end_turn": "stop", "max_tokens": "length"}
 """Weka's ``stop`` → ``response.finish_reason`` (the export maps it back)."""
-_SCOPES = ("local", "global")
-SUBAGENT_ROLE = "subagent"
-"""The role of a sub-agent whose ``subagent_type`` is null or absent (real files have it null)."""
-_CONVERSATION_KEYS = frozenset(
-    ("id", "models", "block_size", "hash_id_scope", "tool_tokens", "system_tokens", "requests",
-     "totals")
-)  # fmt: skip
-_CALL_KEYS = frozenset(
-    ("t", "type", "model", "in", "out", "input_length", "output_length", "hash_ids",
-     "input_types", "output_types", "stop", "api_time", "think_time", "ttft")
-)  # fmt: skip
-_SUBAGENT_KEYS = frozenset(
-    ("t", "type", "agent_id", "subagent_type", "duration_ms", "total_tokens", "tool_use_count",
-     "status", "requests", "models", "tool_tokens", "system_tokens")
-)  # fmt: skip
 
 
 def _sources(files: list[Path]) -> list[Path]:
+    """The files to import: ``files``, a directory standing for its ``*.json``/``*.jsonl``."""
     out: list[Path] = []
     for f in files:
         if f.is_dir():
@@ -96,10 +76,12 @@ def _sources(files: list[Path]) -> list[Path]:
 
 
 def _is_jsonl(path: Path) -> bool:
+    """Whether ``path`` holds one conversation per line (else one conversation)."""
     return path.name.endswith((".jsonl", ".jsonl.gz"))
 
 
 def _conversations(paths: list[Path], dev: Deviations) -> Iterator[tuple[At, dict[str, Any]]]:
+    """Each conversation of ``paths`` with its place, read one at a time."""
     for path in paths:
         if _is_jsonl(path):
             for lineno, obj in json_lines(path):
@@ -129,7 +111,7 @@ def import_weka(files: list[Path], out: Path, *, deviations: Deviations | None =
         raise TraceFormatError(f"{paths[0]}: no conversation in the file")
     peek = replace(first[0], dev=None)  # (counted when the conversation itself is read)
     block_size = need_tokens(first[1], "block_size", peek, lo=1)
-    scope = _scope(first[1], peek)
+    scope = read_scope(first[1], peek)
     models = first[1].get("models")
     model = (
         models[0] if isinstance(models, list) and models and isinstance(models[0], str) else None
@@ -141,39 +123,6 @@ def import_weka(files: list[Path], out: Path, *, deviations: Deviations | None =
     if deviations is None and (line := dev.warning()):
         print(line, file=sys.stderr)
     return summary(out, counts, header)
-
-
-def _scope(conv: dict[str, Any], at: At) -> str:
-    scope = need_str(conv, "hash_id_scope", at, default="local", nullable=False, required=True)
-    if scope not in _SCOPES:
-        at.fail("hash_id_scope", f"expected 'local' or 'global', got {scope!r}")
-    return scope
-
-
-def _models(d: dict[str, Any], at: At) -> list[str]:
-    """``d["models"]``: a list of strings (empty when null or absent, counted: the schema
-    requires it, the requests name their own models)."""
-    models = d.get("models")
-    if models is None:
-        at.deviate("models", NULL if "models" in d else MISSING)
-        return []
-    if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
-        at.fail("models", "expected a list of strings")
-    return models
-
-
-def _requests(d: dict[str, Any], at: At, *, subagent: bool) -> list[Any]:
-    """``d["requests"]``: a list. A conversation without requests means nothing (an error); a
-    sub-agent's null or absent list is an agent without calls (counted)."""
-    reqs = d.get("requests")
-    if reqs is None and subagent:
-        at.deviate("requests", NULL if "requests" in d else MISSING)
-        return []
-    if not isinstance(reqs, list):
-        at.fail("requests", "missing (a list of requests)" if reqs is None else "expected a list")
-    if not reqs and not subagent:
-        at.fail("requests", "empty (a conversation without requests)")
-    return reqs
 
 
 @dataclass
@@ -191,6 +140,9 @@ class _Agent:
 
 @dataclass
 class _Importer:
+    """The records of each conversation in turn: one session, its main agent, and its calls and
+    sub-agents (agent ids unique across the import)."""
+
     block_size: int
     scope: str
     t0_ns: int
@@ -201,6 +153,7 @@ class _Importer:
     def records(
         self, first: tuple[At, dict[str, Any]], rest: Iterator[tuple[At, dict[str, Any]]]
     ) -> Iterator[dict[str, Any]]:
+        """The records of ``first`` and then of each conversation of ``rest``."""
         k = 0
         yield from self._one(k, *first)
         for at, conv in rest:
@@ -208,31 +161,15 @@ class _Importer:
             yield from self._one(k, at, conv)
 
     def _one(self, k: int, at: At, conv: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        extra_keys(conv, _CONVERSATION_KEYS, at)
-        bs = need_tokens(conv, "block_size", at, lo=1)
-        if bs != self.block_size:
-            at.fail(
-                "block_size",
-                f"{bs}, but the first conversation's is {self.block_size} "
-                "(import conversations of one block size together)",
-            )
-        scope = _scope(conv, at)
-        if scope != self.scope:
-            at.fail("hash_id_scope", f"{scope!r}, but the first conversation's is {self.scope!r}")
-        # an id is a name: without one, the file's stem (repeats get #K, as any repeated id)
-        cid = need_str(conv, "id", at, default="", nullable=False, required=True)
-        cid = cid or Path(at.file).stem
-        models = _models(conv, at)
-        tool_tokens = need_tokens(conv, "tool_tokens", at, default=0, nullable=False)
-        system_tokens = need_tokens(conv, "system_tokens", at, default=0, nullable=False)
-        reqs = _requests(conv, at, subagent=False)
-        sid = cid if cid not in self.sessions else f"{cid}#{k}"
+        """The records of the ``k``-th conversation: its session, its main agent, the rest."""
+        c = read_conversation(conv, at, self.block_size, self.scope)
+        sid = c.cid if c.cid not in self.sessions else f"{c.cid}#{k}"
         self.sessions.add(sid)
-        ids_prefix = f"{k}:" if scope == "local" else ""
+        ids_prefix = f"{k}:" if self.scope == "local" else ""
         out: list[dict[str, Any]] = []
         root = _Agent(id=self._agent_id(f"{sid}.main"), sid=sid, at=at, spawn_s=None)
-        model = models[0] if models else "unknown"
-        end_ns = self._agent(root, reqs, "requests", model, ids_prefix, out)
+        model = c.models[0] if c.models else "unknown"
+        end_ns = self._agent(root, c.requests, "requests", model, ids_prefix, out)
         start_ns = min((r["start_ns"] for r in out if r["type"] == "agent"), default=self.t0_ns)
         agent_rec = {
             "type": "agent",
@@ -248,11 +185,11 @@ class _Importer:
             "start_ns": min(start_ns, agent_rec["start_ns"]),
             "end_ns": max([end_ns] + [r["end_ns"] for r in out if r["type"] == "agent"]),
             "meta": {
-                "source_id": cid,
+                "source_id": c.cid,
                 "source_file": at.file,
-                "models": models,
-                "system_tokens": system_tokens,
-                "tool_tokens": tool_tokens,
+                "models": c.models,
+                "system_tokens": c.system_tokens,
+                "tool_tokens": c.tool_tokens,
             },
         }
         if at.record:
@@ -263,6 +200,7 @@ class _Importer:
         self.progress.done = k + 1
 
     def _agent_id(self, want: str) -> str:
+        """``want``, or ``want~N`` when an agent of the import already has it."""
         aid, n = want, 1
         while aid in self.agents:
             n += 1
@@ -315,58 +253,47 @@ class _Importer:
         ids_prefix: str,
         waiting: list[str],
     ) -> dict[str, Any]:
-        extra_keys(r, _CALL_KEYS, at)
-        t = need_time(r, "t", at)
-        # AIPerf's model reads "in"/"out" by their names "input_length"/"output_length" too
-        n_in = need_tokens(r, "input_length" if "in" not in r and "input_length" in r else "in", at)
-        n_out = need_tokens(
-            r, "output_length" if "out" not in r and "output_length" in r else "out", at
-        )
-        ids = need_ids(r, "hash_ids", at, n_in, self.block_size, nullable=False)
-        call_model = need_str(r, "model", at, default=model, nullable=False, required=True)
-        api = opt_time(r, "api_time", at)
-        think = opt_time(r, "think_time", at)
-        ttft = opt_time(r, "ttft", at)
-        stop = opt_str(r, "stop", at, nullable=False)
-        for key in ("input_types", "output_types"):
-            v = r.get(key)
-            if v is None and key in r:
-                at.deviate(key, NULL)
-            elif v is not None and (
-                not isinstance(v, list) or not all(isinstance(x, str) for x in v)
-            ):
-                at.fail(key, "expected a list of strings")
-        if agent.spawn_s is not None and t + _EPS_S < agent.spawn_s:
-            t += agent.spawn_s  # an inner t relative to the spawn (older captures)
-        if think is not None and agent.prev_end_ns is not None and not waiting:
-            submit = agent.prev_end_ns + ns(max(0.0, think))
-        else:
-            submit = self.t0_ns + ns(t)
-        if agent.prev_end_ns is not None and agent.calls:
-            submit = max(submit, agent.calls[-1]["timings"]["submit_ns"])
-        blocks = [f"{ids_prefix}{x}" for x in ids]
+        """Build one API call of ``agent`` (waiting for the blocking sub-agents of ``waiting``)."""
+        q = read_request(r, at, self.block_size, model)
+        submit = self._submit_ns(agent, q, waiting)
+        blocks = [f"{ids_prefix}{x}" for x in q.hash_ids]
         seq = len(agent.calls)
         call_id = f"{agent.id}.{seq}"
-        rec = call_record(
+        rec = ContentFreeCall(
             call_id=call_id,
             session_id=agent.sid,
             agent_id=agent.id,
             seq=seq,
-            model=call_model,
-            n_in=n_in,
-            n_out=n_out,
+            model=q.model,
+            n_in=q.n_in,
+            n_out=q.n_out,
             submit_ns=submit,
             stream=stream,
-            first_token_ns=submit + ns(max(0.0, ttft)) if ttft is not None else None,
-            last_token_ns=submit + ns(max(0.0, api)) if api is not None else None,
+            first_token_ns=submit + ns(max(0.0, q.ttft)) if q.ttft is not None else None,
+            last_token_ns=submit + ns(max(0.0, q.api)) if q.api is not None else None,
             prefix=prefix_of(agent.prev, blocks),
             depends_on=list(waiting),
-            finish_reason=FINISH.get(stop or ""),
-        )
+            finish_reason=FINISH.get(q.stop or ""),
+        ).record()
         agent.calls.append(rec)
         agent.prev = (call_id, blocks)
         agent.prev_end_ns = _end_ns(rec)
         return rec
+
+    def _submit_ns(self, agent: _Agent, q: Request, waiting: list[str]) -> int:
+        """When ``agent`` sends request ``q``: its think time after the agent's previous call
+        (unless sub-agents it waited on came between), else its ``t``; never before the previous
+        call's submit."""
+        t = q.t
+        if agent.spawn_s is not None and t + _EPS_S < agent.spawn_s:
+            t += agent.spawn_s  # an inner t relative to the spawn (older captures)
+        if q.think is not None and agent.prev_end_ns is not None and not waiting:
+            submit = agent.prev_end_ns + ns(max(0.0, q.think))
+        else:
+            submit = self.t0_ns + ns(t)
+        if agent.prev_end_ns is not None and agent.calls:
+            submit = max(submit, agent.calls[-1]["timings"]["submit_ns"])
+        return submit
 
     def _subagent(
         self,
@@ -381,75 +308,82 @@ class _Importer:
     ) -> tuple[int, str, bool]:
         """Build one sub-agent (``index`` in its parent's list); returns (its end ns, its agent
         id, whether it blocks)."""
-        extra_keys(r, _SUBAGENT_KEYS, at)
-        spawn_s = need_time(r, "t", at)
-        name = need_str(r, "agent_id", at, default="", nullable=False, required=True)
-        name = name or f"subagent{index}"
-        kind = need_str(
-            r, "subagent_type", at, default=SUBAGENT_ROLE, nullable=False, required=True
-        )
-        status = need_str(r, "status", at, default="completed", nullable=False, required=True)
-        duration_ms = need_int(r, "duration_ms", at, default=-1)
-        time_s(duration_ms, "duration_ms", at, unit_s=1e-3)
-        models = _models(r, at)
-        reqs = _requests(r, at, subagent=True)
-        child = _Agent(
-            id=self._agent_id(f"{parent.sid}.{name}"), sid=parent.sid, at=at, spawn_s=spawn_s
-        )
-        spawn_ns = self.t0_ns + ns(spawn_s)
+        sub = read_subagent(r, at, index)
+        aid = self._agent_id(f"{parent.sid}.{sub.name}")
+        child = _Agent(id=aid, sid=parent.sid, at=at, spawn_s=sub.spawn_s)
+        spawn_ns = self.t0_ns + ns(sub.spawn_s)
         if parent_call is not None:
             spawn_ns = max(spawn_ns, _end_ns(parent_call))
         records: list[dict[str, Any]] = []
-        end_ns = self._agent(
-            child, reqs, "requests", models[0] if models else model, ids_prefix, records
-        )
-        if duration_ms >= 0:
-            end_ns = max(self.t0_ns + ns(spawn_s) + duration_ms * 1_000_000, spawn_ns)
+        child_model = sub.models[0] if sub.models else model
+        end_ns = self._agent(child, sub.requests, "requests", child_model, ids_prefix, records)
+        if sub.duration_ms >= 0:
+            end_ns = max(self.t0_ns + ns(sub.spawn_s) + sub.duration_ms * 1_000_000, spawn_ns)
         end_ns = max(end_ns, spawn_ns)
-        tool_id: str | None = None
-        if parent_call is not None:
-            tool_id = f"{parent_call['id']}.task{len(parent_call['response']['tool_calls'])}"
-            args = {"subagent_type": kind, "agent_id": name}
-            if r.get("subagent_type") is None:  # the parent asked for no type
-                del args["subagent_type"]
-            parent_call["response"]["tool_calls"].append(
-                {"id": tool_id, "name": "delegate", "arguments": orjson.dumps(args).decode()}
-            )
-            parent_call["response"]["finish_reason"] = "tool_calls"
+        task = _delegate(parent_call, sub) if parent_call is not None else None
         agent_rec: dict[str, Any] = {
             "type": "agent",
             "id": child.id,
             "session_id": parent.sid,
             "parent_agent_id": parent.id,
-            "role": kind,
+            "role": sub.kind,
             "start_ns": spawn_ns,
             "end_ns": end_ns,
         }
-        if tool_id is not None:
-            agent_rec["parent_tool_call_id"] = tool_id
+        if task is not None:
+            agent_rec["parent_tool_call_id"] = task.tool_id
         out.append(agent_rec)
         out.extend(records)
-        if parent_call is not None and tool_id is not None:
-            out.append(
-                {
-                    "type": "tool_call",
-                    "id": tool_id,
-                    "session_id": parent.sid,
-                    "agent_id": parent.id,
-                    "llm_call_id": parent_call["id"],
-                    "name": "delegate",
-                    "arguments": args,
-                    "start_ns": spawn_ns,
-                    "end_ns": end_ns,
-                    "child_agent_id": child.id,
-                }
-            )
-            if status not in ("completed", "async_launched"):
-                out[-1]["error"] = f"sub-agent status {status}"
-        return end_ns, child.id, status != "async_launched"
+        if task is not None:
+            out.append(_task_record(task, parent, child.id, (spawn_ns, end_ns), sub.status))
+        return end_ns, child.id, sub.status != "async_launched"
+
+
+class _Task(NamedTuple):
+    """The ``delegate`` tool call by which a parent's call started a sub-agent."""
+
+    tool_id: str
+    call_id: str
+    args: dict[str, str]
+
+
+def _delegate(parent_call: dict[str, Any], sub: Subagent) -> _Task:
+    """Add the ``delegate`` tool call that starts ``sub`` to the parent's call."""
+    tool_id = f"{parent_call['id']}.task{len(parent_call['response']['tool_calls'])}"
+    args = {"subagent_type": sub.kind, "agent_id": sub.name}
+    if not sub.typed:  # the parent asked for no type
+        del args["subagent_type"]
+    parent_call["response"]["tool_calls"].append(
+        {"id": tool_id, "name": "delegate", "arguments": orjson.dumps(args).decode()}
+    )
+    parent_call["response"]["finish_reason"] = "tool_calls"
+    return _Task(tool_id, parent_call["id"], args)
+
+
+def _task_record(
+    task: _Task, parent: _Agent, child_id: str, span: tuple[int, int], status: str
+) -> dict[str, Any]:
+    """The ``tool_call`` record of ``task``, lasting as long as the sub-agent (``span``, in ns);
+    a status other than completed or launched is its error."""
+    rec: dict[str, Any] = {
+        "type": "tool_call",
+        "id": task.tool_id,
+        "session_id": parent.sid,
+        "agent_id": parent.id,
+        "llm_call_id": task.call_id,
+        "name": "delegate",
+        "arguments": task.args,
+        "start_ns": span[0],
+        "end_ns": span[1],
+        "child_agent_id": child_id,
+    }
+    if status not in ("completed", "async_launched"):
+        rec["error"] = f"sub-agent status {status}"
+    return rec
 
 
 def _end_ns(call: dict[str, Any]) -> int:
+    """When a call's record ends: its last token, else its first, else its submit."""
     t = call["timings"]
     end = t.get("last_token_ns") or t.get("first_token_ns") or t["submit_ns"]
     return int(end)

@@ -28,12 +28,12 @@ import orjson
 
 from agentload.errors import ConfigError
 from agentload.interop.blockids import BlockNumbers, group_factor, max_ids
-from agentload.interop.content_free import ns
+from agentload.interop.import_io import ns
 from agentload.interop.weka import FINISH
 from agentload.outfile import output_dir
-from agentload.recorder.schema import AgentRecord, LLMCallRecord
-from agentload.recorder.stats import completion_tokens
-from agentload.recorder.trace import Trace, load_trace
+from agentload.trace.schema import AgentRecord, LLMCallRecord
+from agentload.trace.stats import completion_tokens
+from agentload.trace.trace import Trace, load_trace
 
 __all__ = ["BLOCK_SIZE", "export_weka", "session_document"]
 

@@ -14,53 +14,59 @@ from agentload.errors import ConfigError
 from agentload.record.native import AGENT_HEADER, SESSION_HEADER
 
 if TYPE_CHECKING:
-    from agentload.record.worker import RecordStats
+    from agentload.record.recorder_process import RecordStats
+    from agentload.record.server import RecordServer
 
 __all__ = ["record", "register", "stop_line"]
 
 
-def record(
-    upstream: Annotated[
-        str,
-        typer.Option(
-            help="Base URL of the server the agent really talks to, e.g. "
-            "http://127.0.0.1:8000/v1 or https://api.anthropic.com (a trailing /v1 is optional)."
-        ),
-    ],
-    listen: Annotated[
-        str, typer.Option(help="HOST:PORT to listen on (port 0 picks a free one).")
-    ] = "127.0.0.1:8100",
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory of the trace file.")] = Path(
-        "traces"
+UpstreamOpt = Annotated[
+    str,
+    typer.Option(
+        help="Base URL of the server the agent really talks to, e.g. "
+        "http://127.0.0.1:8000/v1 or https://api.anthropic.com (a trailing /v1 is optional)."
     ),
-    session_header: Annotated[
-        str,
-        typer.Option(
-            help="Request header naming the session (an agent that can send one gets exact "
-            "sessions; '' turns it off). Its agent twin is --agent-header."
-        ),
-    ] = SESSION_HEADER,
-    agent_header: Annotated[
-        str, typer.Option(help="Request header naming the agent within its session.")
-    ] = AGENT_HEADER,
-    max_sessions: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="Stop once this many sessions were recorded and have been quiet for 2 s.",
-        ),
-    ] = None,
-    idle_timeout: Annotated[
-        float | None,
-        typer.Option(min=0.1, metavar="SECONDS", help="Stop after this long with no request."),
-    ] = None,
-    tokenizer: Annotated[
-        str, typer.Option(help="Tokenizer of our own token counts (o200k_base, cl100k_base).")
-    ] = "o200k_base",
+]
+ListenOpt = Annotated[str, typer.Option(help="HOST:PORT to listen on (port 0 picks a free one).")]
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Directory of the trace file.")]
+SessionHeaderOpt = Annotated[
+    str,
+    typer.Option(
+        help="Request header naming the session (an agent that can send one gets exact "
+        "sessions; '' turns it off). Its agent twin is --agent-header."
+    ),
+]
+AgentHeaderOpt = Annotated[
+    str, typer.Option(help="Request header naming the agent within its session.")
+]
+MaxSessionsOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Stop once this many sessions were recorded and have been quiet for 2 s.",
+    ),
+]
+IdleTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(min=0.1, metavar="SECONDS", help="Stop after this long with no request."),
+]
+TokenizerOpt = Annotated[
+    str, typer.Option(help="Tokenizer of our own token counts (o200k_base, cl100k_base).")
+]
+
+
+def record(
+    upstream: UpstreamOpt,
+    listen: ListenOpt = "127.0.0.1:8100",
+    out: OutOpt = Path("traces"),
+    session_header: SessionHeaderOpt = SESSION_HEADER,
+    agent_header: AgentHeaderOpt = AGENT_HEADER,
+    max_sessions: MaxSessionsOpt = None,
+    idle_timeout: IdleTimeoutOpt = None,
+    tokenizer: TokenizerOpt = "o200k_base",
 ) -> None:
     """Record any agent's LLM traffic: a reverse proxy to --upstream that writes every Chat
     Completions, Responses and Messages call into an agentload trace (docs/record.md)."""
-    from agentload.masking import redact_url
     from agentload.record.server import RecordOptions, RecordServer, parse_listen
     from agentload.tokenizer import ChatTokenCounter
 
@@ -83,6 +89,15 @@ def record(
     )
     rs = RecordServer(opts)
     rs.bind()
+    interrupted = _serve_until_stopped(rs, upstream)
+    why = "interrupted" if interrupted else (rs.stop_reason or "stopped")
+    typer.echo(stop_line(rs.stats, str(rs.trace_path), why), err=True)
+
+
+def _serve_until_stopped(rs: RecordServer, upstream: str) -> bool:
+    """Run the bound proxy in the foreground until it stops; whether Ctrl-C (or SIGTERM) did."""
+    from agentload.masking import redact_url
+
     interrupted = False
 
     def started() -> None:
@@ -107,8 +122,7 @@ def record(
         await rs.serve(started)
 
     asyncio.run(main())
-    why = "interrupted" if interrupted else (rs.stop_reason or "stopped")
-    typer.echo(stop_line(rs.stats, str(rs.trace_path), why), err=True)
+    return interrupted
 
 
 def stop_line(st: RecordStats, path: str, why: str) -> str:
@@ -124,7 +138,7 @@ def stop_line(st: RecordStats, path: str, why: str) -> str:
 
 def _check_headers(options: dict[str, str]) -> None:
     """A header name the recorder looks for must be one a request can carry (``''``: off)."""
-    from agentload.replay.config import header_name_problem
+    from agentload.options.values import header_name_problem
 
     for option, name in options.items():
         problem = header_name_problem(name, reserved=frozenset()) if name else None

@@ -1,4 +1,4 @@
-"""``RecordServer``: the recording proxy (``relay``) and its recorder process (``worker``), until
+"""``RecordServer``: the recording proxy (``relay``) and its recorder process (``recorder_process``), until
 told to stop.
 
     with RecordServer("http://127.0.0.1:8000", out_dir) as rs:   # in a background thread
@@ -33,10 +33,11 @@ from agentload.errors import ConfigError, EndpointError
 from agentload.masking import redact_url
 from agentload.outfile import output_dir
 from agentload.record.native import AGENT_HEADER, SESSION_HEADER
-from agentload.record.relay import Relay, Upstream
-from agentload.record.worker import RecorderProcess, RecordStats
-from agentload.recorder.schema import ClockAnchor, Header, HostFacts
+from agentload.record.recorder_process import RecorderProcess, RecordStats
+from agentload.record.relay import Relay
+from agentload.record.upstream import Upstream
 from agentload.tokenizer import DEFAULT_TOKENIZER
+from agentload.trace.schema import ClockAnchor, Header, HostFacts
 
 __all__ = ["QUIET_S", "RecordOptions", "RecordServer", "parse_listen"]
 

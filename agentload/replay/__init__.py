@@ -1,24 +1,27 @@
 """agentload.replay: identical, closed-loop agentic traffic against any endpoint.
 
-* ``plan``      — traces → per-session call graphs (bodies, digests, gaps, reuse ceilings)
+A trace → identical load → request and session records; what they measure (metrics, results.json
+and the files read from it) is ``agentload.measure``, the options ``agentload.options``.
+
+* ``plan``      — traces → per-session call graphs (bodies, digests, gaps, reuse ceilings);
+  ``callplan``: what a plan is made of (``CallPlan``, ``SessionPlan``, ``Edge``)
 * ``fit``       — ``--max-context``/``--fit``: each session cut (or left out) to fit a context
-* ``engines``   — the engine presets (the extras each server accepts; docs/engines.md)
 * ``salt``, ``reuse`` — the salt line and where it goes (``--salt-at``), and the reuse
   ceilings of requests as sent (within a session instance, across instances)
+* ``bodies``    — a planned call → the body sent (the engine preset's extras, the session id)
 * ``shapes``    — load shapes and the salted, replicated session pool
-* ``schedule``  — runs one load point (lanes or Poisson arrivals, warm-up, windows)
-* ``client``    — the streaming HTTP client with precise timings (``netback``: its transport)
-* ``metrics``   — one class per metric, formulas in docstrings (``tasks``: pass rate and
-  solved tasks of a live eval run)
-* ``config``    — ``ReplayConfig``: the options of a run and every check of their values
+* ``schedule``  — runs one load point (warm-up, windows, the records); ``modes``: its three
+  schedules behind one interface (closed-loop lanes, Poisson arrivals, the recorded open loop)
+* ``client``    — the streaming HTTP client with precise timings (``netback``: its transport;
+  ``target``: URLs, headers and secrets; ``pool``: its connections; ``probe``: the models list
+  and the API checks; ``streams``: reading an answer into an ``outcome``; ``failures``: each
+  failure to its ``measure.errorkinds.ErrorKind``)
+* ``scrape``    — the target's Prometheus ``/metrics``, sampled at 1 Hz
 * ``run``       — a whole run: plans, probe, points, aggregates
-* ``sharded``, ``worker`` — the same run on a Ray cluster (``--ray``): the driver, and the actor
-  that runs one shard of each point (docs/distributed.md)
-* ``records``   — the request, session and window records (pydantic dataclasses), the
-  measured window and the phase of each request
-* ``results``   — ``ResultsDocument``: results.json, typed and versioned (write, read)
-* ``verdict``   — the exit code of a run (0, 2, 3, 130), decided in one place
-* ``summary``, ``report``, ``plots``, ``pareto``, ``compare`` — outputs read from it
+* ``sharded``, ``ray_actor`` — the same run on a Ray cluster (``--ray``): the driver, and the
+  actor that runs one shard of each point (``sharded_point``: one point as the driver follows
+  and merges it; docs/distributed.md)
+* ``progress``  — the live progress line of a point
 * ``cli``       — ``agentload replay|report|compare``
 
 See docs/replay.md and docs/engines.md.

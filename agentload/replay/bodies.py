@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from agentload.replay.engines import EnginePreset
+from agentload.options.engines import EnginePreset
 from agentload.replay.plan import CallPlan
 from agentload.replay.salt import make_salt, salt_messages, salt_native, unsalt_messages
 

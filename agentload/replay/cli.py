@@ -3,193 +3,46 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 
 from agentload.auth import userinfo_warning
-from agentload.errors import ConfigError
 from agentload.errortext import one_line
+from agentload.measure.results import ResultsDocument
+from agentload.options.flags import given, parameters, validated
+from agentload.options.replay import ReplayConfig
 from agentload.outfile import write_errors
-from agentload.replay.config import ReplayConfig
-from agentload.replay.results import ResultsDocument
 
-__all__ = ["config_from_options", "register"]
+__all__ = ["register", "start_at_note"]
 
 
-def replay(
-    traces: Annotated[list[Path], typer.Argument(help="Trace files (.agentload.jsonl[.zst]).")],
-    endpoint: Annotated[str, typer.Option(help="OpenAI-compatible base URL (…/v1).")],
-    model: Annotated[str, typer.Option(help="Model name the target serves.")],
-    concurrency: Annotated[int, typer.Option(help="Sessions kept in flight.")] = 1,
-    sweep: Annotated[str | None, typer.Option(help="Concurrency levels, e.g. 1,2,4,8.")] = None,
-    arrival_rate: Annotated[
-        float | None, typer.Option(help="Start sessions as a Poisson process (sessions/s).")
-    ] = None,
-    duration: Annotated[
-        float | None, typer.Option(help="Seconds of measured load per point.")
-    ] = None,
-    sessions: Annotated[
-        int | None,
-        typer.Option(help="Session instances per point (default: max(trace sessions, N))."),
-    ] = None,
-    gap_scale: Annotated[float, typer.Option(help="Scale recorded waits (0 = none).")] = 1.0,
-    salt_at: Annotated[
-        str | None,
-        typer.Option(
-            help="Where each session instance's salt line goes: start (before everything but "
-            "the tools), after-system (after the tools and system prompt: shared across "
-            "sessions, as in production; the default), off (no salt)."
-        ),
-    ] = None,
-    no_salt: Annotated[bool, typer.Option("--no-salt", help="The same as --salt-at off.")] = False,
-    start_at: Annotated[
-        str | None,
-        typer.Option(
-            help="random (the default): join mid-flight after a warm-up; zero: from the start."
-        ),
-    ] = None,
-    slo: Annotated[str | None, typer.Option(help="e.g. ttft=2s,tpot=50ms,e2e=60s.")] = None,
-    gpus: Annotated[int | None, typer.Option(help="GPUs behind the endpoint.")] = None,
-    power_watts: Annotated[float | None, typer.Option(help="Power draw in W.")] = None,
-    power: Annotated[str | None, typer.Option(help="'nvml': measure GPU energy.")] = None,
-    scrape_metrics: Annotated[
-        str | None, typer.Option(help="Prometheus /metrics URL scraped at 1 Hz.")
-    ] = None,
-    target_tps_user: Annotated[
-        list[float] | None,
-        typer.Option(help="Headline target tokens/s per user (repeatable; default 160)."),
-    ] = None,
-    engine: Annotated[
-        str, typer.Option(help="vllm|sglang|trtllm|dynamo|llamacpp|openai (docs/engines.md).")
-    ] = "vllm",
-    no_extras: Annotated[
-        bool, typer.Option("--no-extras", help="Do not send ignore_eos/min_tokens.")
-    ] = False,
-    session_header: Annotated[
-        str | None, typer.Option(help="Header carrying a session id (KV-aware routing).")
-    ] = None,
-    session_field: Annotated[
-        str | None, typer.Option(help="Body field carrying a session id.")
-    ] = None,
-    max_context: Annotated[
-        int | None,
-        typer.Option(help="Fit the traces to N tokens per call (prompt + output); see --fit."),
-    ] = None,
-    fit: Annotated[
-        str,
-        typer.Option(
-            help="cut-session: keep each session up to its first call above --max-context; "
-            "drop-session: leave such sessions out."
-        ),
-    ] = "cut-session",
-    timeout: Annotated[
-        float, typer.Option(help="Per-request timeout in seconds (the probe: at most 10).")
-    ] = 600.0,
-    max_error_rate: Annotated[
-        float, typer.Option(help="Exit 3 when a larger share of the requests failed.")
-    ] = 0.5,
-    seed: Annotated[
-        int, typer.Option(help="Seed of join points, arrivals and synthesized prompts.")
-    ] = 0,
-    schedule: Annotated[
-        str,
-        typer.Option(
-            help="closed: a call waits for its predecessors (--concurrency, --arrival-rate); "
-            "recorded: open loop, each call at its recorded time offset (x --time-scale)."
-        ),
-    ] = "closed",
-    time_scale: Annotated[
-        float,
-        typer.Option(
-            help="--schedule recorded: multiply the recorded offsets (0.5 = twice as fast)."
-        ),
-    ] = 1.0,
-    api: Annotated[
-        str,
-        typer.Option(
-            help="auto: calls recorded in Responses or Messages (agentload record) go in that "
-            "API when the target answers it, else as Chat Completions; chat: all as chat."
-        ),
-    ] = "auto",
-    tokenizer: Annotated[
-        str | None,
-        typer.Option(
-            help="Tokenizer of prompts synthesized for content-free traces: o200k_base "
-            "(default), cl100k_base, hf:PATH/tokenizer.json."
-        ),
-    ] = None,
-    ray: Annotated[
-        str | None,
-        typer.Option(
-            "--ray",
-            metavar="[ADDRESS]",
-            help="Run on a Ray cluster: --ray alone starts one on this machine; --ray auto, "
-            "--ray HOST:PORT join one (pip install 'agentload\\[ray]'; docs/distributed.md).",
-        ),
-    ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option(help="Ray workers (default: one per cluster CPU, at most the lanes)."),
-    ] = None,
-    out: Annotated[Path | None, typer.Option(help="Write results, CSV and report here.")] = None,
-) -> None:
+def _replay(*, concurrency: int, no_salt: bool, out: Path | None, **kw: Any) -> None:
     """Replay traces against an endpoint: identical agentic traffic, closed loop or on the
     recorded schedule (content-free traces: prompts synthesized from their block ids)."""
+    from agentload.measure.files import write_run
+    from agentload.measure.results import prepare_out_dir
+    from agentload.measure.verdict import ExitCode, verdict
     from agentload.replay.progress import Progress
-    from agentload.replay.report import write_report
-    from agentload.replay.results import prepare_out_dir, write_results
     from agentload.replay.run import run_replay
-    from agentload.replay.summary import write_summary
-    from agentload.replay.verdict import ExitCode, verdict
 
-    cfg = config_from_options(
-        {
-            "traces": [str(t) for t in traces],
-            "endpoint": endpoint,
-            "model": model,
-            "engine": engine,
-            "extras": not no_extras,
-            "levels": sweep if sweep is not None else [concurrency],
-            "arrival_rate": arrival_rate,
-            "duration_s": duration,
-            "sessions": sessions,
-            "gap_scale": gap_scale,
-            **({"salt_at": salt_at} if salt_at is not None else {}),
-            **({"salt": False} if no_salt else {}),
-            "start_at": start_at or "random",
-            "slo": slo,
-            "gpus": gpus,
-            "power_watts": power_watts,
-            "power": power,
-            "scrape_metrics": scrape_metrics,
-            "target_tps_user": target_tps_user or [160.0],
-            "timeout_s": timeout,
-            "max_error_rate": max_error_rate,
-            "seed": seed,
-            "schedule": schedule,
-            "time_scale": time_scale,
-            "api": api,
-            "tokenizer": tokenizer,
-            "session_header": session_header,
-            "session_field": session_field,
-            "max_context": max_context,
-            "fit": fit,
-            "ray": ray,
-            "workers": workers,
-        },
-        levels_option="--sweep" if sweep is not None else "--concurrency",
-    )
+    raw = given(kw, ReplayConfig)
+    raw["traces"] = [str(t) for t in raw.get("traces", [])]
+    raw.setdefault("levels", [concurrency])
+    if no_salt:
+        raw["salt"] = False
+    levels = "--sweep" if kw.get("levels") is not None else "--concurrency"
+    cfg = validated(ReplayConfig, raw, {"levels": levels, "salt": "--no-salt"})
     if out is not None:
         prepare_out_dir(out)
     warning = userinfo_warning(cfg.endpoint)
     if warning:
         print(one_line(warning), file=sys.stderr)
-    note = start_at_note(cfg) if start_at is None else None
+    note = start_at_note(cfg) if kw.get("start_at") is None else None
     if note is not None:
         print(note, file=sys.stderr)
     if cfg.ray is not None:
@@ -201,15 +54,49 @@ def replay(
     console = Console()
     _print_summary(console, results)
     if out is not None:
-        with write_errors(out, option="--out"):
-            paths = [write_results(results, out), write_summary(results, out)]
-            paths += write_report([results], out)
+        paths = write_run(results, out)
         console.print(f"wrote {', '.join(str(p) for p in paths[:3])} and {len(paths) - 3} PNGs")
     end = verdict(results)
     if end.line is not None:
         console.print(end.line, highlight=False, soft_wrap=True)
     if end.code != ExitCode.OK:
         raise typer.Exit(int(end.code))
+
+
+def _replay_parameters() -> list[inspect.Parameter]:
+    """``replay``'s parameters: ``ReplayConfig``'s options, ``--concurrency N`` (a sweep of
+    one) before ``--sweep``, ``--no-salt`` after ``--salt-at``, and ``--out`` last."""
+    kind = inspect.Parameter.KEYWORD_ONLY
+    sugar = {
+        "levels": inspect.Parameter(
+            "concurrency",
+            kind,
+            default=typer.Option(1, help="Sessions kept in flight."),
+            annotation=int,
+        ),
+        "start_at": inspect.Parameter(
+            "no_salt",
+            kind,
+            default=typer.Option(False, "--no-salt", help="The same as --salt-at off."),
+            annotation=bool,
+        ),
+    }
+    params: list[inspect.Parameter] = []
+    for p in parameters(ReplayConfig):
+        if p.name in sugar:
+            params.append(sugar[p.name])
+        params.append(p)
+    out = typer.Option(None, help="Write results, CSV and report here.")
+    params.append(inspect.Parameter("out", kind, default=out, annotation=Path | None))
+    return params
+
+
+def replay(**kw: Any) -> None:
+    _replay(**kw)
+
+
+setattr(replay, "__signature__", inspect.Signature(_replay_parameters()))  # noqa: B010
+replay.__doc__ = _replay.__doc__
 
 
 def start_at_note(cfg: ReplayConfig) -> str | None:
@@ -228,32 +115,8 @@ def start_at_note(cfg: ReplayConfig) -> str | None:
     )
 
 
-# ReplayConfig fields whose option is not ``--`` + the field name with dashes.
-_OPTIONS = {"duration_s": "--duration", "timeout_s": "--timeout", "extras": "--no-extras"}
-_OPTIONS |= {"salt": "--no-salt", "traces": "TRACES"}
-
-
-def config_from_options(raw: dict[str, Any], levels_option: str) -> ReplayConfig:
-    """The ``ReplayConfig`` of the options given; a bad value is one ``ConfigError`` line that
-    names the option and the value as given: ``--sweep '1,x': write the ...``."""
-    try:
-        return ReplayConfig.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc, msg = err["loc"], err["msg"]
-        if not loc:  # a check across options: its message names them
-            raise ConfigError(msg) from None
-        field = str(loc[0])
-        option = levels_option if field == "levels" else _OPTIONS.get(field)
-        value = raw.get(field)
-        if isinstance(value, list) and len(loc) > 1 and isinstance(loc[1], int):
-            value = value[loc[1]]  # one repeated value (or the one --concurrency)
-        shown = repr(value) if isinstance(value, str) else str(value)
-        raise ConfigError(f"{option or '--' + field.replace('_', '-')} {shown}: {msg}") from None
-
-
 def _print_summary(console: Console, results: ResultsDocument) -> None:
-    from agentload.replay.report import headlines, text_summary
+    from agentload.measure.report import headlines, text_summary
 
     for line in text_summary(results):
         console.print(line, highlight=False, soft_wrap=True)
@@ -268,8 +131,8 @@ def report(
     out: Annotated[Path, typer.Option(help="Directory for report.html + PNGs.")] = Path("report"),
 ) -> None:
     """Rebuild the HTML report from results; several runs overlay on one Pareto plot."""
-    from agentload.replay.report import write_report
-    from agentload.replay.results import load_results, prepare_out_dir
+    from agentload.measure.report import write_report
+    from agentload.measure.results import load_results, prepare_out_dir
 
     prepare_out_dir(out)
     runs = [load_results(p) for p in results]
@@ -296,8 +159,8 @@ def compare(
             console.print(line, markup=False, highlight=False, soft_wrap=True)
         if not all(p.is_dir() for p in (a, b)):
             return
-    from agentload.replay.compare import compare_results
-    from agentload.replay.results import load_results
+    from agentload.measure.compare import compare_results
+    from agentload.measure.results import load_results
 
     lines, _ = compare_results(load_results(a), load_results(b))
     for line in lines:

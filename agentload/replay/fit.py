@@ -18,14 +18,11 @@ prompt tokens: the recording server's count when it reported one, else agentload
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
+from agentload.options.modes import FIT_MODES, FitMode
 from agentload.replay.plan import SessionPlan
 
 __all__ = ["FIT_MODES", "CutSession", "FitMode", "Fitter"]
-
-FitMode = Literal["cut-session", "drop-session"]
-FIT_MODES: tuple[FitMode, ...] = ("cut-session", "drop-session")
 
 
 @dataclass(frozen=True)

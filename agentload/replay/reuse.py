@@ -20,13 +20,13 @@ gets two counts, in full blocks of its prompt as sent (salted as ``--salt-at`` s
   full blocks, and within is the recorded sharing (the trace's block hashes, counted the same
   way as salted), which no longer bounds what a server may reuse.
 
-Prompts are hashed by ``recorder.prefix.hash_prompt``, the code the recorder and the
+Prompts are hashed by ``trace.prefix.hash_prompt``, the code the recorder and the
 simulator's KV model use, with the trace's tokenizer and block size; the salt's fixed token
 layout (``salt``) makes the counts the same for every instance. Against the simulator,
 cached ≤ ceiling holds exactly; against another server it holds up to the difference between
 its tokenizer and agentload's.
 
-A synthesized call (a content-free trace, ``recorder.synth``) is never tokenized for this: its
+A synthesized call (a content-free trace, ``trace.synth``) is never tokenized for this: its
 token layout is known (the framing's head, then one token a word, the words of equal leading
 block ids equal), so ``synth_ceilings`` counts the tokens two calls share from their block ids
 (compared as prefixes: the ids are chained here, so ``[A, B]`` and ``[C, B]`` share nothing)
@@ -43,10 +43,10 @@ import itertools
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from agentload.recorder.prefix import PrefixHasher, common_blocks, hash_prompt, seen_blocks
-from agentload.recorder.synth import Layout, Synthesizer
 from agentload.replay.salt import REPRESENTATIVE_SALTS, SaltAt, salt_messages, salt_target
 from agentload.tokenizer import ChatTokenCounter
+from agentload.trace.prefix import PrefixHasher, common_blocks, hash_prompt, seen_blocks
+from agentload.trace.synth import Layout, Synthesizer
 
 __all__ = [
     "CEILING_BLOCK",

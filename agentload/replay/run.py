@@ -8,30 +8,17 @@ these failing is one line and exit 2.
 from __future__ import annotations
 
 import asyncio
-import os
-import platform
 import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentload import __version__
 from agentload.auth import api_key_from_env
 from agentload.errors import ConfigError, ReplayError
 from agentload.intervals import peak_overlap
 from agentload.masking import redact_url
-from agentload.recorder.paths import trace_files
-from agentload.recorder.synth import Synthesizer
-from agentload.recorder.trace import load_trace
-from agentload.replay.bodies import BodyBuilder
-from agentload.replay.client import StreamClient
-from agentload.replay.config import ReplayConfig
-from agentload.replay.engines import EnginePreset, get_engine
-from agentload.replay.fit import FitMode, Fitter
-from agentload.replay.metrics import SLO, MetricContext, aggregate, prompt_token_ratio
-from agentload.replay.plan import SessionPlan, build_plans
-from agentload.replay.power import NvmlPower, average_watts
-from agentload.replay.results import (
+from agentload.measure.metrics import SLO, MetricContext, aggregate, prompt_token_ratio
+from agentload.measure.power import NvmlPower, average_watts
+from agentload.measure.results import (
     Aggregates,
     ClusterRun,
     EngineInfo,
@@ -44,11 +31,20 @@ from agentload.replay.results import (
     TimelineSample,
     WorkerPoint,
 )
+from agentload.options.engines import EnginePreset, get_engine
+from agentload.options.replay import ReplayConfig
+from agentload.replay.bodies import BodyBuilder
+from agentload.replay.client import StreamClient
+from agentload.replay.fit import FitMode, Fitter
+from agentload.replay.plan import SessionPlan, build_plans
 from agentload.replay.salt import SaltAt, new_nonce, new_run_id
 from agentload.replay.schedule import LoadShape, PointRun, PointRunner
 from agentload.replay.scrape import MetricsScraper
 from agentload.replay.shapes import PointView
 from agentload.tokenizer import DEFAULT_TOKENIZER
+from agentload.trace.paths import trace_files
+from agentload.trace.synth import Synthesizer
+from agentload.trace.trace import Trace, load_trace
 
 __all__ = [
     "ProgressHook",
@@ -59,7 +55,6 @@ __all__ = [
     "make_point",
     "point_shape",
     "recorded_width",
-    "run_environment",
     "run_replay",
 ]
 
@@ -82,34 +77,10 @@ def load_plans(
     synthesized with ``tokenizer`` (default o200k_base) and ``seed``; a ``tokenizer`` given
     for traces that all have their text is a ``ConfigError``."""
     traces = [load_trace(p) for p in trace_files(paths)]
-    synth = None
-    if any(t.header.redacted for t in traces):
-        synth = Synthesizer(tokenizer or DEFAULT_TOKENIZER, seed)
-    elif tokenizer is not None:
-        raise ConfigError(
-            f"--tokenizer {tokenizer}: no trace is content-free (header.redacted); the "
-            "tokenizer only synthesizes the prompts of such traces"
-        )
-    truncated = [
-        {"file": t.path, "detail": str(t.truncated)} for t in traces if t.truncated is not None
-    ]
-    for t in truncated:
-        print(
-            f"agentload: warning: {t['file']}: {t['detail']} (a killed run?); its complete "
-            "calls are replayed, each session as far as it was recorded",
-            file=sys.stderr,
-            flush=True,
-        )
-    for tr in traces if salt_at != "off" else ():
-        src = tr.header.source
-        if src is not None and src.hash_id_scope == "global" and len(tr.sessions) > 1:
-            print(
-                f"agentload: note: {tr.path}: its block ids are shared across sessions "
-                f"({src.format}); the salt keeps each session's prefix cache apart, "
-                "--salt-at off replays that sharing",
-                file=sys.stderr,
-                flush=True,
-            )
+    synth = _synthesizer(traces, tokenizer, seed)
+    truncated = _warn_truncated(traces)
+    if salt_at != "off":
+        _note_shared_blocks(traces)
     fitter = Fitter(max_context, fit) if max_context is not None else None
     plans = build_plans(traces, salt_at=salt_at, select=fitter, synth=synth)
     if not plans and fitter is not None:
@@ -118,16 +89,7 @@ def load_plans(
             f"--max-context {max_context}: every session has a {what} above it "
             f"({len(fitter.excluded)} left out; prompt + output in the trace's tokens)"
         )
-    unsalted = {pl.trace_path for pl in plans if pl.calls[pl.order[0]].within_tokens is None}
-    for trace in traces:
-        if trace.path in unsalted:
-            print(
-                f"agentload: warning: {trace.path}: tokenizer {trace.header.tokenizer} cannot "
-                "be loaded; the KV-survival ceiling of salted requests counts the trace's "
-                "unsalted blocks",
-                file=sys.stderr,
-                flush=True,
-            )
+    _warn_unloadable_tokenizers(traces, plans)
     return plans, {
         "max_context": max_context,
         "fit": fit,
@@ -138,14 +100,62 @@ def load_plans(
     }
 
 
-def run_environment() -> Environment:
-    return Environment(
-        agentload=__version__,
-        python=sys.version.split()[0],
-        platform=platform.platform(),
-        cpu_count=os.cpu_count(),
-        started_unix_ns=time.time_ns(),
-    )
+def _synthesizer(traces: Sequence[Trace], tokenizer: str | None, seed: int) -> Synthesizer | None:
+    """The synthesizer of the content-free traces' prompts (None when every trace has its
+    text; a ``tokenizer`` given then is a ``ConfigError``)."""
+    if any(t.header.redacted for t in traces):
+        return Synthesizer(tokenizer or DEFAULT_TOKENIZER, seed)
+    if tokenizer is not None:
+        raise ConfigError(
+            f"--tokenizer {tokenizer}: no trace is content-free (header.redacted); the "
+            "tokenizer only synthesizes the prompts of such traces"
+        )
+    return None
+
+
+def _warn_truncated(traces: Sequence[Trace]) -> list[dict[str, str]]:
+    """The traces that end early (file and detail), each warned about on stderr."""
+    truncated = [
+        {"file": t.path, "detail": str(t.truncated)} for t in traces if t.truncated is not None
+    ]
+    for t in truncated:
+        print(
+            f"agentload: warning: {t['file']}: {t['detail']} (a killed run?); its complete "
+            "calls are replayed, each session as far as it was recorded",
+            file=sys.stderr,
+            flush=True,
+        )
+    return truncated
+
+
+def _note_shared_blocks(traces: Sequence[Trace]) -> None:
+    """A note on stderr for each trace whose block ids are shared across its sessions (the
+    salt keeps their prefix caches apart)."""
+    for tr in traces:
+        src = tr.header.source
+        if src is not None and src.hash_id_scope == "global" and len(tr.sessions) > 1:
+            print(
+                f"agentload: note: {tr.path}: its block ids are shared across sessions "
+                f"({src.format}); the salt keeps each session's prefix cache apart, "
+                "--salt-at off replays that sharing",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+def _warn_unloadable_tokenizers(traces: Sequence[Trace], plans: Sequence[SessionPlan]) -> None:
+    """A warning on stderr for each planned trace whose tokenizer cannot be loaded here (its
+    salted requests' ceilings then count the unsalted blocks)."""
+    unsalted = {pl.trace_path for pl in plans if pl.calls[pl.order[0]].within_tokens is None}
+    for trace in traces:
+        if trace.path in unsalted:
+            print(
+                f"agentload: warning: {trace.path}: tokenizer {trace.header.tokenizer} cannot "
+                "be loaded; the KV-survival ceiling of salted requests counts the trace's "
+                "unsalted blocks",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def recorded_width(plans: Sequence[SessionPlan]) -> int:
@@ -257,7 +267,7 @@ def build_document(
                 "scrape_metrics": cfg.scrape_metrics and redact_url(cfg.scrape_metrics),
             }
         ),
-        environment=run_environment(),
+        environment=Environment.here(),
         engine=EngineInfo(
             name=engine.name,
             ignore_eos=engine.ignore_eos,

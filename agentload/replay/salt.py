@@ -33,7 +33,9 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Callable
-from typing import Any, Literal, get_args
+from typing import Any
+
+from agentload.options.modes import SALT_MODES, SaltAt
 
 __all__ = [
     "NONCE_DIGITS",
@@ -48,10 +50,6 @@ __all__ = [
     "salt_target",
     "unsalt_messages",
 ]
-
-SaltAt = Literal["start", "after-system", "off"]
-SALT_MODES: tuple[str, ...] = get_args(SaltAt)
-"""The salt modes, in ``--salt-at``'s order."""
 
 _LINE = r"\[agentload-salt [0-9a-z-]+\]\n"
 _FRONT = re.compile("^" + _LINE)

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agentload.measure.records import RequestRecord, SessionResult, Window
 from agentload.replay.plan import SessionPlan
-from agentload.replay.records import RequestRecord, SessionResult, Window
 from agentload.replay.salt import make_salt
 
 __all__ = [

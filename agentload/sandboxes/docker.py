@@ -95,6 +95,33 @@ def _user_for(workspace: Path) -> str:
     return "65534:65534" if st.st_uid == 0 else f"{st.st_uid}:{st.st_gid}"
 
 
+def _confinement(
+    image: ImageInfo, workspace: Path, workdir: str, settings: SandboxSpec
+) -> dict[str, Any]:
+    """The container's confinement: no network, memory/CPU/pids caps, a read-only root with a
+    tmpfs ``/tmp``, the workspace (and the image's read-only mounts) bound, no capabilities,
+    a non-root user."""
+    volumes = {m: {"bind": m, "mode": "ro"} for m in image.mounts}
+    volumes[str(workspace)] = {"bind": workdir, "mode": "rw"}
+    memory = settings.memory_bytes()
+    return {
+        "network_mode": "none",
+        "mem_limit": memory,
+        "memswap_limit": memory,
+        "nano_cpus": int(settings.cpus * 1e9),
+        "pids_limit": settings.pids,
+        "tmpfs": {"/tmp": f"rw,exec,nosuid,nodev,size={min(memory // 2, 1 << 30)},mode=1777"},
+        "volumes": volumes,
+        "working_dir": workdir,
+        "user": _user_for(workspace),
+        "environment": base_env("/tmp"),
+        "read_only": True,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "stop_signal": "SIGKILL",
+    }
+
+
 class DockerSandbox:
     """A session's container. Satisfies ``agentload.protocols.Sandbox``."""
 
@@ -121,43 +148,37 @@ class DockerSandbox:
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
             raise SandboxError(f"workspace {self.workspace} is not a directory")
-        volumes = {m: {"bind": m, "mode": "ro"} for m in image.mounts}
-        volumes[str(self.workspace)] = {"bind": self.workdir, "mode": "rw"}
-        memory = settings.memory_bytes()
         labels = {
             SESSION_LABEL: session_id,
             PID_LABEL: str(os.getpid()),
             HOST_LABEL: socket.gethostname(),
         }
+        self._container = self._start(image, settings, labels)
+        self.id: str = self._container.id[:12]
+        lifecycle.register(self._container.id, self.close)
+        self.has_timeout = self._probe_timeout(image)
+
+    def _start(self, image: ImageInfo, settings: SandboxSpec, labels: dict[str, str]) -> Any:
+        """Run the locked-down container (pid 1 the reaper); ``SandboxError`` when it fails,
+        with nothing left behind (and the client closed when the sandbox owns it)."""
         try:
-            self._container = client.containers.run(
+            return self._client.containers.run(
                 image.tag,
                 ["sh", "-c", _REAPER],
                 detach=True,
                 labels=labels,
-                network_mode="none",
-                mem_limit=memory,
-                memswap_limit=memory,
-                nano_cpus=int(settings.cpus * 1e9),
-                pids_limit=settings.pids,
-                tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={min(memory // 2, 1 << 30)},mode=1777"},
-                volumes=volumes,
-                working_dir=self.workdir,
-                user=_user_for(self.workspace),
-                environment=base_env("/tmp"),
-                read_only=True,
-                cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
-                stop_signal="SIGKILL",
+                **_confinement(image, self.workspace, self.workdir, settings),
             )
         except DockerException as exc:
-            _remove_created(client, labels)  # created but not started: do not leave it behind
-            if owns_client:
-                client.close()
+            _remove_created(self._client, labels)  # created but not started: do not leave it behind
+            if self._owns_client:
+                self._client.close()
             reason = str(exc).splitlines()[0][:300]
             raise SandboxError(f"cannot start a container from {image.tag}: {reason}") from None
-        self.id: str = self._container.id[:12]
-        lifecycle.register(self._container.id, self.close)
+
+    def _probe_timeout(self, image: ImageInfo) -> bool:
+        """Whether the container has ``timeout``; closes it and raises ``SandboxError`` when it
+        cannot exec or has no usable ``sh``."""
         try:
             probe = self._container.exec_run(["sh", "-c", "command -v timeout"])
         except DockerException as exc:
@@ -167,7 +188,7 @@ class DockerSandbox:
             self.close()
             out = probe.output.decode(errors="replace").strip()[:200]
             raise SandboxError(f"container {self.id} ({image.tag}) has no usable sh: {out}")
-        self.has_timeout = probe.exit_code == 0
+        return bool(probe.exit_code == 0)
 
     def __enter__(self) -> DockerSandbox:
         return self

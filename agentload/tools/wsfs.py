@@ -65,68 +65,107 @@ def _changed(shown: str) -> ToolError:
     return ToolError(f"{shown}: changed while it was being read (a symlink or a rename); try again")
 
 
+def _outside(shown: str) -> ToolError:
+    """The error for a path that leads out of the workspace."""
+    return ToolError(f"{shown}: outside the workspace (symlinks and .. included)")
+
+
+class _Walk:
+    """A workspace path walked one component at a time: the open directories from the root
+    down (``stack``), the components still to walk (``todo``) and the symlinks followed."""
+
+    def __init__(self, root: Path, shown: str) -> None:
+        self.root = root
+        self.shown = shown
+        self.stack = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]  # trusted
+        self.todo = _parts(shown)
+        self.links = 0
+
+    def close(self) -> None:
+        """Close every directory descriptor the walk holds."""
+        for fd in self.stack:
+            os.close(fd)
+
+    def run(self) -> tuple[int, str]:
+        """Walk to the end: the descriptor of the directory holding the last component, and
+        that component's name (``""`` when the path ends on a directory)."""
+        while self.todo:
+            name = self.todo.pop(0)
+            if name == "..":
+                self._up()
+                continue
+            st = self._lstat(name)
+            if st is None:  # a missing last component: the caller says what that means
+                return self.stack[-1], name
+            if stat.S_ISLNK(st.st_mode):
+                self._follow(name)
+                continue
+            if not self.todo:
+                return self.stack[-1], name
+            self._enter(name, st)
+        # The path ended on a directory (the root, "..", a link to a directory): itself ("").
+        return self.stack[-1], ""
+
+    def _up(self) -> None:
+        """Step up to the parent directory (``..``), never above the root."""
+        if len(self.stack) == 1:
+            raise _outside(self.shown)
+        os.close(self.stack.pop())
+
+    def _lstat(self, name: str) -> os.stat_result | None:
+        """``name``'s own status in the current directory; None when it is the last component
+        and missing."""
+        try:
+            return os.stat(name, dir_fd=self.stack[-1], follow_symlinks=False)
+        except FileNotFoundError:
+            if self.todo:
+                raise ToolError(f"{self.shown}: no such file or directory") from None
+            return None
+        except NotADirectoryError:
+            raise ToolError(f"{self.shown}: not a directory on the way") from None
+
+    def _follow(self, name: str) -> None:
+        """Put the symlink ``name``'s target in front of the components still to walk (an
+        absolute one restarts from the root); ToolError when it leaves the workspace."""
+        self.links += 1
+        if self.links > MAX_LINKS:
+            raise ToolError(f"{self.shown}: more than {MAX_LINKS} symlinks")
+        try:
+            target = os.readlink(name, dir_fd=self.stack[-1])
+        except OSError:  # no longer a symlink
+            raise _changed(self.shown) from None
+        if target.startswith("/"):  # the sandbox's /workspace, or the host's own path
+            root = self.root
+            inner = _inside(target, (WORKSPACE, str(root), os.path.realpath(root)))
+            if inner is None:
+                raise _outside(self.shown)
+            while len(self.stack) > 1:
+                os.close(self.stack.pop())
+            target = inner
+        self.todo[:0] = _parts(target)
+
+    def _enter(self, name: str, st: os.stat_result) -> None:
+        """Open the directory ``name`` (``st`` its status) and walk on from it."""
+        if not stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"{self.shown}: not a directory on the way")
+        try:
+            self.stack.append(os.open(name, _DIR, dir_fd=self.stack[-1]))
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+                raise _changed(self.shown) from None
+            raise
+
+
 @contextlib.contextmanager
 def _parent(root: Path, shown: str) -> Iterator[tuple[int, str]]:
     """The descriptor of the directory that holds ``shown``'s last component (relative to the
     workspace root), and that component's name (``""`` for the root itself). Symlinks on the
     way and at the end are followed inside the workspace; ToolError if one leaves it."""
-    stack = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]  # the root is trusted
-    todo = _parts(shown)
-    links = 0
-    missing = ""
+    walk = _Walk(root, shown)
     try:
-        while todo:
-            name = todo.pop(0)
-            if name == "..":
-                if len(stack) == 1:
-                    raise ToolError(f"{shown}: outside the workspace (symlinks and .. included)")
-                os.close(stack.pop())
-                continue
-            try:
-                st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
-            except FileNotFoundError:
-                if todo:
-                    raise ToolError(f"{shown}: no such file or directory") from None
-                missing = name  # a missing last component: the caller says what that means
-                break
-            except NotADirectoryError:
-                raise ToolError(f"{shown}: not a directory on the way") from None
-            if stat.S_ISLNK(st.st_mode):
-                links += 1
-                if links > MAX_LINKS:
-                    raise ToolError(f"{shown}: more than {MAX_LINKS} symlinks")
-                try:
-                    target = os.readlink(name, dir_fd=stack[-1])
-                except OSError:  # no longer a symlink
-                    raise _changed(shown) from None
-                if target.startswith("/"):  # the sandbox's /workspace, or the host's own path
-                    inner = _inside(target, (WORKSPACE, str(root), os.path.realpath(root)))
-                    if inner is None:
-                        raise ToolError(
-                            f"{shown}: outside the workspace (symlinks and .. included)"
-                        )
-                    while len(stack) > 1:
-                        os.close(stack.pop())
-                    target = inner
-                todo[:0] = _parts(target)
-                continue
-            if not todo:
-                yield stack[-1], name
-                return
-            if not stat.S_ISDIR(st.st_mode):
-                raise ToolError(f"{shown}: not a directory on the way")
-            try:
-                stack.append(os.open(name, _DIR, dir_fd=stack[-1]))
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
-                    raise _changed(shown) from None
-                raise
-        # The path ended on a directory (the root, "..", a link to a directory) or on a
-        # missing name: the directory itself (""), or the missing name in its directory.
-        yield stack[-1], missing
+        yield walk.run()
     finally:
-        for fd in stack:
-            os.close(fd)
+        walk.close()
 
 
 def kind_of(root: Path, shown: str) -> tuple[Kind, int]:

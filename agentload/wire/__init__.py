@@ -11,6 +11,8 @@ each of them into the chat shape, one module per API:
 * ``chat``, ``messages``, ``responses`` — per API: ``to_chat(body)`` (a request body → a Chat
   Completions body), ``reply_from_json(obj)`` (a non-streamed answer → ``WireReply``) and
   ``Stream`` (a ``StreamReader`` for its event stream)
+* ``responses_items`` — Responses items (a request's input, an answer's output) read as chat
+  messages, for both sides of ``responses``
 
 The chat form of an assistant turn is the same whether it is read from the answer
 (``reply_from_json`` / ``Stream``) or from the next request's history (``to_chat``): text

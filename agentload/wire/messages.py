@@ -16,7 +16,7 @@ are ignored.
   type read as text and joined with ``"\\n\\n"``; an ``is_error`` result keeps its text),
   then one ``user`` message with the turn's other blocks (text blocks' text, other blocks'
   placeholders) joined with ``"\\n\\n"``, when there is any;
-* an ``assistant`` turn → ``agentload.recorder.capture.assistant_message``: each ``tool_use``
+* an ``assistant`` turn → ``agentload.trace.capture.assistant_message``: each ``tool_use``
   a tool call whose arguments are ``orjson.dumps(input)``; every other block (text, and the
   placeholders of thinking, server-tool and server-tool-result blocks) joined with ``""`` as
   its text (None when there is none);
@@ -43,7 +43,7 @@ from typing import Any
 
 import orjson
 
-from agentload.recorder.capture import assistant_message
+from agentload.trace.capture import assistant_message
 from agentload.wire.apis import ENGINE_FIELDS
 from agentload.wire.reply import (
     ShapeError,

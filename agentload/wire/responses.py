@@ -58,9 +58,9 @@ from agentload.wire.reply import (
     error_text,
     event_object,
     need,
-    placeholder,
     str_or_none,
 )
+from agentload.wire.responses_items import read_call, read_item, read_items
 
 __all__ = [
     "Stream",
@@ -70,28 +70,7 @@ __all__ = [
     "to_chat",
 ]
 
-_TEXT_PARTS = ("input_text", "output_text", "text")
-_PART_NAMES = {"input_image": "image", "input_file": "file", "input_audio": "audio"}
-_ROLES = ("user", "system", "developer", "assistant")
 _CHOICES = ("auto", "none", "required")
-_CALL_NAMES = {
-    "local_shell_call": "local_shell",
-    "shell_call": "shell",
-    "apply_patch_call": "apply_patch",
-    "computer_call": "computer",
-}
-"""Calls of hosted tools the client runs, as tool calls of that name (arguments: the JSON of
-their ``action``, or ``operation``)."""
-_OUTPUTS = (
-    "function_call_output",
-    "custom_tool_call_output",
-    "local_shell_call_output",
-    "shell_call_output",
-    "apply_patch_call_output",
-    "computer_call_output",
-)
-_USER_ITEMS = ("mcp_approval_response", "item_reference", "compaction")
-"""Items that are not the model's output: their placeholder is a ``user`` message."""
 _CUSTOM_PARAMETERS = {
     "type": "object",
     "properties": {"input": {"type": "string"}},
@@ -126,27 +105,40 @@ def to_chat(body: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "model" in body:
         out["model"] = body["model"]
+    out["messages"] = _messages(body)
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise ShapeError("body.tools", ("a list",), tools)
+        out["tools"] = [t for i, tool in enumerate(tools) for t in _tools(tool, f"tools[{i}]")]
+    _parameters(body, out)
+    return out
+
+
+def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The request's chat messages: its ``instructions`` (a system message, or items), then its
+    ``input`` (a user message, or items)."""
     messages: list[dict[str, Any]] = []
     instr = body.get("instructions")
     if isinstance(instr, str) and instr:
         messages.append({"role": "system", "content": instr})
     elif isinstance(instr, list):
-        messages.extend(_items(instr, "instructions"))
+        messages.extend(read_items(instr, "instructions"))
     elif instr is not None and not isinstance(instr, str):
         raise ShapeError("body.instructions", ("a string", "a list"), instr)
     inp = body.get("input")
     if isinstance(inp, str):
         messages.append({"role": "user", "content": inp})
     elif isinstance(inp, list):
-        messages.extend(_items(inp))
+        messages.extend(read_items(inp))
     elif inp is not None:
         raise ShapeError("body.input", ("a string", "a list"), inp)
-    out["messages"] = messages
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            raise ShapeError("body.tools", ("a list",), tools)
-        out["tools"] = [t for i, tool in enumerate(tools) for t in _tools(tool, f"tools[{i}]")]
+    return messages
+
+
+def _parameters(body: dict[str, Any], out: dict[str, Any]) -> None:
+    """Add to ``out`` the request's parameters that have a chat form: ``tool_choice``,
+    ``max_tokens`` (``max_output_tokens``), those that carry over, ``stream_options``."""
     if body.get("tool_choice") is not None:
         choice = _tool_choice(body["tool_choice"])
         if choice is not None:
@@ -158,111 +150,6 @@ def to_chat(body: dict[str, Any]) -> dict[str, Any]:
             out[key] = body[key]
     if body.get("stream") is True:
         out["stream_options"] = {"include_usage": True}
-    return out
-
-
-def _items(items: list[Any], where: str = "input") -> list[dict[str, Any]]:
-    """Chat messages of a list of items; a run of assistant items (text, calls, the
-    placeholders of the model's other output) is one assistant message (so it equals the
-    answer that produced it)."""
-    msgs: list[dict[str, Any]] = []
-    turn: dict[str, Any] | None = None  # the assistant message being built
-    for i, item in enumerate(items):
-        at = f"{where}[{i}]"
-        if not isinstance(item, dict):
-            raise ShapeError(at, ("an object",), item)
-        kind = need(item, "type", str, at) if "type" in item else "message"
-        role, text, call = _item(item, kind, at)
-        if role == "tool":
-            turn = None
-            msgs.append({"role": "tool", "tool_call_id": call["id"], "content": text})
-        elif role != "assistant":
-            turn = None
-            msgs.append({"role": role, "content": text})
-        else:
-            turn = turn if turn is not None else _turn(msgs)
-            if text:
-                turn["content"] = (turn["content"] or "") + text
-            if call:
-                turn.setdefault("tool_calls", []).append(call)
-    return msgs
-
-
-def _item(item: dict[str, Any], kind: str, at: str) -> tuple[str, str, dict[str, Any]]:
-    """One item's role in chat (``tool`` for a call's output), its text and its tool call
-    (a call's output: ``{"id": call_id}``; ``{}`` when there is none)."""
-    if kind in ("message", "agent_message"):
-        role = item.get("role", "user") if kind == "agent_message" else need(item, "role", str, at)
-        content = item.get("content", item.get("text"))
-        text = "" if content is None else _text(content, f"{at}.content")
-        return (role if role in _ROLES else "user"), text, {}
-    if kind in _OUTPUTS:
-        call_id: str = need(item, "call_id", str, at)
-        return "tool", _output(item.get("output"), f"{at}.output"), {"id": call_id}
-    call = _call(item, kind, at)
-    if call is not None:
-        return "assistant", "", call
-    return ("user" if kind in _USER_ITEMS else "assistant"), placeholder(kind), {}
-
-
-def _call(item: dict[str, Any], kind: str, at: str) -> dict[str, Any] | None:
-    """The tool call an item is (None for an item that is not a call the client runs): a
-    ``function_call`` its ``name`` (as the model called it, whatever its ``namespace``) and
-    ``arguments`` text, a ``custom_tool_call`` its name and ``{"input": input}``, a hosted
-    tool's call (``_CALL_NAMES``) that tool's name and the JSON of its action."""
-    if kind == "function_call":
-        name = need(item, "name", str, at)
-        args = item.get("arguments")
-        args = "" if args is None else need(item, "arguments", str, at)
-    elif kind == "custom_tool_call":
-        name = need(item, "name", str, at)
-        args = orjson.dumps({"input": item.get("input") or ""}).decode()
-    elif kind in _CALL_NAMES:
-        name = _CALL_NAMES[kind]
-        args = orjson.dumps(item.get("action", item.get("operation")) or {}).decode()
-    else:
-        return None
-    cid = need(item, "call_id", str, at)
-    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
-
-
-def _turn(msgs: list[dict[str, Any]]) -> dict[str, Any]:
-    turn: dict[str, Any] = {"role": "assistant", "content": None}
-    msgs.append(turn)
-    return turn
-
-
-def _text(content: Any, where: str) -> str:
-    """A string, or the text of a list of content parts joined (text parts and a refusal's
-    text as they are, any other part its placeholder: ``[image]``, ``[file]``...)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise ShapeError(where, ("a string", "a list"), content)
-    out: list[str] = []
-    for j, part in enumerate(content):
-        kind = need(part, "type", str, f"{where}[{j}]")
-        if kind in _TEXT_PARTS:
-            out.append(need(part, "text", str, f"{where}[{j}]"))
-        elif kind == "refusal" and isinstance(part.get("refusal"), str):
-            out.append(part["refusal"])
-        else:
-            out.append(placeholder(_PART_NAMES.get(kind, kind)))
-    return "".join(out)
-
-
-def _output(output: Any, where: str) -> str:
-    """A call output's text: a string; a list of parts (``_text``; a part with no ``type`` as
-    its JSON); an object its placeholder (``[computer_screenshot]``) or JSON; nothing ``""``."""
-    if output is None:
-        return ""
-    if isinstance(output, list) and all(isinstance(p, dict) and "type" in p for p in output):
-        return _text(output, where)
-    if isinstance(output, list):
-        return "\n".join(p if isinstance(p, str) else orjson.dumps(p).decode() for p in output)
-    if isinstance(output, dict) and isinstance(output.get("type"), str):
-        return placeholder(output["type"])
-    return output if isinstance(output, str) else orjson.dumps(output).decode()
 
 
 def _tools(tool: Any, where: str) -> list[dict[str, Any]]:
@@ -301,7 +188,7 @@ def _tool_choice(choice: Any) -> str | dict[str, Any] | None:
 
 def reply_from_json(obj: Any) -> WireReply:
     """A ``response`` object (or an ``{"error": ...}`` body): its output items read as a
-    history's items are (``_items``), so the answer is the assistant message the next
+    history's items are (``read_items``), so the answer is the assistant message the next
     request's history holds."""
     if isinstance(obj, dict) and obj.get("error") is not None and "output" not in obj:
         return WireReply(error=error_text(obj["error"]))
@@ -309,7 +196,7 @@ def reply_from_json(obj: Any) -> WireReply:
     out = WireReply(response_id=str_or_none(obj.get("id")), usage=_usage(obj.get("usage")))
     if obj.get("error") is not None:
         out.error = error_text(obj["error"])
-    turns = [m for m in _items(output, "output") if m["role"] == "assistant"]
+    turns = [m for m in read_items(output, "output") if m["role"] == "assistant"]
     out.content = "".join(m["content"] or "" for m in turns) or None
     out.tool_calls = [c for m in turns for c in m.get("tool_calls", ())]
     out.finish_reason = _finish(obj, bool(out.tool_calls))
@@ -422,14 +309,14 @@ class Stream(StreamReader):
         kind = item["type"]
         self._place(idx)
         at = f"output[{idx}]"
-        call = _call(item, kind, at)
+        call = read_call(item, kind, at)
         if call is not None:
             started = idx not in self._calls
             if done or started:
                 self._calls[idx] = call
             return started and not done and bool(call["function"]["name"])
         if done:
-            self._text[idx] = {0: [_item(item, kind, at)[1]]}
+            self._text[idx] = {0: [read_item(item, kind, at)[1]]}
         return False
 
     def _final(self, r: Any) -> None:

@@ -9,9 +9,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentload.agents.run import GenerateOptions, RunResult, generate
-from agentload.recorder import Trace, load_trace
+from agentload.generate.options import GenerateOptions
+from agentload.generate.run import RunResult, generate
 from agentload.scenarios import load_scenario
+from agentload.trace import Trace, load_trace
 
 
 def run_generate(

@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from agent_runs import run_generate
 
-from agentload.agents.run import RunResult
-from agentload.recorder import Trace
+from agentload.generate.run import RunResult
+from agentload.trace import Trace
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,14 @@ import pytest
 import zstandard
 from agent_runs import agentload, one_error_line
 
-from agentload.endpoint.server import SimulatorServer
+from agentload.endpoint.server import ServeOptions, SimulatorServer
 
 KEY = "sk-gen-key-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
 def keyed() -> Iterator[SimulatorServer]:
-    with SimulatorServer("instant", api_key=KEY) as srv:
+    with SimulatorServer("instant", serving=ServeOptions(api_key=KEY)) as srv:
         yield srv
 
 

@@ -19,12 +19,12 @@ from agent_runs import run_generate
 from fake_endpoint import Reply, ScriptedEndpoint
 
 from agentload import contract
-from agentload.agents.calibrate import SAMPLE_TOKENS, calibrate
-from agentload.agents.simproc import scenario_pacing
 from agentload.endpoint import SimulatorServer
-from agentload.recorder.stats import compute_stats
+from agentload.generate.calibrate import SAMPLE_TOKENS, calibrate
+from agentload.generate.simproc import scenario_pacing
 from agentload.scenarios import load_scenario
 from agentload.tokenizer import ChatTokenCounter
+from agentload.trace.stats import compute_stats
 
 
 def test_the_simulator_counts_as_we_do(simulator: Any) -> None:

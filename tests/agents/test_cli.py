@@ -15,7 +15,7 @@ import pytest
 from agent_runs import agentload, one_error_line, run_generate
 from fake_endpoint import Reply, ScriptedEndpoint
 
-from agentload.recorder import load_trace
+from agentload.trace import load_trace
 
 SMALL = ["-c", "context_target=12000"]
 

@@ -14,7 +14,7 @@ import pytest
 from agent_runs import run_generate
 
 from agentload import contract
-from agentload.recorder.stats import compute_stats
+from agentload.trace.stats import compute_stats
 
 
 @pytest.mark.slow

@@ -12,8 +12,8 @@ import pytest
 from agent_runs import agentload, one_error_line
 
 from agentload.evals.results import load_eval, pass_at_k
-from agentload.recorder import load_trace
 from agentload.scenarios.tasks import all_tasks
+from agentload.trace import load_trace
 
 # The orchestrator works alone (no delegate): each session is a handful of calls, so the whole
 # suite stays within a couple of minutes on two cores; the suites and sandboxes are real.
@@ -110,7 +110,7 @@ def test_pass_at_k_is_the_unbiased_estimator() -> None:
         (["--oracle"], "--oracle applies eval tasks' reference fixes: give --tasks"),
         (["--tasks", "nope"], "unknown task 'nope'; valid: "),
         (["--tasks", "all", "-n", "2"], "--sessions and --tasks: each task runs -k times"),
-        (["--tasks", "all", "-k", "0"], "-k 0: attempts per task must be 1..1000"),
+        (["--tasks", "all", "-k", "0"], "-k 0: Input should be greater than or equal to 1"),
         (["--tasks", "all", "--sweep", "1,2"], "--tasks with --sweep: one eval per run"),
     ],
 )  # fmt: skip

@@ -15,10 +15,10 @@ import pytest
 from agent_runs import fingerprint, run_generate
 
 from agentload import contract
-from agentload.agents.run import RunResult
 from agentload.endpoint.policy.roles import infer_role
-from agentload.recorder import Trace, load_trace
+from agentload.generate.run import RunResult
 from agentload.scenarios.models import Scenario
+from agentload.trace import Trace, load_trace
 
 
 def check_trace(result: RunResult, trace: Trace, *, sandbox: str) -> None:

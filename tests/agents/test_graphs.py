@@ -16,11 +16,11 @@ from agentload import contract
 from agentload.agents.graphs import (
     _merge_results,
     build_orchestrator_graph,
-    build_subagent_graph,
     collect,
     route_orchestrator,
 )
 from agentload.agents.steps import ToolOutcome
+from agentload.agents.subagents import build_subagent_graph
 
 SNAP = Path(__file__).parent / "snapshots"
 

@@ -10,7 +10,7 @@ from agent_runs import run_generate
 from fake_endpoint import Fail, Reply, ScriptedEndpoint
 
 from agentload import contract
-from agentload.recorder import Trace
+from agentload.trace import Trace
 
 SMALL = ["orchestrator.initial_context_tokens=3000", "context_target=40000"]
 

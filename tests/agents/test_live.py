@@ -17,8 +17,8 @@ import orjson
 import pytest
 from agent_runs import agentload, one_error_line
 
-from agentload.recorder import Trace, load_trace
-from agentload.replay.results import ResultsDocument, load_results
+from agentload.measure.results import ResultsDocument, load_results
+from agentload.trace import Trace, load_trace
 
 SMALL = ["-s", "quick", "-c", "context_target=10000", "--sandbox", "local"]
 
@@ -49,10 +49,12 @@ def serial(tmp_path_factory: pytest.TempPathFactory) -> LiveRun:
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> LiveRun:
-    """``eval --sweep 1,2`` with GPUs and power, on a workspace without the fault."""
+    """``eval --sweep 1,2`` with GPUs, power, an SLO and a headline target (the measurement
+    options replay takes too), on a workspace without the fault."""
     return _live(
         tmp_path_factory.mktemp("live-sweep"),
         "-n", "2", "--sweep", "1,2", "--gpus", "2", "--power-watts", "500",
+        "--slo", "ttft=1ms,e2e=600s", "--target-tps-user", "50",
         "-c", "workspace.fault=null", command="eval",
     )  # fmt: skip
 
@@ -118,8 +120,14 @@ def test_a_sweep_gives_one_point_per_level_with_per_gpu_and_per_mw(sweep: LiveRu
     assert doc.live is not None and doc.live.command == "eval"
     assert [lp.parallel for lp in doc.live.points] == [1, 2]
     assert doc.config.levels == [1, 2] and doc.config.sessions == 2 and doc.config.gpus == 2
+    assert doc.config.slo == {"ttft_ns": 1_000_000, "tpot_ns": None, "e2e_ns": 600_000_000_000}
+    assert doc.config.target_tps_user == [50.0]
     for p, trace in zip(doc.points, sweep.traces, strict=True):
         a = p.aggregates
+        # --slo: the share of measured requests whose TTFT was at most 1 ms (and e2e 600 s).
+        measured = [r for r in p.requests if r.phase == "measured"]
+        met = [r for r in measured if r.ok and r.ttft_ns is not None and r.ttft_ns <= 1_000_000]
+        assert measured and a.slo_attainment == pytest.approx(len(met) / len(measured))
         assert {s.source for s in p.sessions} == set(trace.sessions)
         assert a.output_tps is not None and a.output_tps > 0 and p.power_watts == 500
         assert a.output_tps_per_gpu == pytest.approx(a.output_tps / 2)
@@ -140,7 +148,7 @@ def test_a_sweep_gives_one_point_per_level_with_per_gpu_and_per_mw(sweep: LiveRu
     assert {"pass_rate", "solved_per_hour", "solved_per_hour_per_mw"} <= set(header)
     html = (sweep.folder / "report.html").read_text()
     assert "agentload live benchmark report" in html and "LIVE benchmark" in html
-    assert "pass rate" in html
+    assert "pass rate" in html and "50 tok/s per user" in html
 
 
 def test_report_and_compare_read_live_results(

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from agentload.agents.run import GenerateOptions, generate
-from agentload.recorder import load_trace
+from agentload.generate.options import GenerateOptions
+from agentload.generate.run import generate
 from agentload.scenarios import load_scenario
+from agentload.trace import load_trace
 
 
 def _agents(tmp_path: Path, *overrides: str) -> tuple[int, list[int]]:

@@ -6,8 +6,8 @@ import io
 
 from rich.console import Console
 
-from agentload.agents.progress import LiveProgress, PlainProgress, make_progress, summary_table
 from agentload.agents.tracing import SessionStats
+from agentload.generate.display import LiveProgress, PlainProgress, make_progress, summary_table
 
 
 class Clock:

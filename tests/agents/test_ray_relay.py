@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import orjson
 
-from agentload.agents.raygen import shift_line
-from agentload.agents.rayworker import stats_from_wire, stats_wire
 from agentload.agents.tracing import LiveCall, SessionStats
-from agentload.recorder.schema import LLMCallRecord, ToolCallRecord
-from agentload.recorder.writer import encode_record
+from agentload.generate.ray_actor import stats_from_wire, stats_wire
+from agentload.generate.ray_driver import shift_line
+from agentload.trace.schema import LLMCallRecord, ToolCallRecord
+from agentload.trace.writer import encode_record
 
 
 def test_shift_line_moves_every_monotonic_time_and_nothing_else() -> None:

@@ -8,8 +8,8 @@ import httpx
 import pytest
 from agent_runs import agentload, one_error_line
 
-from agentload.agents.simproc import SimulatorProcess
 from agentload.errors import ConfigError
+from agentload.generate.simproc import SimulatorProcess
 
 
 def test_child_serves_and_stops() -> None:

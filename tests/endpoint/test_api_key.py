@@ -9,14 +9,14 @@ import httpx
 import openai
 import pytest
 
-from agentload.endpoint.server import SimulatorServer
+from agentload.endpoint.server import ServeOptions, SimulatorServer
 from agentload.errors import ConfigError
 
 KEY = "sk-sim-key-0123456789abcdef"
 
 
 def test_v1_routes_need_the_key_health_and_metrics_do_not() -> None:
-    with SimulatorServer("instant", api_key=KEY) as srv:
+    with SimulatorServer("instant", serving=ServeOptions(api_key=KEY)) as srv:
         ok = openai.OpenAI(base_url=srv.base_url, api_key=KEY, max_retries=0)
         assert [m.id for m in ok.models.list()] == [srv.model]
         r = ok.chat.completions.create(
@@ -35,7 +35,7 @@ def test_v1_routes_need_the_key_health_and_metrics_do_not() -> None:
         assert httpx.get(root + "/health").status_code == 200
         assert httpx.get(root + "/metrics").status_code == 200
     with pytest.raises(ConfigError, match="empty API key"):
-        SimulatorServer(api_key="")
+        SimulatorServer(serving=ServeOptions(api_key=""))
 
 
 def test_serve_require_api_key_needs_the_variable() -> None:

@@ -13,8 +13,8 @@ import openai
 import orjson
 import pytest
 
-from agentload.endpoint.server import SimulatorServer
-from agentload.recorder.capture import assistant_message
+from agentload.endpoint.server import ServeOptions, SimulatorServer
+from agentload.trace.capture import assistant_message
 from agentload.wire import reply_from_json, stream_reader, to_chat
 
 WEATHER = {
@@ -247,7 +247,7 @@ def test_other_errors_keep_their_status_in_anthropic_shape(
 
 def test_x_api_key_is_accepted_on_messages() -> None:
     key = "sk-ant-sim-0123456789"
-    with SimulatorServer("instant", api_key=key) as srv:
+    with SimulatorServer("instant", serving=ServeOptions(api_key=key)) as srv:
         root = srv.base_url.removesuffix("/v1")
         with anthropic.Anthropic(base_url=root, api_key=key, max_retries=0) as ok:
             m = ok.messages.create(model=srv.model, max_tokens=3, messages=ASK)  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ import pytest
 from agentload.endpoint.policy.textgen import text_tokens
 from agentload.endpoint.server.responses_api import ResponseIds, render_response_stream
 from agentload.endpoint.server.sse import Reply
-from agentload.recorder.capture import assistant_message
+from agentload.trace.capture import assistant_message
 from agentload.wire import reply_from_json, stream_reader, to_chat
 
 WEATHER = {

@@ -18,8 +18,8 @@ import pytest
 from agentload.agents.limits import SessionEnd
 from agentload.agents.llm import ChatClient
 from agentload.evals.results import load_eval
-from agentload.recorder import load_trace
 from agentload.tools.arguments import read_arguments
+from agentload.trace import load_trace
 
 pytestmark = pytest.mark.engine
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from agentload.recorder import load_trace
-from agentload.replay.results import load_results
+from agentload.measure.results import load_results
+from agentload.trace import load_trace
 
 pytestmark = pytest.mark.engine
 

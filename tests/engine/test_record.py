@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from agentload.agents.run import GenerateOptions, generate
+from agentload.generate.options import GenerateOptions
+from agentload.generate.run import generate
+from agentload.options.replay import ReplayConfig
 from agentload.record.server import RecordOptions, RecordServer
-from agentload.recorder.trace import load_trace
-from agentload.replay.config import ReplayConfig
 from agentload.replay.run import run_replay
 from agentload.scenarios.loader import load_scenario
+from agentload.trace.trace import load_trace
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "record"))
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentload.replay.config import ReplayConfig
+from agentload.options.replay import ReplayConfig
 from agentload.replay.run import run_replay
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "replay"))

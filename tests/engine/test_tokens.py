@@ -23,10 +23,10 @@ import pytest
 
 from agentload import contract
 from agentload.agents.first_prompt import build_orchestrator_prompt
-from agentload.recorder import load_trace
 from agentload.scenarios import load_scenario
 from agentload.scenarios.workspace import materialise
 from agentload.tokenizer import ChatTokenCounter
+from agentload.trace import load_trace
 
 pytestmark = pytest.mark.engine
 

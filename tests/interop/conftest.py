@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from agentload.agents.run import GenerateOptions, generate
+from agentload.generate.options import GenerateOptions
+from agentload.generate.run import generate
 from agentload.scenarios import load_scenario
 
 sys.path.insert(0, str(Path(__file__).parent))  # cli_helpers, otel_helpers
@@ -205,8 +206,8 @@ class TraceBuilder:
     at another block size, nested sub-agents, errors."""
 
     def __init__(self, block_size: int = 16, imported: bool = False) -> None:
-        from agentload.recorder import make_header
-        from agentload.recorder.schema import SourceInfo
+        from agentload.trace import make_header
+        from agentload.trace.schema import SourceInfo
 
         self.header = make_header(model="m", tokenizer="o200k_base", block_size=block_size)
         if imported:
@@ -218,14 +219,14 @@ class TraceBuilder:
         self.records: list[Any] = []
 
     def session(self, sid: str) -> None:
-        from agentload.recorder.schema import SessionRecord
+        from agentload.trace.schema import SessionRecord
 
         self.records.append(SessionRecord(id=sid, start_ns=self.t0))
 
     def agent(
         self, aid: str, sid: str, start_ms: float, end_ms: float | None, parent: str | None = None
     ) -> None:
-        from agentload.recorder.schema import AgentRecord
+        from agentload.trace.schema import AgentRecord
 
         end = None if end_ms is None else self.t0 + int(end_ms * MS)
         role = "orchestrator" if parent is None else "code_search"
@@ -255,7 +256,7 @@ class TraceBuilder:
         error: str | None = None,
         stream: bool = True,
     ) -> None:
-        from agentload.recorder.schema import (
+        from agentload.trace.schema import (
             LLMCallRecord,
             PrefixInfo,
             RequestParams,
@@ -290,8 +291,8 @@ class TraceBuilder:
         )
 
     def write(self, path: Path) -> Path:
-        from agentload.recorder.schema import TRACE_END, EventRecord
-        from agentload.recorder.writer import encode_record
+        from agentload.trace.schema import TRACE_END, EventRecord
+        from agentload.trace.writer import encode_record
 
         end = EventRecord(kind=TRACE_END, ns=self.t0)
         with path.open("wb") as fh:

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agentload.cli import app
-from agentload.recorder import load_trace
+from agentload.trace import load_trace
 
 pytestmark = pytest.mark.aiperf
 

@@ -14,8 +14,8 @@ from cli_helpers import one_line_exit_2
 from typer.testing import CliRunner
 
 from agentload.cli import app
-from agentload.recorder import load_trace
-from agentload.recorder.prefix import common_blocks
+from agentload.trace import load_trace
+from agentload.trace.prefix import common_blocks
 
 FIELDS = {"timestamp", "input_length", "output_length", "hash_ids"}
 

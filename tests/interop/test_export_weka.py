@@ -14,8 +14,8 @@ from cli_helpers import one_line_exit_2
 from typer.testing import CliRunner
 
 from agentload.cli import app
-from agentload.recorder import Trace, load_trace
-from agentload.recorder.prefix import common_blocks
+from agentload.trace import Trace, load_trace
+from agentload.trace.prefix import common_blocks
 
 # The Weka schema's fields (extra fields are rejected by its readers).
 TOP = {"id", "models", "block_size", "hash_id_scope", "tool_tokens", "system_tokens"}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import zstandard
 
-from agentload.recorder.trace import load_trace
+from agentload.trace.trace import load_trace
 
 SAMPLE = Path(__file__).parent / "samples_agents" / "claude-code-2.1.197"
 

@@ -24,8 +24,8 @@ from agentload.interop.content_free import (
     Deviations,
 )
 from agentload.interop.weka import import_weka
-from agentload.recorder import load_trace
-from agentload.recorder.trace import Trace
+from agentload.trace import load_trace
+from agentload.trace.trace import Trace
 
 
 def _import(

@@ -28,8 +28,8 @@ from cli_helpers import one_line_exit_2, run, write_jsonl
 from agentload.interop.atif import looks_like_atif
 from agentload.interop.mlperf import looks_like_mlperf
 from agentload.interop.openhands import looks_like_openhands
-from agentload.recorder.schema import LLMCallRecord
-from agentload.recorder.trace import Trace, load_trace
+from agentload.trace.schema import LLMCallRecord
+from agentload.trace.trace import Trace, load_trace
 
 SAMPLES = Path(__file__).parent / "samples_fullcontent"
 OPENHANDS = SAMPLES / "openhands_swe_rebench.jsonl"
@@ -615,6 +615,10 @@ def test_bad_openhands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     odd = dict(row, trajectory=[{"role": "robot", "content": "hi"}])
     src3 = write_jsonl(tmp_path / "c.jsonl", [odd])
     _bad("openhands", src3, "role", tmp_path, capsys)
+    # a role that is an object (found by a fuzzed copy) was a TypeError (unhashable)
+    obj = dict(row, trajectory=[{"role": {"name": "user"}, "content": "hi"}])
+    src4 = write_jsonl(tmp_path / "d.jsonl", [obj])
+    _bad("openhands", src4, "role", tmp_path, capsys)
 
 
 def test_bad_mlperf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -25,7 +25,7 @@ from fuzz_strategies import damaged_doc, damaged_lines
 
 from agentload.errors import AgentloadError
 from agentload.interop.imports import import_trace
-from agentload.recorder.trace import load_trace
+from agentload.trace.trace import load_trace
 
 HERE = Path(__file__).parent
 CORPORA = {

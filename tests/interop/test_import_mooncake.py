@@ -14,9 +14,9 @@ import orjson
 import pytest
 from cli_helpers import run, write_jsonl
 
-from agentload.recorder import load_trace
-from agentload.recorder.stats import compute_stats
 from agentload.replay.plan import build_plans
+from agentload.trace import load_trace
+from agentload.trace.stats import compute_stats
 
 MS = 1_000_000
 LINES = [
@@ -134,7 +134,7 @@ def test_validate_names_a_redacted_trace(
 ) -> None:
     import asyncio
 
-    from agentload.recorder import TraceWriter, make_header
+    from agentload.trace import TraceWriter, make_header
 
     path = tmp_path / "r.agentload.jsonl.zst"
 

@@ -30,8 +30,8 @@ from otel_helpers import quick_trace
 from replay_traces import agentic_trace
 
 from agentload.interop.otel_in import looks_like_otel
-from agentload.recorder.schema import LLMCallRecord
-from agentload.recorder.trace import Trace, load_trace
+from agentload.trace.schema import LLMCallRecord
+from agentload.trace.trace import Trace, load_trace
 
 SAMPLES = Path(__file__).parent / "samples_fullcontent"
 OPENINFERENCE = SAMPLES / "otel_openinference.json"

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from cli_helpers import run
 
-from agentload.recorder import load_trace
-from agentload.recorder.trace import Trace
+from agentload.trace import load_trace
+from agentload.trace.trace import Trace
 
 SAMPLES = Path(__file__).parent / "samples"
 WEKA = SAMPLES / "weka_sample_trace_with_subagent.json"

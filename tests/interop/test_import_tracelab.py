@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from cli_helpers import run, write_jsonl
 
-from agentload.recorder import load_trace
-from agentload.recorder.stats import compute_stats
-from agentload.recorder.trace import Trace
 from agentload.replay.plan import build_plans
+from agentload.trace import load_trace
+from agentload.trace.stats import compute_stats
+from agentload.trace.trace import Trace
 
 S = 1_000_000_000
 T0 = datetime.datetime(2025, 10, 1, 12, 0, 0, tzinfo=datetime.UTC)

@@ -12,10 +12,10 @@ import orjson
 import pytest
 from cli_helpers import run
 
-from agentload.recorder import load_trace
-from agentload.recorder.stats import compute_stats
-from agentload.recorder.trace import Trace
 from agentload.replay.plan import build_plans
+from agentload.trace import load_trace
+from agentload.trace.stats import compute_stats
+from agentload.trace.trace import Trace
 
 S = 1_000_000_000
 

@@ -25,8 +25,8 @@ from otel_helpers import cli, quick_trace
 from otlp_receiver import OTLPReceiver
 from replay_traces import agentic_trace
 
-from agentload.recorder import load_trace
-from agentload.recorder.trace import Trace
+from agentload.trace import load_trace
+from agentload.trace.trace import Trace
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 HEX16 = re.compile(r"^[0-9a-f]{16}$")

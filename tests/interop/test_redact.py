@@ -16,9 +16,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from otel_helpers import cli, quick_trace
 
-from agentload.recorder import load_trace
-from agentload.recorder import schema as S
-from agentload.recorder.trace import Trace
+from agentload.trace import load_trace
+from agentload.trace import schema as S
+from agentload.trace.trace import Trace
 
 SALT = "s4lt-Quokka-7731"
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9]{3,}")

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from cli_helpers import ok
 
-from agentload.recorder.trace import load_trace
-from agentload.replay.config import ReplayConfig
+from agentload.options.replay import ReplayConfig
 from agentload.replay.run import run_replay
+from agentload.trace.trace import load_trace
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ from typing import Any
 
 from cli_helpers import ok
 
-from agentload.recorder.prefix import common_blocks
-from agentload.recorder.schema import AgentRecord, LLMCallRecord
-from agentload.recorder.trace import Trace, load_trace
 from agentload.replay.plan import build_plans
+from agentload.trace.prefix import common_blocks
+from agentload.trace.schema import AgentRecord, LLMCallRecord
+from agentload.trace.trace import Trace, load_trace
 
 
 def _blocks_at(trace: Trace, call: LLMCallRecord, size: int) -> list[str]:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentload.recorder.schema import AgentRecord, ToolCallRecord
-from agentload.recorder.trace import Trace, load_trace
+from agentload.trace.schema import AgentRecord, ToolCallRecord
+from agentload.trace.trace import Trace, load_trace
 
 
 @dataclass

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentload.recorder.schema import AgentRecord, LLMCallRecord
-from agentload.recorder.trace import Trace
+from agentload.trace.schema import AgentRecord, LLMCallRecord
+from agentload.trace.trace import Trace
 
 __all__ = ["assert_same_story"]
 

@@ -21,8 +21,8 @@ from typing import Any
 from agents_helpers import check_replays, validate
 from scripted_upstream import ScriptedUpstream
 
-from agentload.recorder.schema import AgentRecord, LLMCallRecord
-from agentload.recorder.trace import Trace, load_trace
+from agentload.trace.schema import AgentRecord, LLMCallRecord
+from agentload.trace.trace import Trace, load_trace
 
 
 def import_logs(fmt: str, src: Path, out: Path, key: str) -> tuple[Trace, str]:

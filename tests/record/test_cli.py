@@ -20,7 +20,7 @@ from typing import Any
 import openai
 import pytest
 
-from agentload.recorder.trace import load_trace
+from agentload.trace.trace import load_trace
 
 _URL = re.compile(r"agentload record on (http://127\.0\.0\.1:\d+)")
 

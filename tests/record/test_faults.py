@@ -18,7 +18,7 @@ import orjson
 import pytest
 import zstandard
 
-from agentload.recorder.trace import load_trace
+from agentload.trace.trace import load_trace
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "reliability"))
 

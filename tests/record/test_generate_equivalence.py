@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from agentload.agents.run import GenerateOptions, generate
-from agentload.agents.simproc import scenario_pacing
 from agentload.endpoint import SimulatorServer
-from agentload.recorder.trace import Trace, load_trace
+from agentload.generate.options import GenerateOptions
+from agentload.generate.run import generate
+from agentload.generate.simproc import scenario_pacing
 from agentload.scenarios.loader import load_scenario
+from agentload.trace.trace import Trace, load_trace
 
 sys.path.insert(0, str(Path(__file__).parent))
 

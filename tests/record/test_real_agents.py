@@ -43,8 +43,8 @@ from real_agents import (
 )
 from scripted_upstream import Asked, ScriptedUpstream, Turn
 
-from agentload.recorder.schema import AgentRecord, LLMCallRecord
-from agentload.recorder.trace import Trace, load_trace
+from agentload.trace.schema import AgentRecord, LLMCallRecord
+from agentload.trace.trace import Trace, load_trace
 
 KEY = "sk-real-agent-test-0123456789"
 

@@ -16,8 +16,8 @@ import openai
 import orjson
 import pytest
 
-from agentload.endpoint.server import SimulatorServer
-from agentload.recorder.trace import load_trace
+from agentload.endpoint.server import ServeOptions, SimulatorServer
+from agentload.trace.trace import load_trace
 
 _ANSWER = orjson.dumps(
     {
@@ -206,7 +206,8 @@ def test_an_https_upstream_with_a_trusted_ca_and_an_untrusted_one(
     record_proxy: Callable[..., Any], tls_files: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with SimulatorServer(
-        "instant", ssl_certfile=tls_files["cert"], ssl_keyfile=tls_files["key"]
+        "instant",
+        serving=ServeOptions(ssl_certfile=tls_files["cert"], ssl_keyfile=tls_files["key"]),
     ) as srv:
         assert srv.base_url.startswith("https://127.0.0.1:")
         monkeypatch.setenv("SSL_CERT_FILE", str(tls_files["ca"]))

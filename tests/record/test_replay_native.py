@@ -16,14 +16,14 @@ import openai
 import orjson
 import pytest
 
-from agentload.recorder.trace import load_trace
+from agentload.measure.results import ResultsDocument
+from agentload.options.engines import get_engine
+from agentload.options.replay import ReplayConfig
 from agentload.replay.bodies import BodyBuilder
-from agentload.replay.config import ReplayConfig
-from agentload.replay.engines import get_engine
 from agentload.replay.plan import build_plans
-from agentload.replay.results import ResultsDocument
 from agentload.replay.run import run_replay
 from agentload.replay.salt import make_salt, salt_native
+from agentload.trace.trace import load_trace
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "reliability"))
 

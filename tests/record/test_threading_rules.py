@@ -15,8 +15,10 @@ from typing import Any
 import httpx
 
 from agentload.hashing import content_id
+from agentload.record.ledger import Placement
+from agentload.record.matching import delegation_like
 from agentload.record.native import identity
-from agentload.record.threads import Placement, Threads, delegation_like
+from agentload.record.threads import Threads
 
 sys.path.insert(0, str(Path(__file__).parent))  # agents_helpers
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 
-from agentload.recorder.trace import load_trace
-from agentload.replay.config import ReplayConfig
+from agentload.options.replay import ReplayConfig
 from agentload.replay.run import run_replay
+from agentload.trace.trace import load_trace
 
 _SYSTEM = {"role": "system", "content": "You are a careful assistant. " * 20}
 
@@ -87,7 +87,7 @@ def test_an_unread_request_is_counted_on_the_stop_line_and_by_validate(
     # Issue 29, finding 9: before, the unread request was only an event: the stop line said
     # "recorded 1 calls ... (0 failed)" and `trace validate` said "OK: whole file".
     from agentload.record.cli import stop_line
-    from agentload.recorder.validate import validate_trace
+    from agentload.trace.validate import validate_trace
 
     proxy = record_proxy(simulator.base_url)
     with httpx.Client(base_url=proxy.base_url, timeout=30) as client:

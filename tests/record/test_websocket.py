@@ -30,9 +30,9 @@ from websockets.sync.server import Server, ServerConnection, serve
 
 from agentload.record.cli import stop_line
 from agentload.record.websocket import accept_key
-from agentload.recorder.reader import read_trace
-from agentload.recorder.schema import EventRecord
-from agentload.recorder.validate import validate_trace
+from agentload.trace.reader import read_trace
+from agentload.trace.schema import EventRecord
+from agentload.trace.validate import validate_trace
 
 sys.path.insert(0, str(Path(__file__).parent))  # the raw upstream of test_relay
 

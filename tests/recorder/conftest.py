@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentload.recorder import (
+from agentload.tokenizer import ChatTokenCounter
+from agentload.trace import (
     AgentRecord,
     CallCapture,
     EventRecord,
     LLMCallRecord,
+    ObservedCall,
     PrefixInfo,
     RequestParams,
     SessionRecord,
@@ -20,7 +22,6 @@ from agentload.recorder import (
     assistant_message,
     make_header,
 )
-from agentload.tokenizer import ChatTokenCounter
 
 MS = 1_000_000
 TOOLS = [
@@ -105,27 +106,29 @@ async def write_session(
             }
             facts["bodies"][f"o{seq}"] = body
             content = "All done." if last else f"Step {seq}: let me look."
-            await cap.llm_call(
-                call_id=f"o{seq}",
-                session_id="s1",
-                agent_id="orch",
-                seq=seq,
-                body=body,
-                content=content,
-                tool_calls=tcs or None,
-                finish_reason="stop" if last else "tool_calls",
-                usage={
-                    "prompt_tokens": 1000 + 100 * seq,
-                    "completion_tokens": 12,
-                    "prompt_tokens_details": {"cached_tokens": 900 if seq else 0},
-                },
-                timings=Timings(
-                    submit_ns=t,
-                    first_token_ns=t + 50 * MS,
-                    last_token_ns=t + 90 * MS,
-                    chunk_offsets_ns=[50 * MS, 70 * MS, 90 * MS],
-                ),
-                depends_on=[f"tc{seq - 1}"] if seq else [],
+            await cap.record(
+                ObservedCall(
+                    call_id=f"o{seq}",
+                    session_id="s1",
+                    agent_id="orch",
+                    seq=seq,
+                    body=body,
+                    content=content,
+                    tool_calls=tcs or None,
+                    finish_reason="stop" if last else "tool_calls",
+                    usage={
+                        "prompt_tokens": 1000 + 100 * seq,
+                        "completion_tokens": 12,
+                        "prompt_tokens_details": {"cached_tokens": 900 if seq else 0},
+                    },
+                    timings=Timings(
+                        submit_ns=t,
+                        first_token_ns=t + 50 * MS,
+                        last_token_ns=t + 90 * MS,
+                        chunk_offsets_ns=[50 * MS, 70 * MS, 90 * MS],
+                    ),
+                    depends_on=[f"tc{seq - 1}"] if seq else [],
+                )
             )
             t += 100 * MS
             orch.append(assistant_message(content, tcs or None))
@@ -153,19 +156,21 @@ async def write_session(
                 for sseq in range(sub_calls):
                     body = {"model": h.model, "messages": list(sub), "stream": True}
                     facts["bodies"][f"sub1.{sseq}"] = body
-                    await cap.llm_call(
-                        call_id=f"sub1.{sseq}",
-                        session_id="s1",
-                        agent_id=child,
-                        seq=sseq,
-                        body=body,
-                        content=f"found {sseq}",
-                        tool_calls=None,
-                        finish_reason="stop",
-                        usage=None,
-                        timings=Timings(
-                            submit_ns=t, first_token_ns=t + 10 * MS, last_token_ns=t + 20 * MS
-                        ),
+                    await cap.record(
+                        ObservedCall(
+                            call_id=f"sub1.{sseq}",
+                            session_id="s1",
+                            agent_id=child,
+                            seq=sseq,
+                            body=body,
+                            content=f"found {sseq}",
+                            tool_calls=None,
+                            finish_reason="stop",
+                            usage=None,
+                            timings=Timings(
+                                submit_ns=t, first_token_ns=t + 10 * MS, last_token_ns=t + 20 * MS
+                            ),
+                        )
                     )
                     sub.append(assistant_message(f"found {sseq}", None))
                     sub.append({"role": "user", "content": f"continue {sseq}"})

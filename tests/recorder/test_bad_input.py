@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentload.errors import TraceFormatError
-from agentload.recorder import load_trace, read_trace
-from agentload.recorder.validate import validate_trace
+from agentload.trace import load_trace, read_trace
+from agentload.trace.validate import validate_trace
 
 from .conftest import header
 

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from agentload.cli import main
-from agentload.recorder.stats import STATS_KEYS
+from agentload.trace.stats import STATS_KEYS
 
 from .conftest import write_session
 
@@ -236,8 +236,8 @@ def test_inspect_bad_agent_or_call(session_file: Path, capsys: pytest.CaptureFix
 async def test_inspect_shows_markup_like_content_literally(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agentload.recorder import AgentRecord, CallCapture, Timings, TraceWriter
     from agentload.tokenizer import ChatTokenCounter
+    from agentload.trace import AgentRecord, CallCapture, ObservedCall, Timings, TraceWriter
 
     from .conftest import header
 
@@ -252,17 +252,19 @@ async def test_inspect_shows_markup_like_content_literally(
                 {"role": "user", "content": "closing tag [/red] and list[int] and [link=x]"},
             ],
         }
-        await cap.llm_call(
-            call_id="c",
-            session_id="s",
-            agent_id="a[/x]",
-            seq=0,
-            body=body,
-            content="ok [/]",
-            tool_calls=None,
-            finish_reason="stop",
-            usage=None,
-            timings=Timings(submit_ns=1),
+        await cap.record(
+            ObservedCall(
+                call_id="c",
+                session_id="s",
+                agent_id="a[/x]",
+                seq=0,
+                body=body,
+                content="ok [/]",
+                tool_calls=None,
+                finish_reason="stop",
+                usage=None,
+                timings=Timings(submit_ns=1),
+            )
         )
     code, out, err = run(["trace", "inspect", str(path), "--call", "0"], capsys)
     assert code == 0, err

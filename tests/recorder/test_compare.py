@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from agentload.cli import main
-from agentload.recorder import (
+from agentload.trace import (
     AgentRecord,
     BlobRecord,
     LLMCallRecord,
@@ -18,8 +18,8 @@ from agentload.recorder import (
     TraceWriter,
     load_trace,
 )
-from agentload.recorder.comparison import compare
-from agentload.recorder.samples import tool_kind, trace_samples
+from agentload.trace.comparison import compare
+from agentload.trace.samples import tool_kind, trace_samples
 
 from .conftest import S, header, llm_call, tool_call
 

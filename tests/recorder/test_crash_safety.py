@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agentload.recorder import EventRecord, TraceWriter, read_trace
-from agentload.recorder.schema import TRACE_END
+from agentload.trace import EventRecord, TraceWriter, read_trace
+from agentload.trace.schema import TRACE_END
 
 from .conftest import header, write_session
 
@@ -93,7 +93,7 @@ async def test_reader_sees_records_older_than_a_second_while_the_writer_is_open(
 CHILD = textwrap.dedent(
     """
     import asyncio, sys, time
-    from agentload.recorder import EventRecord, TraceWriter, make_header
+    from agentload.trace import EventRecord, TraceWriter, make_header
 
     async def main():
         async with TraceWriter(sys.argv[1], make_header(model="m")) as w:

@@ -9,9 +9,16 @@ import orjson
 import zstandard
 
 from agentload.hashing import content_id
-from agentload.recorder import CallCapture, Timings, TraceWriter, assistant_message, load_trace
-from agentload.recorder.prefix import PrefixHasher, chain_blocks
 from agentload.tokenizer import PRIMING, ChatTokenCounter, render_message, render_tools
+from agentload.trace import (
+    CallCapture,
+    ObservedCall,
+    Timings,
+    TraceWriter,
+    assistant_message,
+    load_trace,
+)
+from agentload.trace.prefix import PrefixHasher, chain_blocks
 
 from .conftest import TOOLS, header, write_session
 
@@ -77,17 +84,19 @@ async def test_hundred_call_growing_session_stores_each_message_once(tmp_path: P
                     "function": {"name": "search_code", "arguments": f'{{"query":"q{seq}"}}'},
                 }
             ]
-            rec = await cap.llm_call(
-                call_id=f"c{seq}",
-                session_id="s",
-                agent_id="a",
-                seq=seq,
-                body=body,
-                content=content,
-                tool_calls=tc,
-                finish_reason="tool_calls",
-                usage=None,
-                timings=Timings(submit_ns=seq),
+            rec = await cap.record(
+                ObservedCall(
+                    call_id=f"c{seq}",
+                    session_id="s",
+                    agent_id="a",
+                    seq=seq,
+                    body=body,
+                    content=content,
+                    tool_calls=tc,
+                    finish_reason="tool_calls",
+                    usage=None,
+                    timings=Timings(submit_ns=seq),
+                )
             )
             if seq:
                 # Incremental: each call stores only its new blocks on top of the previous call.

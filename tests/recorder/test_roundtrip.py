@@ -10,7 +10,7 @@ import pytest
 import zstandard
 
 from agentload.errors import SchemaVersionError, TraceFormatError
-from agentload.recorder import (
+from agentload.trace import (
     SCHEMA,
     AgentRecord,
     BlobRecord,
@@ -29,7 +29,7 @@ from agentload.recorder import (
     load_trace,
     read_trace,
 )
-from agentload.recorder.schema import TRACE_END
+from agentload.trace.schema import TRACE_END
 
 from .conftest import header
 

@@ -9,16 +9,17 @@ import zstandard
 
 from agentload.hashing import content_id
 from agentload.masking import scrub_bytes, scrub_json
-from agentload.recorder import (
+from agentload.tokenizer import ChatTokenCounter
+from agentload.trace import (
     CallCapture,
     EventRecord,
+    ObservedCall,
     Timings,
     ToolCallRecord,
     TraceWriter,
     load_trace,
 )
-from agentload.recorder.validate import validate_trace
-from agentload.tokenizer import ChatTokenCounter
+from agentload.trace.validate import validate_trace
 
 from .conftest import header
 
@@ -69,17 +70,19 @@ async def test_keys_and_authorization_headers_never_reach_the_file(
             "api_key": SECRETS[6],
             "stream": True,
         }
-        rec = await cap.llm_call(
-            call_id="c0",
-            session_id="s",
-            agent_id="a",
-            seq=0,
-            body=body,
-            content=f"I will use {SECRETS[0]}",
-            tool_calls=None,
-            finish_reason="stop",
-            usage=None,
-            timings=Timings(submit_ns=1),
+        rec = await cap.record(
+            ObservedCall(
+                call_id="c0",
+                session_id="s",
+                agent_id="a",
+                seq=0,
+                body=body,
+                content=f"I will use {SECRETS[0]}",
+                tool_calls=None,
+                finish_reason="stop",
+                usage=None,
+                timings=Timings(submit_ns=1),
+            )
         )
         await w.write(
             ToolCallRecord(
@@ -125,12 +128,7 @@ async def test_a_scrubbed_message_keeps_one_id_across_calls(tmp_path: Path) -> N
         recs = []
         for seq in range(2):
             recs.append(
-                await cap.llm_call(
-                    call_id=f"c{seq}", session_id="s", agent_id="a", seq=seq,
-                    body={"model": "m", "messages": list(history)}, content=f"ok {seq}",
-                    tool_calls=None, finish_reason="stop", usage=None,
-                    timings=Timings(submit_ns=1),
-                )
+                await cap.record(ObservedCall(call_id=f"c{seq}", session_id="s", agent_id="a", seq=seq, body={"model": "m", "messages": list(history)}, content=f"ok {seq}", tool_calls=None, finish_reason="stop", usage=None, timings=Timings(submit_ns=1)))
             )  # fmt: skip
             history += [
                 {"role": "assistant", "content": f"ok {seq}"},

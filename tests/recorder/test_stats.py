@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from agentload.recorder import (
+from agentload.trace import (
     AgentRecord,
     BlobRecord,
     SessionRecord,
     TraceWriter,
     load_trace,
 )
-from agentload.recorder.stats import STATS_KEYS, compute_stats
+from agentload.trace.stats import STATS_KEYS, compute_stats
 
 from .conftest import S, header, llm_call, tool_call
 
@@ -146,7 +146,7 @@ def test_stats_known_answers(known_trace: Path) -> None:
 def test_plot_is_a_readable_png(known_trace: Path, tmp_path: Path) -> None:
     from matplotlib import image
 
-    from agentload.recorder.plot import plot_context_growth
+    from agentload.trace.plot import plot_context_growth
 
     out = plot_context_growth(load_trace(known_trace), tmp_path / "plots" / "growth.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -156,7 +156,7 @@ def test_plot_is_a_readable_png(known_trace: Path, tmp_path: Path) -> None:
 
 
 def test_long_prefix_chains_resolve_without_recursion() -> None:
-    from agentload.recorder import Trace
+    from agentload.trace import Trace
 
     trace = Trace(path="mem", header=header())
     prev = None

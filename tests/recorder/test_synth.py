@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from agentload.errors import TokenizerError
-from agentload.recorder.synth import Synthesizer, vocabulary
 from agentload.tokenizer import get_tokenizer
+from agentload.trace.synth import Synthesizer, vocabulary
 
 
 def train_tokenizer(path: Path, kind: str) -> str:

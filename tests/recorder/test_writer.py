@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentload.recorder import EventRecord, TraceWriter, load_trace, read_trace
+from agentload.trace import EventRecord, TraceWriter, load_trace, read_trace
 
 from .conftest import header
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from agentload.cli import main
-from agentload.recorder import Trace, load_trace
+from agentload.trace import Trace, load_trace
 
 HARD_TIMEOUT_S = 60
 """No run may take longer: a hang fails the test instead of blocking the suite."""

@@ -15,8 +15,9 @@ import pytest
 import zstandard
 from faultserver import FaultPlan, FaultServer
 
-from agentload.agents.run import GenerateOptions, generate
 from agentload.cli import main
+from agentload.generate.options import GenerateOptions
+from agentload.generate.run import generate
 from agentload.scenarios import load_scenario
 
 BINARY = bytes(range(256)) * 4

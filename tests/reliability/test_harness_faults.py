@@ -20,10 +20,10 @@ from faultserver import CUT_ARGUMENTS, FaultServer
 from genrun import FAST, attempts, generate, validate_cli
 from rich.console import Console
 
-from agentload.agents.graphs import MAX_CUT_REPLIES
-from agentload.agents.progress import PlainProgress
-from agentload.agents.run import GenerateOptions
-from agentload.agents.run import generate as run_generate
+from agentload.agents.subagents import MAX_CUT_REPLIES
+from agentload.generate.display import PlainProgress
+from agentload.generate.options import GenerateOptions
+from agentload.generate.run import generate as run_generate
 from agentload.scenarios import load_scenario
 
 QUICK_ANSWERS = 6  # quick on a model that only answers: the first answer and 5 follow-ups

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from agentload.cli import main
-from agentload.recorder import load_trace
+from agentload.options.engines import get_engine
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.client import StreamClient
-from agentload.replay.engines import get_engine
 from agentload.replay.plan import SessionPlan, build_plans
 from agentload.replay.salt import SaltAt
 from agentload.replay.schedule import LoadShape, PointRun, PointRunner
+from agentload.trace import load_trace
 
 
 def plans_of(*paths: Path, salt_at: SaltAt = "after-system") -> list[SessionPlan]:

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentload.recorder import CallCapture, TraceWriter, make_header
-from agentload.recorder.schema import AgentRecord, SessionRecord, Timings, ToolCallRecord
 from agentload.tokenizer import ChatTokenCounter
+from agentload.trace import CallCapture, ObservedCall, TraceWriter, make_header
+from agentload.trace.schema import AgentRecord, SessionRecord, Timings, ToolCallRecord
 
 MS = 1_000_000
 TOOLS = [
@@ -87,20 +87,22 @@ async def _write(path: Path, sessions: int, shape: Shape, variant: str) -> None:
                     "max_tokens": 1024,
                     "temperature": 0.0,
                 }
-                await cap.llm_call(
-                    call_id=cid,
-                    session_id=sid,
-                    agent_id=agent,
-                    seq=seq,
-                    body=body,
-                    content=content,
-                    tool_calls=tool_calls,
-                    finish_reason="stop",
-                    usage={"completion_tokens": shape.out_tokens},
-                    timings=Timings(
-                        submit_ns=submit, first_token_ns=submit + MS, last_token_ns=last
-                    ),
-                    depends_on=deps,
+                await cap.record(
+                    ObservedCall(
+                        call_id=cid,
+                        session_id=sid,
+                        agent_id=agent,
+                        seq=seq,
+                        body=body,
+                        content=content,
+                        tool_calls=tool_calls,
+                        finish_reason="stop",
+                        usage={"completion_tokens": shape.out_tokens},
+                        timings=Timings(
+                            submit_ns=submit, first_token_ns=submit + MS, last_token_ns=last
+                        ),
+                        depends_on=deps,
+                    )
                 )
                 return last
 

@@ -204,7 +204,7 @@ async def test_an_interrupted_run_keeps_what_it_measured(
 ) -> None:
     import asyncio
 
-    from agentload.replay.config import ReplayConfig
+    from agentload.options.replay import ReplayConfig
     from agentload.replay.run import run_replay
 
     srv: ChatServer = make_server(Behaviour(chunk_delay_s=0.01))  # type: ignore[operator]
@@ -296,12 +296,12 @@ def test_an_endpoint_that_refuses_the_key_is_one_line_before_any_load(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from agentload.endpoint.server import SimulatorServer
+    from agentload.endpoint.server import ServeOptions, SimulatorServer
 
     key = "sk-replay-key-0123456789"
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("AGENTLOAD_API_KEY", "sk-not-the-right-one")
-    with SimulatorServer("instant", api_key=key) as srv:
+    with SimulatorServer("instant", serving=ServeOptions(api_key=key)) as srv:
         argv = ["replay", str(trace_path), "--endpoint", srv.base_url, "--model", srv.model]
         assert run_cli(argv) == 2
         err = capsys.readouterr().err.strip()

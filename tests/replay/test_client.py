@@ -11,8 +11,8 @@ from replay_helpers import run_point
 from replay_servers import Behaviour, ChatServer
 
 from agentload.errors import EndpointUnreachableError, ModelNotFoundError
+from agentload.measure.metrics import MetricContext, aggregate
 from agentload.replay.client import StreamClient
-from agentload.replay.metrics import MetricContext, aggregate
 
 
 def _body(n: int = 4) -> bytes:

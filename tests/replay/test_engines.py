@@ -9,8 +9,8 @@ import pytest
 from replay_helpers import run_point
 from replay_servers import Behaviour, ChatServer
 
-from agentload.replay.config import ReplayConfig
-from agentload.replay.engines import ENGINES, get_engine
+from agentload.options.engines import ENGINES, get_engine
+from agentload.options.replay import ReplayConfig
 from agentload.replay.scrape import parse_prometheus
 
 # llama.cpp's /metrics as its server writes it (tools/server/server-task.cpp, to_metrics):

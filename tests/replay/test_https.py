@@ -11,14 +11,15 @@ import pytest
 from replay_helpers import run_cli
 
 from agentload.agents.llm import ChatClient
-from agentload.endpoint.server import SimulatorServer
+from agentload.endpoint.server import ServeOptions, SimulatorServer
 from agentload.errors import ConfigError
 
 
 @pytest.fixture
 def tls_simulator(tls_files: dict[str, Path]) -> Iterator[SimulatorServer]:
     with SimulatorServer(
-        "instant", ssl_certfile=tls_files["cert"], ssl_keyfile=tls_files["key"]
+        "instant",
+        serving=ServeOptions(ssl_certfile=tls_files["cert"], ssl_keyfile=tls_files["key"]),
     ) as srv:
         yield srv
 
@@ -81,9 +82,11 @@ def test_serving_tls_needs_a_readable_certificate_and_key(
     tls_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(ConfigError, match="both a certificate file and a key file"):
-        SimulatorServer(ssl_certfile=tls_files["cert"])
+        SimulatorServer(serving=ServeOptions(ssl_certfile=tls_files["cert"]))
     with pytest.raises(ConfigError, match="key file not found"):
-        SimulatorServer(ssl_certfile=tls_files["cert"], ssl_keyfile=tmp_path / "nope.key")
+        SimulatorServer(
+            serving=ServeOptions(ssl_certfile=tls_files["cert"], ssl_keyfile=tmp_path / "nope.key")
+        )
     garbage = tmp_path / "garbage.pem"
     garbage.write_text("not a certificate\n")
     argv = ["serve", "--port", "0", "--ssl-certfile", str(garbage)]

@@ -15,8 +15,8 @@ import pytest
 from replay_helpers import run_cli
 from replay_servers import ChatServer
 
-from agentload.replay import metrics
-from agentload.replay.metrics import Metric, MetricContext, distribution
+from agentload.measure import metrics
+from agentload.measure.metrics import Metric, MetricContext, distribution
 
 
 class CachedShare(Metric):

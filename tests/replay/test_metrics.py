@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentload.quantiles import percentile
-from agentload.replay.metrics import (
+from agentload.measure.metrics import (
     SLO,
     Metric,
     MetricContext,
@@ -16,8 +15,9 @@ from agentload.replay.metrics import (
     compute_all,
     serving_ns,
 )
-from agentload.replay.pareto import frontier, headline
-from agentload.replay.records import RequestRecord, SessionResult, Window
+from agentload.measure.pareto import frontier, headline
+from agentload.measure.records import RequestRecord, SessionResult, Window
+from agentload.quantiles import percentile
 
 MS = 1_000_000
 S = 1_000_000_000

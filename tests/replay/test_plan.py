@@ -10,9 +10,9 @@ from replay_traces import MS, Shape, agentic_trace
 
 from agentload.errors import ReplayError
 from agentload.hashing import canonical_json, sha256_hex
-from agentload.recorder import load_trace
 from agentload.replay.run import load_plans
 from agentload.replay.salt import SaltAt
+from agentload.trace import load_trace
 
 
 def test_edges_carry_the_recorded_gaps(trace_path: Path) -> None:
@@ -72,9 +72,9 @@ def test_max_context_leaves_sessions_out(tmp_path: Path) -> None:
 def test_a_cyclic_call_graph_is_rejected(tmp_path: Path) -> None:
     import asyncio
 
-    from agentload.recorder import CallCapture, TraceWriter, make_header
-    from agentload.recorder.schema import AgentRecord, Timings, ToolCallRecord
     from agentload.tokenizer import ChatTokenCounter
+    from agentload.trace import CallCapture, ObservedCall, TraceWriter, make_header
+    from agentload.trace.schema import AgentRecord, Timings, ToolCallRecord
 
     path = tmp_path / "cycle.jsonl"
 
@@ -98,18 +98,20 @@ def test_a_cyclic_call_graph_is_rejected(tmp_path: Path) -> None:
                 ("b0", "b", 0, 20, []),
             ):
                 body = {"model": "m", "messages": [{"role": "user", "content": cid}]}
-                await cap.llm_call(
-                    call_id=cid,
-                    session_id="s",
-                    agent_id=agent,
-                    seq=seq,
-                    body=body,
-                    content="x",
-                    tool_calls=None,
-                    finish_reason="stop",
-                    usage=None,
-                    timings=Timings(submit_ns=t, last_token_ns=t + 1),
-                    depends_on=deps,
+                await cap.record(
+                    ObservedCall(
+                        call_id=cid,
+                        session_id="s",
+                        agent_id=agent,
+                        seq=seq,
+                        body=body,
+                        content="x",
+                        tool_calls=None,
+                        finish_reason="stop",
+                        usage=None,
+                        timings=Timings(submit_ns=t, last_token_ns=t + 1),
+                        depends_on=deps,
+                    )
                 )
             # a1 both delegates to b and waits for b: impossible to replay
             await w.write(
@@ -138,9 +140,9 @@ def test_salted_ceilings_match_real_salts(tmp_path: Path, at: SaltAt) -> None:
     shares with itself, an upper bound of what other instances share, in either salted mode."""
     import random
 
-    from agentload.recorder.prefix import PrefixHasher, hash_prompt
     from agentload.replay.salt import make_salt, salt_messages
     from agentload.tokenizer import ChatTokenCounter
+    from agentload.trace.prefix import PrefixHasher, hash_prompt
 
     path = agentic_trace(tmp_path / "t.jsonl", sessions=2, shape=Shape(system_words=37))
     trace = load_trace(path)

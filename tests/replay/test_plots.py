@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from agentload.replay import plots
-from agentload.replay.records import RequestRecord
-from agentload.replay.results import (
+from agentload.measure import plots
+from agentload.measure.records import RequestRecord
+from agentload.measure.results import (
     Aggregates,
     Distribution,
     GroupAggregates,

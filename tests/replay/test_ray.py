@@ -18,9 +18,9 @@ import pytest
 from replay_helpers import run_cli
 from replay_servers import Behaviour, ChatServer
 
+from agentload.measure.metrics import MetricContext, aggregate
+from agentload.measure.results import load_results
 from agentload.quantiles import percentile
-from agentload.replay.metrics import MetricContext, aggregate
-from agentload.replay.results import load_results
 
 pytestmark = pytest.mark.ray
 

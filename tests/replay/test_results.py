@@ -13,7 +13,7 @@ from replay_helpers import run_cli
 from replay_servers import ChatServer
 
 from agentload.errors import ResultsFormatError
-from agentload.replay.results import SCHEMA, load_results, write_results
+from agentload.measure.results import SCHEMA, load_results, write_results
 
 
 @pytest.fixture

@@ -16,14 +16,14 @@ from replay_servers import ChatServer
 from replay_traces import TOOLS, Shape, agentic_trace
 
 from agentload.hashing import canonical_json, sha256_hex
-from agentload.recorder import load_trace
-from agentload.replay.compare import compare_results
-from agentload.replay.config import ReplayConfig
+from agentload.measure.compare import compare_results
+from agentload.measure.results import load_results, write_results
+from agentload.options.replay import ReplayConfig
 from agentload.replay.plan import traffic_body
-from agentload.replay.results import load_results, write_results
 from agentload.replay.run import run_replay
 from agentload.replay.salt import SaltAt, make_salt, salt_messages, salt_native, unsalt_messages
 from agentload.tokenizer import ChatTokenCounter
+from agentload.trace import load_trace
 
 S = make_salt("123456789", 42)
 SALT_LINE = re.compile(r"\[agentload-salt [0-9]{18}\]\n")

@@ -10,9 +10,9 @@ from replay_helpers import plans_of, run_point
 from replay_servers import ChatServer
 
 from agentload.hashing import canonical_json, sha256_hex
-from agentload.recorder import load_trace
 from agentload.replay.bodies import unsalt_messages
 from agentload.replay.plan import traffic_body
+from agentload.trace import load_trace
 
 MS = 1_000_000
 TOL_LATE = 250 * MS  # worst-case event-loop lag tolerated on a loaded shared CI box

@@ -10,9 +10,9 @@ from typing import Any
 from replay_helpers import plans_of, run_point
 from replay_traces import Shape, agentic_trace
 
-from agentload.replay.config import ReplayConfig
-from agentload.replay.metrics import MetricContext, aggregate
-from agentload.replay.report import write_report
+from agentload.measure.metrics import MetricContext, aggregate
+from agentload.measure.report import write_report
+from agentload.options.replay import ReplayConfig
 from agentload.replay.run import run_replay
 from agentload.replay.scrape import parse_prometheus
 

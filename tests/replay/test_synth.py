@@ -15,8 +15,11 @@ import pytest
 from replay_helpers import run_cli
 from replay_traces import agentic_trace
 
-from agentload.recorder import TraceWriter, load_trace, make_header
-from agentload.recorder.schema import (
+from agentload.options.replay import ReplayConfig
+from agentload.replay.plan import build_plans
+from agentload.replay.run import run_replay
+from agentload.trace import TraceWriter, load_trace, make_header
+from agentload.trace.schema import (
     AgentRecord,
     LLMCallRecord,
     PrefixInfo,
@@ -26,10 +29,7 @@ from agentload.recorder.schema import (
     Timings,
     Usage,
 )
-from agentload.recorder.synth import Synthesizer
-from agentload.replay.config import ReplayConfig
-from agentload.replay.plan import build_plans
-from agentload.replay.run import run_replay
+from agentload.trace.synth import Synthesizer
 
 MS = 1_000_000
 BLOCK = 64

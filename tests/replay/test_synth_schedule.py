@@ -14,11 +14,11 @@ from replay_traces import agentic_trace
 from test_synth import Call, content_free_trace
 
 from agentload.endpoint import SimulatorServer
-from agentload.recorder import load_trace
-from agentload.replay.config import ReplayConfig
+from agentload.measure.report import text_summary, write_report
+from agentload.options.replay import ReplayConfig
 from agentload.replay.plan import build_plans
-from agentload.replay.report import text_summary, write_report
 from agentload.replay.run import run_replay
+from agentload.trace import load_trace
 
 # one agent's four calls 150 ms apart, and a second session's call in between; each call is
 # recorded as taking 20 ms, but the server below takes 800 ms for each

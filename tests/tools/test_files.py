@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agentload.recorder.schema import ToolCallRecord
 from agentload.scenarios.workspace import Workspace
 from agentload.tools import Toolbox
+from agentload.trace.schema import ToolCallRecord
 
 
 async def test_read_file_whole_and_ranges(local_box: Toolbox, ws: Workspace) -> None:

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from agentload.errors import WireError
-from agentload.recorder.capture import assistant_message
+from agentload.trace.capture import assistant_message
 from agentload.wire import messages, reply_from_json, stream_reader, to_chat
 from agentload.wire.reply import WireReply
 

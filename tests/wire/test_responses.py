@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentload.errors import WireError
-from agentload.recorder.capture import assistant_message
+from agentload.trace.capture import assistant_message
 from agentload.wire import reply_from_json, stream_reader, to_chat
 from agentload.wire import responses as wire
 

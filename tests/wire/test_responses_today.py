@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from agentload.recorder.capture import assistant_message
+from agentload.trace.capture import assistant_message
 from agentload.wire import reply_from_json, stream_reader, to_chat
 from agentload.wire.reply import ShapeError
 

@@ -4,7 +4,8 @@
   ``build_app`` (the Starlette application: chat completions, messages, responses, text completions, models,
   health, metrics);
 * ``request`` — validation of chat- and text-completion bodies, OpenAI-shaped errors;
-* ``sse`` — response bodies: SSE chunk streams and non-streaming JSON;
+* ``lengths`` — a chat reply fitted to ``max_tokens``, ``min_tokens``, ``stop``, ``ignore_eos``;
+* ``sse`` — response bodies: SSE chunk streams (and their pacing) and non-streaming JSON;
 * ``messages_api`` — ``POST /v1/messages``: Anthropic Messages read into chat, answered by
   ``Simulator.admit``, rendered as Anthropic's message JSON or SSE events, Anthropic errors;
 * ``responses_api`` — ``POST /v1/responses``: a Responses request read into chat
@@ -12,11 +13,12 @@
   object or its ``response.*`` event stream;
 * ``answering`` — ``Answering``: the part of ``Simulator`` those two handlers use (a protocol);
 * ``metrics`` — ``/metrics``: Prometheus text named after vLLM's metrics;
-* ``server`` — ``SimulatorServer``: uvicorn in a background thread (tests, ``generate``);
+* ``server`` — ``SimulatorServer``: uvicorn in a background thread (tests, ``generate``), and
+  ``ServeOptions`` (its address, TLS files and API key);
 * ``cli`` — ``agentload serve``: the server in the foreground.
 """
 
 from agentload.endpoint.server.app import Simulator, build_app
-from agentload.endpoint.server.server import SimulatorServer
+from agentload.endpoint.server.server import ServeOptions, SimulatorServer
 
-__all__ = ["Simulator", "SimulatorServer", "build_app"]
+__all__ = ["ServeOptions", "Simulator", "SimulatorServer", "build_app"]

@@ -4,7 +4,7 @@ metrics.
 ``Simulator`` holds one server's state (profile, engine, policy, token and prefix caches);
 ``build_app`` wraps it in a Starlette application. Prompt tokens are counted with
 ``agentload.tokenizer.ChatTokenCounter`` (ids cached per message content) and block hashes
-with ``agentload.recorder.prefix.PrefixHasher`` (resumes from the longest known prefix), so a
+with ``agentload.trace.prefix.PrefixHasher`` (resumes from the longest known prefix), so a
 400K-token request whose history was seen before costs O(new messages).
 """
 
@@ -14,7 +14,7 @@ import hmac
 import itertools
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -28,8 +28,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentload.endpoint.policy import Policy
 from agentload.endpoint.policy.textgen import text_tokens
-from agentload.endpoint.policy.types import Decision, PolicyConfig
+from agentload.endpoint.policy.types import PolicyConfig
 from agentload.endpoint.server import messages_api
+from agentload.endpoint.server.lengths import extend, fit_reply
 from agentload.endpoint.server.metrics import metrics_registry, metrics_text
 from agentload.endpoint.server.request import (
     APIError,
@@ -43,6 +44,7 @@ from agentload.endpoint.server.responses_api import responses
 from agentload.endpoint.server.sse import (
     Rendered,
     Reply,
+    paced,
     render_json,
     render_stream,
     usage_event,
@@ -51,12 +53,10 @@ from agentload.endpoint.timing.clock import Clock
 from agentload.endpoint.timing.engine import Engine, Sequence
 from agentload.endpoint.timing.profiles import Profile, load_profile
 from agentload.hashing import content_id
-from agentload.recorder.prefix import PrefixHasher, hash_prompt
 from agentload.tokenizer import DEFAULT_TOKENIZER, ChatTokenCounter
+from agentload.trace.prefix import PrefixHasher, hash_prompt
 
 __all__ = ["Simulator", "build_app"]
-
-_WRITE_BYTES = 65536
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -115,52 +115,7 @@ class Simulator:
         d = self.policy.decide(conv)
         if not req.parallel_tool_calls:
             d.tool_calls = d.tool_calls[:1]
-        return self._limit(req, d, prompt_tokens, conv.digest)
-
-    def _extend(self, d: Decision, n: int) -> list[str]:
-        segs = list(d.segments)
-        have = self.tokens.count("".join(segs))
-        while have < n:
-            extra = d.more(max(32, n - have))
-            if not extra:
-                break
-            if segs and not extra[0].startswith((" ", "\n")):
-                extra[0] = " " + extra[0]
-            segs.extend(extra)
-            have += self.tokens.count("".join(extra))
-        return segs
-
-    def _limit(self, req: ChatRequest, d: Decision, prompt_tokens: int, digest: int) -> Reply:
-        tok = self.tokens
-        calls = [(n, orjson.dumps(a).decode()) for n, a in d.tool_calls]
-        finish = "tool_calls" if calls else "stop"
-        if req.ignore_eos and req.max_tokens is not None:
-            text = tok.fit(self._extend(d, req.max_tokens + 16), req.max_tokens)
-            calls, finish = [], "length"
-        else:
-            text = "".join(d.segments)
-            for s in req.stop:
-                cut = text.find(s) if s else -1
-                if cut >= 0:
-                    text, calls, finish = text[:cut], [], "stop"
-            arg_tokens = sum(tok.count(a) for _, a in calls)
-            total = tok.count(text) + arg_tokens
-            if req.max_tokens is not None and total > req.max_tokens:
-                text = tok.fit(self._extend(d, req.max_tokens + 16), req.max_tokens)
-                calls, finish = [], "length"
-            elif req.min_tokens and total < req.min_tokens:
-                want = req.min_tokens - arg_tokens
-                text = tok.fit(self._extend(d, want + 16), want)
-            elif total == 0:
-                text = tok.fit(self._extend(d, 16), 1)
-        pieces = tok.pieces(text)
-        tc = []
-        n_args = 0
-        for i, (name, args) in enumerate(calls):
-            ap = tok.pieces(args)
-            n_args += tok.count(args)
-            tc.append((f"call_{digest:016x}{i:02x}", name, ap))
-        return Reply(pieces, tc, finish, prompt_tokens, tok.count(text) + n_args)
+        return fit_reply(self.tokens, req, d, prompt_tokens, conv.digest)
 
     # -- HTTP handlers -----------------------------------------------------------------------
     def _check(self, model: str, prompt_tokens: int, max_tokens: int | None, param: str) -> None:
@@ -236,35 +191,16 @@ class Simulator:
         """The SSE response that sends ``r``'s events as the engine generates tokens;
         ``on_first`` runs when the first token is ready (``reply.cached_tokens`` is known then:
         a renderer fills usage into its last events there)."""
+
+        def first() -> None:
+            reply.cached_tokens = seq.cached_tokens
+            on_first()
+
         return StreamingResponse(
-            self._stream(r, reply, seq, on_first),
+            paced(r, self.engine.run(seq), first),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache"},
         )
-
-    async def _stream(
-        self, r: Rendered, reply: Reply, seq: Sequence, on_first: Callable[[], None]
-    ) -> AsyncIterator[bytes]:
-        events, pos = r.events, r.token_pos
-        sent = 0
-        ready = 0
-        first = True
-        async for n in self.engine.run(seq):
-            if first:
-                first = False
-                reply.cached_tokens = seq.cached_tokens
-                on_first()
-            ready += n
-            upto = pos[min(ready, len(pos)) - 1] if pos else r.head
-            while sent < upto:
-                stop, size = sent, 0
-                while stop < upto and size < _WRITE_BYTES:
-                    size += len(events[stop])
-                    stop += 1
-                yield b"".join(events[sent:stop])
-                sent = stop
-        if sent < len(events):
-            yield b"".join(events[sent:])
 
     async def completions(self, request: Request) -> Response:
         """``POST /v1/completions``: one text prompt, answered without streaming, with usage.
@@ -280,7 +216,7 @@ class Simulator:
         messages = [{"role": "user", "content": req.prompt}]
         conv = self.policy.conversation(messages, [content_id(req.prompt)], [], "none", 0)
         d = self.policy.plain(conv)
-        text = self.tokens.fit(self._extend(d, req.max_tokens + 16), req.max_tokens)
+        text = self.tokens.fit(extend(self.tokens, d, req.max_tokens + 16), req.max_tokens)
         n = self.tokens.count(text)
         finish = "length" if n >= req.max_tokens else "stop"
         seq = Sequence(prompt_tokens, [], max(1, n))

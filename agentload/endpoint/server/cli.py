@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -39,24 +40,16 @@ def serve(
     ] = False,
 ) -> None:
     """Run the built-in simulated OpenAI-compatible endpoint until Ctrl-C."""
-    from agentload.auth import API_KEY_ENV, api_key_from_env
-    from agentload.endpoint.server.server import SimulatorServer, bind_socket
+    from agentload.endpoint.server.server import ServeOptions, SimulatorServer, bind_socket
 
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port {port}: must be 0..65535 (0 picks a free port)")
-    api_key = api_key_from_env() if require_api_key else None
-    if require_api_key and api_key is None:
-        raise ConfigError(
-            f"--require-api-key: set {' or '.join(API_KEY_ENV)} to the key clients must send"
-        )
-
+    api_key = _required_api_key() if require_api_key else None
     srv = SimulatorServer(
         profile if not Path(profile).is_file() else Path(profile),
         model,
         seed,
-        ssl_certfile=ssl_certfile,
-        ssl_keyfile=ssl_keyfile,
-        api_key=api_key,
+        serving=ServeOptions(ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, api_key=api_key),
     )
     config = srv.config()  # loads the TLS files, if any, before the port is taken
     try:
@@ -70,6 +63,23 @@ def serve(
         + ("  api key required" if api_key else "")
         + "  (Ctrl-C stops)"
     )
+    _serve_until_stopped(config, sock)
+
+
+def _required_api_key() -> str:
+    """The key ``--require-api-key`` makes clients send, read from the environment."""
+    from agentload.auth import API_KEY_ENV, api_key_from_env
+
+    api_key = api_key_from_env()
+    if api_key is None:
+        raise ConfigError(
+            f"--require-api-key: set {' or '.join(API_KEY_ENV)} to the key clients must send"
+        )
+    return api_key
+
+
+def _serve_until_stopped(config: uvicorn.Config, sock: socket.socket) -> None:
+    """Serve on the bound ``sock`` in the foreground until Ctrl-C, then close it."""
     server = uvicorn.Server(config)
     try:
         asyncio.run(server.serve(sockets=[sock]))

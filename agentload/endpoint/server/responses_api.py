@@ -38,7 +38,7 @@ from agentload.endpoint.server.request import (
     openai_shape_error,
 )
 from agentload.endpoint.server.sse import Rendered, Reply
-from agentload.recorder.capture import assistant_message
+from agentload.trace.capture import assistant_message
 from agentload.wire import responses as wire
 from agentload.wire.reply import ShapeError
 

@@ -3,6 +3,9 @@
     with SimulatorServer(profile="instant", model="agentload-sim", seed=0) as srv:
         client = openai.OpenAI(base_url=srv.base_url, api_key="x")
 
+Address, TLS and API key come in one ``ServeOptions``:
+``SimulatorServer("instant", serving=ServeOptions(api_key="k"))``.
+
 The socket is bound before the thread starts (port 0 picks a free port), so ``.port`` and
 ``.base_url`` are valid as soon as ``start()`` returns, and ``start()`` returns only once the
 server accepts requests.
@@ -16,6 +19,7 @@ import os
 import socket
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -27,7 +31,7 @@ from agentload.endpoint.server.app import Simulator, build_app
 from agentload.endpoint.timing.profiles import Profile
 from agentload.errors import ConfigError, EndpointError
 
-__all__ = ["SimulatorServer", "bind_socket"]
+__all__ = ["ServeOptions", "SimulatorServer", "bind_socket"]
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -51,6 +55,30 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+@dataclass(frozen=True)
+class ServeOptions:
+    """Where and how a ``SimulatorServer`` listens: address, TLS files, the API key it requires.
+
+    Checked when made: TLS needs both files and both must exist; an API key, when given, is not
+    empty (``ConfigError`` otherwise).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    ssl_certfile: str | os.PathLike[str] | None = None
+    ssl_keyfile: str | os.PathLike[str] | None = None
+    api_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
+            raise ConfigError("serving TLS needs both a certificate file and a key file")
+        for what, f in (("certificate", self.ssl_certfile), ("key", self.ssl_keyfile)):
+            if f is not None and not Path(f).is_file():
+                raise ConfigError(f"{f}: TLS {what} file not found")
+        if self.api_key is not None and not self.api_key:
+            raise ConfigError("an empty API key would accept no request; give a key or None")
+
+
 class SimulatorServer:
     """The built-in simulated OpenAI-compatible endpoint, embeddable (see module docstring)."""
 
@@ -59,26 +87,16 @@ class SimulatorServer:
         profile: str | os.PathLike[str] | Profile = "instant",
         model: str = "agentload-sim",
         seed: int = 0,
-        host: str = "127.0.0.1",
-        port: int = 0,
         *,
         policy: PolicyConfig | None = None,
         policy_overrides: Mapping[str, Any] | None = None,
         tokenizer: str = "o200k_base",
-        ssl_certfile: str | os.PathLike[str] | None = None,
-        ssl_keyfile: str | os.PathLike[str] | None = None,
-        api_key: str | None = None,
+        serving: ServeOptions | None = None,
     ) -> None:
-        if (ssl_certfile is None) != (ssl_keyfile is None):
-            raise ConfigError("serving TLS needs both a certificate file and a key file")
-        for what, f in (("certificate", ssl_certfile), ("key", ssl_keyfile)):
-            if f is not None and not Path(f).is_file():
-                raise ConfigError(f"{f}: TLS {what} file not found")
-        self.ssl_certfile = None if ssl_certfile is None else str(ssl_certfile)
-        self.ssl_keyfile = None if ssl_keyfile is None else str(ssl_keyfile)
-        if api_key is not None and not api_key:
-            raise ConfigError("an empty API key would accept no request; give a key or None")
-        self._api_key = api_key
+        serving = serving or ServeOptions()
+        self.ssl_certfile = None if serving.ssl_certfile is None else str(serving.ssl_certfile)
+        self.ssl_keyfile = None if serving.ssl_keyfile is None else str(serving.ssl_keyfile)
+        self._api_key = serving.api_key
         self.simulator = Simulator(
             profile,
             model,
@@ -88,9 +106,9 @@ class SimulatorServer:
             tokenizer=tokenizer,
         )
         self.model = model
-        self.host = host
-        self._want_port = port
-        self.port = port
+        self.host = serving.host
+        self._want_port = serving.port
+        self.port = serving.port
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None

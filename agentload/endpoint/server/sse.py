@@ -4,11 +4,13 @@ Streaming events are built from pre-encoded byte templates (one per response), o
 token: the role chunk, content deltas, for each tool call a header delta (index, id, type,
 name, empty arguments) then argument fragments, the finish chunk, the usage chunk when
 ``stream_options.include_usage`` is set, and ``data: [DONE]``. ``Rendered.token_pos[k]`` says
-how many events may be sent once ``k + 1`` tokens are generated, so the server can pace them.
+how many events may be sent once ``k + 1`` tokens are generated, so the server can pace them
+(``paced``: the events sent as the engine generates tokens).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +20,7 @@ __all__ = [
     "Rendered",
     "Reply",
     "js_string",
+    "paced",
     "render_json",
     "render_stream",
     "usage_event",
@@ -25,6 +28,7 @@ __all__ = [
 ]
 
 _JSON_CACHE: dict[str, bytes] = {}
+_WRITE_BYTES = 65536
 
 
 def js_string(piece: str) -> bytes:
@@ -68,6 +72,32 @@ class Rendered:
     events: list[bytes]
     token_pos: list[int]
     head: int  # events that go out with the first token (role chunk)
+
+
+async def paced(
+    r: Rendered, ready: AsyncIterator[int], on_first: Callable[[], None]
+) -> AsyncIterator[bytes]:
+    """``r``'s events, sent as tokens are generated (``ready`` yields how many at each step),
+    in writes of about ``_WRITE_BYTES``; ``on_first`` runs when the first tokens are ready."""
+    events, pos = r.events, r.token_pos
+    sent = 0
+    generated = 0
+    first = True
+    async for n in ready:
+        if first:
+            first = False
+            on_first()
+        generated += n
+        upto = pos[min(generated, len(pos)) - 1] if pos else r.head
+        while sent < upto:
+            stop, size = sent, 0
+            while stop < upto and size < _WRITE_BYTES:
+                size += len(events[stop])
+                stop += 1
+            yield b"".join(events[sent:stop])
+            sent = stop
+    if sent < len(events):
+        yield b"".join(events[sent:])
 
 
 def _chunk_head(rid: str, created: int, model: str) -> bytes:

@@ -1,6 +1,6 @@
 """KV-cache block accounting with prefix caching (the simulator's "GPU memory").
 
-Blocks are named by chained token-block hashes (``agentload.recorder.prefix``): two prompts that
+Blocks are named by chained token-block hashes (``agentload.trace.prefix``): two prompts that
 share a prefix share its blocks. A block referenced by a running sequence is *active*; when the
 last sequence releases it, it stays resident as *cached* (reusable by a later prompt with the
 same prefix) until an allocation needs its slot, least recently used first (an *eviction*).

@@ -1,0 +1,19 @@
+"""agentload.generate: running agent sessions and measuring them — ``agentload generate`` and
+``agentload eval``. The agents themselves are ``agentload.agents``; what is measured is written by
+``agentload.measure``, the same code ``replay`` uses.
+
+* ``options``    — ``GenerateOptions``: each option declared once, and the checks across them
+* ``run``        — a generate run: N sessions, K at a time, one trace file
+* ``dispatch``   — where a run goes, decided once: this process, or a Ray cluster (``--ray``)
+* ``ray_driver`` — the run on a Ray cluster: the driver; ``ray_actor`` — the actor that runs a
+  worker's sessions and relays their records
+* ``calibrate``  — the run's server/ours token ratio, measured once before the sessions
+* ``simproc``    — the built-in simulator in a child process
+* ``live``       — the live benchmark: one run per ``--sweep`` level, its traces → the
+  ``ResultsDocument`` (``mode: live``), results.json, summary.csv, report.html
+* ``live_point`` — one run's trace → its ``Point``: the request and session records, the
+  window, the aggregates
+* ``evalrun``    — eval tasks × k → eval.json
+* ``display``    — the live table / plain lines and the summary table
+* ``cli``        — ``agentload generate`` and ``agentload eval``
+"""

@@ -1,0 +1,383 @@
+"""A generate run: N sessions, K at a time, one trace file, the endpoint (default: simulator).
+
+    result = await generate(GenerateOptions(scenario=..., sessions=8, parallel=8), progress)
+
+* Endpoint: ``--endpoint URL`` (checked with ``GET /models`` first: unreachable → one-line
+  error), else the built-in simulator with the scenario's profile, in a child process (its
+  CPU work then does not compete with the agents' for one interpreter lock).
+* Sessions: session ``i`` has id ``s{seed}-{i}`` and seed ``seed + i``; each gets its own
+  workspace copy and sandbox.
+* Trace: one file per run holding every session, ``OUT/{scenario}-seed{seed}-{UTC time}
+  .agentload.jsonl.zst``; its header carries the resolved scenario, its hash and the seed.
+  ``--out`` naming a ``*.agentload.jsonl[.zst]`` file is that file (it must not exist yet);
+  anything else is a directory, created if missing. Both are checked (a file can be created
+  there) before the endpoint is contacted, so a bad ``--out`` is one line at once.
+* Time limits: every call attempt gets ``call_timeout_s`` (the ``/models`` probe
+  ``min(call_timeout_s, 10)``), ``retries`` retries.
+* Token unit: before the sessions, ``generate.calibrate`` measures the server/ours token ratio
+  (one small text completion, within ``min(call_timeout_s, 120)``); the header records it and
+  every session sizes and limits its orchestrator in server tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import httpx
+
+from agentload.agents.llm import ChatClient
+from agentload.agents.session import SessionSetup, run_session
+from agentload.agents.tracing import SessionStats
+from agentload.auth import api_key_from_env, refused_key_message, split_base_url
+from agentload.errors import (
+    ConfigError,
+    EndpointError,
+    EndpointUnreachableError,
+    ModelNotFoundError,
+)
+from agentload.errortext import clip
+from agentload.generate.calibrate import TokenRatio, calibrate
+from agentload.generate.options import GenerateOptions, check_options
+from agentload.masking import redact_url
+from agentload.outfile import output_dir, write_errors
+from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
+from agentload.tokenizer import ChatTokenCounter
+from agentload.trace import make_header
+from agentload.trace.capture import CallCapture
+from agentload.trace.paths import TRACE_SUFFIXES
+from agentload.trace.schema import Header
+from agentload.trace.writer import TraceWriter
+
+if TYPE_CHECKING:
+    from agentload.scenarios.models import Scenario
+
+__all__ = [
+    "ProgressSink",
+    "RunResult",
+    "RunSpec",
+    "check_endpoint",
+    "generate",
+    "generator_info",
+    "open_endpoint",
+    "run_header",
+    "session_setup",
+]
+
+SIM_MODEL = "agentload-sim"
+PROBE_TIMEOUT_S = 10.0
+"""The longest the ``GET /models`` probe may take (less when ``--call-timeout`` is less)."""
+CALIBRATION_TIMEOUT_S = 120.0
+"""The longest the token calibration may take (less when ``--call-timeout`` is less)."""
+
+
+class ProgressSink(Protocol):
+    """Receives sessions as they start; reads their live ``SessionStats``."""
+
+    def session_started(self, stats: SessionStats) -> None: ...
+
+    def session_ended(self, stats: SessionStats) -> None: ...
+
+
+@dataclass
+class RunResult:
+    """The run's trace file and every session's counters."""
+
+    trace_path: Path
+    sessions: list[SessionStats] = field(default_factory=list)
+    wall_ns: int = 0
+    endpoint: str = ""
+    model: str = ""
+    tokens: TokenRatio | None = None
+    """The run's server/ours token ratio (``generate.calibrate``)."""
+    ray: dict[str, Any] | None = None
+    """``--ray``: the cluster and its workers (the trace header's ``generator.ray``)."""
+
+
+async def check_endpoint(
+    base_url: str, model: str | None, timeout_s: float = PROBE_TIMEOUT_S
+) -> str:
+    """``GET {base_url}/models`` within ``timeout_s``: the model to use; one-line errors when
+    it cannot work."""
+    key = api_key_from_env()
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    clean, query = split_base_url(base_url)
+    shown = redact_url(base_url)
+    url = clean + "/models"
+    try:
+        async with (
+            asyncio.timeout(timeout_s),
+            httpx.AsyncClient(timeout=timeout_s) as http,
+        ):
+            resp = await http.get(url, headers=headers, params=query)
+    except (httpx.HTTPError, TimeoutError) as exc:
+        why = f"no answer within {timeout_s:g}s" if isinstance(exc, TimeoutError) else str(exc)
+        raise EndpointUnreachableError(
+            f"{shown}: endpoint does not answer ({type(exc).__name__}: {why or 'no detail'})"
+        ) from None
+    if resp.status_code in (401, 403):
+        raise EndpointError(refused_key_message(url, resp.status_code, resp.content))
+    ids: list[str] = []
+    if resp.status_code == 200:
+        with contextlib.suppress(ValueError, AttributeError, TypeError):
+            ids = [str(m["id"]) for m in resp.json().get("data", [])]
+    if model is not None:
+        if ids and model not in ids:
+            raise ModelNotFoundError(
+                f"{shown}: model {model!r} is not served; available: {', '.join(ids)}"
+            )
+        return model
+    if not ids:
+        raise ConfigError(f"{shown}: cannot list the served models; pass --model NAME")
+    return ids[0]
+
+
+@contextlib.asynccontextmanager
+async def open_endpoint(opts: GenerateOptions, seed: int) -> AsyncIterator[tuple[str, str]]:
+    if opts.endpoint:
+        probe_s = min(PROBE_TIMEOUT_S, opts.call_timeout_s)
+        model = await check_endpoint(opts.endpoint, opts.model, probe_s)
+        yield opts.endpoint, model
+        return
+    srv: Any
+    from agentload.generate.simproc import scenario_pacing
+
+    profile, model = opts.scenario.endpoint.profile, opts.model or SIM_MODEL
+    pacing = scenario_pacing(opts.scenario)  # the model's own habits, set server-side
+    if opts.oracle:
+        pacing["oracle"] = True
+    if opts.simulator == "process":
+        from agentload.generate.simproc import SimulatorProcess
+
+        srv = SimulatorProcess(profile=profile, model=model, seed=seed, pacing=pacing)
+    else:
+        from agentload.endpoint import SimulatorServer
+
+        srv = SimulatorServer(profile=profile, model=model, seed=seed, policy_overrides=pacing)
+    await asyncio.to_thread(srv.start)
+    try:
+        yield srv.base_url, srv.model
+    finally:
+        await asyncio.to_thread(srv.stop)
+
+
+def trace_path(out: Path, scenario: str, seed: int) -> Path:
+    """A new trace file name under ``out`` (never overwrites an existing file)."""
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    base = out / f"{scenario}-seed{seed}-{stamp}"
+    path = base.with_name(base.name + TRACE_SUFFIXES[0])
+    n = 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}{TRACE_SUFFIXES[0]}")
+    return path
+
+
+def prepare_trace_path(out: Path, scenario: str, seed: int) -> Path:
+    """The trace file ``--out`` stands for, its directory created and tried for writing;
+    ``ConfigError`` naming ``--out`` when it cannot work (see the module docstring)."""
+    named = out.name.endswith(TRACE_SUFFIXES)
+    folder = out.parent if named else out
+    with write_errors(out, option="--out"):
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(
+                f"--out {clip(str(out), 200)}: {clip(str(folder), 200)} is a file; --out names "
+                f"a directory or a new *{TRACE_SUFFIXES[0]} file"
+            )
+        if named and out.exists():
+            raise ConfigError(
+                f"--out {clip(str(out), 200)}: the file exists; agentload never overwrites a trace"
+            )
+    output_dir(folder, option="--out")
+    return out if named else trace_path(out, scenario, seed)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run as asked for: its options, trace file, seed, sandbox kind and start time."""
+
+    opts: GenerateOptions
+    path: Path
+    seed: int
+    kind: str
+    t0: int
+    """``time.perf_counter_ns()`` when the run began (its ``wall_ns`` counts from there)."""
+
+
+async def generate(opts: GenerateOptions, progress: ProgressSink | None = None) -> RunResult:
+    """Run the sessions (see the module docstring); the trace is closed in every case."""
+    s = opts.scenario
+    check_options(opts)
+    seed = s.seed if opts.seed is None else opts.seed
+    kind = opts.sandbox or s.sandbox.kind
+    t0 = time.perf_counter_ns()
+    if opts.ray is not None:
+        raise ConfigError(
+            "--ray runs through generate.ray_driver.generate_on_ray, not run.generate"
+        )
+    path = prepare_trace_path(Path(opts.out), s.name, seed)
+    return await _run(RunSpec(opts, path, seed, kind, t0), progress)
+
+
+def run_header(
+    spec: RunSpec, base_url: str, model: str, tokens: TokenRatio, generator: dict[str, Any]
+) -> Header:
+    """The run's trace header: the endpoint, the resolved scenario and its hash, the seed, how
+    the run was asked for (``generator``) and the token calibration."""
+    from agentload.scenarios import scenario_hash
+
+    s = spec.opts.scenario
+    return make_header(
+        endpoint=base_url,
+        model=model,
+        scenario=s.name,
+        scenario_hash=scenario_hash(s),
+        scenario_config=s.model_dump(mode="json"),
+        seed=spec.seed,
+        generator=generator,
+        token_calibration=tokens.record(),
+    )
+
+
+async def _run(spec: RunSpec, progress: ProgressSink | None) -> RunResult:
+    """The run on this machine: the endpoint opened, the ratio measured, the sessions run into
+    one trace; the client and the workspaces' folder are closed in every case."""
+    opts = spec.opts
+    plan = opts.session_plan()
+    async with open_endpoint(opts, spec.seed) as (base_url, model):
+        timeout = min(opts.call_timeout_s, CALIBRATION_TIMEOUT_S)
+        tokens = await calibrate(base_url, model, opts.scenario, ChatTokenCounter(), timeout)
+        generator = generator_info(opts, len(plan), spec.kind)
+        header = run_header(spec, base_url, model, tokens, generator)
+        result = RunResult(
+            trace_path=spec.path, endpoint=redact_url(base_url), model=model, tokens=tokens
+        )
+        client = ChatClient(
+            base_url,
+            model=model,
+            retries=opts.retries,
+            backoff_s=opts.retry_backoff_s,
+            call_timeout_s=opts.call_timeout_s,
+        )
+        workdir = owned_tempdir(WORKSPACES)  # a kill -9 leaves it to `agentload sandbox cleanup`
+        try:
+            async with TraceWriter(spec.path, header) as writer:
+                sessions = _Sessions(spec, plan, workdir, client, writer, tokens.ratio)
+                result.sessions = await sessions.run_all(progress)
+        finally:
+            await client.aclose()
+            import shutil
+
+            shutil.rmtree(workdir, ignore_errors=True)
+    result.wall_ns = time.perf_counter_ns() - spec.t0
+    return result
+
+
+class _Sessions:
+    """The run's sessions, ``parallel`` at a time, each into the run's one trace."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        plan: list[tuple[Scenario, str | None, int]],
+        workdir: Path,
+        client: ChatClient,
+        writer: TraceWriter,
+        token_ratio: float,
+    ) -> None:
+        self.spec, self.plan, self.workdir = spec, plan, workdir
+        self.client, self.writer, self.token_ratio = client, writer, token_ratio
+        self.capture = CallCapture(writer, ChatTokenCounter(writer.header.tokenizer))
+        self.gate = asyncio.Semaphore(spec.opts.parallel)
+
+    async def one(self, i: int, progress: ProgressSink | None) -> SessionStats:
+        """Session ``i``, once the gate lets it start; progress told when it starts and ends."""
+        spec = self.spec
+        setup = session_setup(spec.opts, self.plan, i, spec.seed, self.workdir, spec.kind)
+        async with self.gate:
+            stats = await run_session(
+                setup,
+                self.plan[i][0],
+                client=self.client,
+                writer=self.writer,
+                capture=self.capture,
+                on_start=progress.session_started if progress else None,
+                token_ratio=self.token_ratio,
+            )
+        if progress is not None:
+            progress.session_ended(stats)
+        return stats
+
+    async def run_all(self, progress: ProgressSink | None) -> list[SessionStats]:
+        """Every session's counters, in order; on an interruption, every session is cancelled
+        and waited for."""
+        tasks = [asyncio.create_task(self.one(i, progress)) for i in range(len(self.plan))]
+        try:
+            return list(await asyncio.gather(*tasks))
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def session_setup(
+    opts: GenerateOptions,
+    plan: list[tuple[Scenario, str | None, int]],
+    i: int,
+    seed: int,
+    workdir: Path,
+    kind: str,
+) -> SessionSetup:
+    """Session ``i`` of the run: id ``s{seed}-{i}``, seed ``seed + i`` (wherever it runs)."""
+    _, task, attempt = plan[i]
+    return SessionSetup(
+        index=i,
+        session_id=f"s{seed}-{i}",
+        seed=seed + i,
+        workdir=workdir,
+        sandbox_kind=kind,
+        evaluate=opts.evaluate,
+        keep_workspace=opts.keep_workspaces,
+        task=task,
+        attempt=attempt,
+    )
+
+
+def generator_info(opts: GenerateOptions, sessions: int, kind: str) -> dict[str, Any]:
+    """The trace header's ``generator``: how the run was asked for."""
+    out: dict[str, Any] = {"sessions": sessions, "parallel": opts.parallel, "sandbox": kind}
+    tasks = opts.task_names()
+    if tasks is not None:
+        out |= {"tasks": list(tasks), "attempts": opts.attempts, "oracle": opts.oracle}
+    return out
+
+
+def summary_rows(result: RunResult) -> list[dict[str, Any]]:
+    """One JSON-ready row per session, for the summary table and ``--json``."""
+    rows = []
+    for st in result.sessions:
+        rows.append(
+            {
+                "session": st.session_id,
+                "task": st.task,
+                "end_reason": st.end_reason,
+                "agents": st.agents,
+                "agents_by_role": dict(st.agents_by_role),
+                "calls": st.calls,
+                "prompt_tokens": st.prompt_tokens,
+                "completion_tokens": st.completion_tokens,
+                "orchestrator_prompt_first": st.orch_first_prompt,
+                "orchestrator_prompt_last": st.orch_last_prompt,
+                "tool_calls": st.tool_calls,
+                "tool_time_share": st.tool_time_share,
+                "wall_s": st.wall_ns / 1e9,
+                "eval_passed": st.eval_passed,
+            }
+        )
+    return rows

@@ -1,0 +1,21 @@
+"""agentload.measure: what was measured, however it was produced — request and session records,
+one class per metric, points, the results document and every output read from it. ``replay``
+produces records by sending a trace; ``generate`` and ``eval`` from the calls their agents
+made; both write them with the same code.
+
+* ``records``  — the request, session and window records (pydantic dataclasses), the measured
+  window and the phase of each request (``Phase``)
+* ``metrics``  — one class per metric, formulas in docstrings (``tasks``: pass rate and solved
+  tasks of a live eval run)
+* ``results``  — ``ResultsDocument``: results.json, typed and versioned (write, read); its parts:
+  ``aggregates`` (a point's and a group's metric values), ``points`` (a load point),
+  ``runinfo`` (environment, engine, plan, live run, cluster)
+* ``power``    — energy: NVML sampling and the window's average watts
+* ``files``    — a run's files written one way (results.json, summary.csv, report.html)
+* ``verdict``  — the exit code of a run (0, 2, 3, 130), decided in one place
+* ``summary``, ``report``, ``plots``, ``pareto``, ``compare`` — outputs read from it
+
+See docs/replay.md ("Metrics", "Outputs").
+"""
+
+__all__: list[str] = []

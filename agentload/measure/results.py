@@ -1,0 +1,226 @@
+"""results.json: the typed, versioned document of one replay run; write, read.
+
+``ResultsDocument`` is the one model of results.json: ``run`` builds it, ``report``,
+``compare`` and the CSV writer read it. Its ``schema`` is ``agentload.replay-results/MAJOR``
+(the trace schema's convention, ``trace/schema.py``): a reader refuses another major
+version; a newer minor version may add fields, which are kept. ``load_results`` turns a file
+that is not JSON, not a results file, of another major version or missing a field into one
+``ResultsFormatError`` line naming the file (and the field).
+
+The same document describes a live benchmark (``agentload generate``/``eval``, ``mode:
+live``): there the agents ran against the target itself, so each system received the traffic
+its own outputs caused; ``live`` says what ran. A file without ``mode`` is a replay.
+
+Its parts live beside it and are re-exported here: the metric values (``aggregates``), a load
+point (``points``) and what the run was (``runinfo``: environment, engine, plan, live, cluster).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from agentload.errors import ResultsFormatError
+from agentload.infile import MAX_DOCUMENT_BYTES, read_bytes
+from agentload.masking import scrub_bytes
+from agentload.measure.aggregates import (
+    Aggregates,
+    Distribution,
+    GroupAggregates,
+    KVBucket,
+    KVHits,
+    Phases,
+    ResultsModel,
+)
+from agentload.measure.points import (
+    Point,
+    ScrapeSample,
+    ScrapeSummary,
+    Span,
+    TimelineSample,
+    WorkerPoint,
+)
+from agentload.measure.runinfo import (
+    ClusterRun,
+    CutSessionInfo,
+    EngineInfo,
+    Environment,
+    LiveInfo,
+    LivePoint,
+    PlanInfo,
+    TruncatedTrace,
+)
+from agentload.options.modes import SaltAt
+from agentload.options.replay import ReplayConfig
+from agentload.outfile import output_dir
+from agentload.trace.reader import format_validation_error
+
+__all__ = [
+    "LIVE_NOTE",
+    "SCHEMA",
+    "SCHEMA_MAJOR",
+    "Aggregates",
+    "ClusterRun",
+    "CutSessionInfo",
+    "Distribution",
+    "EngineInfo",
+    "Environment",
+    "GroupAggregates",
+    "KVBucket",
+    "KVHits",
+    "LiveInfo",
+    "LivePoint",
+    "Phases",
+    "PlanInfo",
+    "Point",
+    "ResultsDocument",
+    "ScrapeSample",
+    "ScrapeSummary",
+    "Span",
+    "TimelineSample",
+    "TruncatedTrace",
+    "WorkerPoint",
+    "load_results",
+    "prepare_out_dir",
+    "write_results",
+]
+
+SCHEMA_MAJOR = 1
+SCHEMA = f"agentload.replay-results/{SCHEMA_MAJOR}"
+_PREFIX = "agentload.replay-results/"
+LIVE_NOTE = (
+    "LIVE benchmark: real agents ran against the target, so its own outputs decided every "
+    "next request; traffic differs between systems (agentload replay sends identical traffic)."
+)
+"""The sentence the report and the terminal summary open a live run with."""
+
+
+class ResultsDocument(ResultsModel):
+    """results.json (see the module docstring)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    schema_: str = Field(
+        default=SCHEMA, alias="schema", description="'agentload.replay-results/MAJOR'"
+    )
+    mode: Literal["replay", "live"] = Field(
+        default="replay",
+        description="replay (recorded traffic, identical for every target) or live (agents "
+        "driven by the target's own outputs; see LIVE_NOTE)",
+    )
+    salt_at: SaltAt | None = Field(
+        default=None,
+        description="where the salt went (config.salt_at): start, after-system or off; read "
+        "from config when absent (an older file)",
+    )
+    config: ReplayConfig = Field(
+        description="the run's options (a live run: its traces, endpoint, model, levels, "
+        "sessions per point, power and GPUs; no salt, no pinned lengths, start at zero)"
+    )
+    environment: Environment = Field(description="where it ran")
+    engine: EngineInfo = Field(description="the engine preset as used")
+    plan: PlanInfo = Field(description="what was planned")
+    digest_manifest: dict[str, str] = Field(description="recorded call → payload digest")
+    interrupted: bool = Field(description="the run was interrupted (later points absent)")
+    prompt_token_ratio: float | None = Field(
+        default=None,
+        description="the run's server/ours prompt-token ratio: Σ server-reported prompt tokens / "
+        "Σ agentload's count of the same prompts as sent, over every successful request that "
+        "has both, at every point (None when the server reported none)",
+    )
+    points: list[Point] = Field(description="one per load point, in order")
+    live: LiveInfo | None = Field(default=None, description="what a live run ran (else None)")
+    cluster: ClusterRun | None = Field(
+        default=None, description="a sharded run (replay --ray): the cluster; None on one machine"
+    )
+    _path: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _salt_mode(self) -> ResultsDocument:
+        if self.salt_at is None:
+            self.salt_at = self.config.salt_at
+        return self
+
+    @field_validator("schema_")
+    @classmethod
+    def _known_major(cls, v: str) -> str:
+        major = v.removeprefix(_PREFIX).split(".", 1)[0]
+        if not v.startswith(_PREFIX) or major != str(SCHEMA_MAJOR):
+            raise PydanticCustomError(
+                "results_schema",
+                f"results schema {v!r} is not supported by this agentload (reads {SCHEMA}); "
+                "upgrade agentload to read it",
+            )
+        return v
+
+    @property
+    def path(self) -> Path | None:
+        """The file it was read from (None when built in memory)."""
+        return self._path
+
+
+def prepare_out_dir(out: Path, option: str = "--out") -> Path:
+    """Create ``out`` and check a file can be written in it, so that a bad ``--out`` is one
+    ``ConfigError`` line before any work, not a traceback after it."""
+    return output_dir(out, option=option)
+
+
+def write_document(doc: BaseModel, out: Path, name: str) -> Path:
+    """Write ``doc`` as indented JSON to ``out/name`` (atomically: a reader never sees half a
+    file; any credential in it masked: ``agentload.masking``); returns its path."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    tmp = path.with_suffix(".json.tmp")
+    data = doc.model_dump(mode="json", by_alias=True)
+    tmp.write_bytes(scrub_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2)))
+    os.replace(tmp, path)
+    return path
+
+
+def read_document(path: str | os.PathLike[str], name: str, what: str) -> tuple[Path, Any]:
+    """The file (``path``, or ``path/name`` for a directory) and its JSON; one-line
+    ``ResultsFormatError`` naming the file when it cannot be read (``what``: "results", ...)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / name
+    if not p.exists():
+        raise ResultsFormatError(f"{p}: no such {what} file")
+    raw = read_bytes(p, limit=MAX_DOCUMENT_BYTES, label=str(p), error=ResultsFormatError)
+    try:
+        return p, orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ResultsFormatError(f"{p}: not JSON ({exc})") from None
+
+
+def write_results(results: ResultsDocument, out: Path) -> Path:
+    """Write ``results.json`` into ``out`` (atomically); returns its path."""
+    return write_document(results, out, "results.json")
+
+
+def load_results(path: str | os.PathLike[str]) -> ResultsDocument:
+    """Read a results.json (or the results.json inside a directory); a file that cannot be
+    read as one is a ``ResultsFormatError`` naming the file and the field."""
+    p, data = read_document(path, "results.json", "results")
+    if not isinstance(data, dict) or not str(data.get("schema", "")).startswith(_PREFIX):
+        raise ResultsFormatError(f"{p}: not an agentload replay results file")
+    try:
+        doc = ResultsDocument.model_validate(data)
+    except ValidationError as exc:
+        more = exc.error_count() - 1
+        extra = f" (and {more} more problem{'s' * (more > 1)})" if more else ""
+        raise ResultsFormatError(f"{p}: {format_validation_error(exc, '')}{extra}") from None
+    doc._path = p
+    return doc

@@ -1,0 +1,11 @@
+"""agentload.options: the options of the commands, declared once, with every check of their
+values (the CLI turns a failed check into one line naming the option).
+
+* ``values``  — limits of the count options, the text forms (durations, SLOs, levels), what a
+  header, body field or endpoint URL may be
+* ``modes``   — the words of the few-words options (``--salt-at``, ``--fit``)
+* ``engines`` — the engine presets (the extras each server accepts; docs/engines.md)
+* ``replay``  — ``ReplayConfig``: the options of a replay run (stored in results.json)
+"""
+
+__all__: list[str] = []

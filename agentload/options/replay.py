@@ -1,0 +1,123 @@
+"""The configuration of one replay run (stored in results.json as ``config``), and every check
+of its values.
+
+``ReplayConfig`` is what the ``agentload replay`` options become: the groups every command
+shares (``EndpointOptions``, ``LoadOptions``, ``MeasureOptions``) and replay's own options,
+each field declaring its option (``options.flags``). Its validators are the one place an option
+value is checked: ranges, choices, text forms (``--sweep 1,2,4``, ``--slo ttft=2s,tpot=50ms``)
+and the options that exclude each other. A bad value raises pydantic's ``ValidationError`` with
+the field as its location; ``flags.validated`` turns that into one line naming the option.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from agentload.options.endpoint import EndpointOptions
+from agentload.options.flags import Flag
+from agentload.options.load import LoadOptions
+from agentload.options.measure import MeasureOptions
+from agentload.options.modes import FIT_MODES, FitMode
+from agentload.options.values import MAX_CONTEXT, MAX_WORKERS, bad_value, one_of
+from agentload.tokenizer import is_tokenizer_name
+
+__all__ = ["ReplayConfig"]
+
+
+class ReplayConfig(MeasureOptions, LoadOptions, EndpointOptions):
+    """Everything that decides what a replay sends and measures (never the API key)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    traces: Annotated[
+        list[str], Flag("Trace files (.agentload.jsonl[.zst]).", argument=True, reads=list[Path])
+    ] = Field(description="trace files replayed, in the order given (arguments)")
+    scrape_metrics: Annotated[str | None, Flag("Prometheus /metrics URL scraped at 1 Hz.")] = Field(
+        default=None, description="Prometheus URL scraped at 1 Hz (--scrape-metrics)"
+    )
+    max_error_rate: Annotated[float, Flag("Exit 3 when a larger share of the requests failed.")] = (
+        Field(
+            default=0.5,
+            ge=0,
+            le=1,
+            allow_inf_nan=False,
+            description="failed share of all requests above which the run exits 3 (--max-error-rate)",
+        )
+    )
+    tokenizer: Annotated[
+        str | None,
+        Flag(
+            "Tokenizer of prompts synthesized for content-free traces: o200k_base "
+            "(default), cl100k_base, hf:PATH/tokenizer.json."
+        ),
+    ] = Field(
+        default=None,
+        description="tokenizer of synthesized prompts (content-free traces): o200k_base (the "
+        "default when None), cl100k_base or hf:PATH/tokenizer.json (--tokenizer)",
+    )
+    max_context: Annotated[
+        int | None,
+        Flag("Fit the traces to N tokens per call (prompt + output); see --fit."),
+    ] = Field(
+        default=None,
+        ge=1,
+        le=MAX_CONTEXT,
+        description="fit the traces to this many tokens per call, prompt + output (--max-context)",
+    )
+    fit: Annotated[
+        FitMode,
+        Flag(
+            "cut-session: keep each session up to its first call above --max-context; "
+            "drop-session: leave such sessions out."
+        ),
+    ] = Field(
+        default="cut-session",
+        description="how --max-context fits a session with a call above it: cut-session "
+        "(keep it up to that call) or drop-session (leave it out) (--fit)",
+    )
+    ray: Annotated[
+        str | None,
+        Flag(
+            "Run on a Ray cluster: --ray alone starts one on this machine; --ray auto, "
+            "--ray HOST:PORT join one (pip install 'agentload\\[ray]'; docs/distributed.md).",
+            metavar="[ADDRESS]",
+        ),
+    ] = Field(
+        default=None,
+        description="run on a Ray cluster (--ray [ADDRESS]): local (a Ray instance on this "
+        "machine), auto, or HOST:PORT; None: one process",
+    )
+    workers: Annotated[
+        int | None, Flag("Ray workers (default: one per cluster CPU, at most the lanes).")
+    ] = Field(
+        default=None,
+        ge=1,
+        le=MAX_WORKERS,
+        description="replay workers on the cluster (--workers; default: one per cluster CPU, "
+        "at most the lanes)",
+    )
+
+    @field_validator("fit", mode="before")
+    @classmethod
+    def _fit_word(cls, v: Any) -> Any:
+        return one_of(v, FIT_MODES)
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_name(cls, v: str | None) -> str | None:
+        if v is not None and not is_tokenizer_name(v):
+            raise bad_value("choose o200k_base, cl100k_base or hf:PATH/tokenizer.json")
+        return v
+
+    @model_validator(mode="after")
+    def _cluster(self) -> ReplayConfig:
+        if self.workers is not None and self.ray is None:
+            raise bad_value("--workers counts Ray workers: give --ray [ADDRESS] too")
+        if self.ray is not None and self.power is not None:
+            raise bad_value(
+                "--power nvml measures this machine's GPUs; with --ray give --power-watts"
+            )
+        return self

@@ -1,0 +1,341 @@
+"""The recorder process: everything the recording proxy does besides forwarding.
+
+The proxy (``relay``) forwards bytes and notes, per recorded call, the request and the answer's
+payload with the time each read of it came. Reading them — the request's JSON, the placing of
+the call in its session (``threads``), the answer's SSE events, our token counts, the blobs,
+the trace's compression and writes — costs a hundred times more CPU than forwarding, so it runs
+here, in a process of its own at a lower CPU priority (``NICE``): on a busy machine it never
+delays a chunk the agent is waiting for. It reads frames from its stdin in the order the proxy
+saw things happen and writes the trace exactly as before.
+
+* ``RecorderProcess`` is the proxy's end: ``start()`` (the trace is open when it returns),
+  ``begin`` / ``end`` (non-blocking), ``close()`` (the trace is closed; the counts).
+* Frames: 4-byte big-endian length + a pickle of a tuple: ``("b", cid, api, body, headers,
+  submit_ns, credentials)``, ``("e", cid, Answer fields...)``, ``("n", kind, ns, details)`` (an
+  event: a WebSocket's unread message, its end); the first frame is the configuration.
+* Status lines on its stdout: ``ready``, ``sessions N`` as sessions appear, ``done {json}`` at
+  the end, ``error ...`` (one line) when it cannot start.
+* It ignores SIGINT and SIGTERM (Ctrl-C reaches the whole process group; the proxy stops first
+  and then closes its stdin). If the proxy dies (``kill -9``), its stdin ends and it closes the
+  trace with everything it was sent; if both die, the trace is readable to its last complete
+  frame, as for ``generate``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pickle
+import signal
+import sys
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from agentload.errors import EndpointError
+from agentload.errortext import clip
+from agentload.masking import is_secret_header, known_secrets, remember
+from agentload.record.native import NATIVE_HEADERS
+from agentload.record.sink import CLIENT_LEFT, Answer, describe
+from agentload.wire import Api, WireReply, reply_from_json, stream_reader
+
+if TYPE_CHECKING:
+    from agentload.record.transcribe import Pending, Recorder
+
+__all__ = ["NICE", "RecordStats", "RecorderProcess", "main"]
+
+NICE = 10
+"""How much lower the recorder's CPU priority is than the proxy's."""
+_DECODERS = {"gzip", "x-gzip", "deflate"}
+"""Content encodings the recorder can read (an upstream that compresses although it was asked
+not to); the agent gets the bytes as sent either way."""
+
+
+@dataclass
+class RecordStats:
+    """What the recorder wrote."""
+
+    calls: int = 0
+    sessions: int = 0
+    errors: int = 0
+    unread: int = 0
+    """Requests not turned into calls (``unread_request`` and ``record_error`` events)."""
+    unread_first: str | None = None
+    """Why the first of them was not."""
+    websockets: int = 0
+    """WebSocket connections relayed (their messages are among ``unread``)."""
+
+
+def _frame(obj: tuple[Any, ...] | dict[str, Any]) -> bytes:
+    data = pickle.dumps(obj, protocol=5)
+    return len(data).to_bytes(4, "big") + data
+
+
+@dataclass
+class RecorderProcess:
+    """The proxy's end of the recorder process (see the module docstring)."""
+
+    trace_path: Path
+    header: dict[str, Any]
+    session_header: str | None
+    agent_header: str | None
+    stats: RecordStats = field(default_factory=RecordStats)
+    _proc: asyncio.subprocess.Process | None = None
+    _lines: asyncio.Task[None] | None = None
+    _done: bool = False
+
+    def __post_init__(self) -> None:
+        self._wanted = {h.encode() for h in (self.session_header, self.agent_header) if h}
+        if self.session_header:  # the headers agents name themselves by (record/native.py)
+            self._wanted |= {h.encode() for h in NATIVE_HEADERS}
+
+    async def start(self, timeout_s: float = 60.0) -> None:
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agentload.record.recorder_process",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(_frame({
+            "path": str(self.trace_path), "header": self.header,
+            "session_header": self.session_header, "agent_header": self.agent_header,
+            "secrets": known_secrets(),  # what it must mask (the upstream URL's, say)
+        }))  # fmt: skip
+        try:
+            line = await asyncio.wait_for(self._proc.stdout.readline(), timeout_s)
+        except TimeoutError:
+            line = b"error recorder process did not start in time"
+        text = line.decode("utf-8", "replace").strip()
+        if text != "ready":
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+            await self._proc.wait()
+            why = (
+                text.removeprefix("error ") or f"recorder process exited ({self._proc.returncode})"
+            )
+            raise EndpointError(f"cannot record into {self.trace_path}: {why}")
+        self._lines = asyncio.create_task(self._read_lines())
+
+    async def _read_lines(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        async for raw in self._proc.stdout:
+            kind, _, rest = raw.decode("utf-8", "replace").strip().partition(" ")
+            if kind == "sessions":
+                self.stats.sessions = int(rest)
+            elif kind == "done":
+                self.stats = RecordStats(**orjson.loads(rest))
+                self._done = True
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None
+
+    def _send(self, frame: bytes) -> None:
+        stdin = self._proc.stdin if self._proc is not None else None
+        if stdin is not None and not stdin.is_closing():
+            stdin.write(frame)
+
+    def begin(self, cid: int, api: Api, body: bytes, headers: list[tuple[bytes, bytes]],
+              submit_ns: int) -> None:  # fmt: skip
+        """A recorded request went out. The session and agent headers are passed on; the
+        values of credential headers too, only so that the recorder masks them wherever an
+        answer echoes them (they are never written)."""
+        picked: dict[str, str] = {}
+        creds: list[str] = []
+        for k, v in headers:
+            if k in self._wanted:
+                picked[k.decode("latin-1")] = v.decode("latin-1")
+            elif is_secret_header(k):
+                creds.append(v.decode("latin-1"))
+        self._send(_frame(("b", cid, api, body, picked, submit_ns, creds)))
+
+    def end(self, cid: int, a: Answer) -> None:
+        """A recorded call is over."""
+        fields = (a.status, a.content_type, a.content_encoding, a.pieces, a.end_ns, a.error)
+        self._send(_frame(("e", cid, *fields)))
+
+    def note(self, kind: str, ns: int, details: dict[str, object]) -> None:
+        """An event for the trace (``Recorder.note``)."""
+        self._send(_frame(("n", kind, ns, details)))
+
+    async def close(self, timeout_s: float = 120.0) -> RecordStats:
+        """Close its stdin and wait until it has written and closed the trace."""
+        proc = self._proc
+        if proc is None:
+            return self.stats
+        if proc.stdin is not None and not proc.stdin.is_closing():
+            proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+        if self._lines is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._lines, 5)
+        if not self._done and proc.returncode:
+            raise EndpointError(f"recorder process exited with {proc.returncode}; the trace "
+                                f"{self.trace_path} holds what it wrote before")  # fmt: skip
+        return self.stats
+
+
+# ---------------------------------------------------------------- the process itself -----
+def read_answer(
+    api: Api, streamed_call: bool, fields: tuple[Any, ...], submit_ns: int
+) -> tuple[WireReply, int | None, list[int], int, str | None]:
+    """An ``Answer``'s fields → (the reply, first token ns, chunk offsets, end ns, error)."""
+    status, ctype, coding, pieces, end_ns, error = fields
+    coding = (coding or "identity").strip().lower()
+    reply = WireReply()
+    first: int | None = None
+    offsets: list[int] = []
+    parse_error: str | None = None
+    payload: list[tuple[int, bytes]] = pieces
+    if coding in _DECODERS:
+        unzip = zlib.decompressobj(wbits=47)
+        try:
+            payload = [(t, unzip.decompress(p)) for t, p in pieces]
+        except zlib.error as exc:
+            parse_error = f"answer not readable: {coding}: {exc}"
+    elif coding not in ("identity", ""):
+        parse_error = f"answer not readable: content-encoding {coding[:40]}"
+    if status is None:
+        pass
+    elif parse_error is not None:
+        reply = WireReply(error=parse_error)
+    elif "text/event-stream" in ctype and status < 400:
+        reader = stream_reader(api)
+        try:
+            for t, p in payload:
+                if reader.feed(p):
+                    first = first or t
+                    offsets.append(t - submit_ns)
+        except Exception as exc:  # a stream we cannot read was still forwarded
+            parse_error = f"answer stream not readable: {exc}"
+        reply = reader.reply()
+        if error == CLIENT_LEFT and reader.done:
+            error = None  # it had the whole answer and closed before the framing's last bytes
+        if parse_error and not reply.error:
+            reply.error = parse_error
+        elif not reader.done and not reply.error and error is None:
+            reply.error = "upstream ended the stream before its last event"
+    else:
+        raw = b"".join(p for _, p in payload)
+        reply = _body_reply(api, status, raw)
+    if not streamed_call:
+        first = end_ns if not error else None
+    return reply, first, offsets, end_ns, error
+
+
+def _body_reply(api: Api, status: int, raw: bytes) -> WireReply:
+    try:
+        obj = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        obj = None
+    if status >= 400:
+        text = raw.decode("utf-8", "replace")
+        if isinstance(obj, dict) and obj.get("error") is not None:
+            err = obj["error"]
+            text = str(err.get("message", err)) if isinstance(err, dict) else str(err)
+        return WireReply(error=f"HTTP {status}: {clip(text)}")
+    try:
+        return reply_from_json(api, obj)
+    except Exception as exc:
+        return WireReply(error=f"answer not readable: {exc}")
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> Any:
+    size = int.from_bytes(await reader.readexactly(4), "big")
+    return pickle.loads(await reader.readexactly(size))
+
+
+def _say(line: str) -> None:
+    """A status line to the proxy; nothing if the proxy is gone (its frames are still read)."""
+    try:
+        sys.stdout.buffer.write(line.encode() + b"\n")
+        sys.stdout.buffer.flush()
+    except OSError:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (and no error at exit's flush)
+
+
+async def _end_call(rec: Recorder, p: Pending, fields: tuple[Any, ...]) -> None:
+    """Read a call's answer (an ``e`` frame's ``Answer`` fields) and write the call; a failure
+    is noted in the trace, never raised (the agent already has its answer)."""
+    from agentload.trace.schema import Timings
+
+    try:
+        streamed = bool(p.chat.get("stream"))
+        reply, first, offsets, end, error = read_answer(p.api, streamed, fields, p.submit_ns)
+        timings = Timings(submit_ns=p.submit_ns, first_token_ns=first,
+                          last_token_ns=end, chunk_offsets_ns=offsets)  # fmt: skip
+        await rec.end(p, reply, timings, error)
+    except Exception as exc:  # the agent already has its answer; note the loss
+        rec.note("record_error", time.perf_counter_ns(), where="end", error=describe(exc))
+
+
+async def _serve() -> int:
+    from agentload.record.transcribe import Recorder
+    from agentload.trace.schema import Header
+    from agentload.trace.writer import TraceWriter
+
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 20)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    try:
+        cfg = await _read_frame(reader)
+        remember(*cfg["secrets"])
+        writer = TraceWriter(Path(cfg["path"]), Header.model_validate(cfg["header"]))
+        await writer.open()
+    except Exception as exc:
+        _say(f"error {describe(exc)}")
+        return 2
+    rec = Recorder(writer, session_header=cfg["session_header"], agent_header=cfg["agent_header"])
+    _say("ready")
+    pending: dict[int, Pending | None] = {}
+    sessions = 0
+    try:
+        while True:
+            try:
+                msg = await _read_frame(reader)
+            except asyncio.IncompleteReadError:
+                break  # the proxy closed its end (or died)
+            if msg[0] == "b":
+                _, cid, api, body, headers, now, creds = msg
+                remember(*creds)
+                try:
+                    pending[cid] = rec.begin(api, body, headers, now)
+                except Exception as exc:  # recording never gets in the agent's way
+                    pending[cid] = None
+                    rec.note("record_error", now, where="begin", error=describe(exc))
+                if len(rec.threads.sessions) != sessions:
+                    sessions = len(rec.threads.sessions)
+                    _say(f"sessions {sessions}")
+            elif msg[0] == "n":
+                rec.note(msg[1], msg[2], **msg[3])
+            elif msg[0] == "e":
+                p = pending.pop(msg[1], None)
+                if p is not None:
+                    await _end_call(rec, p, msg[2:])
+    finally:
+        rec.close()
+        await writer.close()
+    stats = RecordStats(rec.calls, len(rec.threads.sessions), rec.errors, rec.unread,
+                        rec.unread_first, rec.websockets)  # fmt: skip
+    _say("done " + orjson.dumps(stats.__dict__).decode())
+    return 0
+
+
+def main() -> int:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
+    return asyncio.run(_serve())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""What the relay hands the recorder process (``recorder_process``) of a recorded call, and in what words.
+
+``Sink`` is where it goes: ``begin`` when the request went upstream, ``end`` with the ``Answer``
+(status, the headers that tell how to read the body, the payload with each read's arrival time,
+the error that ended it), ``note`` for an event of the trace. An error is one clipped line with
+secrets masked (``describe``); ``CLIENT_LEFT`` is a call whose agent left first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from agentload.errortext import clip
+from agentload.masking import mask_text
+from agentload.wire import Api
+
+__all__ = ["CLIENT_LEFT", "Answer", "Sink", "describe"]
+
+CLIENT_LEFT = "client disconnected before the answer ended"
+"""The error of a call whose agent left first (the recorder drops it when the streamed answer
+had reached its last event: the agent had it all, it only did not wait for the framing's end)."""
+
+
+class Sink(Protocol):
+    """Where the facts of a recorded call go (the recorder process)."""
+
+    def begin(self, cid: int, api: Api, body: bytes, headers: list[tuple[bytes, bytes]],
+              submit_ns: int) -> None: ...  # fmt: skip
+
+    def end(self, cid: int, answer: Answer) -> None: ...
+
+    def note(self, kind: str, ns: int, details: dict[str, object]) -> None:
+        """An event for the trace (a WebSocket's unread messages, its end)."""
+
+
+@dataclass
+class Answer:
+    """What a recorded call got: the upstream's status and headers that tell how to read the
+    body (None: no answer came), the payload as it came (each read with its arrival time, ns),
+    when it ended, and the error that ended it, if one did."""
+
+    status: int | None
+    content_type: str
+    content_encoding: str
+    pieces: list[tuple[int, bytes]]
+    end_ns: int
+    error: str | None
+
+
+def describe(exc: BaseException | None, default: str = "") -> str:
+    """An exception as one clipped line with secrets masked (``default`` for None)."""
+    if exc is None:
+        return default
+    return mask_text(clip(str(exc) or type(exc).__name__))

@@ -1,0 +1,329 @@
+"""The three schedules of a load point as strategies behind one interface (``Schedule``):
+closed-loop lanes (``LaneSchedule``), Poisson arrivals (``ArrivalSchedule``) and the recorded
+open-loop schedule (``RecordedSchedule``); ``schedule_for`` picks one from a ``LoadShape``.
+
+A schedule decides which session instances run and when their calls are sent; it drives the
+point's runner (``schedule.PointRunner``) through ``Host``, which keeps what every schedule
+shares: sending and recording requests, session accounting, warm-up, drain and the stop.
+The timing rules of each schedule are in ``schedule``'s module docstring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from typing import Protocol
+
+from agentload.measure.records import Phase
+from agentload.replay.plan import CallPlan
+from agentload.replay.shapes import LoadShape, SessionInstance, SessionSource
+
+__all__ = [
+    "ArrivalSchedule",
+    "Host",
+    "LaneSchedule",
+    "RecordedSchedule",
+    "Schedule",
+    "schedule_for",
+]
+
+
+class Host(Protocol):
+    """What a schedule uses of the point runner (``schedule.PointRunner``)."""
+
+    @property
+    def shape(self) -> LoadShape: ...
+
+    @property
+    def source(self) -> SessionSource: ...
+
+    @property
+    def clock(self) -> Callable[[], int]: ...
+
+    @property
+    def stopped(self) -> bool: ...
+
+    def expect_warm(self, lanes: int) -> None: ...
+
+    def warm_done(self) -> None: ...
+
+    def mark_drain(self) -> None: ...
+
+    async def sleep_until(self, t: int) -> bool: ...
+
+    def session_started(self, inst: SessionInstance, lane: int, start: int) -> None: ...
+
+    def session_ended(
+        self,
+        inst: SessionInstance,
+        lane: int,
+        span: tuple[int, int],
+        sent: int,
+        planned: int,
+        warm_sent: int,
+    ) -> None: ...
+
+    async def send(
+        self,
+        inst: SessionInstance,
+        call: CallPlan,
+        scheduled: int,
+        phase: Phase,
+        prev_end: int | None,
+    ) -> int: ...
+
+
+class Schedule(Protocol):
+    """How a point offers its sessions to the target."""
+
+    async def run(self, host: Host) -> None:
+        """Start sessions and send their calls until the source is exhausted or the run
+        stopped; returns when every call it sent completed."""
+        ...
+
+
+def schedule_for(shape: LoadShape) -> Schedule:
+    """The schedule ``shape`` asks for: recorded, else arrivals at a rate, else lanes."""
+    if shape.schedule == "recorded":
+        return RecordedSchedule()
+    if shape.arrival_rate:
+        return ArrivalSchedule(shape.arrival_rate)
+    return LaneSchedule()
+
+
+# ---- closed loop --------------------------------------------------------------------------
+class LaneSchedule:
+    """Closed loop: ``concurrency`` lanes, each running one session after another."""
+
+    async def run(self, host: Host) -> None:
+        """Every lane until the source is exhausted or the run stopped."""
+        n = host.shape.concurrency
+        if host.shape.sessions is not None:
+            n = max(1, min(n, host.shape.sessions))
+        host.expect_warm(n)
+        async with asyncio.TaskGroup() as tg:
+            for lane in range(n):
+                tg.create_task(self._lane(host, lane))
+
+    async def _lane(self, host: Host, lane: int) -> None:
+        """One lane: its first session may join mid-flight, the next ones start from zero."""
+        first = True
+        try:
+            while not host.stopped:
+                inst = host.source.next(first and host.shape.start_at == "random")
+                if inst is None:
+                    break
+                await run_session(host, inst, lane, first)
+                first = False
+        finally:
+            if first:
+                host.warm_done()
+            host.mark_drain()
+
+
+class ArrivalSchedule:
+    """Closed-loop sessions started as a Poisson process of ``rate`` sessions per second."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+
+    async def run(self, host: Host) -> None:
+        """Start sessions at exponential intervals until the source is exhausted or the run
+        stopped (no warm-up)."""
+        rng = random.Random(host.shape.seed)
+        host.expect_warm(0)
+        host.warm_done()
+        async with asyncio.TaskGroup() as tg:
+            t = host.clock()
+            while not host.stopped:
+                inst = host.source.next(False)
+                if inst is None:
+                    break
+                tg.create_task(run_session(host, inst, -1, False))
+                t += int(rng.expovariate(self.rate) * 1e9)
+                if not await host.sleep_until(t):
+                    break
+                if t <= host.clock():
+                    # Behind schedule (a rate the loop cannot keep up with): let the sessions
+                    # and the deadline run, or this loop would never give them a turn.
+                    await asyncio.sleep(0)
+            host.mark_drain()
+
+
+async def run_session(host: Host, inst: SessionInstance, lane: int, first: bool) -> None:
+    """Run one session instance's call graph (its warm-up first); ``first``: the lane's first
+    session, whose warm-up ends the lane's."""
+    start = host.clock()
+    host.session_started(inst, lane, start)
+    run = _SessionRun(host, inst)
+    try:
+        await run.warmup()
+        if first:
+            host.warm_done()
+            first = False
+        await run.main()
+    finally:
+        if first:
+            host.warm_done()
+        span = (start, host.clock())
+        host.session_ended(inst, lane, span, run.sent, run.planned, run.warm_sent)
+
+
+class _SessionRun:
+    """The call graph of one session instance being executed."""
+
+    def __init__(self, host: Host, inst: SessionInstance) -> None:
+        self.r = host
+        self.inst = inst
+        plan = inst.plan
+        self.calls = plan.calls
+        join = inst.join_ns
+        if join is None:
+            self.future = list(plan.order)
+            self.warm: list[str] = []
+        else:
+            fut = {c for c in plan.order if plan.calls[c].rel_submit_ns >= join}
+            self.future = [c for c in plan.order if c in fut]
+            self.warm = [
+                c for c in plan.order if c not in fut and any(s in fut for s in plan.calls[c].succs)
+            ]
+        self.fut_set = set(self.future)
+        self.planned = len(self.future)
+        self.sent = 0
+        self.warm_sent = 0
+        self.agent_end: dict[str, int] = {}
+
+    async def warmup(self) -> None:
+        """Send the warm-up calls (before the join point, with a successor after it) at once."""
+        if not self.warm:
+            return
+        r = self.r
+
+        async def one(cid: str) -> None:
+            call = self.calls[cid]
+            end = await r.send(self.inst, call, r.clock(), Phase.WARMUP, None)
+            self.agent_end[call.agent_id] = max(self.agent_end.get(call.agent_id, 0), end)
+            self.warm_sent += 1
+
+        await asyncio.gather(*(one(c) for c in self.warm))
+
+    async def main(self) -> None:
+        """Send every future call once its predecessors completed and its gap passed."""
+        r = self.r
+        scale = r.shape.gap_scale
+        base = r.clock()
+        off = self.inst.join_ns or 0
+        self.remaining: dict[str, int] = {}
+        self.ready: dict[str, int] = {}
+        for cid in self.future:
+            c = self.calls[cid]
+            n = sum(1 for e in c.preds if e.pred in self.fut_set)
+            self.remaining[cid] = n
+            self.ready[cid] = (
+                base + int(scale * max(0, c.rel_submit_ns - off))
+                if n < len(c.preds) or not c.preds
+                else 0
+            )
+        async with asyncio.TaskGroup() as tg:
+            self.tg = tg
+            for cid in self.future:
+                if self.remaining[cid] == 0:
+                    tg.create_task(self._fire(cid))
+
+    async def _fire(self, cid: str) -> None:
+        """Send one call when it is ready, then release the successors it was the last for."""
+        r = self.r
+        t = self.ready[cid]
+        if not await r.sleep_until(t):
+            return
+        call = self.calls[cid]
+        prev = self.agent_end.get(call.agent_id) if call.seq > 0 else None
+        end = await r.send(self.inst, call, t, Phase.MEASURED, prev)
+        self.sent += 1
+        self.agent_end[call.agent_id] = end
+        scale = r.shape.gap_scale
+        for sid in call.succs:
+            if sid not in self.fut_set:
+                continue
+            succ = self.calls[sid]
+            for e in succ.preds:
+                if e.pred == cid:
+                    self.ready[sid] = max(self.ready[sid], end + int(scale * e.gap_ns))
+            self.remaining[sid] -= 1
+            if self.remaining[sid] == 0:
+                self.tg.create_task(self._fire(sid))
+
+
+# ---- open loop ----------------------------------------------------------------------------
+class RecordedSchedule:
+    """Open loop: every call of every recorded session at its recorded offset."""
+
+    async def run(self, host: Host) -> None:
+        """Send every call at ``time_scale`` times its offset from the point's start, whether
+        or not its predecessors completed (no warm-up)."""
+        host.expect_warm(0)
+        host.warm_done()
+        insts = _recorded_instances(host.source)
+        calls = sorted(
+            (
+                (c.rel_trace_submit_ns, i, c)
+                for i, inst in enumerate(insts)
+                for c in inst.plan.calls.values()
+            ),
+            key=lambda e: (e[0], e[1], e[2].seq),
+        )
+        runs = [_OpenRun(host, inst) for inst in insts]
+        base = host.clock()
+        scale = host.shape.time_scale
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for off, i, call in calls:
+                    t = base + int(scale * off)
+                    if not await host.sleep_until(t):
+                        break
+                    tg.create_task(runs[i].send(call, t))
+        finally:
+            host.mark_drain()
+            for run in runs:
+                run.close()
+
+
+def _recorded_instances(source: SessionSource) -> list[SessionInstance]:
+    """Every recorded session once (a shard: its own of them)."""
+    insts: list[SessionInstance] = []
+    while (inst := source.next(False)) is not None and inst.index < len(source.plans):
+        insts.append(inst)
+    return insts
+
+
+class _OpenRun:
+    """One session instance on the recorded schedule: its calls are sent by the dispatcher,
+    this keeps its account (the ``SessionResult``)."""
+
+    def __init__(self, host: Host, inst: SessionInstance) -> None:
+        self.r = host
+        self.inst = inst
+        self.sent = 0
+        self.start: int | None = None
+        self.end: int | None = None
+        self.agent_end: dict[str, int] = {}
+        host.session_started(inst, -1, host.clock())
+
+    async def send(self, call: CallPlan, t: int) -> None:
+        """Send one call of this session (scheduled at ``t``) and keep its account."""
+        r = self.r
+        if self.start is None:
+            self.start = r.clock()
+        prev = self.agent_end.get(call.agent_id) if call.seq > 0 else None
+        end = await r.send(self.inst, call, t, Phase.MEASURED, prev)
+        self.sent += 1
+        self.agent_end[call.agent_id] = max(self.agent_end.get(call.agent_id, 0), end)
+        self.end = max(self.end or end, end)
+
+    def close(self) -> None:
+        """End the session's account: complete when every call of its plan was sent."""
+        now = self.r.clock()
+        start = self.start if self.start is not None else now
+        end = self.end if self.end is not None else now
+        self.r.session_ended(self.inst, -1, (start, end), self.sent, len(self.inst.plan.calls), 0)

@@ -1,0 +1,196 @@
+"""Reading an answer into an ``Outcome``: its status, every content event's time, its usage.
+
+A chat answer is read as Server-Sent Events with a fast path for compact mid-stream deltas; a
+Responses or Messages answer by ``agentload.wire``'s reader for that API. A *content event* is
+a chunk whose delta has non-empty ``content``, ``reasoning_content`` or ``tool_calls`` (of a
+native stream: an event that carries output: text, a tool name or arguments); each gets the
+time of the network read that brought it: a ``clock()`` reading, or the kernel's receive time
+of that read when the connection has one (``netback``) and it lies between the send and the
+reading. A usage report whose counts are not token counts fails the request as
+``invalid_usage``; a stream that ends early is ``truncated``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import orjson
+
+from agentload.errors import WireError
+from agentload.errortext import clip
+from agentload.measure.errorkinds import ErrorKind
+from agentload.replay.failures import answer_failure, reported_failure
+from agentload.replay.netback import SocketStream
+from agentload.replay.outcome import Outcome
+from agentload.trace.schema import MAX_CALL_TOKENS
+from agentload.wire import stream_reader
+
+__all__ = ["read_answer"]
+
+
+async def read_answer(
+    resp: httpx.Response, out: Outcome, api: str, clock: Callable[[], int]
+) -> None:
+    """Read the answer to a request in ``api`` into ``out``: a failure when it is not HTTP
+    200, else its stream."""
+    out.status = resp.status_code
+    if resp.status_code != 200:
+        text = (await resp.aread())[:2000]
+        out.error_kind = answer_failure(resp.status_code, text)
+        out.error = clip(text.decode("utf-8", "replace"))
+    elif api == "chat":
+        await _read_chat(resp, out, clock)
+    else:
+        await _read_native(resp, out, api, clock)
+
+
+def _stamped(resp: httpx.Response) -> SocketStream | None:
+    """The connection of ``resp`` when it has kernel receive times, else None."""
+    rx = resp.extensions.get("network_stream")
+    return rx if type(rx) is SocketStream and rx.stamped else None
+
+
+async def _read_chat(resp: httpx.Response, out: Outcome, clock: Callable[[], int]) -> None:
+    """A Chat Completions stream: one chunk time per content event."""
+    chunks = out.chunk_ns
+    append = chunks.append
+    buf = b""
+    done = False
+    loads = orjson.loads
+    rx = _stamped(resp)
+    send = out.send_ns
+    async for raw in resp.aiter_raw():
+        now = clock()
+        if rx is not None and send < rx.rx_ns < now:
+            now = rx.rx_ns
+        buf += raw
+        if b"\n" not in raw:
+            continue
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            if not line.startswith(b"data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                done = True
+                continue
+            # Fast path once streaming: a compact mid-stream delta (finish_reason null, no
+            # usage object, no error) is classified by bytes alone; anything else (other
+            # spacing included) is parsed with orjson.
+            if (
+                chunks
+                and b'"finish_reason":null' in payload
+                and b'"usage":{' not in payload
+                and b'"error"' not in payload
+            ):
+                if (b'"content":"' in payload and b'"content":""' not in payload) or (
+                    b'"tool_calls":[' in payload or b'"reasoning_content":"' in payload
+                ):
+                    append(now)
+                continue
+            try:
+                ev: Any = loads(payload)
+            except orjson.JSONDecodeError:
+                out.error_kind, out.error = ErrorKind.STREAM_ERROR, "unparseable SSE event"
+                continue
+            if _event(ev, out):
+                append(now)
+    if chunks:
+        out.first_ns = chunks[0]
+    if out.error_kind is None and not done and out.finish_reason is None:
+        out.error_kind, out.error = ErrorKind.TRUNCATED, "stream ended without [DONE]"
+
+
+async def _read_native(
+    resp: httpx.Response, out: Outcome, api: str, clock: Callable[[], int]
+) -> None:
+    """A Responses or Messages stream, read by ``agentload.wire``: one chunk time per
+    event that carries output (text, a tool name or arguments)."""
+    append = out.chunk_ns.append
+    rx = _stamped(resp)
+    send = out.send_ns
+    reader = stream_reader(api)  # type: ignore[arg-type]
+    async for raw in resp.aiter_raw():
+        now = clock()
+        if rx is not None and send < rx.rx_ns < now:
+            now = rx.rx_ns
+        try:
+            n = reader.feed(raw)
+        except WireError as exc:
+            out.error_kind, out.error = ErrorKind.STREAM_ERROR, str(exc)
+            continue
+        for _ in range(n):
+            append(now)
+    reply = reader.reply()
+    _usage(reply.usage or {}, out)
+    out.finish_reason = reply.finish_reason
+    if reply.error and out.error_kind is None:
+        out.error_kind = reported_failure(reply.error.encode())
+        out.error = clip(reply.error)
+    if out.chunk_ns:
+        out.first_ns = out.chunk_ns[0]
+    if out.error_kind is None and not reader.done:
+        out.error_kind, out.error = ErrorKind.TRUNCATED, "stream ended before its last event"
+
+
+def _count(usage: Any, key: str, out: Outcome) -> int | None:
+    """``usage[key]``: a token count 0..``MAX_CALL_TOKENS`` (what a call of a trace may hold),
+    or None when absent; anything
+    else (negative, fractional, huge, not a number) fails the request as ``invalid_usage``,
+    so the report is counted, never stored, and the run goes on."""
+    v = usage.get(key) if isinstance(usage, dict) else None
+    if v is None:
+        return None
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if type(v) is int and 0 <= v <= MAX_CALL_TOKENS:
+        return v
+    if out.error_kind is None:
+        out.error_kind = ErrorKind.INVALID_USAGE
+        out.error = f"usage.{key}: {clip(repr(v), 40)} is not a token count"
+    return None
+
+
+def _usage(usage: Any, out: Outcome) -> None:
+    """Fold a usage report (Chat Completions' ``usage``, or a native reply's) into ``out``."""
+    out.prompt_tokens = _count(usage, "prompt_tokens", out)
+    out.completion_tokens = _count(usage, "completion_tokens", out)
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    cached = _count(details, "cached_tokens", out)
+    if cached is not None:
+        out.cached_tokens = cached
+
+
+def _event(ev: Any, out: Outcome) -> bool:
+    """Fold one SSE event into ``out``; True when it carries content."""
+    if not isinstance(ev, dict):
+        return False
+    err = ev.get("error")
+    if err:
+        text = orjson.dumps(err)
+        out.error_kind = reported_failure(text)
+        out.error = clip(text.decode())
+        return False
+    usage = ev.get("usage")
+    if usage:
+        _usage(usage, out)
+    timings = ev.get("timings")
+    if out.cached_tokens is None and isinstance(timings, dict):
+        # llama.cpp's own account of the prompt tokens reused from its cache (older builds
+        # report it only here, not in usage.prompt_tokens_details)
+        n = timings.get("cache_n")
+        if isinstance(n, int) and n >= 0:
+            out.cached_tokens = n
+    choices = ev.get("choices")
+    if not choices:
+        return False
+    ch = choices[0]
+    fr = ch.get("finish_reason")
+    if fr:
+        out.finish_reason = fr
+    delta = ch.get("delta")
+    if not delta:
+        return False
+    return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"))

@@ -1,0 +1,434 @@
+"""Trace format v1: the versioned pydantic models of every record in an agentload trace.
+
+A trace is JSON lines (zstd-compressed as ``*.agentload.jsonl.zst``, or plain ``*.jsonl``).
+The first record is a ``header``; then ``session``, ``agent``, ``blob``, ``llm_call``,
+``tool_call`` and ``event`` records in any order, with one rule: a blob is written before the
+first record that names it. All times are integer nanoseconds on the recording process's
+monotonic clock (``time.perf_counter_ns``); ``header.clock`` pairs one monotonic reading with
+the wall clock, so ``unix_ns = clock.unix_ns + (t - clock.mono_ns)``.
+
+Messages are stored once: an ``llm_call`` lists the blob ids of its request messages, and each
+``blob`` holds one chat message (or one tool-schema list) under its content hash.
+
+**Content-free traces** (``header.redacted``: imported from another format, or written by
+``agentload trace redact``) carry no message text. Their calls keep everything else: agents,
+order, ``depends_on``, timings, usage, and the prompt's block ids in ``llm_call.prefix`` at
+``header.block_size`` tokens a block (equal id = equal block of text, different ids = different
+blocks; for an import these are the source's hash ids as strings, made unique across the file
+where the source's scope is one conversation). ``usage.prompt_tokens_ours`` is the input length to
+synthesize. An imported call has no message blobs (``messages`` is empty); a redacted call's
+message blobs hold only lengths (see ``agentload.interop.redact``). Replay synthesizes each such
+prompt from its block ids (``agentload.trace.synth``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "MAX_CALL_TOKENS",
+    "SCHEMA",
+    "SCHEMA_MAJOR",
+    "TRACE_END",
+    "AgentRecord",
+    "BlobRecord",
+    "ClockAnchor",
+    "EventRecord",
+    "Header",
+    "HostFacts",
+    "LLMCallRecord",
+    "NativeRequest",
+    "PrefixInfo",
+    "Record",
+    "RequestParams",
+    "ResponseRecord",
+    "SessionRecord",
+    "SourceInfo",
+    "Timings",
+    "TokenCalibration",
+    "ToolCallRecord",
+    "ToolCallRef",
+    "Usage",
+    "record_adapter",
+]
+
+SCHEMA_MAJOR = 1
+SCHEMA = f"agentload.trace/{SCHEMA_MAJOR}"
+TRACE_END = "trace_end"
+
+MAX_CALL_TOKENS = 1 << 24
+"""The largest token count one call may hold (16,777,216: above every model's context today);
+a larger one is a named error when a trace is read, so nothing is sized by it (replay
+synthesizes a content-free prompt of that many tokens)."""
+"""``event.kind`` of the last record a writer writes when it closes the file."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=False)
+
+
+class ClockAnchor(_Model):
+    """One instant read on both clocks, to turn monotonic ns into wall-clock time."""
+
+    unix_ns: int = Field(description="time.time_ns() at the anchor instant")
+    mono_ns: int = Field(description="time.perf_counter_ns() at the same instant")
+
+
+class HostFacts(_Model):
+    """The machine that recorded the trace."""
+
+    python: str = Field(description="Python version")
+    os: str = Field(description="platform string")
+    cpu_count: int = Field(description="logical CPUs")
+    hostname: str | None = Field(default=None, description="host name, when not redacted")
+
+
+class TokenCalibration(_Model):
+    """How many server tokens one token of ours is, measured once before the sessions."""
+
+    server_per_ours: float = Field(
+        gt=0, description="server tokens per token of ours (1.0 when not measured)"
+    )
+    sample_tokens_ours: int | None = Field(
+        default=None, ge=0, description="our count of the calibration sample"
+    )
+    sample_tokens_server: int | None = Field(
+        default=None, ge=0, description="the server's usage.prompt_tokens for it"
+    )
+    error: str | None = Field(
+        default=None, description="why the ratio was not measured (1.0 is used), if so"
+    )
+
+
+class SourceInfo(_Model):
+    """Where an imported trace came from (``agentload trace import``)."""
+
+    format: str = Field(
+        description="source format: weka, tracelab, mooncake (content-free); claude-code, "
+        "codex (full content)"
+    )
+    files: list[str] = Field(
+        description="the source files' names, in the order read (the first 1,000; "
+        "files_total counts them all)"
+    )
+    files_total: int | None = Field(
+        default=None, ge=0, description="source files read, when more than ``files`` names"
+    )
+    block_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="tokens per block of the source's hash ids (content-free imports only)",
+    )
+    hash_id_scope: str | None = Field(
+        default=None,
+        description="content-free imports: 'local': a hash id means one block within one source "
+        "conversation (ids are prefixed per conversation in llm_call.prefix); 'global': across "
+        "the whole source",
+    )
+    records: int = Field(default=0, ge=0, description="source records read (lines, requests)")
+    derived: dict[str, str] = Field(
+        default_factory=dict,
+        description="what replay needs that the source does not hold, and how the import "
+        "derived it (field -> how), e.g. 'tools': 'the names the model called, empty schemas'",
+    )
+    deviations: dict[str, int] = Field(
+        default_factory=dict,
+        description="departures from the source's schema that lose no meaning, accepted and "
+        "counted (kind -> count), e.g. 'subagent_type: null'",
+    )
+
+
+class Header(_Model):
+    """First record of every trace."""
+
+    type: Literal["header"] = "header"
+    schema_: str = Field(default=SCHEMA, alias="schema", description="'agentload.trace/MAJOR'")
+    tool_version: str = Field(description="agentload version that wrote the file")
+    created_at: str = Field(description="UTC ISO-8601 creation time")
+    clock: ClockAnchor = Field(description="wall-clock anchor of the monotonic ns timestamps")
+    tokenizer: str = Field(description="tokenizer of our own token counts, e.g. o200k_base")
+    block_size: int = Field(
+        default=16, ge=1, description="tokens per prefix block in llm_call.prefix"
+    )
+    endpoint: str | None = Field(
+        default=None, description="endpoint base URL, credentials stripped"
+    )
+    model: str | None = Field(default=None, description="model name sent to the endpoint")
+    scenario: str | None = Field(default=None, description="scenario name")
+    scenario_hash: str | None = Field(
+        default=None, description="content hash of the full scenario config"
+    )
+    scenario_config: dict[str, Any] | None = Field(
+        default=None, description="the resolved scenario"
+    )
+    seed: int | None = Field(default=None, description="seed of the generating run")
+    host: HostFacts | None = Field(default=None, description="host facts")
+    redacted: bool = Field(
+        default=False,
+        description="no message text in this trace (imported or redacted): replay synthesizes "
+        "each prompt from its block ids",
+    )
+    source: SourceInfo | None = Field(
+        default=None, description="the source format and files of an imported trace"
+    )
+    token_calibration: TokenCalibration | None = Field(
+        default=None,
+        description="generate's server/ours token ratio (absent in traces before it existed)",
+    )
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class SessionRecord(_Model):
+    """Start (or end, when ``end_ns`` is set) of one session; a session may be written twice."""
+
+    type: Literal["session"] = "session"
+    id: str = Field(description="session id, unique in the file")
+    start_ns: int = Field(description="monotonic ns when the session started")
+    end_ns: int | None = Field(default=None, description="monotonic ns when it ended")
+    end_reason: str | None = Field(
+        default=None,
+        description="why it ended: context_target, done, max_rounds, wall_budget, "
+        "endpoint_error, context_limit, length, interrupted, error",
+    )
+    workspace: str | None = Field(default=None, description="workspace recipe")
+    sandbox: str | None = Field(default=None, description="sandbox kind: docker or local")
+    eval_passed: bool | None = Field(default=None, description="success check result (eval runs)")
+    meta: dict[str, Any] = Field(default_factory=dict, description="free-form facts")
+
+
+class AgentRecord(_Model):
+    """One agent of a session's agent tree (written at start; again with ``end_ns`` at end)."""
+
+    type: Literal["agent"] = "agent"
+    id: str = Field(description="agent id, unique in the file")
+    session_id: str = Field(description="session the agent belongs to")
+    parent_agent_id: str | None = Field(default=None, description="agent that delegated to it")
+    parent_tool_call_id: str | None = Field(default=None, description="the delegate tool call")
+    role: str = Field(description="orchestrator, code_search, test_runner, file_reader, ...")
+    context_policy: str = Field(default="fresh", description="how its context starts: fresh")
+    start_ns: int = Field(description="monotonic ns when it started")
+    end_ns: int | None = Field(default=None, description="monotonic ns when it returned")
+
+
+class BlobRecord(_Model):
+    """Content-addressed content: one chat message, or one tool-schema list."""
+
+    type: Literal["blob"] = "blob"
+    id: str = Field(description="blake2b-128 hex of the canonical JSON of `content`")
+    kind: Literal["message", "tools", "text", "native"] = Field(
+        description="what the content is (native: one field or item of a request body in its "
+        "own API, see RequestParams.native)"
+    )
+    content: Any = Field(description="the message dict / tools list / text")
+    tokens: int | None = Field(
+        default=None, ge=0, le=MAX_CALL_TOKENS, description="our token count of its framing piece"
+    )
+
+
+class NativeRequest(_Model):
+    """A request body in the API the agent sent it in (Responses, Messages), as blobs.
+
+    The body is ``{name: blob(id).content for name, id in fields.items()}`` with the field
+    ``items_field`` (``input`` or ``messages``) set to ``[blob(i).content for i in items]``:
+    each conversation item is stored once, as each chat message is, so a long session stays
+    small. Its chat translation is the call's ``messages`` / ``request`` (``agentload.wire``).
+    """
+
+    fields: dict[str, str] = Field(
+        description="top-level field name -> blob id of its value, in the order sent (the "
+        "items field maps to '')"
+    )
+    items_field: str = Field(description="the field holding the conversation items")
+    items: list[str] = Field(default_factory=list, description="blob ids of the items, in order")
+
+
+class RequestParams(_Model):
+    """The request parameters as sent (besides messages)."""
+
+    model: str = Field(description="model name sent")
+    max_tokens: int | None = Field(default=None, description="max (completion) tokens")
+    temperature: float | None = Field(default=None, description="sampling temperature")
+    top_p: float | None = Field(default=None, description="nucleus sampling top_p")
+    seed: int | None = Field(default=None, description="sampling seed sent, if any")
+    tools: str | None = Field(default=None, description="blob id of the tools list")
+    tool_choice: Any = Field(default=None, description="tool_choice as sent")
+    stream: bool = Field(default=True, description="whether the response was streamed")
+    extra: dict[str, Any] = Field(default_factory=dict, description="other body fields sent")
+    api: Literal["chat", "responses", "messages"] = Field(
+        default="chat",
+        description="the API the call used: chat (OpenAI Chat Completions), responses (OpenAI "
+        "Responses), messages (Anthropic Messages); the other fields are its chat translation",
+    )
+    native: NativeRequest | None = Field(
+        default=None, description="the body as sent, for a call not in chat (api != chat)"
+    )
+
+
+class ToolCallRef(_Model):
+    """A tool call the model emitted."""
+
+    id: str = Field(description="the model's tool_call id")
+    name: str = Field(description="function name")
+    arguments: str = Field(
+        description="JSON string as the history carries it onward: the model's own text, or, "
+        "for a malformed call, its repair or `{}` (the model's text is the tool_call record's "
+        "raw_arguments)"
+    )
+
+
+class ResponseRecord(_Model):
+    """What the endpoint answered."""
+
+    content: str | None = Field(default=None, description="blob id of the assistant message")
+    text_len: int = Field(default=0, description="characters of assistant text")
+    tool_calls: list[ToolCallRef] = Field(
+        default_factory=list, description="tool calls the model emitted, in order"
+    )
+    finish_reason: str | None = Field(default=None, description="stop, length, tool_calls, ...")
+
+
+class Usage(_Model):
+    """Token counts: the server's when reported, and ours always."""
+
+    prompt_tokens: int | None = Field(
+        default=None, ge=0, le=MAX_CALL_TOKENS, description="server-reported prompt tokens"
+    )
+    completion_tokens: int | None = Field(
+        default=None, ge=0, le=MAX_CALL_TOKENS, description="server-reported completion"
+    )
+    cached_tokens: int | None = Field(
+        default=None, ge=0, le=MAX_CALL_TOKENS, description="server-reported cached prompt tokens"
+    )
+    cache_creation_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_CALL_TOKENS,
+        description="server-reported prompt tokens written to its cache",
+    )
+    prompt_tokens_ours: int = Field(
+        ge=0, le=MAX_CALL_TOKENS, description="our count under the framing convention"
+    )
+    completion_tokens_ours: int | None = Field(
+        default=None, ge=0, le=MAX_CALL_TOKENS, description="our count of the output"
+    )
+
+
+class Timings(_Model):
+    """Monotonic ns; ``chunk_offsets_ns`` are per-chunk arrival times relative to ``submit_ns``."""
+
+    submit_ns: int = Field(description="when the request was sent")
+    first_token_ns: int | None = Field(default=None, description="first content/tool chunk")
+    last_token_ns: int | None = Field(default=None, description="last chunk (end of stream)")
+    chunk_offsets_ns: list[int] = Field(
+        default_factory=list, description="arrival of each chunk, ns after submit_ns"
+    )
+
+
+class PrefixInfo(_Model):
+    """Chained block hashes of the prompt's token sequence, stored incrementally.
+
+    The full list of a call's block hashes is the first ``base_blocks`` hashes of call ``base``
+    followed by ``blocks``. Block k's hash covers tokens 0..16(k+1): equal hashes mean an equal
+    prefix. Only full blocks are hashed.
+    """
+
+    base: str | None = Field(default=None, description="llm_call id whose blocks this extends")
+    base_blocks: int = Field(
+        default=0, ge=0, le=MAX_CALL_TOKENS, description="blocks taken from the base call"
+    )
+    blocks: list[str] = Field(default_factory=list, description="new block hashes (16 hex chars)")
+
+
+class LLMCallRecord(_Model):
+    """One chat-completion call."""
+
+    type: Literal["llm_call"] = "llm_call"
+    id: str = Field(description="call id, unique in the file")
+    session_id: str = Field(description="session of the calling agent")
+    agent_id: str = Field(description="the calling agent")
+    seq: int = Field(ge=0, description="0-based index of the call within its agent")
+    request: RequestParams = Field(description="request parameters besides the messages")
+    messages: list[str] = Field(description="blob ids of the request messages, in order")
+    response: ResponseRecord = Field(default_factory=ResponseRecord, description="the answer")
+    usage: Usage = Field(description="token counts: server-reported and ours")
+    timings: Timings = Field(description="monotonic ns timestamps of the call")
+    depends_on: list[str] = Field(
+        default_factory=list,
+        description="tool_call / agent ids whose results this prompt appends",
+    )
+    prefix: PrefixInfo | None = Field(default=None, description="prompt block hashes")
+    error: str | None = Field(default=None, description="why the call failed, if it did")
+
+
+class ToolCallRecord(_Model):
+    """One tool execution."""
+
+    type: Literal["tool_call"] = "tool_call"
+    id: str = Field(description="the model's tool_call id")
+    session_id: str = Field(description="session of the emitting agent")
+    agent_id: str = Field(description="the agent whose model emitted the call")
+    llm_call_id: str = Field(description="the llm_call that emitted it")
+    name: str = Field(description="tool name")
+    arguments: Any = Field(
+        description="parsed arguments, as the history carries them onward (a malformed call's "
+        "repaired or `{}`; traces before raw_arguments: the raw string when unparseable)"
+    )
+    raw_arguments: str | None = Field(
+        default=None,
+        description="the model's own arguments text, when it differs from what the history "
+        "carries (malformed: not valid JSON or not an object; the call was not run)",
+    )
+    start_ns: int = Field(description="monotonic ns when the tool started")
+    end_ns: int = Field(description="monotonic ns when its result was ready")
+    exit_code: int | None = Field(default=None, description="process exit code, if any")
+    timed_out: bool = Field(default=False, description="the tool hit its timeout")
+    output_bytes: int = Field(default=0, ge=0, description="bytes of the tool's output")
+    output_tokens: int | None = Field(
+        default=None, ge=0, le=MAX_CALL_TOKENS, description="our tokens of the text returned"
+    )
+    truncated: bool = Field(default=False, description="output was cut to the size limit")
+    sandbox_id: str | None = Field(default=None, description="container / sandbox it ran in")
+    error: str | None = Field(default=None, description="tool error text, if any")
+    child_agent_id: str | None = Field(default=None, description="for delegate: the sub-agent")
+    model_call_id: str | None = Field(
+        default=None,
+        description="the tool_call id the server sent, when it differs from ``id`` (agentload "
+        "gives every tool call a seed-derived ``id`` so replays are byte-identical; this keeps "
+        "the server's own)",
+    )
+    observed_by: Literal["proxy"] | None = Field(
+        default=None,
+        description="None: the harness ran the tool and timed it; 'proxy': the recording proxy "
+        "saw the call in a reply and its result in a later request (start_ns: the reply's end; "
+        "end_ns: that request's arrival; no exit code)",
+    )
+
+
+class EventRecord(_Model):
+    """Something that happened: compaction, retry, error, note."""
+
+    type: Literal["event"] = "event"
+    kind: str = Field(
+        description="compaction | retry | error | follow_up | eval | note | trace_end (the writer "
+        "closed the file)"
+    )
+    ns: int = Field(description="monotonic ns when it happened")
+    session_id: str | None = Field(default=None, description="session it concerns, if any")
+    agent_id: str | None = Field(default=None, description="agent it concerns, if any")
+    details: dict[str, Any] = Field(default_factory=dict, description="free-form facts")
+
+
+Record = Annotated[
+    Header
+    | SessionRecord
+    | AgentRecord
+    | BlobRecord
+    | LLMCallRecord
+    | ToolCallRecord
+    | EventRecord,
+    Field(discriminator="type"),
+]
+record_adapter: TypeAdapter[Record] = TypeAdapter(Record)

@@ -1,0 +1,292 @@
+"""The trace writer: one writer task fed by a queue, complete zstd frames at least every second.
+
+    async with TraceWriter(path, header) as w:
+        await w.write(record)          # any number of concurrent agents may call this
+        blob_id = await w.blob("message", message)   # written once per file
+        await w.flush()                # e.g. at every session end
+        w.write_encoded(line, blob_id)  # a line another writer encoded (generate --ray's merge)
+
+Every flush appends one complete zstd frame (for ``*.zst`` paths; plain JSON lines otherwise)
+and fsyncs on close, so a process killed at any moment leaves a file whose complete records
+are all readable. ``close`` ends the file with an ``event`` of kind ``trace_end``: a file
+without it was not closed by its writer (a killed run), which the reader reports as truncated
+even when the cut fell exactly between two frames. Blob content is scrubbed of secrets before
+its id is computed; every other serialized record passes through the byte scrubber.
+
+``tee`` (a callable) is handed every line as it is queued, with its blob id for a blob line:
+``generate --ray``'s workers relay their records to the driver with it, whose writer takes them
+with ``write_encoded`` (a blob it holds already is dropped, so each blob is still written once).
+
+The header is the file's first frame on its own: ``replace_header`` swaps it for another once
+the file is closed (an import knows what it derived and what it met only at the end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import aiofiles
+import orjson
+import zstandard
+from pydantic import BaseModel
+
+from agentload.hashing import content_id
+from agentload.masking import scrub_bytes, scrub_json
+from agentload.trace.schema import TRACE_END, BlobRecord, EventRecord, Header
+
+__all__ = ["TraceWriter", "encode_record", "replace_header"]
+
+_MAX_REMEMBERED = 1 << 17
+"""Content ids a writer remembers (written blobs, scrubbed contents): ~25 MB at most, however
+long the run; the shared ones (system prompts, tool lists) stay, being met again and again."""
+_UNKNOWN: Any = object()
+
+_STOP = object()
+_MAX_FRAME = 8 << 20  # a burst of records is cut into frames of at most ~8 MiB (bounded memory)
+
+
+def encode_record(record: BaseModel | dict[str, Any], *, scrub: bool = True) -> bytes:
+    """One JSON line (with newline), secrets scrubbed (``scrub=False``: the caller scrubbed
+    the content already, as ``TraceWriter.blob`` does)."""
+    if isinstance(record, BaseModel):
+        data = record.model_dump(mode="json", by_alias=True, exclude_none=True)
+    else:
+        data = record
+    line = orjson.dumps(data)
+    return (scrub_bytes(line) if scrub else line) + b"\n"
+
+
+class TraceWriter:
+    """Async, concurrency-safe writer of one trace file (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        header: Header,
+        *,
+        flush_interval_s: float = 1.0,
+        level: int = 3,
+        tee: Callable[[bytes, str | None], None] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.header = header
+        self.compressed = self.path.name.endswith(".zst")
+        self._interval = flush_interval_s
+        self._cctx = zstandard.ZstdCompressor(level=level, write_checksum=True)
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._buf: list[bytes] = []
+        self._buf_bytes = 0
+        self._task: asyncio.Task[None] | None = None
+        self._file: Any = None
+        self._blobs: OrderedDict[str, None] = OrderedDict()
+        """Blob ids written, the most recent ``_MAX_REMEMBERED`` (a blob met again after it was
+        forgotten is written again: the same id and content, which readers take as one)."""
+        self._scrubbed: OrderedDict[str, tuple[Any, str] | None] = OrderedDict()
+        """Content id -> None (clean) or its scrubbed form and id; as bounded."""
+        self.records_written = 0
+        self.bytes_written = 0
+        self.header_bytes = 0
+        self._tee = tee
+
+    async def __aenter__(self) -> TraceWriter:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = await aiofiles.open(self.path, "wb")
+        self._buf.append(encode_record(self.header))
+        self.records_written += 1
+        await self._write_frame()
+        self.header_bytes = self.bytes_written
+        """The size of the header's frame (``replace_header``)."""
+        self._task = asyncio.create_task(self._run(), name=f"trace-writer:{self.path.name}")
+
+    async def write(self, record: BaseModel | dict[str, Any]) -> None:
+        """Queue a record; it reaches the file within ``flush_interval_s``.
+
+        The record is serialized now: later changes to it (or to the dicts it holds) do not
+        reach the file, and a record that cannot be serialized fails here, in the caller.
+        """
+        self.write_nowait(record)
+
+    def write_nowait(self, record: BaseModel | dict[str, Any]) -> None:
+        """Same as ``write`` for synchronous callers on the writer's event loop."""
+        self._enqueue(encode_record(record))
+
+    def write_encoded(self, line: bytes, blob_id: str | None = None) -> None:
+        """Queue a line another ``TraceWriter`` encoded and scrubbed (see ``tee``), as is; a
+        blob line (``blob_id``) whose blob this file holds already is dropped."""
+        if blob_id is not None and self._seen(blob_id):
+            return
+        self._enqueue(line, blob_id)
+
+    def _seen(self, blob_id: str) -> bool:
+        """Whether the blob was written (recently); if not, it is about to be."""
+        if blob_id in self._blobs:
+            self._blobs.move_to_end(blob_id)
+            return True
+        self._blobs[blob_id] = None
+        if len(self._blobs) > _MAX_REMEMBERED:
+            self._blobs.popitem(last=False)
+        return False
+
+    def _enqueue(self, line: bytes, blob_id: str | None = None) -> None:
+        self._check_open()
+        self._queue.put_nowait(line)
+        self.records_written += 1
+        if self._tee is not None:
+            self._tee(line, blob_id)
+
+    def scrubbed(self, value: Any) -> tuple[Any, str]:
+        """``value`` as this file records it (secrets scrubbed) and its content id: the id a
+        blob of it gets. Each distinct content is scanned once per file."""
+        vid = content_id(value)
+        known = self._scrubbed.get(vid, _UNKNOWN)
+        if known is _UNKNOWN:
+            clean = scrub_json(value)
+            if clean is value:
+                known = self._scrubbed[vid] = None
+            else:
+                cid = content_id(clean)
+                known = self._scrubbed[vid] = (clean, cid)
+                self._scrubbed[cid] = None  # the scrubbed content is clean
+            while len(self._scrubbed) > _MAX_REMEMBERED:
+                self._scrubbed.popitem(last=False)
+        else:
+            self._scrubbed.move_to_end(vid)
+        return known or (value, vid)
+
+    async def blob(self, kind: str, content: Any, tokens: int | None = None) -> str:
+        """Intern content; the blob record is written once per file, before first use. Content
+        is scrubbed of secrets first (``scrubbed``), so the id returned is the hash of what the
+        file holds."""
+        content, bid = self.scrubbed(content)
+        if not self._seen(bid):
+            rec = BlobRecord(id=bid, kind=kind, content=content, tokens=tokens)  # type: ignore[arg-type]
+            self._enqueue(encode_record(rec, scrub=False), bid)  # scrubbed above, before hashing
+        return bid
+
+    def has_blob(self, blob_id: str) -> bool:
+        return blob_id in self._blobs
+
+    async def flush(self) -> None:
+        """Write everything queued so far as one complete frame, now."""
+        self._check_open()
+        assert self._task is not None
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(done)
+        await asyncio.wait([done, self._task], return_when=asyncio.FIRST_COMPLETED)
+        if not done.done():  # the writer task died (e.g. the disk is full): say why
+            done.cancel()
+            self._task.result()
+
+    async def close(self, end_ns: int | None = None) -> None:
+        """Drain the queue, write the last frame, fsync, close. Safe to call twice.
+        ``end_ns``: the ``trace_end`` event's time, when the trace's times are not this
+        process's clock (an import); default now."""
+        if self._task is None:
+            return
+        self._queue.put_nowait(_STOP)
+        task, self._task = self._task, None
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        while not self._queue.empty():  # left over if the writer task was cancelled
+            item = self._queue.get_nowait()
+            if isinstance(item, bytes):
+                self._buf.append(item)
+            elif isinstance(item, asyncio.Future) and not item.done():
+                item.set_result(None)
+        self.records_written += 1
+        end = EventRecord(
+            kind=TRACE_END,
+            ns=time.perf_counter_ns() if end_ns is None else end_ns,
+            details={"records": self.records_written},
+        )
+        self._buf.append(encode_record(end))
+        await self._write_frame()
+        await self._file.flush()
+        await asyncio.to_thread(os.fsync, self._file.fileno())
+        await self._file.close()
+
+    def _check_open(self) -> None:
+        if self._task is None:
+            raise RuntimeError("TraceWriter is not open")
+
+    async def _run(self) -> None:
+        # A frame is due ``_interval`` (less a margin for the write itself) after the first
+        # record that went into an empty buffer: no record waits longer than the interval.
+        loop = asyncio.get_running_loop()
+        budget = self._interval * 0.85
+        deadline: float | None = None
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except asyncio.QueueEmpty:
+                timeout = None if deadline is None else max(0.0, deadline - loop.time())
+                try:
+                    item = await asyncio.wait_for(self._queue.get(), timeout)
+                except TimeoutError:
+                    item = None
+            if item is _STOP:
+                return
+            if isinstance(item, asyncio.Future):
+                await self._write_frame()
+                deadline = None
+                if not item.done():
+                    item.set_result(None)
+                continue
+            if item is not None:
+                if deadline is None:
+                    deadline = loop.time() + budget
+                self._buf.append(item)
+                self._buf_bytes += len(item)
+            if deadline is not None and (loop.time() >= deadline or self._buf_bytes >= _MAX_FRAME):
+                await self._write_frame()
+                deadline = None
+
+    async def _write_frame(self) -> None:
+        if not self._buf:
+            return
+        data = b"".join(self._buf)
+        self._buf.clear()
+        self._buf_bytes = 0
+        if self.compressed:
+            if len(data) > 1 << 16:
+                data = await asyncio.to_thread(self._cctx.compress, data)
+            else:
+                data = self._cctx.compress(data)
+        await self._file.write(data)
+        await self._file.flush()
+        self.bytes_written += len(data)
+
+
+def replace_header(path: Path, header_bytes: int, header: Header, level: int = 3) -> None:
+    """Replace the first ``header_bytes`` of the closed trace ``path`` (its header's frame,
+    ``TraceWriter.header_bytes``) by ``header``'s, copying the rest as it is (beside, then
+    renamed into place)."""
+    line = encode_record(header)
+    if path.name.endswith(".zst"):
+        line = zstandard.ZstdCompressor(level=level, write_checksum=True).compress(line)
+    tmp = path.with_name(path.name + ".header")
+    with open(path, "rb") as src, open(tmp, "wb") as dst:
+        src.seek(header_bytes)
+        dst.write(line)
+        while chunk := src.read(1 << 20):
+            dst.write(chunk)
+        dst.flush()
+        os.fsync(dst.fileno())
+    os.replace(tmp, path)
