@@ -5,7 +5,7 @@ each request's conversation, each answer, their times. An importer turns it into
 ``Exchange``s: one request in its own API (rebuilt from the log; what the log lacks is derived
 and named in ``header.source.derived``), the answer as the API gave it, the request's submit and
 the answer's end on the wall clock, and the headers the agent sends that name its session and
-thread. ``write_sessions`` feeds them, session by session, to ``record.recorder.Recorder`` in
+thread. ``write_sessions`` feeds them, session by session, to ``record.transcribe.Recorder`` in
 the order the proxy would have seen them (each request at its submit, each answer at its end;
 a request that must come after the answer that spawned it, ``Exchange.after``, waits for it).
 So an imported trace is stored exactly as ``agentload record`` stores one, and its sessions,
