@@ -1,5 +1,5 @@
-"""The house rules the code must keep: no import cycle, no upward import, docs that point
-inside the repository."""
+"""The house rules the code must keep: no import cycle, no upward import, no import through a
+wall, sizes within their limits, docs that point inside the repository."""
 
 from __future__ import annotations
 
@@ -11,13 +11,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def run_script(name: str, root: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """``scripts/NAME`` run over the tree at ``root`` (a copy of ours in ``root`` when it is not
+    the repository: the script reads the tree beside it)."""
+    script = root / "scripts" / name
+    if root != ROOT:
+        script.parent.mkdir(exist_ok=True)
+        script.write_text((ROOT / "scripts" / name).read_text())
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+
+
 def test_no_import_cycle_and_no_upward_import() -> None:
-    res = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "import_graph.py")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    res = run_script("import_graph.py")
     assert res.returncode == 0, res.stdout + res.stderr
     assert " 0 cycles, 0 layer problems" in res.stdout
 
@@ -38,10 +43,7 @@ def test_the_checker_finds_a_cycle_an_upward_import_and_a_crossed_wall(tmp_path:
         "| floor | modules |\n|---|---|\n| 0 | `low` |\n| 1 | `top`, `side` |\n\n"
         "Walls: `side` ↮ `top`.\n"
     )
-    (tmp_path / "scripts").mkdir()
-    script = tmp_path / "scripts" / "import_graph.py"
-    script.write_text((ROOT / "scripts" / "import_graph.py").read_text())
-    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    res = run_script("import_graph.py", tmp_path)
     assert res.returncode == 1
     assert "cycle: agentload.low.a <-> agentload.low.b" in res.stdout
     assert "upward: agentload.low.c (floor 0) imports agentload.top (floor 1)" in res.stdout
@@ -62,12 +64,7 @@ def test_docs_point_only_inside_the_repository() -> None:
 
 
 def test_sizes_are_within_their_limits() -> None:
-    res = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "size_check.py")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    res = run_script("size_check.py")
     assert res.returncode == 0, res.stdout + res.stderr
     assert " 0 size problems" in res.stdout
 
@@ -78,10 +75,7 @@ def test_the_size_checker_finds_a_long_module_and_a_long_function(tmp_path: Path
     body = "".join(f"    x{i} = {i}\n" for i in range(61))
     (pkg / "long.py").write_text("def long_one():\n" + body)
     (pkg / "big.py").write_text("x = 1\n" * 451)
-    (tmp_path / "scripts").mkdir()
-    script = tmp_path / "scripts" / "size_check.py"
-    script.write_text((ROOT / "scripts" / "size_check.py").read_text())
-    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    res = run_script("size_check.py", tmp_path)
     assert res.returncode == 1
     assert "module: agentload/big.py has 451 lines (at most 450)" in res.stdout
     assert "function: agentload/long.py:1 long_one has 62 lines (at most 60)" in res.stdout

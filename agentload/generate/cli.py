@@ -247,8 +247,7 @@ def run_command(doc: str, *, evaluate: bool | None = None) -> Callable[..., None
             raw["evaluate"] = evaluate
         report = any(kw.get(k) is not None for k in _BENCH_OPTIONS)
         raw["scenario"] = load_scenario(raw["scenario"], config)
-        names = {"sweep": "--sweep", "attempts": "-k"}
-        opts = validated(GenerateOptions, raw, names)
+        opts = validated(GenerateOptions, raw, {"attempts": "-k"})
         check_options(opts)  # before anything is created or contacted
         run_generate(opts, json_out=json_out, report=report)
 

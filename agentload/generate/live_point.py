@@ -22,9 +22,9 @@ import itertools
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 from agentload.agents.limits import EndReason
+from agentload.intervals import peak_overlap
 from agentload.measure.errorkinds import ErrorKind, http_kind
 from agentload.measure.metrics import SLO, MetricContext, aggregate
 from agentload.measure.power import average_watts
@@ -94,8 +94,8 @@ def live_point(
         warmup_window=Span(start_ns=0, end_ns=0),
         window=window,
         power_watts=watts,
-        max_active_sessions=_peak((s.start_ns, s.end_ns) for s in sessions),
-        max_inflight_requests=_peak((r.send_ns, r.end_ns) for r in requests),
+        max_active_sessions=peak_overlap((s.start_ns, s.end_ns) for s in sessions),
+        max_inflight_requests=peak_overlap((r.send_ns, r.end_ns) for r in requests),
         aggregates=Aggregates.model_validate(aggregate(ctx)),
         timeline=_timeline(requests, sessions, wall),
         scrape=None,
@@ -241,16 +241,6 @@ def _sessions(
             )
         )
     return sorted(out, key=lambda s: s.session)
-
-
-def _peak(intervals: Any) -> int:
-    """Most intervals ``[start, end)`` open at once."""
-    events = sorted(e for a, b in intervals for e in ((a, 1), (b, -1)))
-    now = best = 0
-    for _, d in events:
-        now += d
-        best = max(best, now)
-    return best
 
 
 def _timeline(

@@ -19,7 +19,6 @@ option::
 
 from __future__ import annotations
 
-import enum
 import inspect
 import types
 import typing
@@ -75,9 +74,7 @@ def option_name(model: type[BaseModel], name: str) -> str:
     flag = flag_of(field) if field is not None else None
     if flag is not None and flag.argument:
         return name.upper()
-    if flag is not None and flag.name:
-        return flag.name
-    return "--" + name.replace("_", "-")
+    return option_name_for(name, flag)
 
 
 def _cli_type(field: FieldInfo, flag: Flag) -> Any:
@@ -88,8 +85,7 @@ def _cli_type(field: FieldInfo, flag: Flag) -> Any:
     args = typing.get_args(ann)
     if typing.get_origin(ann) is Literal:
         return str
-    union = isinstance(ann, types.UnionType) or typing.get_origin(ann) is typing.Union
-    if union and any(typing.get_origin(a) is Literal for a in args):
+    if _is_union(ann) and any(typing.get_origin(a) is Literal for a in args):
         return str | None
     return ann
 
@@ -123,14 +119,19 @@ def _parameter(name: str, field: FieldInfo, flag: Flag) -> inspect.Parameter:
     return inspect.Parameter(name, kind, default=opt, annotation=annotation)
 
 
-def option_name_for(name: str, flag: Flag) -> str:
-    """The option of a field called ``name`` with ``flag``."""
-    return flag.name or "--" + name.replace("_", "-")
+def option_name_for(name: str, flag: Flag | None) -> str:
+    """The option of a field called ``name`` with ``flag``: its ``name``, else ``--`` + the
+    field's name with dashes."""
+    return (flag.name if flag is not None else None) or "--" + name.replace("_", "-")
+
+
+def _is_union(annotation: Any) -> bool:
+    """``X | Y`` or ``Optional[X]`` (a ``Literal`` in a union is a ``typing.Union``)."""
+    return isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
 
 
 def _optional(annotation: Any) -> bool:
-    union = isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
-    return union and type(None) in typing.get_args(annotation)
+    return _is_union(annotation) and type(None) in typing.get_args(annotation)
 
 
 def parameters(
@@ -154,19 +155,15 @@ def parameters(
     return out
 
 
-def given(kw: Mapping[str, Any], model: type[BaseModel] | None = None) -> dict[str, Any]:
-    """The options given: ``kw`` without None values and without switches left off; with
-    ``model``, only its fields, an inverted switch (``--no-extras``) as the field's False."""
+def given(kw: Mapping[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    """The options of ``model`` given in ``kw``: without None values and switches left off, an
+    inverted switch (``--no-extras``) as the field's False."""
     out: dict[str, Any] = {}
     for name, value in kw.items():
-        field = model.model_fields.get(name) if model is not None else None
-        if model is not None and field is None:
+        field = model.model_fields.get(name)
+        if field is None or value is None or value is False:
             continue
-        flag = flag_of(field) if field is not None else None
-        if value is None or (value is False and flag is not None):
-            continue
-        if isinstance(value, enum.Enum):
-            value = value.value
+        flag = flag_of(field)
         out[name] = False if flag is not None and flag.invert else value
     return out
 

@@ -21,7 +21,7 @@ from agentload.outfile import write_errors
 __all__ = ["register", "start_at_note"]
 
 
-def _replay(*, concurrency: int, no_salt: bool, out: Path | None, **kw: Any) -> None:
+def replay(*, concurrency: int, no_salt: bool, out: Path | None, **kw: Any) -> None:
     """Replay traces against an endpoint: identical agentic traffic, closed loop or on the
     recorded schedule (content-free traces: prompts synthesized from their block ids)."""
     from agentload.measure.files import write_run
@@ -91,12 +91,7 @@ def _replay_parameters() -> list[inspect.Parameter]:
     return params
 
 
-def replay(**kw: Any) -> None:
-    _replay(**kw)
-
-
-setattr(replay, "__signature__", inspect.Signature(_replay_parameters()))  # noqa: B010
-replay.__doc__ = _replay.__doc__
+setattr(replay, "__signature__", inspect.Signature(_replay_parameters()))  # noqa: B010 (typer reads it)
 
 
 def start_at_note(cfg: ReplayConfig) -> str | None:
