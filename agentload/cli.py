@@ -2,7 +2,7 @@
 
 * ``trace validate|stats|inspect``  — agentload.trace.cli
 * ``serve``                          — agentload.endpoint.server.cli
-* ``scenarios list|show|tasks``      — agentload.scenarios.cli
+* ``scenarios list|show|tasks``      — agentload.scenarios.cli (``tasks``: agentload.evals.cli)
 * ``sandbox build|cleanup``          — agentload.sandboxes.cli
 * ``generate``, ``eval``             — agentload.generate.cli
 * ``replay``, ``report``, ``compare``  — agentload.replay.cli (``compare`` reads eval.json too)

@@ -5,6 +5,9 @@ an ``!include`` never hangs), refuses anything but a regular file (``/dev/zero``
 memory), and reads at most ``limit`` bytes. Every problem is one ``ConfigError`` (or the
 ``error`` class the caller names) that starts with ``label``. Traces have their own bounded
 reader (``trace.reader``).
+
+``read_document(path, name, what)`` reads a JSON document (results.json, eval.json) through it:
+the file, or the file ``name`` in a directory; every problem one ``ResultsFormatError``.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
-from agentload.errors import AgentloadError, ConfigError
+from agentload.errors import AgentloadError, ConfigError, ResultsFormatError
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
@@ -27,6 +31,7 @@ __all__ = [
     "Why",
     "check_yaml_nodes",
     "read_bytes",
+    "read_document",
     "read_fd",
     "safe_load",
 ]
@@ -93,6 +98,21 @@ def read_bytes(
         if exc.why is Why.TOO_BIG:
             raise error(f"{label}: more than the {limit:,} bytes read") from None
         raise error(f"{label}: cannot read: {exc.why.value}") from None
+
+
+def read_document(path: str | os.PathLike[str], name: str, what: str) -> tuple[Path, Any]:
+    """The file (``path``, or ``path/name`` for a directory) and its JSON; one-line
+    ``ResultsFormatError`` naming the file when it cannot be read (``what``: "results", ...)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / name
+    if not p.exists():
+        raise ResultsFormatError(f"{p}: no such {what} file")
+    raw = read_bytes(p, limit=MAX_DOCUMENT_BYTES, label=str(p), error=ResultsFormatError)
+    try:
+        return p, orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ResultsFormatError(f"{p}: not JSON ({exc})") from None
 
 
 class Why(Enum):

@@ -12,6 +12,8 @@
   writing (a file made and removed in it) before any work.
 * ``write_errors(path, option=...)``: a block that writes into ``path`` (a file or a directory
   checked before); an ``OSError`` there (a full disk: ENOSPC, EFBIG, EDQUOT ...) is one line.
+* ``write_document(doc, out, name)``: a pydantic document (results.json, eval.json) as indented
+  JSON into ``out/name``, written beside and renamed, its credentials masked.
 
 Every problem is a ``ConfigError`` that names the option and the path (long paths clipped, so
 the reason is always shown).
@@ -26,11 +28,25 @@ import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
 
 from agentload.errors import ConfigError
 from agentload.errortext import clip
+from agentload.masking import scrub_bytes
 
-__all__ = ["atomic_output", "cannot_write", "check_output", "output_dir", "write_errors"]
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+__all__ = [
+    "atomic_output",
+    "cannot_write",
+    "check_output",
+    "output_dir",
+    "write_document",
+    "write_errors",
+]
 
 
 def _name(option: str, out: Path) -> str:
@@ -127,3 +143,15 @@ def atomic_output(
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def write_document(doc: BaseModel, out: Path, name: str) -> Path:
+    """Write ``doc`` as indented JSON to ``out/name`` (atomically: a reader never sees half a
+    file; any credential in it masked: ``agentload.masking``); returns its path."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    tmp = path.with_suffix(".json.tmp")
+    data = doc.model_dump(mode="json", by_alias=True)
+    tmp.write_bytes(scrub_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2)))
+    os.replace(tmp, path)
+    return path

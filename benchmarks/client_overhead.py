@@ -102,7 +102,7 @@ def serve_raw(port: int, log: str, tokens: int = 8, tok_s: float = 5.0) -> None:
 
     import httpcore
 
-    from agentload.replay.netback import _SO_TIMESTAMPNS, KernelStamps, SocketStream
+    from agentload.client.netback import _SO_TIMESTAMPNS, KernelStamps, SocketStream
 
     times: list[str] = []
     head = (
@@ -270,9 +270,9 @@ async def _write_trace(path: Path, n: int, out_tokens: int) -> None:
 async def run_agentload(
     base: str, trace: Path, level: int, total: int, rate: float | None = None
 ) -> dict[str, Any]:
+    from agentload.client.stream import StreamClient
     from agentload.options.engines import get_engine
     from agentload.replay.bodies import BodyBuilder
-    from agentload.replay.client import StreamClient
     from agentload.replay.plan import build_plans
     from agentload.replay.schedule import LoadShape, PointRunner
     from agentload.trace import load_trace

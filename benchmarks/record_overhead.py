@@ -20,7 +20,7 @@ alike:
   own cached venv; telemetry, spend logs and the remote cost map are off, so it runs offline.
 
 The client is a lean asyncio HTTP/1.1 client (one keep-alive connection per stream, on
-``agentload.replay.netback.SocketStream``): each SSE event that carries content is stamped with
+``agentload.client.netback.SocketStream``): each SSE event that carries content is stamped with
 the kernel's receive time of the bytes that completed it (``SO_TIMESTAMPNS``, in the
 ``time.perf_counter_ns`` domain; the client's own reading where the kernel gives none), so the
 client's event-loop lag is not counted against a proxy. Per request: TTFT (request written →
@@ -54,8 +54,8 @@ from typing import Any
 import httpx
 import orjson
 
+from agentload.client.netback import AsyncioBackend, KernelStamps, SocketStream
 from agentload.quantiles import percentile
-from agentload.replay.netback import AsyncioBackend, KernelStamps, SocketStream
 from agentload.trace.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -79,3 +79,19 @@ def test_the_size_checker_finds_a_long_module_and_a_long_function(tmp_path: Path
     assert res.returncode == 1
     assert "module: agentload/big.py has 451 lines (at most 450)" in res.stdout
     assert "function: agentload/long.py:1 long_one has 62 lines (at most 60)" in res.stdout
+
+
+def test_one_client_speaks_to_llm_apis() -> None:
+    # Replay and generate's agents send through agentload.client alone: no module outside it
+    # holds an HTTP client of its own (httpx elsewhere: the /metrics scraper and URL syntax
+    # checks), and nothing imports the openai SDK.
+    others = {"agentload/replay/scrape.py", "agentload/options/values.py"}
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "agentload").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for name in ("httpx", "openai"):
+            if re.search(rf"^\s*(import|from) {name}\b", path.read_text(), re.MULTILINE):
+                found.setdefault(name, set()).add(rel)
+    assert "openai" not in found
+    outside = {p for p in found["httpx"] if not p.startswith("agentload/client/")}
+    assert outside == others

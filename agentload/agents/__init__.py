@@ -7,7 +7,8 @@ measuring them is ``agentload.generate``. Modules:
 * ``graphs``    — the orchestrator graph
 * ``subagents`` — one sub-agent graph per kind, and the cut-reply handling both graphs share
 * ``steps``     — one recorded model call, one recorded tool call
-* ``llm``       — the streamed chat-completions client (exact timings, retries)
+* ``llm``       — an agent's model calls: retries, backoff and the session's end over
+  ``agentload.client`` (the one client of the LLM APIs)
 * ``limits``    — the session's limits and what ends it
 * ``runtime``   — what the graphs' nodes need at run time (settings, client, tools, recorder)
 * ``first_prompt`` — the orchestrator's first prompt, sized to the scenario's budget

@@ -62,6 +62,7 @@ from agentload.agents.subagents import (
     subagent_graph,
 )
 from agentload.agents.tracing import ToolFacts
+from agentload.trace.events import FollowUp
 
 __all__ = [
     "OrchestratorState",
@@ -265,7 +266,7 @@ async def follow_up(state: OrchestratorState, *, runtime: Runtime[AgentRuntime])
     """The scenario's next follow-up as a user message (recorded as a ``follow_up`` event)."""
     rt = runtime.context
     n = state.get("follow_ups_sent", 0)
-    await rt.recorder.event("follow_up", agent_id=orchestrator_id(rt.session_id), index=n)
+    await rt.recorder.event(FollowUp(index=n), agent_id=orchestrator_id(rt.session_id))
     return {
         "messages": [{"role": "user", "content": rt.settings.follow_ups[n]}],
         "follow_ups_sent": n + 1,

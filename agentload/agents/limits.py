@@ -47,7 +47,7 @@ class EndReason(StrEnum):
 class SessionEnd(Exception):
     """Ends a session cleanly with a recorded reason; ``cause`` says more where one reason has
     several (an ``endpoint_error`` after the retries, or a request the endpoint will refuse
-    again: ``agentload.agents.llm.classify``)."""
+    again: ``agentload.client.failures.verdict``)."""
 
     def __init__(self, reason: EndReason, detail: str = "", *, cause: str | None = None) -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)

@@ -34,10 +34,11 @@ from agentload.agents.runtime import (
     SubagentSettings,
     orchestrator_id,
 )
-from agentload.agents.tracing import SessionRecorder, SessionStats
+from agentload.agents.tracing import SessionRecorder, SessionStats, SessionStatus
 from agentload.protocols import TraceSink
 from agentload.tokenizer import ChatTokenCounter
 from agentload.trace.capture import CallCapture
+from agentload.trace.events import Error, Eval
 
 if TYPE_CHECKING:
     from agentload.scenarios.models import Scenario
@@ -57,7 +58,7 @@ class SessionSetup:
     evaluate: bool = False
     keep_workspace: bool = False
     task: str | None = None
-    """The eval task the session runs (``scenarios.tasks``; its scenario is ``for_task``'s)."""
+    """The eval task the session runs (``evals.tasks``; its scenario is ``for_task``'s)."""
     attempt: int = 0
 
 
@@ -107,13 +108,13 @@ class SessionPlace:
         from agentload.scenarios.workspace import materialise
 
         try:
-            self.stats.status = "workspace"
+            self.stats.status = SessionStatus.WORKSPACE
             ws = await asyncio.to_thread(
                 materialise, self.scenario.workspace.recipe, self.dir, self.scenario.workspace.fault
             )
             self.root = ws.root
             self.files = await asyncio.to_thread(ws.files)
-            self.stats.status = "sandbox"
+            self.stats.status = SessionStatus.SANDBOX
             self.sandbox = await self._open_sandbox()
         except BaseException:
             await self.__aexit__()
@@ -211,7 +212,7 @@ async def _evaluate(
     """The success check: for an eval task, its whole suite through ``SUITE_RUNNER`` (passed:
     nothing fails and every listed failing test passes); else the scenario's test command
     exits 0."""
-    from agentload.scenarios.tasks import SUITE_MARK, get_task, parse_suite, suite_argv
+    from agentload.evals.tasks import SUITE_MARK, get_task, parse_suite, suite_argv
 
     timeout = scenario.tool_timeouts_s.run_tests
     spec = get_task(task) if task is not None else None
@@ -232,13 +233,14 @@ async def _evaluate(
     stats = recorder.stats
     stats.eval_detail = {"passed": passed, "timed_out": res.timed_out, **detail}
     await recorder.event(
-        "eval",
-        passed=passed,
-        exit_code=res.exit_code,
-        timed_out=res.timed_out,
-        duration_s=(res.end_ns - res.start_ns) / 1e9,
-        output_tail=output[-2000:],
-        **detail,
+        Eval(
+            passed=passed,
+            exit_code=res.exit_code,
+            timed_out=res.timed_out,
+            duration_s=(res.end_ns - res.start_ns) / 1e9,
+            output_tail=output[-2000:],
+            **detail,
+        )
     )
     return passed
 
@@ -299,17 +301,17 @@ async def run_session(
     try:
         async with SessionPlace(setup, scenario, stats) as place:
             settings = agent_settings(scenario, client.model, setup.seed, token_ratio)
-            stats.status = "context"
+            stats.status = SessionStatus.CONTEXT
             prompt = await _first_prompt(place, scenario, settings, capture.counter)
             await _record_start(recorder, setup, scenario, place, prompt, settings.token_ratio)
             ending.started = True
-            stats.status = "running"
+            stats.status = SessionStatus.RUNNING
             rt = _runtime(place, scenario, settings, client, recorder, clock)
             ending.reason = await _run_to_end(rt, prompt)
             if setup.evaluate:
-                stats.status = "eval"
+                stats.status = SessionStatus.EVAL
                 ending.eval_passed = await _evaluate(place.sandbox, scenario, recorder, setup.task)
-            stats.status = "closing"
+            stats.status = SessionStatus.CLOSING
     except asyncio.CancelledError:
         ending.reason = EndReason.INTERRUPTED
         raise
@@ -317,7 +319,7 @@ async def run_session(
         ending.reason = EndReason.ERROR
         stats.detail = f"{type(exc).__name__}: {exc}"
         if ending.started:
-            await recorder.event("error", error=stats.detail)
+            await recorder.event(Error(error=stats.detail))
         raise
     finally:
         await _close_record(recorder, writer, ending, clock)
@@ -363,7 +365,7 @@ async def _close_record(
     """Close the session in every case: its end record when it started (else only its
     counters), then the trace flushed."""
     stats = recorder.stats
-    stats.status = "closing"
+    stats.status = SessionStatus.CLOSING
     if ending.started:
         await recorder.session_end(ending.reason, eval_passed=ending.eval_passed)
     else:
@@ -371,4 +373,4 @@ async def _close_record(
         stats.end_reason = ending.reason
     with contextlib.suppress(RuntimeError):
         await writer.flush()
-    stats.status = "ended"
+    stats.status = SessionStatus.ENDED

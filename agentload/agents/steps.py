@@ -24,6 +24,7 @@ from agentload.agents.runtime import AgentRuntime, AgentSettings, agent_call_id,
 from agentload.agents.tracing import LiveCall, ToolFacts
 from agentload.tools.arguments import read_arguments
 from agentload.trace.capture import assistant_message
+from agentload.trace.events import Error, Retry
 
 __all__ = [
     "ModelTurn",
@@ -139,21 +140,19 @@ async def _complete(
         nonlocal failed
         failed = attempt
         await rt.recorder.event(
-            "retry", agent_id=agent_id, call_id=call_id, attempt=attempt, error=error
+            Retry(call_id=call_id, attempt=attempt, error=error), agent_id=agent_id
         )
 
     async def failure(reason: str, error: str, cause: str | None = None) -> None:
-        extra = {"cause": cause} if cause else {}
-        await rt.recorder.event(
-            "error",
-            agent_id=agent_id,
+        failed_at = Error(
             call_id=call_id,
             attempt=failed + 1,
             reason=reason,
             error=error,
             elapsed_s=round((rt.clock() - start) / 1e9, 3),
-            **extra,
+            cause=cause or None,
         )
+        await rt.recorder.event(failed_at, agent_id=agent_id)
 
     live = rt.recorder.stats.live[call_id] = LiveCall(start)
     try:

@@ -27,6 +27,7 @@ from langgraph.runtime import Runtime
 from agentload import contract
 from agentload.agents.runtime import AgentRuntime
 from agentload.agents.steps import call_model, run_tools, tool_message
+from agentload.trace.events import Continue
 
 __all__ = [
     "MAX_CUT_REPLIES",
@@ -65,7 +66,7 @@ async def ask_to_continue(
     rt: AgentRuntime, agent_id: str, max_tokens: int | None, after: str | None
 ) -> dict[str, Any]:
     """``RESUME_PROMPT`` as the next user message (recorded as a ``continue`` event)."""
-    await rt.recorder.event("continue", agent_id=agent_id, after=after)
+    await rt.recorder.event(Continue(after=after), agent_id=agent_id)
     prompt = RESUME_PROMPT.format(max_tokens=max_tokens if max_tokens is not None else "?")
     return {"messages": [{"role": "user", "content": prompt}], "depends_on": []}
 

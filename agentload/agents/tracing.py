@@ -8,9 +8,10 @@ once). Records:
 * ``agent`` at start and again at the end (``end_ns``)
 * ``llm_call`` through ``CallCapture.record`` (blobs once, our token counts, prefix blocks)
 * ``tool_call`` per tool execution (``child_agent_id`` for ``delegate``)
-* ``event`` for retries, errors and notes
+* ``event`` for retries, errors, follow-ups ... (a typed payload of ``trace.events`` each)
 
-``SessionStats`` holds the counters the progress display and the summary table read.
+``SessionStats`` holds the counters the progress display and the summary table read, and the
+session's ``SessionStatus``.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from agentload.agents.llm import LLMResult
 from agentload.intervals import union_ns
 from agentload.protocols import TraceSink
 from agentload.trace.capture import CallCapture, ObservedCall
+from agentload.trace.events import EventPayload
 from agentload.trace.schema import (
     AgentRecord,
     EventRecord,
@@ -32,7 +35,7 @@ from agentload.trace.schema import (
     ToolCallRecord,
 )
 
-__all__ = ["LiveCall", "SessionRecorder", "SessionStats", "ToolFacts"]
+__all__ = ["LiveCall", "SessionRecorder", "SessionStats", "SessionStatus", "ToolFacts"]
 
 
 @dataclass
@@ -65,6 +68,23 @@ class LiveCall:
         self.chunks = chunks
 
 
+class SessionStatus(StrEnum):
+    """Where a session is in its life (the progress display shows the value)."""
+
+    STARTING = "starting"
+    WORKSPACE = "workspace"
+    """Its workspace is being copied."""
+    SANDBOX = "sandbox"
+    """Its sandbox is being started."""
+    CONTEXT = "context"
+    """Its first prompt is being built."""
+    RUNNING = "running"
+    EVAL = "eval"
+    """Its success check is running."""
+    CLOSING = "closing"
+    ENDED = "ended"
+
+
 @dataclass
 class SessionStats:
     """Live counters of one session (read by the progress display and the summary)."""
@@ -72,7 +92,7 @@ class SessionStats:
     session_id: str
     start_ns: int
     end_ns: int | None = None
-    status: str = "starting"
+    status: SessionStatus = SessionStatus.STARTING
     end_reason: str | None = None
     agents: int = 0
     agents_by_role: dict[str, int] = field(default_factory=dict)
@@ -90,7 +110,7 @@ class SessionStats:
     eval_detail: dict[str, Any] | None = None
     """The success check's verdict and, for an eval task, its suite's result."""
     task: str | None = None
-    """The eval task of the session (``scenarios.tasks``), if any, and its attempt number."""
+    """The eval task of the session (``evals.tasks``), if any, and its attempt number."""
     attempt: int = 0
     detail: str = ""
     live: dict[str, LiveCall] = field(default_factory=dict)
@@ -268,13 +288,8 @@ class SessionRecorder:
             self.stats.tool_intervals.append((facts.start_ns, max(facts.start_ns, facts.end_ns)))
         await self.writer.write(rec)
 
-    async def event(self, kind: str, *, agent_id: str | None = None, **details: Any) -> None:
+    async def event(self, payload: EventPayload, *, agent_id: str | None = None) -> None:
+        """Record an event of the session (``agent_id``: the agent it concerns, if one)."""
         await self.writer.write(
-            EventRecord(
-                kind=kind,
-                ns=self.clock(),
-                session_id=self.session_id,
-                agent_id=agent_id,
-                details=details,
-            )
+            EventRecord.of(payload, self.clock(), session_id=self.session_id, agent_id=agent_id)
         )

@@ -1,15 +1,24 @@
 """The eval run in words and pictures: the per-task table, eval.html (a grid of tasks ×
-attempts) and the per-task differences of two runs (``agentload compare``)."""
+attempts), eval.json and eval.html written together, and the per-task differences of two runs
+(``agentload compare``)."""
 
 from __future__ import annotations
 
 import html
 from pathlib import Path
 
-from agentload.evals.results import EvalDocument
+from agentload.evals.results import EvalDocument, write_eval
 from agentload.masking import mask_text, redact_url
+from agentload.outfile import write_errors
 
-__all__ = ["EVAL_HTML", "compare_evals", "eval_table", "overall_line", "write_eval_html"]
+__all__ = [
+    "EVAL_HTML",
+    "compare_evals",
+    "eval_table",
+    "overall_line",
+    "write_eval_files",
+    "write_eval_html",
+]
 
 EVAL_HTML = "eval.html"
 
@@ -102,6 +111,12 @@ def write_eval_html(doc: EvalDocument, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(mask_text(page), encoding="utf-8")
     return path
+
+
+def write_eval_files(doc: EvalDocument, folder: Path) -> list[Path]:
+    """eval.json and eval.html into ``folder``."""
+    with write_errors(folder, option="--out"):
+        return [write_eval(doc, folder), write_eval_html(doc, folder)]
 
 
 def compare_evals(a: EvalDocument, b: EvalDocument) -> list[str]:

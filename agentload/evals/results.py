@@ -23,7 +23,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentload.errors import ResultsFormatError
-from agentload.measure.results import read_document, write_document
+from agentload.infile import read_document
+from agentload.outfile import write_document
 
 __all__ = [
     "EVAL_FILE",

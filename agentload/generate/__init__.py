@@ -13,7 +13,8 @@
   ``ResultsDocument`` (``mode: live``), results.json, summary.csv, report.html
 * ``live_point`` — one run's trace → its ``Point``: the request and session records, the
   window, the aggregates
-* ``evalrun``    — eval tasks × k → eval.json
+* ``evalrun``    — an eval run's sessions → ``EvalDocument`` (built, written and reported by
+  ``agentload.evals``)
 * ``display``    — the live table / plain lines and the summary table
 * ``cli``        — ``agentload generate`` and ``agentload eval``
 """

@@ -28,17 +28,18 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import httpx
 import orjson
 
 from agentload import contract
 from agentload.agents.first_prompt import build_orchestrator_prompt
-from agentload.auth import api_key_from_env, split_base_url
+from agentload.auth import api_key_from_env
+from agentload.client.failures import answer_text
+from agentload.client.stream import StreamClient
 from agentload.errors import AgentloadError
 from agentload.errortext import one_line
-from agentload.masking import mask_text, redact_url
+from agentload.masking import redact_url
 from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
 from agentload.tokenizer import ChatTokenCounter, render_message, render_tools
 from agentload.trace.schema import TokenCalibration
@@ -130,52 +131,33 @@ def sample_text(scenario: Scenario, workdir: Path, counter: ChatTokenCounter) ->
     return sample
 
 
-def _said(resp: httpx.Response) -> str:
-    """What an error response says, on one line, at most 200 characters."""
-    msg: Any = None
-    try:
-        body = orjson.loads(resp.content)
-        err = body.get("error", body) if isinstance(body, dict) else None
-        msg = err.get("message") if isinstance(err, dict) else err
-    except orjson.JSONDecodeError:
-        msg = resp.text
-    text = " ".join(str(msg or "").split())[:200]
-    return f"HTTP {resp.status_code}" + (f": {text}" if text else "")
-
-
 async def measure(
     base_url: str, model: str, text: str, counter: ChatTokenCounter, timeout_s: float
 ) -> TokenRatio:
     """Send ``text`` as one text completion (``max_tokens`` 1) and read the server's count."""
     ours = counter.count_text(text)
-    key = api_key_from_env()
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    clean, query = split_base_url(base_url)
+    http = StreamClient(base_url, api_key=api_key_from_env(), timeout_s=timeout_s)
+    body = {"model": model, "prompt": text, "max_tokens": 1, "stream": False}
     try:
-        async with asyncio.timeout(timeout_s), httpx.AsyncClient(timeout=timeout_s) as http:
-            resp = await http.post(
-                clean + "/completions",
-                json={"model": model, "prompt": text, "max_tokens": 1, "stream": False},
-                headers=headers,
-                params=query,
-            )
-        if resp.status_code != 200:
-            why = _said(resp)
+        out = await http.post("/completions", body, timeout_s)
+    finally:
+        await http.aclose()
+    why = out.error or ""
+    if out.status is not None and out.status != 200:
+        why = " ".join(answer_text(out.status, out.body or b"").split())[:200]
+    elif out.status == 200:
+        try:
+            usage = (orjson.loads(out.body or b"null") or {}).get("usage") or {}
+        except (orjson.JSONDecodeError, AttributeError) as exc:
+            return TokenRatio(1.0, ours, None, f"{type(exc).__name__}: {exc}")
+        server = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        if not isinstance(server, int) or isinstance(server, bool) or server <= 0:
+            why = "the reply reports no usage.prompt_tokens"
+        elif not RATIO_RANGE[0] <= server / ours <= RATIO_RANGE[1]:
+            why = f"{server} server tokens for {ours} of ours is not believable"
         else:
-            usage = (orjson.loads(resp.content) or {}).get("usage") or {}
-            server = usage.get("prompt_tokens")
-            if not isinstance(server, int) or isinstance(server, bool) or server <= 0:
-                why = "the reply reports no usage.prompt_tokens"
-            elif not RATIO_RANGE[0] <= server / ours <= RATIO_RANGE[1]:
-                why = f"{server} server tokens for {ours} of ours is not believable"
-            else:
-                return TokenRatio(server / ours, ours, server)
-    except TimeoutError:
-        why = f"no answer within {timeout_s:g}s"
-    except (httpx.HTTPError, orjson.JSONDecodeError, AttributeError) as exc:
-        why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    why = mask_text(why)  # split_base_url learned the URL's credentials
-    return TokenRatio(1.0, ours, None, why)
+            return TokenRatio(server / ours, ours, server)
+    return TokenRatio(1.0, ours, None, http.hide(why))
 
 
 async def calibrate(

@@ -27,7 +27,7 @@ from agentload.errortext import one_line
 from agentload.masking import mask_text
 from agentload.measure.results import ResultsDocument
 
-if TYPE_CHECKING:  # the agents' modules load langgraph, langchain and openai (seconds): only
+if TYPE_CHECKING:  # the agents' modules load langgraph and langchain (seconds): only
     # the commands that run agents import them, so `agentload --help`, `record`, `replay` ... start fast
     from agentload.evals.results import EvalDocument
     from agentload.generate.calibrate import TokenRatio
@@ -125,7 +125,8 @@ def _run_with_signals(opts: GenerateOptions, live: bool, report: bool) -> _Ran:
 def _write_evaluation(opts: GenerateOptions, ran: _Ran) -> EvalDocument:
     """The eval results of the (first) run, eval.json and eval.html written beside its results
     (added to ``ran.written``)."""
-    from agentload.generate.evalrun import eval_document, write_eval_files
+    from agentload.evals.report import write_eval_files
+    from agentload.generate.evalrun import eval_document
     from agentload.generate.live import results_dir
 
     result = ran.runs[0]

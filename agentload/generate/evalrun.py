@@ -1,27 +1,24 @@
-"""An eval run's sessions → ``EvalDocument`` (eval.json, eval.html beside the run's results)."""
+"""An eval run's sessions → ``EvalDocument``: the glue between a generate run and
+``agentload.evals`` (which builds, writes and reports it)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentload.evals.report import write_eval_html
-from agentload.evals.results import Attempt, EvalDocument, Mode, build_eval, write_eval
-from agentload.outfile import write_errors
+from agentload.evals.results import Attempt, EvalDocument, Mode, build_eval
+from agentload.evals.tasks import all_tasks
 
 if TYPE_CHECKING:
     from agentload.generate.options import GenerateOptions
     from agentload.generate.run import RunResult
 
-__all__ = ["eval_document", "write_eval_files"]
+__all__ = ["eval_document"]
 
 
 def eval_document(
     run: RunResult, opts: GenerateOptions, gpus: int | None, power_watts: float | None
 ) -> EvalDocument:
     """The eval results of ``run``, whose sessions ran eval tasks with the success check."""
-    from agentload.scenarios.tasks import all_tasks
-
     attempts = [
         Attempt(
             session=st.session_id,
@@ -57,9 +54,3 @@ def eval_document(
         parallel=opts.parallel,
         trace=str(run.trace_path),
     )
-
-
-def write_eval_files(doc: EvalDocument, folder: Path) -> list[Path]:
-    """eval.json and eval.html into ``folder``."""
-    with write_errors(folder, option="--out"):
-        return [write_eval(doc, folder), write_eval_html(doc, folder)]

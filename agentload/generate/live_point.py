@@ -38,6 +38,7 @@ from agentload.measure.records import (
 from agentload.measure.results import Aggregates, Point, Span, TimelineSample
 from agentload.options.measure import MeasureOptions
 from agentload.replay.plan import SessionPlan
+from agentload.trace.events import EventKind
 from agentload.trace.schema import LLMCallRecord
 from agentload.trace.trace import Trace
 
@@ -179,7 +180,12 @@ def _failed_requests(
     for ev in trace.events:
         d = ev.details
         reason, call_id = d.get("reason"), d.get("call_id")
-        if ev.kind != "error" or reason not in _FAILED_CALL or not call_id or not ev.agent_id:
+        if (
+            ev.kind != EventKind.ERROR
+            or reason not in _FAILED_CALL
+            or not call_id
+            or not ev.agent_id
+        ):
             continue
         text = str(d.get("error") or reason)
         m = _HTTP.match(text)

@@ -169,7 +169,7 @@ class GenerateOptions(MeasureOptions):
         names = self.task_names()
         if names is None:
             return [(self.scenario, None, 0)] * self.sessions
-        from agentload.scenarios.tasks import select_tasks
+        from agentload.evals.tasks import select_tasks
 
         return [
             (self.scenario.for_task(task), task.name, a)
@@ -198,7 +198,7 @@ def check_options(opts: GenerateOptions) -> None:
     if tasks is not None and len(opts.levels) > 1:
         raise ConfigError("--tasks with --sweep: one eval per run; run it once per -p")
     if tasks is not None:
-        from agentload.scenarios.tasks import select_tasks
+        from agentload.evals.tasks import select_tasks
 
         select_tasks(tasks)  # an unknown name is one line now, not after the endpoint
     if opts.workers is not None and opts.ray is None:

@@ -42,15 +42,15 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from agentload.agents.tracing import SessionStats
+from agentload.agents.tracing import SessionStats, SessionStatus
 from agentload.auth import api_key_from_env
+from agentload.client.stream import PROBE_TIMEOUT_S
 from agentload.errors import ConfigError
 from agentload.generate.calibrate import TokenRatio, calibrate
 from agentload.generate.options import GenerateOptions, check_options
 from agentload.generate.ray_actor import Batch, GenerateWorker, stats_from_wire
 from agentload.generate.run import (
     CALIBRATION_TIMEOUT_S,
-    PROBE_TIMEOUT_S,
     SIM_MODEL,
     ProgressSink,
     RunResult,
@@ -63,6 +63,7 @@ from agentload.generate.run import (
 from agentload.masking import redact_url
 from agentload.raycluster import ClockOffset, Cluster, connect, measure_offset, require_ray
 from agentload.tokenizer import ChatTokenCounter
+from agentload.trace.events import Error
 from agentload.trace.schema import EventRecord, SessionRecord
 from agentload.trace.writer import TraceWriter
 
@@ -148,8 +149,7 @@ class _Relay:
         with ``detail``. A session whose record had not reached us gets one of its own."""
         now, sid = time.perf_counter_ns(), stats.session_id
         start = self.starts.get(sid) or {"type": "session", "id": sid, "start_ns": stats.start_ns}
-        await self.writer.write(EventRecord(kind="error", ns=now, session_id=sid,
-                                            details={"error": detail}))  # fmt: skip
+        await self.writer.write(EventRecord.of(Error(error=detail), now, session_id=sid))
         rec = SessionRecord.model_validate({**start, "end_ns": now, "end_reason": "error"})
         await self.writer.write(rec)
 
@@ -320,7 +320,7 @@ class _Dispatch:
             if progress is not None:
                 progress.session_started(st)
             if not alive:
-                st.end_ns, st.end_reason, st.status = st.start_ns, "error", "ended"
+                st.end_ns, st.end_reason, st.status = st.start_ns, "error", SessionStatus.ENDED
                 st.detail = "no Ray worker left: " + "; ".join(
                     f"{w.name()}: {w.dead}" for w in self.workers
                 )
@@ -338,7 +338,7 @@ class _Dispatch:
             w.dead = w.dead or _ray_error(exc)
             st.end_ns, st.end_reason = time.perf_counter_ns(), "error"
             st.detail = f"{w.name()} failed: {w.dead}"
-            st.status = "ended"
+            st.status = SessionStatus.ENDED
             st.live.clear()
             await self.relay.fail(st, st.detail)
         else:

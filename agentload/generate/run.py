@@ -30,18 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
-
 from agentload.agents.llm import ChatClient
 from agentload.agents.session import SessionSetup, run_session
 from agentload.agents.tracing import SessionStats
-from agentload.auth import api_key_from_env, refused_key_message, split_base_url
-from agentload.errors import (
-    ConfigError,
-    EndpointError,
-    EndpointUnreachableError,
-    ModelNotFoundError,
-)
+from agentload.auth import api_key_from_env
+from agentload.client.stream import PROBE_TIMEOUT_S, StreamClient
+from agentload.errors import ConfigError
 from agentload.errortext import clip
 from agentload.generate.calibrate import TokenRatio, calibrate
 from agentload.generate.options import GenerateOptions, check_options
@@ -71,8 +65,6 @@ __all__ = [
 ]
 
 SIM_MODEL = "agentload-sim"
-PROBE_TIMEOUT_S = 10.0
-"""The longest the ``GET /models`` probe may take (less when ``--call-timeout`` is less)."""
 CALIBRATION_TIMEOUT_S = 120.0
 """The longest the token calibration may take (less when ``--call-timeout`` is less)."""
 
@@ -103,39 +95,14 @@ class RunResult:
 async def check_endpoint(
     base_url: str, model: str | None, timeout_s: float = PROBE_TIMEOUT_S
 ) -> str:
-    """``GET {base_url}/models`` within ``timeout_s``: the model to use; one-line errors when
-    it cannot work."""
-    key = api_key_from_env()
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    clean, query = split_base_url(base_url)
-    shown = redact_url(base_url)
-    url = clean + "/models"
+    """The model to use, by ``GET {base_url}/models`` within ``timeout_s``
+    (``agentload.client.probe.model_to_use``: replay's probe); one-line errors when it cannot
+    work."""
+    http = StreamClient(base_url, api_key=api_key_from_env(), timeout_s=timeout_s)
     try:
-        async with (
-            asyncio.timeout(timeout_s),
-            httpx.AsyncClient(timeout=timeout_s) as http,
-        ):
-            resp = await http.get(url, headers=headers, params=query)
-    except (httpx.HTTPError, TimeoutError) as exc:
-        why = f"no answer within {timeout_s:g}s" if isinstance(exc, TimeoutError) else str(exc)
-        raise EndpointUnreachableError(
-            f"{shown}: endpoint does not answer ({type(exc).__name__}: {why or 'no detail'})"
-        ) from None
-    if resp.status_code in (401, 403):
-        raise EndpointError(refused_key_message(url, resp.status_code, resp.content))
-    ids: list[str] = []
-    if resp.status_code == 200:
-        with contextlib.suppress(ValueError, AttributeError, TypeError):
-            ids = [str(m["id"]) for m in resp.json().get("data", [])]
-    if model is not None:
-        if ids and model not in ids:
-            raise ModelNotFoundError(
-                f"{shown}: model {model!r} is not served; available: {', '.join(ids)}"
-            )
-        return model
-    if not ids:
-        raise ConfigError(f"{shown}: cannot list the served models; pass --model NAME")
-    return ids[0]
+        return await http.model_to_use(model)
+    finally:
+        await http.aclose()
 
 
 @contextlib.asynccontextmanager

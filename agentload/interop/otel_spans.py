@@ -35,12 +35,8 @@ from agentload.interop.genai_parts import (
     tool_arguments,
     tool_definitions,
 )
-from agentload.trace.schema import (
-    TRACE_END,
-    AgentRecord,
-    LLMCallRecord,
-    ToolCallRecord,
-)
+from agentload.trace.events import EventKind
+from agentload.trace.schema import AgentRecord, LLMCallRecord, ToolCallRecord
 from agentload.trace.trace import Trace
 
 __all__ = ["PROVIDER", "SEMCONV_SCHEMA_URL", "session_ids", "session_spans", "tool_results"]
@@ -241,7 +237,7 @@ def _events(cx: _Ctx) -> dict[str | None, list[Event]]:
     """The session's events as span events: on their agent's span, else on the session's."""
     out: dict[str | None, list[Event]] = {}
     for e in cx.trace.events:
-        if e.session_id != cx.session_id or e.kind == TRACE_END:
+        if e.session_id != cx.session_id or e.kind == EventKind.TRACE_END:
             continue
         nums = {
             f"agentload.{k}": v

@@ -37,9 +37,9 @@ import orjson
 
 from agentload.errors import ConfigError, TraceFormatError
 from agentload.outfile import atomic_output
+from agentload.trace.events import EventKind
 from agentload.trace.reader import read_trace
 from agentload.trace.schema import (
-    TRACE_END,
     AgentRecord,
     BlobRecord,
     EventRecord,
@@ -292,7 +292,7 @@ async def _redact(trace: Path, out: Path, rd: Redactor) -> dict[str, int]:
             elif isinstance(rec, AgentRecord):
                 await w.write(rd.agent(rec))
             elif isinstance(rec, EventRecord):
-                if rec.kind == TRACE_END:
+                if rec.kind == EventKind.TRACE_END:
                     end_ns = rec.ns
                     continue  # the writer ends the file with its own, at the same time
                 await w.write(rd.event(rec))

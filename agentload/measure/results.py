@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import orjson
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -34,8 +32,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from agentload.errors import ResultsFormatError
-from agentload.infile import MAX_DOCUMENT_BYTES, read_bytes
-from agentload.masking import scrub_bytes
+from agentload.infile import read_document
 from agentload.measure.aggregates import (
     Aggregates,
     Distribution,
@@ -65,7 +62,7 @@ from agentload.measure.runinfo import (
 )
 from agentload.options.modes import SaltAt
 from agentload.options.replay import ReplayConfig
-from agentload.outfile import output_dir
+from agentload.outfile import output_dir, write_document
 from agentload.trace.reader import format_validation_error
 
 __all__ = [
@@ -176,33 +173,6 @@ def prepare_out_dir(out: Path, option: str = "--out") -> Path:
     """Create ``out`` and check a file can be written in it, so that a bad ``--out`` is one
     ``ConfigError`` line before any work, not a traceback after it."""
     return output_dir(out, option=option)
-
-
-def write_document(doc: BaseModel, out: Path, name: str) -> Path:
-    """Write ``doc`` as indented JSON to ``out/name`` (atomically: a reader never sees half a
-    file; any credential in it masked: ``agentload.masking``); returns its path."""
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / name
-    tmp = path.with_suffix(".json.tmp")
-    data = doc.model_dump(mode="json", by_alias=True)
-    tmp.write_bytes(scrub_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2)))
-    os.replace(tmp, path)
-    return path
-
-
-def read_document(path: str | os.PathLike[str], name: str, what: str) -> tuple[Path, Any]:
-    """The file (``path``, or ``path/name`` for a directory) and its JSON; one-line
-    ``ResultsFormatError`` naming the file when it cannot be read (``what``: "results", ...)."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / name
-    if not p.exists():
-        raise ResultsFormatError(f"{p}: no such {what} file")
-    raw = read_bytes(p, limit=MAX_DOCUMENT_BYTES, label=str(p), error=ResultsFormatError)
-    try:
-        return p, orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise ResultsFormatError(f"{p}: not JSON ({exc})") from None
 
 
 def write_results(results: ResultsDocument, out: Path) -> Path:

@@ -6,24 +6,30 @@ and its LLM calls land in an ordinary agentload trace: replayable, exportable, r
 * ``relay``    — the reverse proxy on raw asyncio protocols: forwards every request and its
   answer's bytes as they come, keeps a recorded call's payload and arrival times; here
   ``Relay`` and its agent connections (request heads read, keep-alive, timeouts)
-* ``exchange`` — one request and its answer: the request forwarded, the answer relayed as framed
-  and, for a recorded call, kept with its arrival times
+* ``exchange`` — one request and its answer: the request forwarded upstream, the failures, the
+  end (the answer to the sink, the connections kept or closed)
+* ``answer``   — the upstream's answer in an exchange: its head read (interim answers skipped, a
+  101 checked), its body relayed as framed and, for a recorded call, kept with its arrival times
 * ``upstream`` — the ``--upstream`` URL and one connection to it
 * ``heads``    — what the relay writes of its own: rebuilt heads, its error answers
 * ``sink``     — what it hands the recorder process of a recorded call (``Answer``)
 * ``http1``    — the HTTP/1.1 framing it reads (heads, Content-Length and chunked bodies)
-* ``websocket`` — WebSocket upgrades checked and tunnelled frame by frame
+* ``websocket`` — WebSocket upgrades checked and tunnelled frame by frame, a tunnel's messages
+  and end noted as events
 * ``recorder_process`` — the recorder process, at a lower CPU priority: reads each recorded call's
   request and answer (Chat Completions, Responses, Messages: ``agentload.wire``) and writes the
   trace, so that recording never delays forwarding
 * ``threads``  — sessions and agents rebuilt from the conversations (the rules are in its
   docstring and in docs/record.md), tool calls observed from replies and later requests
+* ``parents``  — rules 3 and 5: the call a new thread is a sub-agent of (by name, by id, by
+  task text)
 * ``ledger``   — the bookkeeping under those rules: agents, sessions, tool calls outstanding
   and answered, where a request was placed (``Placement``)
 * ``matching`` — the comparisons the rules make on messages (``same_reply``,
   ``delegation_like``, a task's text, the names a result gives)
 * ``native``   — the session and agent an agent's own headers name (Claude Code, Codex)
-* ``transcribe`` — one request and its answer → trace records (``CallCapture``, as ``generate``)
+* ``transcribe`` — one request and its answer → trace records (``CallCapture``, as ``generate``;
+  a closed tool call → its ``tool_call`` record)
 * ``server``   — ``RecordServer``: the relay, the recorder process, the stop conditions
 * ``cli``      — the ``agentload record`` command
 """

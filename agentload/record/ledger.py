@@ -1,6 +1,6 @@
 """What the proxy knows of one recording: the bookkeeping under the threading rules.
 
-The rules that place a request are ``threads``; this is the state they read and the records
+The rules that place a request are ``threads`` (rules 3 and 5: ``parents``); this is the state they read and the records
 they make: each agent as it is followed (``AgentState``), the tool calls the model emitted whose
 results are not in yet (``Outstanding``), the ones whose results came (``Closed``: delegation-like
 ones remembered for rule 3, those still without a sub-agent for rule 5), agents by their last

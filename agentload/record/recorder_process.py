@@ -11,8 +11,8 @@ saw things happen and writes the trace exactly as before.
 * ``RecorderProcess`` is the proxy's end: ``start()`` (the trace is open when it returns),
   ``begin`` / ``end`` (non-blocking), ``close()`` (the trace is closed; the counts).
 * Frames: 4-byte big-endian length + a pickle of a tuple: ``("b", cid, api, body, headers,
-  submit_ns, credentials)``, ``("e", cid, Answer fields...)``, ``("n", kind, ns, details)`` (an
-  event: a WebSocket's unread message, its end); the first frame is the configuration.
+  submit_ns, credentials)``, ``("e", cid, Answer fields...)``, ``("n", event, ns)`` (an event's
+  payload: a WebSocket's unread message, its end); the first frame is the configuration.
 * Status lines on its stdout: ``ready``, ``sessions N`` as sessions appear, ``done {json}`` at
   the end, ``error ...`` (one line) when it cannot start.
 * It ignores SIGINT and SIGTERM (Ctrl-C reaches the whole process group; the proxy stops first
@@ -42,6 +42,7 @@ from agentload.errortext import clip
 from agentload.masking import is_secret_header, known_secrets, remember
 from agentload.record.native import NATIVE_HEADERS
 from agentload.record.sink import CLIENT_LEFT, Answer, describe
+from agentload.trace.events import EventPayload, RecordError
 from agentload.wire import Api, WireReply, reply_from_json, stream_reader
 
 if TYPE_CHECKING:
@@ -158,9 +159,9 @@ class RecorderProcess:
         fields = (a.status, a.content_type, a.content_encoding, a.pieces, a.end_ns, a.error)
         self._send(_frame(("e", cid, *fields)))
 
-    def note(self, kind: str, ns: int, details: dict[str, object]) -> None:
+    def note(self, event: EventPayload, ns: int) -> None:
         """An event for the trace (``Recorder.note``)."""
-        self._send(_frame(("n", kind, ns, details)))
+        self._send(_frame(("n", event, ns)))
 
     async def close(self, timeout_s: float = 120.0) -> RecordStats:
         """Close its stdin and wait until it has written and closed the trace."""
@@ -274,7 +275,7 @@ async def _end_call(rec: Recorder, p: Pending, fields: tuple[Any, ...]) -> None:
                           last_token_ns=end, chunk_offsets_ns=offsets)  # fmt: skip
         await rec.end(p, reply, timings, error)
     except Exception as exc:  # the agent already has its answer; note the loss
-        rec.note("record_error", time.perf_counter_ns(), where="end", error=describe(exc))
+        rec.note(RecordError(where="end", error=describe(exc)), time.perf_counter_ns())
 
 
 async def _serve() -> int:
@@ -310,12 +311,12 @@ async def _serve() -> int:
                     pending[cid] = rec.begin(api, body, headers, now)
                 except Exception as exc:  # recording never gets in the agent's way
                     pending[cid] = None
-                    rec.note("record_error", now, where="begin", error=describe(exc))
+                    rec.note(RecordError(where="begin", error=describe(exc)), now)
                 if len(rec.threads.sessions) != sessions:
                     sessions = len(rec.threads.sessions)
                     _say(f"sessions {sessions}")
             elif msg[0] == "n":
-                rec.note(msg[1], msg[2], **msg[3])
+                rec.note(msg[1], msg[2])
             elif msg[0] == "e":
                 p = pending.pop(msg[1], None)
                 if p is not None:

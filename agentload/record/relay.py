@@ -24,10 +24,11 @@
   pay one scan of their headers for an ``Upgrade`` field, nothing more.
 
 This module is the relay itself (``Relay``: the listening socket, the idle upstream connections,
-the stop) and its agent connections (each request head read strictly, the keep-alive, head and
-body timers). One request and its answer is an ``exchange.Exchange``; the upstream and one
-connection to it are ``upstream``; the heads and error answers the relay writes, ``heads``;
-what it hands the recorder process, ``sink``.
+the WebSocket tunnels, the stop) and its agent connections (each request head read strictly,
+the keep-alive, head and body timers). One request and its answer is an ``exchange.Exchange``
+(its answer relayed by ``answer``); the upstream and one connection to it are ``upstream``; the
+heads and error answers the relay writes, ``heads``; what it hands the recorder process,
+``sink``.
 """
 
 from __future__ import annotations
@@ -38,12 +39,12 @@ import time
 from collections.abc import Callable
 from enum import Enum
 
-from agentload.record.exchange import Exchange
-from agentload.record.heads import error_json, json_response
-from agentload.record.http1 import HeadError, body_for, split_head
+from agentload.record.exchange import AgentConn, Exchange
+from agentload.record.heads import error_json, json_response, switch_head
+from agentload.record.http1 import Head, HeadError, body_for, split_head
 from agentload.record.sink import Sink
 from agentload.record.upstream import Upstream, UpstreamConn, nodelay
-from agentload.record.websocket import Tunnel, asks_websocket, check_upgrade
+from agentload.record.websocket import Tunnel, asks_websocket, check_upgrade, open_tunnel
 
 __all__ = ["Relay"]
 
@@ -69,7 +70,7 @@ class Relay:
         self.stopping = False
         self._idle: list[UpstreamConn] = []
         self._clients: set[_Client] = set()
-        self.tunnels: set[Tunnel] = set()  # open WebSockets (``exchange`` adds them)
+        self.tunnels: set[Tunnel] = set()  # open WebSockets (``tunnel`` adds them)
         self._server: asyncio.Server | None = None
         self._next_cid = 0
 
@@ -126,6 +127,38 @@ class Relay:
             up.transport.close()
         else:
             self._idle.append(up)
+
+    # -- WebSocket tunnels -------------------------------------------------------------------
+    def tunnel(
+        self, client: AgentConn, up: UpstreamConn, switch: Head, rest: bytes, path: str
+    ) -> None:
+        """Join an agent connection and its upstream one in a ``Tunnel``, kept until it ends:
+        the upstream's checked 101 (``switch``) goes to the agent, rebuilt, then what each side
+        sent after it (``rest``: the upstream's)."""
+        self.last_activity_ns = time.perf_counter_ns()
+        client.transport.write(switch_head(switch))
+        client.upgraded()
+        early = bytes(client.buf)
+        client.buf.clear()
+
+        def active() -> None:
+            self.last_activity_ns = time.perf_counter_ns()
+
+        def closed(t: Tunnel) -> None:
+            self.tunnels.discard(t)
+            active()
+
+        tunnel = open_tunnel(
+            client.transport,
+            up.transport,
+            switch,
+            path,
+            self.sink,
+            on_close=closed,
+            on_activity=active,
+        )
+        self.tunnels.add(tunnel)
+        tunnel.start(early, rest)
 
 
 class _Wait(Enum):

@@ -2,7 +2,7 @@
 
 ``Sink`` is where it goes: ``begin`` when the request went upstream, ``end`` with the ``Answer``
 (status, the headers that tell how to read the body, the payload with each read's arrival time,
-the error that ended it), ``note`` for an event of the trace. An error is one clipped line with
+the error that ended it), ``note`` for an event of the trace (a ``trace.events`` payload). An error is one clipped line with
 secrets masked (``describe``); ``CLIENT_LEFT`` is a call whose agent left first.
 """
 
@@ -13,6 +13,7 @@ from typing import Protocol
 
 from agentload.errortext import clip
 from agentload.masking import mask_text
+from agentload.trace.events import EventPayload
 from agentload.wire import Api
 
 __all__ = ["CLIENT_LEFT", "Answer", "Sink", "describe"]
@@ -30,7 +31,7 @@ class Sink(Protocol):
 
     def end(self, cid: int, answer: Answer) -> None: ...
 
-    def note(self, kind: str, ns: int, details: dict[str, object]) -> None:
+    def note(self, event: EventPayload, ns: int) -> None:
         """An event for the trace (a WebSocket's unread messages, its end)."""
 
 

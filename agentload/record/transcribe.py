@@ -2,11 +2,12 @@
 
 ``Recorder.begin`` reads a request as it arrives (its API's body → the chat form, placed by
 ``threads.Threads``) and writes at once what its arrival tells: a new session or agent, the
-tool calls whose results it carries, the sub-agents those ended. ``Recorder.end`` writes its
-``llm_call`` through ``CallCapture``, exactly as ``generate`` does (each message a
-content-addressed blob, our token counts, prefix blocks), with the API it used and, for a call
-not in chat, its body as sent (``request.native``). ``close`` writes the end of every session
-and agent. A request that cannot be read is still proxied; it is noted as an ``event``.
+tool calls whose results it carries (``tool_record``), the sub-agents those ended.
+``Recorder.end`` writes its ``llm_call`` through ``CallCapture``, exactly as ``generate`` does
+(each message a content-addressed blob, our token counts, prefix blocks), with the API it used
+and, for a call not in chat, its body as sent (``request.native``). ``close`` writes the end of
+every session and agent. A request that cannot be read is still proxied; it is noted as an
+``event`` (a ``trace.events`` payload).
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ from agentload.record.native import identity
 from agentload.record.threads import Threads
 from agentload.tokenizer import ChatTokenCounter
 from agentload.trace.capture import CallCapture, ObservedCall, assistant_message
+from agentload.trace.events import (
+    NOT_RECORDED,
+    EventKind,
+    EventPayload,
+    UnknownPreviousResponse,
+    UnreadRequest,
+)
 from agentload.trace.prefix import PrefixHasher
 from agentload.trace.schema import (
     AgentRecord,
@@ -34,12 +42,11 @@ from agentload.trace.schema import (
     Timings,
     ToolCallRecord,
 )
-from agentload.trace.validate import NOT_RECORDED
 from agentload.trace.writer import TraceWriter
 from agentload.wire import Api, WireReply, to_chat
 from agentload.wire.responses import continue_from, previous_response_id
 
-__all__ = ["Pending", "Recorder"]
+__all__ = ["Pending", "Recorder", "tool_record"]
 
 _ITEMS = {"messages": "messages", "responses": "input"}
 _KEEP_RESPONSES = 4096
@@ -100,7 +107,7 @@ class Recorder:
             if api == "responses":
                 chat["messages"] = messages = self._resolve(body, messages, now_ns)
         except (orjson.JSONDecodeError, WireError) as exc:
-            self.note("unread_request", now_ns, api=api, error=clip(str(exc)))
+            self.note(UnreadRequest(api=api, error=clip(str(exc))), now_ns)
             return None
         scrubbed = [self.writer.scrubbed(m) for m in messages]
         ids = [mid for _, mid in scrubbed]
@@ -111,7 +118,7 @@ class Recorder:
         if placement.new_agent is not None:
             self.writer.write_nowait(placement.new_agent)
         for c in placement.closed:
-            self.writer.write_nowait(self._tool_record(c))
+            self.writer.write_nowait(tool_record(c, self.counter))
         for a in (*placement.ended_agents, *placement.linked_agents):
             self.writer.write_nowait(a)
         return Pending(api, body, chat, placement, now_ns, scrubbed)
@@ -127,7 +134,7 @@ class Recorder:
             return messages
         earlier = self._responses.get(prev)
         if earlier is None:
-            self.note("unknown_previous_response", now_ns, previous_response_id=prev[:80])
+            self.note(UnknownPreviousResponse(previous_response_id=prev[:80]), now_ns)
             return messages
         return continue_from(earlier, messages)
 
@@ -138,32 +145,6 @@ class Recorder:
         self._responses[reply.response_id] = [*p.chat["messages"], turn]
         while len(self._responses) > _KEEP_RESPONSES:
             self._responses.popitem(last=False)
-
-    def _tool_record(self, c: Closed) -> ToolCallRecord:
-        o = c.call
-        raw_args: str | None = None
-        try:
-            args: Any = orjson.loads(c.arguments or "{}")
-        except orjson.JSONDecodeError:
-            args, raw_args = {}, c.arguments
-        if not isinstance(args, dict):
-            args, raw_args = {}, c.arguments
-        return ToolCallRecord(
-            id=o.id,
-            session_id=o.session_id,
-            agent_id=o.agent_id,
-            llm_call_id=o.llm_call_id,
-            name=o.name,
-            arguments=args,
-            raw_arguments=raw_args,
-            start_ns=o.emitted_ns,
-            end_ns=max(o.emitted_ns, c.end_ns),
-            output_bytes=len(c.result.encode("utf-8", "replace")),
-            output_tokens=self.counter.count_text(c.result),
-            child_agent_id=o.children[0] if o.children else None,
-            model_call_id=o.server_id if o.client_id else None,
-            observed_by="proxy",
-        )
 
     # -- the answer --------------------------------------------------------------------------
     async def end(
@@ -222,17 +203,19 @@ class Recorder:
         return NativeRequest(fields=fields, items_field=key, items=items)
 
     # -- notes and the end -------------------------------------------------------------------
-    def note(self, kind: str, now_ns: int, **details: Any) -> None:
+    def note(self, event: EventPayload, now_ns: int) -> None:
         """An ``event`` record; a request it says was not recorded (``NOT_RECORDED``) is
         counted, and the first one's reason kept, for the proxy's stop line."""
+        rec = EventRecord.of(event, now_ns)
+        kind, details = event.kind, rec.details
         if kind in NOT_RECORDED:
             self.unread += 1
             if self.unread_first is None:
                 where = details.get("transport") or details.get("where") or kind
                 self.unread_first = clip(f"{where}: {details.get('error', kind)}", 160)
-        elif kind == "websocket":
+        elif kind == EventKind.WEBSOCKET:
             self.websockets += 1
-        self.writer.write_nowait(EventRecord(kind=kind, ns=now_ns, details=details))
+        self.writer.write_nowait(rec)
 
     def close(self) -> None:
         """Write the end of every session and every agent still open."""
@@ -263,3 +246,33 @@ class Recorder:
         self.threads = Threads()
         self._responses.clear()
         self.capture.hasher = PrefixHasher(self.writer.header.block_size)
+
+
+def tool_record(c: Closed, counter: ChatTokenCounter) -> ToolCallRecord:
+    """The ``tool_call`` record of a call whose result a request carried (``observed_by:
+    proxy``): timed from the reply that emitted it to that request; malformed arguments (not a
+    JSON object) are kept as the model gave them, the record's arguments ``{}``."""
+    o = c.call
+    raw_args: str | None = None
+    try:
+        args: Any = orjson.loads(c.arguments or "{}")
+    except orjson.JSONDecodeError:
+        args, raw_args = {}, c.arguments
+    if not isinstance(args, dict):
+        args, raw_args = {}, c.arguments
+    return ToolCallRecord(
+        id=o.id,
+        session_id=o.session_id,
+        agent_id=o.agent_id,
+        llm_call_id=o.llm_call_id,
+        name=o.name,
+        arguments=args,
+        raw_arguments=raw_args,
+        start_ns=o.emitted_ns,
+        end_ns=max(o.emitted_ns, c.end_ns),
+        output_bytes=len(c.result.encode("utf-8", "replace")),
+        output_tokens=counter.count_text(c.result),
+        child_agent_id=o.children[0] if o.children else None,
+        model_call_id=o.server_id if o.client_id else None,
+        observed_by="proxy",
+    )

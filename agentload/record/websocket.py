@@ -21,8 +21,9 @@ close ends both; the proxy's stop sends each side a close frame (1001, going awa
 stream is between frames, and closes both connections.
 
 The messages are not recorded: each agent message (a Responses ``response.create``) is counted
-(``on_message``) and noted by the relay as an ``unread_request``, so the trace says what it
-does not hold.
+(``on_message``) and noted as an ``unread_request``, so the trace says what it does not hold;
+the tunnel's end is a ``websocket`` event (``open_tunnel``: the tunnel of a relayed switch, its
+events to the recorder).
 """
 
 from __future__ import annotations
@@ -32,12 +33,16 @@ import base64
 import binascii
 import hashlib
 import os
+import time
 from collections.abc import Callable
 
 from agentload.record.http1 import Head
+from agentload.record.sink import Sink
+from agentload.trace.events import UnreadRequest, WebSocket
+from agentload.wire import api_for_path
 
 __all__ = ["FrameError", "Frames", "Tunnel", "accept_key", "asks_websocket", "check_switch",
-           "check_upgrade"]  # fmt: skip
+           "check_upgrade", "open_tunnel"]  # fmt: skip
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _DATA = (1, 2)
@@ -320,3 +325,50 @@ class Tunnel:
             else:
                 t.close()
         self.on_close(self, reason or "closed")
+
+
+def open_tunnel(
+    agent: asyncio.Transport,
+    up: asyncio.Transport,
+    switch: Head,
+    path: str,
+    sink: Sink | None,
+    *,
+    on_close: Callable[[Tunnel], None],
+    on_activity: Callable[[], None],
+) -> Tunnel:
+    """The ``Tunnel`` of a relayed switch (the upstream's 101 ``switch`` to a request for
+    ``path``): each agent message noted to ``sink`` (the recorder, when recording) as an
+    ``unread_request``, its end as a ``websocket`` event after ``on_close``."""
+    api = api_for_path(path)
+    opened = time.perf_counter_ns()
+
+    def message(opcode: int) -> None:
+        if sink is not None:
+            unread = UnreadRequest(
+                api=api,
+                path=path[:200],
+                transport="websocket",
+                error="a message over a WebSocket is relayed, not recorded",
+            )
+            sink.note(unread, time.perf_counter_ns())
+
+    def closed(t: Tunnel, reason: str) -> None:
+        on_close(t)
+        if sink is not None:
+            ended = WebSocket(
+                path=path[:200],
+                api=api,
+                open_ns=opened,
+                agent_messages=t.from_client.messages,
+                upstream_messages=t.from_up.messages,
+                agent_bytes=t.bytes_in,
+                upstream_bytes=t.bytes_out,
+                end=reason,
+            )
+            sink.note(ended, time.perf_counter_ns())
+
+    deflate = deflate_negotiated(switch)
+    return Tunnel(
+        agent, up, deflate=deflate, on_message=message, on_close=closed, on_activity=on_activity
+    )

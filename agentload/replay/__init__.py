@@ -1,7 +1,8 @@
 """agentload.replay: identical, closed-loop agentic traffic against any endpoint.
 
 A trace → identical load → request and session records; what they measure (metrics, results.json
-and the files read from it) is ``agentload.measure``, the options ``agentload.options``.
+and the files read from it) is ``agentload.measure``, the options ``agentload.options``, and the
+requests go out through ``agentload.client`` (the streaming client with precise timings).
 
 * ``plan``      — traces → per-session call graphs (bodies, digests, gaps, reuse ceilings);
   ``callplan``: what a plan is made of (``CallPlan``, ``SessionPlan``, ``Edge``)
@@ -12,10 +13,6 @@ and the files read from it) is ``agentload.measure``, the options ``agentload.op
 * ``shapes``    — load shapes and the salted, replicated session pool
 * ``schedule``  — runs one load point (warm-up, windows, the records); ``modes``: its three
   schedules behind one interface (closed-loop lanes, Poisson arrivals, the recorded open loop)
-* ``client``    — the streaming HTTP client with precise timings (``netback``: its transport;
-  ``target``: URLs, headers and secrets; ``pool``: its connections; ``probe``: the models list
-  and the API checks; ``streams``: reading an answer into an ``outcome``; ``failures``: each
-  failure to its ``measure.errorkinds.ErrorKind``)
 * ``scrape``    — the target's Prometheus ``/metrics``, sampled at 1 Hz
 * ``run``       — a whole run: plans, probe, points, aggregates
 * ``sharded``, ``ray_actor`` — the same run on a Ray cluster (``--ray``): the driver, and the

@@ -17,10 +17,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from agentload.client.stream import StreamClient
 from agentload.options.engines import get_engine
 from agentload.options.replay import ReplayConfig
 from agentload.replay.bodies import BodyBuilder
-from agentload.replay.client import StreamClient
 from agentload.replay.plan import SessionPlan
 from agentload.replay.schedule import LoadShape, PointRun, PointRunner
 from agentload.replay.shapes import Shard

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentload.auth import api_key_from_env
+from agentload.client.stream import StreamClient
 from agentload.errors import ConfigError, ReplayError
 from agentload.intervals import peak_overlap
 from agentload.masking import redact_url
@@ -34,7 +35,6 @@ from agentload.measure.results import (
 from agentload.options.engines import EnginePreset, get_engine
 from agentload.options.replay import ReplayConfig
 from agentload.replay.bodies import BodyBuilder
-from agentload.replay.client import StreamClient
 from agentload.replay.fit import FitMode, Fitter
 from agentload.replay.plan import SessionPlan, build_plans
 from agentload.replay.salt import SaltAt, new_nonce, new_run_id

@@ -36,6 +36,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agentload.client.outcome import Outcome
+from agentload.client.stream import StreamClient
 from agentload.measure.records import (
     Phase,
     RequestRecord,
@@ -45,9 +47,7 @@ from agentload.measure.records import (
     steady_window,
 )
 from agentload.replay.bodies import BodyBuilder
-from agentload.replay.client import StreamClient
 from agentload.replay.modes import Schedule, schedule_for
-from agentload.replay.outcome import Outcome
 from agentload.replay.plan import CallPlan, SessionPlan
 from agentload.replay.salt import new_nonce
 from agentload.replay.shapes import (

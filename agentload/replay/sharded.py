@@ -44,12 +44,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentload.auth import api_key_from_env
+from agentload.client.stream import StreamClient
 from agentload.measure.metrics import SLO
 from agentload.measure.results import ClusterRun, Point, ResultsDocument, WorkerPoint
 from agentload.options.engines import get_engine
 from agentload.options.replay import ReplayConfig
 from agentload.raycluster import Cluster, connect, measure_offset, require_ray
-from agentload.replay.client import StreamClient
 from agentload.replay.plan import SessionPlan
 from agentload.replay.ray_actor import ReplayWorker
 from agentload.replay.run import (

@@ -3,8 +3,9 @@
 * ``load_scenario(name_or_path, overrides)`` — a shipped preset or a YAML file, ``-c k=v`` overrides
 * ``list_scenarios()``, ``scenario_hash(s)``, ``dump_scenario(s)``
 * ``agentload.scenarios.workspace.materialise(recipe, dest, fault)`` — the code the agents work on
-* ``agentload.scenarios.tasks`` — the eval task suite (``presets/tasks/*.yaml``), its suite
-  runner; ``taskcheck`` — its self-check (``agentload scenarios tasks --check``)
+  (its faults are the eval tasks' of ``agentload.evals.tasks``)
+* ``agentload.scenarios.cli`` — ``agentload scenarios list|show|tasks`` (``tasks`` is
+  ``agentload.evals.cli``)
 """
 
 from agentload.scenarios.loader import (

@@ -17,7 +17,7 @@ from agentload import contract
 from agentload.errors import ConfigError
 
 if TYPE_CHECKING:
-    from agentload.scenarios.tasks import Task
+    from agentload.evals.tasks import Task
 
 __all__ = [
     "EndpointSpec",
@@ -259,7 +259,7 @@ class Scenario(_Model):
     @classmethod
     def _known_tasks(cls, v: list[str] | None) -> list[str] | None:
         if v is not None:
-            from agentload.scenarios.tasks import select_tasks
+            from agentload.evals.tasks import select_tasks
 
             try:
                 select_tasks(v)

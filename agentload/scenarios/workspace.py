@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentload.errors import WorkspaceError
+from agentload.evals.tasks import Fault, all_tasks
 from agentload.masking import remember_url
-from agentload.scenarios.tasks import Fault, all_tasks
 
 __all__ = ["Fault", "Workspace", "get_fault", "list_faults", "materialise"]
 
@@ -45,7 +45,7 @@ _GIT_ENV = {
 
 
 def list_faults() -> list[Fault]:
-    """The documented faults, by name: each task's of the suite (``scenarios.tasks``)."""
+    """The documented faults, by name: each task's of the suite (``evals.tasks``)."""
     return [t.fault for t in all_tasks()]
 
 

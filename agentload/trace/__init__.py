@@ -1,4 +1,5 @@
-"""The trace: schema, writer, reader, capture, prefix hashing, secrets."""
+"""The trace: schema, its event kinds and their payloads (``events``), writer, reader, capture,
+prefix hashing, secrets."""
 
 from agentload.trace.capture import CallCapture, ObservedCall, assistant_message
 from agentload.trace.reader import TraceReader, Truncation, read_trace

@@ -24,9 +24,9 @@ import zstandard
 from pydantic import ValidationError
 
 from agentload.errors import SchemaVersionError, TraceFormatError
+from agentload.trace.events import EventKind
 from agentload.trace.schema import (
     SCHEMA_MAJOR,
-    TRACE_END,
     AgentRecord,
     EventRecord,
     Header,
@@ -165,7 +165,7 @@ class TraceReader:
             self.truncated = Truncation(
                 self.count,
                 size,
-                f"no {TRACE_END} record: the writer did not close the file (killed run?)",
+                f"no {EventKind.TRACE_END} record: the writer did not close the file (killed run?)",
             )
 
     # -- line sources: yield (line bytes, byte offset, complete?) ----------------------------
@@ -258,7 +258,7 @@ class TraceReader:
             self.header = rec
         else:
             self._check_times(rec, rtype, where)
-        self.ended = isinstance(rec, EventRecord) and rec.kind == TRACE_END
+        self.ended = isinstance(rec, EventRecord) and rec.kind == EventKind.TRACE_END
         self.count += 1
         self.lineno = lineno
         return rec

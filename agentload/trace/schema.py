@@ -27,11 +27,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from agentload.trace.events import EventKind, EventPayload
+
 __all__ = [
     "MAX_CALL_TOKENS",
     "SCHEMA",
     "SCHEMA_MAJOR",
-    "TRACE_END",
     "AgentRecord",
     "BlobRecord",
     "ClockAnchor",
@@ -56,13 +57,11 @@ __all__ = [
 
 SCHEMA_MAJOR = 1
 SCHEMA = f"agentload.trace/{SCHEMA_MAJOR}"
-TRACE_END = "trace_end"
 
 MAX_CALL_TOKENS = 1 << 24
 """The largest token count one call may hold (16,777,216: above every model's context today);
 a larger one is a named error when a trace is read, so nothing is sized by it (replay
 synthesizes a content-free prompt of that many tokens)."""
-"""``event.kind`` of the last record a writer writes when it closes the file."""
 
 
 class _Model(BaseModel):
@@ -408,17 +407,34 @@ class ToolCallRecord(_Model):
 
 
 class EventRecord(_Model):
-    """Something that happened: compaction, retry, error, note."""
+    """Something that happened: a retry, an error, a follow-up ... (``trace.events``: the kinds
+    and their payloads). ``kind`` is a plain string, compared with ``EventKind``: a kind this
+    version does not know (an older file's, another tool's) still reads, as it is."""
 
     type: Literal["event"] = "event"
-    kind: str = Field(
-        description="compaction | retry | error | follow_up | eval | note | trace_end (the writer "
-        "closed the file)"
-    )
+    kind: str = Field(description=" | ".join(EventKind) + ", or another kind, read as it is")
     ns: int = Field(description="monotonic ns when it happened")
     session_id: str | None = Field(default=None, description="session it concerns, if any")
     agent_id: str | None = Field(default=None, description="agent it concerns, if any")
-    details: dict[str, Any] = Field(default_factory=dict, description="free-form facts")
+    details: dict[str, Any] = Field(default_factory=dict, description="its payload's fields")
+
+    @classmethod
+    def of(
+        cls,
+        payload: EventPayload,
+        ns: int,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> EventRecord:
+        """The record of ``payload``: its kind, its fields as ``details``."""
+        return cls(
+            kind=payload.kind,
+            ns=ns,
+            session_id=session_id,
+            agent_id=agent_id,
+            details=payload.details(),
+        )
 
 
 Record = Annotated[

@@ -10,8 +10,9 @@ the file. The header names a tokenizer agentload knows (``o200k_base``, ``cl100k
 ``hf:PATH``); the schema itself rejects a ``block_size`` under 1 and negative counts. A broken
 reference is a damaged file: ``TraceFormatError`` naming ``file:line`` and the field, like a
 record that does not validate. A file that is whole may still lack calls: each request the
-recording proxy could not turn into a call is an ``event`` (``NOT_RECORDED``); they are counted
-(``ValidationReport.not_recorded``) and named in ``warnings``, without making the file damaged.
+recording proxy could not turn into a call is an ``event`` (``events.NOT_RECORDED``); they are
+counted (``ValidationReport.not_recorded``) and named in ``warnings``, without making the file
+damaged.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from agentload.errors import TraceFormatError
 from agentload.errortext import clip
 from agentload.hashing import content_id
 from agentload.tokenizer import is_tokenizer_name
+from agentload.trace.events import NOT_RECORDED
 from agentload.trace.reader import TraceReader, Truncation, read_trace
 from agentload.trace.schema import (
     AgentRecord,
@@ -36,12 +38,7 @@ from agentload.trace.schema import (
     ToolCallRecord,
 )
 
-__all__ = ["NOT_RECORDED", "ValidationReport", "validate_trace"]
-
-NOT_RECORDED = frozenset({"unread_request", "record_error"})
-"""``event`` kinds that stand for a request the trace holds no call of: a body the recorder
-could not read (or a WebSocket message, relayed unread), a failure inside the recorder. The
-recording proxy's stop line and ``trace validate`` count them."""
+__all__ = ["ValidationReport", "validate_trace"]
 
 
 @dataclass

@@ -40,7 +40,8 @@ from pydantic import BaseModel
 
 from agentload.hashing import content_id
 from agentload.masking import scrub_bytes, scrub_json
-from agentload.trace.schema import TRACE_END, BlobRecord, EventRecord, Header
+from agentload.trace.events import TraceEnd
+from agentload.trace.schema import BlobRecord, EventRecord, Header
 
 __all__ = ["TraceWriter", "encode_record", "replace_header"]
 
@@ -62,6 +63,45 @@ def encode_record(record: BaseModel | dict[str, Any], *, scrub: bool = True) -> 
         data = record
     line = orjson.dumps(data)
     return (scrub_bytes(line) if scrub else line) + b"\n"
+
+
+class _ContentMemory:
+    """What a writer remembers of the contents it met, the most recent ``_MAX_REMEMBERED`` of
+    each: the blob ids it wrote (a blob met again after it was forgotten is written again: the
+    same id and content, which readers take as one), and each content's scrubbed form."""
+
+    def __init__(self) -> None:
+        self.blobs: OrderedDict[str, None] = OrderedDict()
+        self._scrubbed: OrderedDict[str, tuple[Any, str] | None] = OrderedDict()
+        """Content id -> None (clean) or its scrubbed form and id."""
+
+    def seen(self, blob_id: str) -> bool:
+        """Whether the blob was written (recently); if not, it is about to be."""
+        if blob_id in self.blobs:
+            self.blobs.move_to_end(blob_id)
+            return True
+        self.blobs[blob_id] = None
+        if len(self.blobs) > _MAX_REMEMBERED:
+            self.blobs.popitem(last=False)
+        return False
+
+    def scrubbed(self, value: Any) -> tuple[Any, str]:
+        """``value`` with its secrets scrubbed, and its content id (``TraceWriter.scrubbed``)."""
+        vid = content_id(value)
+        known = self._scrubbed.get(vid, _UNKNOWN)
+        if known is _UNKNOWN:
+            clean = scrub_json(value)
+            if clean is value:
+                known = self._scrubbed[vid] = None
+            else:
+                cid = content_id(clean)
+                known = self._scrubbed[vid] = (clean, cid)
+                self._scrubbed[cid] = None  # the scrubbed content is clean
+            while len(self._scrubbed) > _MAX_REMEMBERED:
+                self._scrubbed.popitem(last=False)
+        else:
+            self._scrubbed.move_to_end(vid)
+        return known or (value, vid)
 
 
 class TraceWriter:
@@ -86,11 +126,7 @@ class TraceWriter:
         self._buf_bytes = 0
         self._task: asyncio.Task[None] | None = None
         self._file: Any = None
-        self._blobs: OrderedDict[str, None] = OrderedDict()
-        """Blob ids written, the most recent ``_MAX_REMEMBERED`` (a blob met again after it was
-        forgotten is written again: the same id and content, which readers take as one)."""
-        self._scrubbed: OrderedDict[str, tuple[Any, str] | None] = OrderedDict()
-        """Content id -> None (clean) or its scrubbed form and id; as bounded."""
+        self._contents = _ContentMemory()
         self.records_written = 0
         self.bytes_written = 0
         self.header_bytes = 0
@@ -130,19 +166,9 @@ class TraceWriter:
     def write_encoded(self, line: bytes, blob_id: str | None = None) -> None:
         """Queue a line another ``TraceWriter`` encoded and scrubbed (see ``tee``), as is; a
         blob line (``blob_id``) whose blob this file holds already is dropped."""
-        if blob_id is not None and self._seen(blob_id):
+        if blob_id is not None and self._contents.seen(blob_id):
             return
         self._enqueue(line, blob_id)
-
-    def _seen(self, blob_id: str) -> bool:
-        """Whether the blob was written (recently); if not, it is about to be."""
-        if blob_id in self._blobs:
-            self._blobs.move_to_end(blob_id)
-            return True
-        self._blobs[blob_id] = None
-        if len(self._blobs) > _MAX_REMEMBERED:
-            self._blobs.popitem(last=False)
-        return False
 
     def _enqueue(self, line: bytes, blob_id: str | None = None) -> None:
         self._check_open()
@@ -154,34 +180,20 @@ class TraceWriter:
     def scrubbed(self, value: Any) -> tuple[Any, str]:
         """``value`` as this file records it (secrets scrubbed) and its content id: the id a
         blob of it gets. Each distinct content is scanned once per file."""
-        vid = content_id(value)
-        known = self._scrubbed.get(vid, _UNKNOWN)
-        if known is _UNKNOWN:
-            clean = scrub_json(value)
-            if clean is value:
-                known = self._scrubbed[vid] = None
-            else:
-                cid = content_id(clean)
-                known = self._scrubbed[vid] = (clean, cid)
-                self._scrubbed[cid] = None  # the scrubbed content is clean
-            while len(self._scrubbed) > _MAX_REMEMBERED:
-                self._scrubbed.popitem(last=False)
-        else:
-            self._scrubbed.move_to_end(vid)
-        return known or (value, vid)
+        return self._contents.scrubbed(value)
 
     async def blob(self, kind: str, content: Any, tokens: int | None = None) -> str:
         """Intern content; the blob record is written once per file, before first use. Content
         is scrubbed of secrets first (``scrubbed``), so the id returned is the hash of what the
         file holds."""
         content, bid = self.scrubbed(content)
-        if not self._seen(bid):
+        if not self._contents.seen(bid):
             rec = BlobRecord(id=bid, kind=kind, content=content, tokens=tokens)  # type: ignore[arg-type]
             self._enqueue(encode_record(rec, scrub=False), bid)  # scrubbed above, before hashing
         return bid
 
     def has_blob(self, blob_id: str) -> bool:
-        return blob_id in self._blobs
+        return blob_id in self._contents.blobs
 
     async def flush(self) -> None:
         """Write everything queued so far as one complete frame, now."""
@@ -211,10 +223,9 @@ class TraceWriter:
             elif isinstance(item, asyncio.Future) and not item.done():
                 item.set_result(None)
         self.records_written += 1
-        end = EventRecord(
-            kind=TRACE_END,
-            ns=time.perf_counter_ns() if end_ns is None else end_ns,
-            details={"records": self.records_written},
+        end = EventRecord.of(
+            TraceEnd(records=self.records_written),
+            time.perf_counter_ns() if end_ns is None else end_ns,
         )
         self._buf.append(encode_record(end))
         await self._write_frame()

@@ -48,6 +48,8 @@ class StreamReader:
         self._buf = b""
         self.out = WireReply()
         self.done = False
+        self.events = 0
+        """How many events were read (chat's closing ``[DONE]`` not counted)."""
 
     def feed(self, chunk: bytes) -> int:
         buf = self._buf + chunk
@@ -67,7 +69,10 @@ class StreamReader:
                     name = line[6:].strip().decode("utf-8", "replace")
             if not data and name is None:
                 continue
-            if self.event(name, b"\n".join(data)):
+            joined = b"\n".join(data)
+            if joined != b"[DONE]":
+                self.events += 1
+            if self.event(name, joined):
                 n += 1
         self._buf = buf
         return n

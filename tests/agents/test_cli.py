@@ -31,7 +31,7 @@ def test_unreachable_endpoint_is_one_line(tmp_path: Path) -> None:
     line = one_error_line(
         agentload("generate", "-s", "quick", "--endpoint", url, "--out", str(tmp_path))
     )
-    assert url in line and "does not answer" in line
+    assert url in line and "endpoint unreachable" in line
 
 
 def test_model_not_served_is_one_line(tmp_path: Path) -> None:

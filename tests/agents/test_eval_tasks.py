@@ -12,7 +12,7 @@ import pytest
 from agent_runs import agentload, one_error_line
 
 from agentload.evals.results import load_eval, pass_at_k
-from agentload.scenarios.tasks import all_tasks
+from agentload.evals.tasks import all_tasks
 from agentload.trace import load_trace
 
 # The orchestrator works alone (no delegate): each session is a handful of calls, so the whole

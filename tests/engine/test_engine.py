@@ -16,7 +16,7 @@ import pytest
 from agentload import contract
 from agentload.agents.limits import SessionEnd
 from agentload.agents.llm import ChatClient
-from agentload.replay.client import StreamClient
+from agentload.client.stream import StreamClient
 
 pytestmark = pytest.mark.engine
 

@@ -291,10 +291,11 @@ class TraceBuilder:
         )
 
     def write(self, path: Path) -> Path:
-        from agentload.trace.schema import TRACE_END, EventRecord
+        from agentload.trace.events import EventKind
+        from agentload.trace.schema import EventRecord
         from agentload.trace.writer import encode_record
 
-        end = EventRecord(kind=TRACE_END, ns=self.t0)
+        end = EventRecord(kind=EventKind.TRACE_END, ns=self.t0)
         with path.open("wb") as fh:
             for rec in [self.header, *self.records, end]:
                 fh.write(encode_record(rec))

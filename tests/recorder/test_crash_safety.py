@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentload.trace import EventRecord, TraceWriter, read_trace
-from agentload.trace.schema import TRACE_END
+from agentload.trace.events import EventKind
 
 from .conftest import header, write_session
 
@@ -87,7 +87,7 @@ async def test_reader_sees_records_older_than_a_second_while_the_writer_is_open(
     reader = read_trace(path)
     records = list(reader)
     assert reader.truncated is None
-    assert isinstance(records[-1], EventRecord) and records[-1].kind == TRACE_END
+    assert isinstance(records[-1], EventRecord) and records[-1].kind == EventKind.TRACE_END
 
 
 CHILD = textwrap.dedent(

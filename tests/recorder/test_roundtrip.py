@@ -29,7 +29,7 @@ from agentload.trace import (
     load_trace,
     read_trace,
 )
-from agentload.trace.schema import TRACE_END
+from agentload.trace.events import EventKind
 
 from .conftest import header
 
@@ -142,7 +142,7 @@ async def test_every_record_type_round_trips(tmp_path: Path, suffix: str) -> Non
         "event",
     }
     # The writer closes the file with its trace_end event.
-    assert isinstance(back[-1], EventRecord) and back[-1].kind == TRACE_END
+    assert isinstance(back[-1], EventRecord) and back[-1].kind == EventKind.TRACE_END
     assert len(back) == len(recs) + 2
     if suffix.endswith(".zst"):
         assert path.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"

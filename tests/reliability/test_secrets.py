@@ -92,7 +92,7 @@ def test_an_unreachable_endpoint_error_line_masks_the_url(tmp_path: Path) -> Non
     run = generate(tmp_path, "--endpoint", _url(port), env=ENV)
     assert run.proc.returncode == 2
     (error,) = [ln for ln in run.proc.stderr.splitlines() if "error" in ln]
-    assert "does not answer" in error and "api_key=***" in error
+    assert "endpoint unreachable" in error and "api_key=***" in error
     _assert_no_secret(run)
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from agentload.cli import main
+from agentload.client.stream import StreamClient
 from agentload.options.engines import get_engine
 from agentload.replay.bodies import BodyBuilder
-from agentload.replay.client import StreamClient
 from agentload.replay.plan import SessionPlan, build_plans
 from agentload.replay.salt import SaltAt
 from agentload.replay.schedule import LoadShape, PointRun, PointRunner

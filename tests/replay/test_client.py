@@ -10,9 +10,9 @@ import pytest
 from replay_helpers import run_point
 from replay_servers import Behaviour, ChatServer
 
+from agentload.client.stream import StreamClient
 from agentload.errors import EndpointUnreachableError, ModelNotFoundError
 from agentload.measure.metrics import MetricContext, aggregate
-from agentload.replay.client import StreamClient
 
 
 def _body(n: int = 4) -> bytes:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from agentload.errors import WorkspaceError
+from agentload.evals.tasks import all_tasks
 from agentload.scenarios import load_scenario
-from agentload.scenarios.tasks import all_tasks
 from agentload.scenarios.workspace import get_fault, materialise
 
 

@@ -1,7 +1,7 @@
 """Oracle mode (``PolicyConfig.oracle``): the simulated orchestrator applies an eval task's
 reference fix, so the success path of ``agentload eval`` can be tested end to end without a
 real model. It is exactly that and nothing more: the simulator recognises the task by its issue
-text (``scenarios.tasks``), and only through its tools —
+text (``evals.tasks``), and only through its tools —
 
 1. ``search_code`` for the faulty line (``Fault.probe``) in the task's file;
 2. ``read_file`` of a window around a hit;
@@ -20,7 +20,7 @@ from typing import Any
 
 from agentload.contract import EDIT_FILE, READ_FILE, SEARCH_CODE
 from agentload.endpoint.policy.reading import READ_HEAD, Call, Ctx
-from agentload.scenarios.tasks import Fault, all_tasks
+from agentload.evals.tasks import Fault, all_tasks
 
 __all__ = ["oracle_calls", "oracle_done"]
 

@@ -1,6 +1,6 @@
 """The shipped eval task suite: real bugs in copies of standard-library packages.
 
-A task is one YAML file in ``presets/tasks/`` (its name is the file's stem)::
+A task is one YAML file in ``presets/`` (its name is the file's stem)::
 
     package: json                 # the workspace is stdlib:json (the package + its test suite)
     suite: test.test_json         # the test module `run_tests` and the success check run
@@ -193,7 +193,7 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 
 
 def _tasks_dir() -> Path:
-    return Path(str(resources.files("agentload.scenarios").joinpath("presets", "tasks")))
+    return Path(str(resources.files("agentload.evals").joinpath("presets")))
 
 
 def _task_from(path: Path) -> Task:

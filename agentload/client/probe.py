@@ -1,5 +1,9 @@
 """What the endpoint answers before any load: its models list, and which APIs it speaks.
 
+The one probe of an endpoint: replay asks ``list_models`` (the model must be listed), an agent
+run ``model_to_use`` (a named model, or the first listed); both read the same ``GET /models``
+and say the same things when it fails.
+
 Each question is one small request on the pool's shared client, bounded by ``limit``
 (``StreamClient.probe_timeout_s``): an endpoint that accepts the connection and never answers
 is one ``EndpointUnreachableError`` line within that bound, never a hang.
@@ -14,35 +18,75 @@ import httpx
 import orjson
 
 from agentload.auth import refused_key_message
-from agentload.errors import EndpointError, EndpointUnreachableError, ModelNotFoundError
+from agentload.client.target import Target
+from agentload.errors import (
+    ConfigError,
+    EndpointError,
+    EndpointUnreachableError,
+    ModelNotFoundError,
+)
 from agentload.masking import redact_url
-from agentload.replay.target import Target
 
-__all__ = ["list_models", "speaks"]
+__all__ = ["list_models", "model_to_use", "speaks"]
 
 
 async def list_models(
     client: httpx.AsyncClient, target: Target, model: str, limit: float
 ) -> list[str]:
-    """GET ``/models`` within ``limit`` seconds: the ids it lists, ``model`` among them;
-    raises ``EndpointUnreachableError`` / ``EndpointError`` / ``ModelNotFoundError``."""
+    """GET ``/models`` within ``limit`` seconds: the ids it lists, ``model`` among them (replay
+    sends only to a model the endpoint lists); raises ``EndpointUnreachableError`` (no
+    answer, or no models list) / ``EndpointError`` (the key refused) / ``ModelNotFoundError``."""
     shown = redact_url(target.models_url)
+    ids = await _listed(client, target, shown, limit)
+    if isinstance(ids, str):
+        raise EndpointUnreachableError(f"{shown}: {ids}")
+    _check_listed(target, shown, model, ids)
+    return ids
+
+
+async def model_to_use(
+    client: httpx.AsyncClient, target: Target, model: str | None, limit: float
+) -> str:
+    """The model an agent run talks to, by the same ``GET /models``: ``model`` when the list
+    has it or the endpoint keeps no list (agents work with endpoints that list nothing), else
+    the first one listed; raises as ``list_models`` does, and ``ConfigError`` when no model
+    was named and none is listed."""
+    shown = redact_url(target.models_url)
+    ids = await _listed(client, target, shown, limit)
+    if model is not None:
+        if not isinstance(ids, str) and ids:
+            _check_listed(target, shown, model, ids)
+        return model
+    if isinstance(ids, str) or not ids:
+        raise ConfigError(f"{shown}: cannot list the served models; pass --model NAME")
+    return ids[0]
+
+
+async def _listed(
+    client: httpx.AsyncClient, target: Target, shown: str, limit: float
+) -> list[str] | str:
+    """The ids ``GET /models`` lists, or why there is no list (a non-200 answer, or not an
+    OpenAI models list); raises ``EndpointUnreachableError`` when nothing answers and
+    ``EndpointError`` when the key is refused."""
     r = await _get_models(client, target, shown, limit)
     if r.status_code in (401, 403):
         raise EndpointError(target.hide(refused_key_message(shown, r.status_code, r.content)))
     if r.status_code != 200:
-        raise EndpointUnreachableError(f"{shown}: HTTP {r.status_code} from the models list")
+        return f"HTTP {r.status_code} from the models list"
     try:
-        ids = [str(m["id"]) for m in r.json().get("data", [])]
+        return [str(m["id"]) for m in r.json().get("data", [])]
     except (ValueError, KeyError, TypeError, AttributeError):
-        raise EndpointUnreachableError(f"{shown}: not an OpenAI models list") from None
+        return "not an OpenAI models list"
+
+
+def _check_listed(target: Target, shown: str, model: str, ids: list[str]) -> None:
+    """``ModelNotFoundError`` unless ``model`` is among ``ids``."""
     if model not in ids:
         raise ModelNotFoundError(
             target.hide(
                 f"{shown}: model {model!r} not served; available: {', '.join(ids) or 'none'}"
             )
         )
-    return ids
 
 
 async def _get_models(

@@ -18,8 +18,8 @@ import sys
 import httpcore
 import httpx
 
-from agentload.replay.netback import AsyncioBackend, KernelStamps
-from agentload.replay.target import Target
+from agentload.client.netback import AsyncioBackend, KernelStamps
+from agentload.client.target import Target
 
 __all__ = ["KEEPALIVE_S", "ConnectionPool"]
 

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentload.scenarios.tasks import SuiteResult, Task, parse_suite, suite_argv
+from agentload.evals.tasks import SuiteResult, Task, parse_suite, suite_argv
 from agentload.scenarios.workspace import materialise
 
 __all__ = ["TaskCheck", "check_tasks"]

@@ -1,11 +1,15 @@
 """``Outcome``: what happened to one request, as the client saw it (times, usage, failure).
 
-The scheduler turns each into a request record (``agentload.measure.records``).
+Replay's scheduler turns each into a request record (``agentload.measure.records``); an agent's
+call (``agents.llm``) asks for the answer too (``reply``, ``event_ns``) and reads an error
+answer's body and ``Retry-After``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from agentload.wire import WireReply
 
 __all__ = ["Outcome"]
 
@@ -27,6 +31,15 @@ class Outcome:
     completion_tokens: int | None = None
     cached_tokens: int | None = None
     finish_reason: str | None = None
+    body: bytes | None = None
+    """An error answer's body (not HTTP 200), as far as it was read; a non-streamed
+    answer's whole body (``StreamClient.post``)."""
+    retry_after: str | None = None
+    """An error answer's ``Retry-After`` header."""
+    reply: WireReply | None = None
+    """The answer in the chat shape, when it was asked for (``StreamClient.chat(reply=...)``)."""
+    event_ns: list[int] | None = None
+    """With ``reply``: the arrival time of every event, content or not."""
 
     @property
     def ok(self) -> bool:

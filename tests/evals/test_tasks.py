@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from agentload.errors import ScenarioError
-from agentload.scenarios import load_scenario
-from agentload.scenarios.taskcheck import check_tasks
-from agentload.scenarios.tasks import (
+from agentload.evals.taskcheck import check_tasks
+from agentload.evals.tasks import (
     SUITE_MARK,
     TASK_KINDS,
     _task_from,
@@ -22,6 +21,7 @@ from agentload.scenarios.tasks import (
     parse_suite,
     select_tasks,
 )
+from agentload.scenarios import load_scenario
 
 
 def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -7,7 +7,9 @@ native stream: an event that carries output: text, a tool name or arguments); ea
 time of the network read that brought it: a ``clock()`` reading, or the kernel's receive time
 of that read when the connection has one (``netback``) and it lies between the send and the
 reading. A usage report whose counts are not token counts fails the request as
-``invalid_usage``; a stream that ends early is ``truncated``.
+``invalid_usage``; a stream that ends early is ``truncated``. Asked for the answer itself (an
+agent's call), any API's stream is read whole by ``wire``'s reader for it, the one reassembler
+of streamed text and tool calls, and every event's time is kept too.
 """
 
 from __future__ import annotations
@@ -18,32 +20,45 @@ from typing import Any
 import httpx
 import orjson
 
+from agentload.client.failures import answer_failure, reported_failure
+from agentload.client.netback import SocketStream
+from agentload.client.outcome import Outcome
 from agentload.errors import WireError
 from agentload.errortext import clip
 from agentload.measure.errorkinds import ErrorKind
-from agentload.replay.failures import answer_failure, reported_failure
-from agentload.replay.netback import SocketStream
-from agentload.replay.outcome import Outcome
 from agentload.trace.schema import MAX_CALL_TOKENS
-from agentload.wire import stream_reader
+from agentload.wire import WireReply, stream_reader
 
-__all__ = ["read_answer"]
+__all__ = ["MAX_ERROR_BODY", "ChunkHook", "read_answer"]
+
+MAX_ERROR_BODY = 65536
+"""How much of an error answer's body is kept (``Outcome.body``)."""
+
+ChunkHook = Callable[[int], None]
+"""Gets the count of content events read so far, after each one."""
 
 
 async def read_answer(
-    resp: httpx.Response, out: Outcome, api: str, clock: Callable[[], int]
+    resp: httpx.Response,
+    out: Outcome,
+    api: str,
+    clock: Callable[[], int],
+    reply: ChunkHook | bool = False,
 ) -> None:
     """Read the answer to a request in ``api`` into ``out``: a failure when it is not HTTP
-    200, else its stream."""
+    200, else its stream (with ``reply``: the answer itself too, a callable getting the count
+    of content events so far after each)."""
     out.status = resp.status_code
     if resp.status_code != 200:
-        text = (await resp.aread())[:2000]
-        out.error_kind = answer_failure(resp.status_code, text)
-        out.error = clip(text.decode("utf-8", "replace"))
-    elif api == "chat":
+        body = (await resp.aread())[:MAX_ERROR_BODY]
+        out.body = body
+        out.retry_after = resp.headers.get("retry-after")
+        out.error_kind = answer_failure(resp.status_code, body)
+        out.error = clip(body[:2000].decode("utf-8", "replace"))
+    elif api == "chat" and reply is False:
         await _read_chat(resp, out, clock)
     else:
-        await _read_native(resp, out, api, clock)
+        await _read_wire(resp, out, api, clock, reply)
 
 
 def _stamped(resp: httpx.Response) -> SocketStream | None:
@@ -103,12 +118,21 @@ async def _read_chat(resp: httpx.Response, out: Outcome, clock: Callable[[], int
         out.error_kind, out.error = ErrorKind.TRUNCATED, "stream ended without [DONE]"
 
 
-async def _read_native(
-    resp: httpx.Response, out: Outcome, api: str, clock: Callable[[], int]
+async def _read_wire(
+    resp: httpx.Response,
+    out: Outcome,
+    api: str,
+    clock: Callable[[], int],
+    reply: ChunkHook | bool = False,
 ) -> None:
-    """A Responses or Messages stream, read by ``agentload.wire``: one chunk time per
-    event that carries output (text, a tool name or arguments)."""
-    append = out.chunk_ns.append
+    """A stream of any API read by ``agentload.wire``'s reader for it: one time per event
+    that carries output (text, a tool name or arguments) in ``chunk_ns``; with ``reply``,
+    the answer in ``out.reply`` and one time per event in ``event_ns`` too (a callable
+    ``reply`` gets the count of content events after each). The stream is left at its first
+    malformed event (``stream_error``)."""
+    content = out.chunk_ns
+    events: list[int] | None = [] if reply is not False else None
+    on_chunk = reply if callable(reply) else None
     rx = _stamped(resp)
     send = out.send_ns
     reader = stream_reader(api)  # type: ignore[arg-type]
@@ -116,14 +140,27 @@ async def _read_native(
         now = clock()
         if rx is not None and send < rx.rx_ns < now:
             now = rx.rx_ns
+        seen = reader.events
         try:
             n = reader.feed(raw)
         except WireError as exc:
             out.error_kind, out.error = ErrorKind.STREAM_ERROR, str(exc)
-            continue
+            break
+        if events is not None:
+            events.extend([now] * (reader.events - seen))
         for _ in range(n):
-            append(now)
-    reply = reader.reply()
+            content.append(now)
+            if on_chunk is not None:
+                on_chunk(len(content))
+    got = reader.reply()
+    if events is not None:
+        out.reply, out.event_ns = got, events
+    _finish(out, got, ended=reader.done or (api == "chat" and got.finish_reason is not None))
+
+
+def _finish(out: Outcome, reply: WireReply, ended: bool) -> None:
+    """Fold a native or whole reply's usage, finish and error into ``out``; a stream that
+    did not reach its end is ``truncated``."""
     _usage(reply.usage or {}, out)
     out.finish_reason = reply.finish_reason
     if reply.error and out.error_kind is None:
@@ -131,7 +168,7 @@ async def _read_native(
         out.error = clip(reply.error)
     if out.chunk_ns:
         out.first_ns = out.chunk_ns[0]
-    if out.error_kind is None and not reader.done:
+    if out.error_kind is None and not ended:
         out.error_kind, out.error = ErrorKind.TRUNCATED, "stream ended before its last event"
 
 

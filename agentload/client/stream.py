@@ -1,4 +1,9 @@
-"""The streaming chat-completions client: one httpx.AsyncClient, precise stream timing.
+"""``StreamClient``: one request to an LLM API sent and timed, the answer read into an ``Outcome``.
+
+Replay sends each planned request with ``chat``; ``generate``'s agents send their calls with
+``chat(reply=...)`` (``agents.llm``), which keeps the answer itself. The endpoint is probed
+before any load (``probe``, ``model_to_use``), its connections warmed (``warm``), and a small
+non-streamed request sent with ``post`` (the token calibration).
 
 Times are ``clock()`` readings (``time.perf_counter_ns`` unless injected): ``send_ns`` when
 the request's first bytes are written to the connection (httpcore's trace hook; the moment
@@ -25,10 +30,8 @@ with the base URL's query kept after it (``â€¦/v1/chat/completions?api-version=â
 shown only through ``agentload.auth.redact_url``, and the credentials it or the API key carry
 are scrubbed out of every error text.
 
-``StreamClient`` holds the request's timing and bounds; the rest lives beside it: ``target``
-(URLs, headers and secrets), ``pool`` (the connections), ``probe`` (the models list and the
-API checks), ``streams`` (reading an answer into an ``Outcome``, ``outcome``), ``failures``
-(each failure to its kind, ``errorkinds``).
+``StreamClient`` holds the request's timing and bounds; the rest of ``agentload.client`` lives
+beside it (see the package docstring).
 """
 
 from __future__ import annotations
@@ -39,17 +42,19 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import httpx
+import orjson
 
+from agentload.client.failures import transport_failure
+from agentload.client.netback import KernelStamps
+from agentload.client.outcome import Outcome
+from agentload.client.pool import ConnectionPool
+from agentload.client.probe import list_models
+from agentload.client.probe import model_to_use as pick_model
+from agentload.client.probe import speaks as answers_api
+from agentload.client.streams import ChunkHook, read_answer
+from agentload.client.target import ANTHROPIC_VERSION, Target, endpoint_url
 from agentload.errortext import clip
 from agentload.measure.errorkinds import ErrorKind
-from agentload.replay.failures import transport_failure
-from agentload.replay.netback import KernelStamps
-from agentload.replay.outcome import Outcome
-from agentload.replay.pool import ConnectionPool
-from agentload.replay.probe import list_models
-from agentload.replay.probe import speaks as answers_api
-from agentload.replay.streams import read_answer
-from agentload.replay.target import ANTHROPIC_VERSION, Target, endpoint_url
 
 __all__ = ["ANTHROPIC_VERSION", "PROBE_TIMEOUT_S", "Outcome", "StreamClient", "endpoint_url"]
 
@@ -99,6 +104,31 @@ class StreamClient:
         ``ModelNotFoundError``."""
         return await list_models(self._pool.shared, self._target, model, self.probe_timeout_s)
 
+    async def model_to_use(self, model: str | None) -> str:
+        """The model an agent run talks to (``probe.model_to_use``), within
+        ``probe_timeout_s``."""
+        return await pick_model(self._pool.shared, self._target, model, self.probe_timeout_s)
+
+    async def post(self, path: str, body: dict[str, Any], limit_s: float) -> Outcome:
+        """One small non-streamed request (``path`` after the base URL's, e.g.
+        ``/completions``) within ``limit_s``: its status and whole ``body``, or its failure
+        (``error_kind``, ``error``; secrets hidden); never raises for the endpoint's failures."""
+        out = Outcome(send_ns=self.clock())
+        url = endpoint_url(self._target.base_url, path)
+        try:
+            async with asyncio.timeout(limit_s):
+                resp = await self._pool.shared.post(
+                    url, content=orjson.dumps(body), timeout=limit_s
+                )
+            out.status, out.body = resp.status_code, resp.content
+        except TimeoutError:
+            out.error_kind, out.error = ErrorKind.TIMEOUT, f"no answer within {limit_s:g}s"
+        except (httpx.HTTPError, OSError) as exc:
+            out.error_kind, out.error = transport_failure(exc)
+            out.error = self.hide(out.error)
+        out.end_ns = self.clock()
+        return out
+
     async def warm(self, n: int, parallel: int = 64) -> int:
         """Open up to ``n`` pooled connections ahead of the load (one ``GET /models`` each), so
         connection setup is not inside the first requests' TTFT; returns how many opened.
@@ -112,27 +142,35 @@ class StreamClient:
         return await answers_api(self._pool.shared, self._target, api, model, self.probe_timeout_s)
 
     async def chat(
-        self, body: bytes, headers: Mapping[str, str] | None = None, api: str = "chat"
+        self,
+        body: bytes,
+        headers: Mapping[str, str] | None = None,
+        api: str = "chat",
+        *,
+        reply: ChunkHook | bool = False,
+        limit_s: float | None = None,
     ) -> Outcome:
         """Send one streaming request (in ``api``: chat, or a call's recorded Responses or
-        Messages), within ``timeout_s`` from now (a wait for a free connection included);
-        never raises for endpoint failures."""
+        Messages), within ``limit_s`` (default ``timeout_s``) from now (a wait for a free
+        connection included); never raises for endpoint failures. With ``reply``, the answer
+        itself is kept in ``Outcome.reply`` (see ``streams.read_answer``)."""
         clock = self.clock
         out = Outcome(send_ns=clock())
         pool = self._pool
+        limit = self.timeout_s if limit_s is None else limit_s
         try:
-            async with asyncio.timeout(self.timeout_s), pool.slots:
+            async with asyncio.timeout(limit), pool.slots:
                 client = pool.take()
                 out.send_ns = clock()
                 if api == "messages":
                     headers = {**self._target.messages_headers, **(headers or {})}
                 try:
-                    await self._exchange(client, body, headers, out, api)
+                    await self._exchange(client, body, headers, out, api, reply)
                 finally:
                     pool.put(client)
         except TimeoutError:
             out.error_kind = ErrorKind.TIMEOUT
-            out.error = f"no complete answer in {self.timeout_s:g}s"
+            out.error = f"no complete answer in {limit:g}s"
         out.end_ns = clock()
         if out.error is not None:
             out.error = clip(self.hide(out.error))
@@ -145,6 +183,7 @@ class StreamClient:
         headers: Mapping[str, str] | None,
         out: Outcome,
         api: str,
+        reply: ChunkHook | bool,
     ) -> None:
         """Send one request on ``client`` and read its answer into ``out``; a failure of the
         HTTP client becomes its error kind, never an exception."""
@@ -158,7 +197,7 @@ class StreamClient:
             )
             resp = await self._pool.send(client, req)
             try:
-                await read_answer(resp, out, api, self.clock)
+                await read_answer(resp, out, api, self.clock, reply)
             finally:
                 await resp.aclose()
         except (httpx.HTTPError, OSError) as exc:

@@ -1,0 +1,23 @@
+"""agentload.client: the one client of the three LLM APIs (Chat Completions, Responses, Messages).
+
+Replay sends a trace's requests with it and ``generate``'s agents their calls, so both share the
+URL and secrets policy, the connections, the probe, the stream reading and timing, and the
+error kinds. Nothing here retries: a request becomes an ``Outcome``, never an exception; the
+agents' retry policy (``agents.llm``) asks ``failures.verdict`` what a failure means.
+
+* ``stream``    — ``StreamClient``: one request sent and timed (a wait for a connection and the
+  whole stream bounded), the probe, connection warm-up, a small non-streamed request
+* ``target``    — where requests go and which secrets they carry: URLs, headers, what may be shown
+* ``pool``      — the connections: one single-connection httpx client per concurrent stream
+* ``netback``   — the transport under httpcore: plain asyncio sockets with kernel receive times
+  (``SO_TIMESTAMPNS``) converted to ``perf_counter_ns``
+* ``probe``     — ``GET /models`` (replay: the model must be listed; an agent run: a named
+  model, or the first listed) and which APIs the endpoint speaks
+* ``streams``   — an answer read into an ``Outcome``: every content event's time, usage, the
+  failure; asked for the answer itself, ``wire``'s reader of its API reassembles it
+* ``outcome``   — ``Outcome``: what happened to one request
+* ``failures``  — each failure to its ``measure.errorkinds.ErrorKind`` (or ``http_<status>``),
+  and what it means for a retry (``Verdict``, ``Retry-After``)
+"""
+
+__all__: list[str] = []
