@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
+from agentload.client import netback
 from agentload.client.netback import KERNEL_STAMPS_SUPPORTED, AsyncioBackend, KernelStamps
 from agentload.client.stream import StreamClient
-from agentload.replay import netback
 
 pytestmark = pytest.mark.skipif(
     not KERNEL_STAMPS_SUPPORTED, reason="kernel receive timestamps need Linux (64-bit)"
