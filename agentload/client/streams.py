@@ -68,12 +68,13 @@ def _stamped(resp: httpx.Response) -> SocketStream | None:
 
 
 async def _read_chat(resp: httpx.Response, out: Outcome, clock: Callable[[], int]) -> None:
-    """A Chat Completions stream: one chunk time per content event."""
+    """A Chat Completions stream: one chunk time per content event. Until the first content
+    event every event is parsed; after it, a run of plain text deltas in one read is counted
+    by its byte patterns (``_plain_run``) and any other event is classified line by line."""
     chunks = out.chunk_ns
     append = chunks.append
     buf = b""
     done = False
-    loads = orjson.loads
     rx = _stamped(resp)
     send = out.send_ns
     async for raw in resp.aiter_raw():
@@ -83,39 +84,120 @@ async def _read_chat(resp: httpx.Response, out: Outcome, clock: Callable[[], int
         buf += raw
         if b"\n" not in raw:
             continue
-        *lines, buf = buf.split(b"\n")
-        for line in lines:
-            if not line.startswith(b"data:"):
+        cut = buf.rfind(b"\n") + 1
+        block, buf = buf[:cut], buf[cut:]
+        if not chunks:
+            # the first content event is parsed whole; the block goes on after its line
+            first, ended = _first_content_line(block, out)
+            done = done or ended
+            if first < 0:
                 continue
-            payload = line[5:].strip()
-            if payload == b"[DONE]":
+            append(now)
+            block = block[first:]
+        plain, block = _plain_run(block)
+        if plain:
+            chunks.extend([now] * (plain.count(b'"content":"') - plain.count(b'"content":""')))
+        for line in block.split(b"\n"):
+            got = _line(line, out, fast=True)
+            if got == _DONE:
                 done = True
-                continue
-            # Fast path once streaming: a compact mid-stream delta (finish_reason null, no
-            # usage object, no error) is classified by bytes alone; anything else (other
-            # spacing included) is parsed with orjson.
-            if (
-                chunks
-                and b'"finish_reason":null' in payload
-                and b'"usage":{' not in payload
-                and b'"error"' not in payload
-            ):
-                if (b'"content":"' in payload and b'"content":""' not in payload) or (
-                    b'"tool_calls":[' in payload or b'"reasoning_content":"' in payload
-                ):
-                    append(now)
-                continue
-            try:
-                ev: Any = loads(payload)
-            except orjson.JSONDecodeError:
-                out.error_kind, out.error = ErrorKind.STREAM_ERROR, "unparseable SSE event"
-                continue
-            if _event(ev, out):
+            elif got:
                 append(now)
     if chunks:
         out.first_ns = chunks[0]
     if out.error_kind is None and not done and out.finish_reason is None:
         out.error_kind, out.error = ErrorKind.TRUNCATED, "stream ended without [DONE]"
+
+
+_DONE = 2
+"""``_line``'s answer for ``data: [DONE]``."""
+
+
+def _line(line: bytes, out: Outcome, fast: bool) -> int:
+    """One SSE line: 1 for a content event, ``_DONE`` for ``[DONE]``, else 0; an event is
+    folded into ``out``. With ``fast`` a compact mid-stream delta (finish_reason null, no usage
+    object, no error) is classified by its bytes alone; anything else (other spacing
+    included) is parsed with orjson."""
+    if not line.startswith(b"data:"):
+        return 0
+    payload = line[5:].strip()
+    if payload == b"[DONE]":
+        return _DONE
+    if (
+        fast
+        and b'"finish_reason":null' in payload
+        and b'"usage":{' not in payload
+        and b'"error"' not in payload
+    ):
+        return int(
+            (b'"content":"' in payload and b'"content":""' not in payload)
+            or b'"tool_calls":[' in payload
+            or b'"reasoning_content":"' in payload
+        )
+    try:
+        ev: Any = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        out.error_kind, out.error = ErrorKind.STREAM_ERROR, "unparseable SSE event"
+        return 0
+    return int(_event(ev, out))
+
+
+_NOT_PLAIN = (
+    b'"finish_reason":"',
+    b"[DONE]",
+    b'"usage":{',
+    b'"error"',
+    b'"tool_calls":[',
+    b'"reasoning_content":"',
+    b'"index":1',
+    b"\n:",
+)
+"""Byte patterns of events the block count must not take (see ``_text_deltas``)."""
+
+
+def _plain_run(block: bytes) -> tuple[bytes, bytes]:
+    """``block`` (whole lines) split into a leading run of plain text deltas (see
+    ``_text_deltas``; empty when there is none) and the rest, read event by event."""
+    end = len(block)
+    for pat in _NOT_PLAIN:
+        i = block.find(pat, 0, end)
+        if i >= 0:
+            end = i
+    if end < len(block):
+        end = block.rfind(b"\n", 0, end) + 1  # back to the start of that line
+    head = block[:end]
+    if head and _compact(head):
+        return head, block[end:]
+    return b"", block
+
+
+def _compact(head: bytes) -> bool:
+    """Whether every event of ``head`` (free of ``_NOT_PLAIN`` patterns) is a compact
+    mid-stream delta: one ``"finish_reason":null`` per ``data:`` line, no leading comment."""
+    return head.count(b"data:") == head.count(b'"finish_reason":null') and head[:1] != b":"
+
+
+def _first_content_line(block: bytes, out: Outcome) -> tuple[int, bool]:
+    """Parse ``block``'s events in turn until one carries content: the offset just after that
+    event's line (-1 when none did), and whether ``[DONE]`` was among them."""
+    pos = 0
+    done = False
+    while (nl := block.find(b"\n", pos)) >= 0:
+        got = _line(block[pos:nl], out, fast=False)
+        pos = nl + 1
+        if got == _DONE:
+            done = True
+        elif got:
+            return pos, done
+    return -1, done
+
+
+def _text_deltas(block: bytes) -> bool:
+    """Whether every event of ``block`` (whole SSE lines) is a compact mid-stream text delta of
+    one choice: ``finish_reason`` null, no usage, error, tool call, reasoning or comment. Such
+    an event carries content exactly when it holds a non-empty ``"content":"``: inside a JSON
+    string a quote is escaped, so these byte patterns are keys, never text."""
+    return all(p not in block for p in _NOT_PLAIN) and _compact(block)
 
 
 async def _read_wire(

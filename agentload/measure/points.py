@@ -1,5 +1,6 @@
 """One load point of results.json: its load, spans and window, the 1 Hz timeline, the
-server's scraped metrics, each worker's share of a sharded run, and its records."""
+server's scraped metrics, each worker's share of a sharded run, how hard the client worked
+(``ClientLoad``: whether it, not the target, was the bottleneck), and its records."""
 
 from __future__ import annotations
 
@@ -7,10 +8,35 @@ from typing import Literal
 
 from pydantic import Field
 
-from agentload.measure.aggregates import Aggregates, ResultsModel
+from agentload.measure.aggregates import Aggregates, Distribution, ResultsModel
 from agentload.measure.records import RequestRecord, SessionResult, Window
 
-__all__ = ["Point", "ScrapeSample", "ScrapeSummary", "Span", "TimelineSample", "WorkerPoint"]
+__all__ = [
+    "MIN_LAG_REQUESTS",
+    "MIN_WALL_S",
+    "SATURATED_CPU",
+    "SATURATED_LAG_MS",
+    "ClientLoad",
+    "Point",
+    "ScrapeSample",
+    "ScrapeSummary",
+    "Span",
+    "TimelineSample",
+    "WorkerPoint",
+    "client_load",
+]
+
+SATURATED_CPU = 0.9
+"""An event loop busy this share of its point's wall time (or more) had no idle time left: it
+sent late and read late."""
+SATURATED_LAG_MS = 5.0
+"""A p99 client lag above this many ms: sends left late, so the offered load was not the one
+asked for."""
+MIN_WALL_S = 1.0
+"""The CPU rule judges a point that ran at least this long (a shorter one is all start-up)."""
+MIN_LAG_REQUESTS = 100
+"""The lag rule judges a point with at least this many measured requests (over fewer, the p99
+is the one latest wake-up, which a shared machine decides)."""
 
 
 class Span(ResultsModel):
@@ -74,6 +100,46 @@ class WorkerPoint(ResultsModel):
         "sessions as cut, and the measured window ends when the loss was seen",
     )
     lost_inflight: int = Field(default=0, description="requests in flight when it was lost")
+    cpu_share: float | None = Field(
+        default=None,
+        description="its event loop's CPU seconds over the point's wall seconds",
+    )
+
+
+class ClientLoad(ResultsModel):
+    """How hard the load generator itself worked at a point, and whether it kept up."""
+
+    cpu_share: float = Field(
+        description="CPU seconds of the client's event-loop thread over the point's wall "
+        "seconds (1.0: busy throughout); with --ray, the busiest worker's"
+    )
+    lag_p99_ms: float | None = Field(
+        description="p99 client lag (actual minus scheduled send) over the measured requests"
+    )
+    saturated: bool = Field(
+        description=f"the client was the bottleneck: cpu_share >= {SATURATED_CPU} over a "
+        f"point of {MIN_WALL_S:g}s or more (no idle time in its event loop), or lag_p99_ms > "
+        f"{SATURATED_LAG_MS:g} over {MIN_LAG_REQUESTS} or more measured requests; the point's "
+        "figures then measure the client as much as the target"
+    )
+    why: str | None = Field(description="what says it was saturated, in words; None if it kept up")
+
+
+def client_load(cpu_s: float, wall_s: float, lag: Distribution | None) -> ClientLoad:
+    """The client's load at a point (its loop's CPU seconds ``cpu_s`` over ``wall_s``, the
+    lag of its measured requests), saturated or not by the rule of ``ClientLoad.saturated``."""
+    share = cpu_s / wall_s if wall_s > 0 else 0.0
+    said = []
+    if share >= SATURATED_CPU and wall_s >= MIN_WALL_S:
+        said.append(f"its event loop was busy {share:.0%} of the time")
+    if lag is not None and lag.p99 > SATURATED_LAG_MS and lag.n >= MIN_LAG_REQUESTS:
+        said.append(f"its sends left {lag.p99:.1f} ms late at p99")
+    return ClientLoad(
+        cpu_share=round(share, 4),
+        lag_p99_ms=lag.p99 if lag is not None else None,
+        saturated=bool(said),
+        why=" and ".join(said) or None,
+    )
 
 
 class Point(ResultsModel):
@@ -104,6 +170,11 @@ class Point(ResultsModel):
         default=None,
         description="a sharded run (replay --ray): each worker's share, clock and fate; None "
         "on one machine",
+    )
+    client: ClientLoad | None = Field(
+        default=None,
+        description="how hard the client worked and whether it was saturated (None in files "
+        "written before it was measured, and for the live benchmark)",
     )
 
     @property

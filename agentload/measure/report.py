@@ -95,9 +95,28 @@ def text_summary(results: ResultsDocument) -> list[str]:
             f"window | TTFT p50 {_d(a.ttft_ms, 'p50')} p99 {_d(a.ttft_ms, 'p99')} ms | "
             f"TPOT p50 {_d(a.tpot_ms, 'p50')} ms | E2E p50 {_d(a.e2e_ms, 'p50')} ms | "
             f"{_d(a.tps_user, 'p50')} tok/s/user | {_f(a.output_tps)} output tok/s | "
-            f"errors {errs} (context overflow {a.context_overflow})" + _hits(a)
+            f"errors {errs} (context overflow {a.context_overflow})" + _hits(a) + _client(p)
         )
     return lines
+
+
+def _client(p: Point) -> str:
+    """`` | CLIENT SATURATED (why)`` for a point whose client was the bottleneck, else ""."""
+    c = p.client
+    return f" | CLIENT SATURATED ({c.why})" if c is not None and c.saturated else ""
+
+
+def saturation_warning(results: ResultsDocument) -> str | None:
+    """One warning line naming the points whose client was saturated (None: it kept up)."""
+    hot = [p for p in results.points if p.client is not None and p.client.saturated]
+    if not hot:
+        return None
+    why = hot[0].client.why if hot[0].client is not None else None
+    return (
+        f"agentload: warning: the client was saturated at {', '.join(p.load for p in hot)} "
+        f"({why}): those points measure the client as much as the target; spread the load "
+        "over more processes with --ray --workers N"
+    )
 
 
 def _hits(a: Aggregates) -> str:

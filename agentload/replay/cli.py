@@ -25,6 +25,7 @@ def replay(*, concurrency: int, no_salt: bool, out: Path | None, **kw: Any) -> N
     """Replay traces against an endpoint: identical agentic traffic, closed loop or on the
     recorded schedule (content-free traces: prompts synthesized from their block ids)."""
     from agentload.measure.files import write_run
+    from agentload.measure.report import saturation_warning
     from agentload.measure.results import prepare_out_dir
     from agentload.measure.verdict import ExitCode, verdict
     from agentload.replay.progress import Progress
@@ -53,6 +54,9 @@ def replay(*, concurrency: int, no_salt: bool, out: Path | None, **kw: Any) -> N
         results = asyncio.run(run_replay(cfg, Progress()))
     console = Console()
     _print_summary(console, results)
+    saturated = saturation_warning(results)
+    if saturated is not None:
+        print(one_line(saturated), file=sys.stderr)
     if out is not None:
         paths = write_run(results, out)
         console.print(f"wrote {', '.join(str(p) for p in paths[:3])} and {len(paths) - 3} PNGs")

@@ -19,6 +19,10 @@ from agentload.measure.records import Phase
 from agentload.replay.plan import CallPlan
 from agentload.replay.shapes import LoadShape, SessionInstance, SessionSource
 
+LEAD_NS = 5_000_000
+"""On the recorded schedule, each call's task starts this long before its due time and builds
+its request meanwhile, so neither is part of its lag."""
+
 __all__ = [
     "ArrivalSchedule",
     "Host",
@@ -71,7 +75,10 @@ class Host(Protocol):
         scheduled: int,
         phase: Phase,
         prev_end: int | None,
+        body: bytes | None = None,
     ) -> int: ...
+
+    def body(self, inst: SessionInstance, call: CallPlan, phase: Phase) -> bytes: ...
 
 
 class Schedule(Protocol):
@@ -235,11 +242,12 @@ class _SessionRun:
         """Send one call when it is ready, then release the successors it was the last for."""
         r = self.r
         t = self.ready[cid]
+        call = self.calls[cid]
+        body = r.body(self.inst, call, Phase.MEASURED)  # built before the wake-up
         if not await r.sleep_until(t):
             return
-        call = self.calls[cid]
         prev = self.agent_end.get(call.agent_id) if call.seq > 0 else None
-        end = await r.send(self.inst, call, t, Phase.MEASURED, prev)
+        end = await r.send(self.inst, call, t, Phase.MEASURED, prev, body)
         self.sent += 1
         self.agent_end[call.agent_id] = end
         scale = r.shape.gap_scale
@@ -280,7 +288,9 @@ class RecordedSchedule:
             async with asyncio.TaskGroup() as tg:
                 for off, i, call in calls:
                     t = base + int(scale * off)
-                    if not await host.sleep_until(t):
+                    # each send's task starts LEAD_NS early and waits for its own due time,
+                    # so the task's start and its body's building are not part of its lag
+                    if not await host.sleep_until(t - LEAD_NS):
                         break
                     tg.create_task(runs[i].send(call, t))
         finally:
@@ -311,12 +321,15 @@ class _OpenRun:
         host.session_started(inst, -1, host.clock())
 
     async def send(self, call: CallPlan, t: int) -> None:
-        """Send one call of this session (scheduled at ``t``) and keep its account."""
+        """Send one call of this session at ``t`` and keep its account."""
         r = self.r
+        body = r.body(self.inst, call, Phase.MEASURED)  # built before the wake-up
+        if not await r.sleep_until(t):
+            return
         if self.start is None:
             self.start = r.clock()
         prev = self.agent_end.get(call.agent_id) if call.seq > 0 else None
-        end = await r.send(self.inst, call, t, Phase.MEASURED, prev)
+        end = await r.send(self.inst, call, t, Phase.MEASURED, prev, body)
         self.sent += 1
         self.agent_end[call.agent_id] = max(self.agent_end.get(call.agent_id, 0), end)
         self.end = max(self.end or end, end)

@@ -143,6 +143,7 @@ class ReplayWorker:
             "warm_end": runner.warm_end - t0 if warm else None,
             "drain": None if runner.drain_at is None else runner.drain_at - t0,
             "done": done,
+            "cpu_s": runner.cpu_s,
         }
 
     async def finish(self) -> dict[str, Any]:

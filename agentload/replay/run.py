@@ -18,6 +18,7 @@ from agentload.errors import ConfigError, ReplayError
 from agentload.intervals import peak_overlap
 from agentload.masking import redact_url
 from agentload.measure.metrics import SLO, MetricContext, aggregate, prompt_token_ratio
+from agentload.measure.points import client_load
 from agentload.measure.power import NvmlPower, average_watts
 from agentload.measure.results import (
     Aggregates,
@@ -167,6 +168,15 @@ def recorded_width(plans: Sequence[SessionPlan]) -> int:
     )
 
 
+def session_width(plans: Sequence[SessionPlan]) -> int:
+    """Most calls one recorded session had in flight at once (an orchestrator and its
+    parallel sub-agents): what one closed-loop lane may need in connections."""
+    return max(
+        (peak_overlap((c.rel_submit_ns, c.rel_end_ns) for c in pl.calls.values()) for pl in plans),
+        default=1,
+    )
+
+
 def point_shape(
     cfg: ReplayConfig, level: int, recorded_sessions: int, engine: EnginePreset
 ) -> LoadShape:
@@ -232,7 +242,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
             runner = PointRunner(client, plans, builder, shape, nonce=new_nonce(run_nonce, i))
             # open loop: the target's own latency decides how many are in flight, so open
             # more than the recording had (a connection opened mid-run delays its request)
-            warm = level
+            warm = level * session_width(plans)
             if recorded:
                 warm = max(2 * recorded_width(plans), min(64, sum(len(p.calls) for p in plans)))
             await client.warm(warm if not cfg.arrival_rate else 0)
@@ -373,6 +383,7 @@ def make_point(
     request records (on a cluster: the records of every worker, on one time line)."""
     ctx = MetricContext(run.requests, run.sessions, run.window, cfg.gpus, watts, slo)
     recorded = cfg.schedule == "recorded"
+    aggregates = Aggregates.model_validate(aggregate(ctx))
     return Point(
         interrupted=interrupted,
         concurrency=None if cfg.arrival_rate or recorded else level,
@@ -384,10 +395,11 @@ def make_point(
         power_watts=watts,
         max_active_sessions=run.stats.max_active_sessions,
         max_inflight_requests=run.stats.max_inflight,
-        aggregates=Aggregates.model_validate(aggregate(ctx)),
+        aggregates=aggregates,
         timeline=[TimelineSample.model_validate(t) for t in run.timeline],
         scrape=ScrapeSummary.model_validate(scrape) if scrape else None,
         sessions=run.sessions,
         requests=run.requests,
         workers=workers,
+        client=client_load(run.cpu_s, run.wall_s, aggregates.client_lag_ms),
     )

@@ -47,6 +47,7 @@ from agentload.measure.records import (
     steady_window,
 )
 from agentload.replay.bodies import BodyBuilder
+from agentload.replay.heap import quiet_heap
 from agentload.replay.modes import Schedule, schedule_for
 from agentload.replay.plan import CallPlan, SessionPlan
 from agentload.replay.salt import new_nonce
@@ -58,6 +59,7 @@ from agentload.replay.shapes import (
     SessionSource,
     Shard,
 )
+from agentload.replay.waker import Waker
 
 __all__ = [
     "InFlight",
@@ -89,6 +91,9 @@ class PointAccount:
         self.sessions: list[SessionResult] = []
         self.timeline: list[dict[str, Any]] = []
         self.t0 = 0
+        self.cpu0 = 0.0
+        """The loop thread's CPU time when the point started."""
+        self._cpu_s = 0.0
 
     def session_started(self, inst: SessionInstance, lane: int, start: int) -> None:
         """Account for a session instance that started on ``lane`` at ``start`` (clock ns)."""
@@ -188,7 +193,8 @@ class PointAccount:
                 st.ttfts.append(rec.ttft_ns)
 
     def _take_sample(self) -> None:
-        """Add the counters now to the timeline."""
+        """Add the counters now to the timeline (and read the loop's CPU time)."""
+        self._cpu_s = time.thread_time() - self.cpu0
         st = self.stats
         self.timeline.append(
             {
@@ -227,6 +233,8 @@ class PointRunner(PointAccount):
         self._stop = asyncio.Event()
         self._warm = asyncio.Event()
         self._sleepers: set[asyncio.Task[Any]] = set()
+        self.waker = Waker(clock)
+        """Wakes each scheduled send at its due time (``waker``)."""
         self._pending_warm = 0
         self.warm_end = 0
         self.drain_at: int | None = None
@@ -234,15 +242,18 @@ class PointRunner(PointAccount):
     # ---- run -------------------------------------------------------------------------
     async def run(self) -> PointRun:
         """Run the point on its schedule; what it produced."""
-        self.t0 = self.clock()
-        sampler = asyncio.create_task(self._sample())
-        deadline = asyncio.create_task(self._deadline())
-        try:
-            await self.schedule.run(self)
-        finally:
-            deadline.cancel()
-            sampler.cancel()
-            await asyncio.gather(deadline, sampler, return_exceptions=True)
+        with quiet_heap():
+            self.t0 = self.clock()
+            self.cpu0 = time.thread_time()
+            sampler = asyncio.create_task(self._sample())
+            deadline = asyncio.create_task(self._deadline())
+            try:
+                await self.schedule.run(self)
+            finally:
+                deadline.cancel()
+                sampler.cancel()
+                await asyncio.gather(deadline, sampler, return_exceptions=True)
+                await self.waker.aclose()
         return self.result()
 
     def result(self) -> PointRun:
@@ -263,6 +274,7 @@ class PointRunner(PointAccount):
             timeline=self.timeline,
             stats=self.stats,
             wall_s=(end - self.t0) / 1e9,
+            cpu_s=self.cpu_s,
         )
 
     def _window(self, end: int) -> Window:
@@ -283,6 +295,12 @@ class PointRunner(PointAccount):
         await asyncio.sleep(self.shape.duration_s)
         self.mark_drain()
         self.stop()
+
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds the event loop's thread used since the point started (read on that
+        thread at each timeline sample and at the end: a Ray actor's poll may run on another)."""
+        return self._cpu_s
 
     # ---- stop, warm-up and drain -----------------------------------------------------
     @property
@@ -321,13 +339,12 @@ class PointRunner(PointAccount):
         """Sleep until clock ``t``; False when the run was stopped meanwhile."""
         if self._stop.is_set():
             return False
-        delay = (t - self.clock()) / 1e9
-        if delay > 0:
+        if t > self.clock():
             task = asyncio.current_task()
             assert task is not None
             self._sleepers.add(task)
             try:
-                await asyncio.sleep(delay)
+                await self.waker.sleep_until(t)
             except asyncio.CancelledError:
                 if self._stop.is_set():
                     task.uncancel()
@@ -338,6 +355,11 @@ class PointRunner(PointAccount):
         return not self._stop.is_set()
 
     # ---- sending -----------------------------------------------------------------------
+    def body(self, inst: SessionInstance, call: CallPlan, phase: Phase) -> bytes:
+        """The request bytes of ``call`` for ``inst`` (a warm-up asks for one token)."""
+        one = 1 if phase == Phase.WARMUP else None
+        return self.builder.build(call, inst.salt, inst.session_id, one)
+
     async def send(
         self,
         inst: SessionInstance,
@@ -345,11 +367,14 @@ class PointRunner(PointAccount):
         scheduled: int,
         phase: Phase,
         prev_end: int | None,
+        body: bytes | None = None,
     ) -> int:
-        """Send one call and record it; returns its completion time (clock ns)."""
-        warm = phase == Phase.WARMUP
-        expected = 1 if warm else call.expected_tokens
-        body = self.builder.build(call, inst.salt, inst.session_id, 1 if warm else None)
+        """Send one call now and record it; returns its completion time (clock ns). ``body``:
+        its request built beforehand (``body()``: before a wake-up, so what lies between the
+        due time and the first bytes on the wire is the HTTP client's work alone)."""
+        if body is None:
+            body = self.body(inst, call, phase)
+        expected = 1 if phase == Phase.WARMUP else call.expected_tokens
         hdr = self.shape.session_header
         headers = {hdr: inst.session_id} if hdr else None
         st = self.stats

@@ -104,6 +104,9 @@ class PointRun:
     timeline: list[dict[str, Any]]
     stats: LiveStats
     wall_s: float
+    cpu_s: float = 0.0
+    """CPU seconds the client's event-loop thread used while the point ran (with --ray: the
+    busiest worker's)."""
 
 
 @dataclass(frozen=True)

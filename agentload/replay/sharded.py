@@ -334,6 +334,7 @@ def _worker_points(state: PointState, run: PointRun) -> list[WorkerPoint]:
             start_skew_ns=(w.shift or 0),
             lost=w.lost,
             lost_inflight=w.lost_inflight,
+            cpu_share=round(w.cpu_s / max(run.wall_s, 1e-9), 4),
         )
         for w in state.workers
     ]

@@ -77,6 +77,8 @@ class WorkerView:
     started_sessions: int = 0
     requests: int = 0
     lost_inflight: int = 0
+    cpu_s: float = 0.0
+    """CPU seconds its event loop used since the point started (its last poll)."""
 
     def reset(self) -> None:
         self.active, self.lanes, self.rate, self.shift, self.t0 = False, None, None, None, None
@@ -85,6 +87,7 @@ class WorkerView:
         self.warm_end = self.drain = None
         self.done = False
         self.started_sessions = self.requests = self.lost_inflight = 0
+        self.cpu_s = 0.0
 
     @property
     def name(self) -> str:
@@ -208,6 +211,7 @@ class PointState:
         w.warm_end = None if got["warm_end"] is None else got["warm_end"] + shift
         w.drain = None if got["drain"] is None else got["drain"] + shift
         w.done = bool(got["done"])
+        w.cpu_s = float(got.get("cpu_s", 0.0))
 
     def _merge_records(
         self,
@@ -312,6 +316,7 @@ class PointState:
             timeline=self.timeline,
             stats=stats,
             wall_s=end / 1e9,
+            cpu_s=max((w.cpu_s for w in self.workers), default=0.0),
         )
 
 

@@ -1,0 +1,163 @@
+"""A Chat Completions stream read a block at a time counts the same content events as read an
+event at a time: the block fast path (``streams._text_deltas``) over real HTTP, against the
+count a JSON parse of every event gives, for streams written whole and in small pieces."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+import pytest
+
+from agentload.client.stream import StreamClient
+
+
+def _chunk(delta: dict[str, Any], *, index: int = 0, finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def _text(s: str) -> dict[str, Any]:
+    return _chunk({"content": s})
+
+
+# Each stream: a list of SSE lines (``data: {...}``, comments, ``[DONE]``) without newlines.
+STREAMS: dict[str, list[bytes]] = {
+    "plain text": [
+        b"data: " + orjson.dumps(_chunk({"role": "assistant", "content": ""})),
+        *(b"data: " + orjson.dumps(_text(f"tok{i} ")) for i in range(200)),
+        b"data: " + orjson.dumps(_chunk({}, finish="stop")),
+        b"data: [DONE]",
+    ],
+    "text that looks like events": [
+        b"data: " + orjson.dumps(_text("first")),
+        b"data: " + orjson.dumps(_text('data: {"content":"x"} "finish_reason":null')),
+        b"data: " + orjson.dumps(_text("")),
+        b"data: " + orjson.dumps(_text('\\"content\\":\\"y\\"')),
+        *(b"data: " + orjson.dumps(_text("z")) for _ in range(50)),
+        b"data: " + orjson.dumps(_chunk({}, finish="length")),
+        b"data: [DONE]",
+    ],
+    "comments, keep-alives and empty deltas": [
+        b"data: " + orjson.dumps(_text("a")),
+        b': keep-alive {"content":"not an event"}',
+        *(b"data: " + orjson.dumps(_text("b")) for _ in range(30)),
+        b"data: " + orjson.dumps(_chunk({"content": None})),
+        b"data: " + orjson.dumps(_chunk({})),
+        *(b"data: " + orjson.dumps(_text("c")) for _ in range(30)),
+        b"data: " + orjson.dumps(_chunk({}, finish="stop")),
+        b"data: [DONE]",
+    ],
+    "two choices, tools and reasoning": [
+        b"data: " + orjson.dumps(_text("a")),
+        *(b"data: " + orjson.dumps(_chunk({"content": "x"}, index=i % 2)) for i in range(20)),
+        *(b"data: " + orjson.dumps(_chunk({"reasoning_content": "r"})) for _ in range(10)),
+        *(
+            b"data: "
+            + orjson.dumps(_chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{"}}]}))
+            for _ in range(10)
+        ),
+        b"data: " + orjson.dumps(_chunk({"content": "y", "reasoning_content": "r"})),
+        b"data: " + orjson.dumps(_chunk({}, finish="tool_calls")),
+        b"data: [DONE]",
+    ],
+    "spaced JSON": [
+        b"data: " + json.dumps(_text("a")).encode(),
+        *(b"data: " + json.dumps(_text("b")).encode() for _ in range(40)),
+        b"data: " + json.dumps(_chunk({}, finish="stop")).encode(),
+        b"data: [DONE]",
+    ],
+}
+
+
+def _expected(lines: list[bytes]) -> int:
+    """Content events by a JSON parse of every event (what the reader must count)."""
+    n = 0
+    for line in lines:
+        if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
+            continue
+        ch = json.loads(line[5:])["choices"][0]
+        d = ch.get("delta") or {}
+        n += bool(d.get("content") or d.get("reasoning_content") or d.get("tool_calls"))
+    return n
+
+
+@asynccontextmanager
+async def _raw_server(payload: bytes, piece: int) -> AsyncIterator[str]:
+    """An HTTP/1.1 server on 127.0.0.1 answering every request with ``payload`` as an SSE body
+    (chunked), written ``piece`` bytes at a time with a loop turn between pieces."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(h.split(b":", 1)[1])
+            for h in head.split(b"\r\n")
+            if h.lower().startswith(b"content-length:")
+        )
+        await reader.readexactly(length)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+        )
+        for i in range(0, len(payload), piece):
+            part = payload[i : i + piece]
+            writer.write(b"%x\r\n%s\r\n" % (len(part), part))
+            await writer.drain()
+            await asyncio.sleep(0.001 if piece < len(payload) else 0)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.parametrize("name", sorted(STREAMS))
+@pytest.mark.parametrize("piece", [1 << 20, 97, 7], ids=["whole", "97B", "7B"])
+def test_block_reading_counts_every_content_event_once(name: str, piece: int) -> None:
+    lines = STREAMS[name]
+    payload = b"".join(line + b"\n\n" for line in lines)
+    expected = _expected(lines)
+
+    async def go() -> tuple[int, Any, Any]:
+        async with _raw_server(payload, piece) as base:
+            client = StreamClient(base, max_connections=2, timeout_s=10)
+            try:
+                out = await client.chat(orjson.dumps({"model": "m", "messages": []}))
+            finally:
+                await client.aclose()
+        return len(out.chunk_ns), out.error_kind, out.finish_reason
+
+    got, error, finish = asyncio.run(go())
+    assert error is None
+    assert finish in {"stop", "length", "tool_calls"}
+    assert got == expected
+
+
+def test_the_fast_path_takes_plain_text_and_refuses_everything_else() -> None:
+    from agentload.client.streams import _text_deltas
+
+    def block(*evs: dict[str, Any], dump: Callable[[Any], bytes] = orjson.dumps) -> bytes:
+        return b"".join(b"data: " + dump(e) + b"\n\n" for e in evs)
+
+    assert _text_deltas(block(_text("a"), _text("b"), _text("")))
+    assert not _text_deltas(block(_text("a"), _chunk({}, finish="stop")))
+    assert not _text_deltas(block(_text("a")) + b"data: [DONE]\n\n")
+    assert not _text_deltas(block(_text("a"), _chunk({"content": "x"}, index=1)))
+    assert not _text_deltas(block(_chunk({"reasoning_content": "r"})))
+    assert not _text_deltas(block(_text("a")) + b": comment\n\n")
+    assert not _text_deltas(block(_text("data: x")))  # text holding "data:": parsed per line
+    assert not _text_deltas(block({**_text("a"), "usage": {"completion_tokens": 1}}))
+    assert not _text_deltas(block({**_text("a"), "error": {"message": "x"}}))
