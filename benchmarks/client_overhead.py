@@ -288,14 +288,13 @@ async def run_agentload(
         arrival_rate=rate,
     )
     runner = PointRunner(client, plans, BodyBuilder("agentload-sim", get_engine("vllm")), shape)
+    rss0 = _rss_kib()
     await client.warm(level)
-    import gc
-
-    gc.collect()
-    gc.freeze()
+    # no GC tuning of its own: the point freezes the heap as a user's replay does (replay.heap)
     cpu0, t0 = time.process_time(), time.perf_counter()
     run = await runner.run()
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+    rss1 = _rss_kib()
     await client.aclose()
     ok = [r for r in run.requests if r.ok]
     chunks = sum(len(r.itl_ns) + 1 for r in ok)
@@ -311,7 +310,16 @@ async def run_agentload(
         "ttft": ttft,
         "first": first,
         "max_inflight": run.stats.max_inflight,
+        # resident memory at the end of the run over what the process held before this
+        # level's connections: per stream, its connection and its records
+        "kib_per_stream": (rss1 - rss0) / level,
     }
+
+
+def _rss_kib() -> int:
+    """The process's resident memory now, KiB (Linux)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
 
 
 # ------------------------------------------------------------------------- AIPerf ---------
@@ -500,7 +508,10 @@ def main() -> None:
         "lean": timing_error(tmp, n, "raw"),
     }
 
-    print(f"{'level':>6} {'client':>10} {'chunks/s':>12} {'CPU s':>8} {'chunks/CPU-s':>14}")
+    print(
+        f"{'level':>6} {'client':>10} {'chunks/s':>12} {'CPU s':>8} {'chunks/CPU-s':>14} "
+        f"{'KiB/stream':>11}"
+    )
     ratios = []
     for row in rows:
         for name in ("agentload", "aiperf"):
@@ -512,9 +523,10 @@ def main() -> None:
                 continue
             r["chunk_rate"] = r["chunks"] / r["wall_s"]
             r["per_cpu_s"] = r["chunks"] / max(r["cpu_s"], 1e-9)
+            kib = r.get("kib_per_stream")
             print(
                 f"{row['level']:>6} {name:>10} {r['chunk_rate']:>12,.0f} {r['cpu_s']:>8.2f} "
-                f"{r['per_cpu_s']:>14,.0f}"
+                f"{r['per_cpu_s']:>14,.0f} {'' if kib is None else f'{kib:.1f}':>11}"
             )
         ap_ = row.get("aiperf") or {}
         if "per_cpu_s" in ap_:
@@ -548,6 +560,8 @@ def main() -> None:
                         "level": r["level"],
                         "agentload_chunk_rate": round(r["agentload"].get("chunk_rate", 0)),
                         "agentload_cpu_s": round(r["agentload"]["cpu_s"], 3),
+                        "agentload_chunks_per_cpu_s": round(r["agentload"].get("per_cpu_s", 0)),
+                        "agentload_kib_per_stream": round(r["agentload"]["kib_per_stream"], 1),
                         "aiperf_chunk_rate": round((r.get("aiperf") or {}).get("chunk_rate", 0))
                         or None,
                         "aiperf_cpu_s": (r.get("aiperf") or {}).get("cpu_s"),

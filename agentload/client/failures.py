@@ -18,6 +18,7 @@ from enum import StrEnum
 import httpx
 import orjson
 
+from agentload.client.lean import LeanError
 from agentload.errortext import is_context_overflow, is_request_error
 from agentload.measure.errorkinds import ErrorKind, http_kind
 
@@ -51,8 +52,10 @@ class Verdict(StrEnum):
     """A plain server error that came back with the same text as the attempt before."""
 
 
-def transport_failure(exc: httpx.HTTPError | OSError) -> tuple[ErrorKind, str]:
+def transport_failure(exc: httpx.HTTPError | LeanError | OSError) -> tuple[ErrorKind, str]:
     """The kind and text of a request the HTTP client could not complete."""
+    if isinstance(exc, LeanError):
+        return exc.kind, str(exc)
     if isinstance(exc, httpx.TimeoutException):
         return ErrorKind.TIMEOUT, f"{type(exc).__name__}"
     if isinstance(exc, httpx.ConnectError):

@@ -301,6 +301,10 @@ class SocketStream(httpcore.AsyncNetworkStream):
             raise httpcore.WriteError(str(exc)) from exc
 
     async def aclose(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the socket now (also from a cancelled task, with nothing to await)."""
         if self._closed:
             return
         self._pause()

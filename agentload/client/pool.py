@@ -1,12 +1,14 @@
-"""Replay's connections to the endpoint: one single-connection httpx client per stream.
+"""The client's connections to the endpoint: one connection per stream.
 
 httpx's shared pool scans every connection on every request (quadratic at 1,000 streams), so
-each concurrent stream gets a client of its own with one connection, taken from the idle
-ones last-in first-out and put back when its stream ends; a semaphore (``slots``) bounds how
-many are in use. Plain-HTTP clients run httpcore over ``netback``'s asyncio sockets (kernel
-receive times); HTTPS clients share one TLS context. Idle connections are kept ``KEEPALIVE_S``.
-A request written into a kept-alive connection that the server closed as it went out is sent
-once more, on a new connection (``ConnectionPool.send``).
+each concurrent stream gets a connection of its own, taken from the idle ones last-in
+first-out and put back when its stream ends; a semaphore (``slots``) bounds how many are in
+use. On plain HTTP a stream's connection is a ``lean.LeanConnection`` (``netback``'s asyncio
+socket with kernel receive times, parsed by h11); on HTTPS it is a single-connection httpx
+client, and those share one TLS context. The probes (``/models``, the API checks, ``post``)
+go through one small shared httpx client (``shared``). Idle connections are kept
+``KEEPALIVE_S``. A request written into a kept-alive connection that the server closed as it
+went out is sent once more, on a new connection.
 """
 
 from __future__ import annotations
@@ -14,14 +16,22 @@ from __future__ import annotations
 import asyncio
 import ssl
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, cast
+from urllib.parse import urlsplit
 
 import httpcore
 import httpx
 
+from agentload.client.lean import LeanConnection
 from agentload.client.netback import AsyncioBackend, KernelStamps
+from agentload.client.streams import Answer
 from agentload.client.target import Target
 
-__all__ = ["KEEPALIVE_S", "ConnectionPool"]
+__all__ = ["KEEPALIVE_S", "Connection", "ConnectionPool", "HttpxAnswer"]
+
+Connection = LeanConnection | httpx.AsyncClient
+"""One stream's connection: lean on plain HTTP, a single-connection httpx client on HTTPS."""
 
 KEEPALIVE_S = 4.0
 """How long an idle connection is kept for the next request: under the 5 s after which
@@ -30,7 +40,8 @@ written into a connection the server is closing (httpx's default is those same 5
 
 
 class ConnectionPool:
-    """The clients of one ``StreamClient``: a small shared one (probes) and one per stream."""
+    """The connections of one ``StreamClient``: a small shared httpx client (probes) and one
+    connection per stream."""
 
     def __init__(
         self,
@@ -44,38 +55,43 @@ class ConnectionPool:
         self.stamps = stamps
         # Streams are bounded as a whole (``StreamClient.chat``), so reads and writes need
         # no timer each.
-        self.timeout = httpx.Timeout(None, connect=min(timeout_s, 30.0))
+        self.connect_s = min(timeout_s, 30.0)
+        self.timeout = httpx.Timeout(None, connect=self.connect_s)
         # One TLS context for every connection (building one costs ~30 ms); none for http.
         self.verify: ssl.SSLContext | bool = ssl.create_default_context() if target.https else False
+        # plain HTTP over asyncio sockets needs loop.add_reader, which Windows' default
+        # (proactor) loop lacks
+        self.lean = not target.https and sys.platform != "win32"
+        self.backend = AsyncioBackend(stamps)
+        self.paths = {api: _path(url) for api, url in target.urls.items()}
         self.shared = self.new_client(4)
         """The client of the probes (``/models``, the API checks)."""
-        # One single-connection client per concurrent stream, reused LIFO.
-        self.idle: list[httpx.AsyncClient] = []
-        self.all: list[httpx.AsyncClient] = []
+        # One connection per concurrent stream, reused LIFO.
+        self.idle: list[Connection] = []
+        self.all: list[Connection] = []
         self.served: set[int] = set()
-        """Ids of the clients whose connection answered before."""
+        """Ids of the httpx clients whose connection answered before."""
         self.max_connections = max_connections
         self.slots = asyncio.Semaphore(max_connections)
 
     def new_client(self, connections: int) -> httpx.AsyncClient:
-        """A client of up to ``connections`` kept-alive connections to the target."""
+        """An httpx client of up to ``connections`` kept-alive connections to the target."""
         limits = httpx.Limits(
             max_connections=connections,
             max_keepalive_connections=connections,
             keepalive_expiry=KEEPALIVE_S,
         )
         transport = None
-        if not self.target.https and sys.platform != "win32":
+        if self.lean:
             # plain HTTP: httpcore over plain asyncio sockets (see netback), cheaper per read;
-            # it needs loop.add_reader, which Windows' default (proactor) loop lacks
-            # verify=False: no TLS on plain HTTP, and httpx's default would load the CA
-            # bundle for every connection's client (~30 ms each: 30 s for 1,000 streams)
+            # verify=False: no TLS here, and httpx's default would load the CA bundle for
+            # every client (~30 ms each)
             transport = httpx.AsyncHTTPTransport(limits=limits, verify=False)
             transport._pool = httpcore.AsyncConnectionPool(
                 max_connections=connections,
                 max_keepalive_connections=connections,
                 keepalive_expiry=limits.keepalive_expiry,
-                network_backend=AsyncioBackend(self.stamps),
+                network_backend=self.backend,
             )
         return httpx.AsyncClient(
             headers=self.target.headers,
@@ -85,18 +101,50 @@ class ConnectionPool:
             transport=transport,
         )
 
-    def take(self) -> httpx.AsyncClient:
-        """A client for one stream: the idle one put back last, else a new one (hold a
-        ``slots`` place while it is out)."""
-        client = self.idle.pop() if self.idle else None
-        if client is None:
-            client = self.new_client(1)
-            self.all.append(client)
-        return client
+    def new_connection(self) -> Connection:
+        """A stream's connection, not opened yet (it opens on its first request)."""
+        if self.lean:
+            return LeanConnection(
+                self.target.base_url, self.target.headers, self.backend, self.connect_s, KEEPALIVE_S
+            )
+        return self.new_client(1)
 
-    def put(self, client: httpx.AsyncClient) -> None:
-        """Give back a client ``take`` handed out."""
-        self.idle.append(client)
+    def take(self) -> Connection:
+        """A connection for one stream: the idle one put back last, else a new one (hold a
+        ``slots`` place while it is out)."""
+        conn = self.idle.pop() if self.idle else None
+        if conn is None:
+            conn = self.new_connection()
+            self.all.append(conn)
+        return conn
+
+    def put(self, conn: Connection) -> None:
+        """Give back a connection ``take`` handed out (a lean one whose answer was not
+        settled, its request cancelled, is closed: it is mid-exchange)."""
+        if isinstance(conn, LeanConnection) and conn.answering:
+            conn.drop()
+        self.idle.append(conn)
+
+    async def open(
+        self,
+        conn: Connection,
+        api: str,
+        body: bytes,
+        headers: Mapping[str, str] | None,
+        stamp: Callable[[], None],
+    ) -> Answer:
+        """POST ``body`` to ``api``'s URL on ``conn``; the answer with its body still to read
+        (``stamp`` is called as the request's first bytes go out)."""
+        if isinstance(conn, LeanConnection):
+            return await conn.request("POST", self.paths[api], body, headers, stamp)
+        req = conn.build_request(
+            "POST",
+            self.target.urls[api],
+            content=body,
+            headers=headers,
+            extensions={"trace": _stamper(stamp)},
+        )
+        return HttpxAnswer(await self.send(conn, req))
 
     async def send(self, client: httpx.AsyncClient, req: httpx.Request) -> httpx.Response:
         """Send ``req`` on ``client``, streaming; once more on a new connection when a
@@ -124,35 +172,100 @@ class ConnectionPool:
         seconds; returns how many opened (those not open by then are closed)."""
         want = max(0, min(n, self.max_connections) - len(self.all))
         gate = asyncio.Semaphore(parallel)
-        clients = [self.new_client(1) for _ in range(want)]
-        url = self.target.models_url
+        conns = [self.new_connection() for _ in range(want)]
 
-        async def one(client: httpx.AsyncClient) -> bool:
+        async def one(conn: Connection) -> bool:
             async with gate:
-                r = await client.get(url, timeout=limit)
+                if isinstance(conn, LeanConnection):
+                    answer = await conn.request(
+                        "GET", _path(self.target.models_url), b"", None, _nothing
+                    )
+                    await answer.aread()
+                    return conn.open  # kept alive for the load
+                r = await conn.get(self.target.models_url, timeout=limit)
                 await r.aread()
+                self.served.add(id(conn))  # its connection answered: the next is a reuse
                 return True
 
-        tasks = [asyncio.ensure_future(one(c)) for c in clients]
+        tasks = [asyncio.ensure_future(one(c)) for c in conns]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=limit)
             for t in pending:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         opened = 0
-        for client, task in zip(clients, tasks, strict=True):
-            if not task.cancelled() and task.exception() is None:
-                self.all.append(client)
-                self.idle.append(client)
-                self.served.add(id(client))  # its connection answered: the next is a reuse
+        for conn, task in zip(conns, tasks, strict=True):
+            if not task.cancelled() and task.exception() is None and task.result():
+                self.all.append(conn)
+                self.idle.append(conn)
                 opened += 1
             else:
-                await client.aclose()
+                await _close(conn)
         return opened
 
     async def aclose(self) -> None:
-        """Close every client (their connections with them)."""
+        """Close every connection, and the shared client."""
         for c in [self.shared, *self.all]:
-            await c.aclose()
+            await _close(c)
         self.all.clear()
         self.idle.clear()
+
+
+class HttpxAnswer:
+    """An httpx streamed response as a ``streams.Answer``."""
+
+    def __init__(self, resp: httpx.Response) -> None:
+        self._resp = resp
+        self.status_code = resp.status_code
+        self.network_stream: object = resp.extensions.get("network_stream")
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name``, or None."""
+        return cast(str | None, self._resp.headers.get(name))
+
+    def aiter_raw(self) -> AsyncIterator[bytes]:
+        """The body, one network read at a time."""
+        return self._resp.aiter_raw()
+
+    async def aread(self, limit: int | None = None) -> bytes:
+        """The whole body, or (``limit``) its first ``limit`` bytes or a little more."""
+        parts: list[bytes] = []
+        size = 0
+        async for part in self._resp.aiter_raw():
+            parts.append(part)
+            size += len(part)
+            if limit is not None and size >= limit:
+                break
+        return b"".join(parts)
+
+    async def aclose(self) -> None:
+        """Done with the response (an unread rest closes its connection)."""
+        await self._resp.aclose()
+
+
+def _path(url: str) -> str:
+    """The request target of ``url``: its path and query."""
+    parts = urlsplit(url)
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def _stamper(stamp: Callable[[], None]) -> Callable[[str, Any], Awaitable[None]]:
+    """httpcore's trace hook that calls ``stamp`` when the request's first bytes go to the
+    socket (not when the client started preparing it)."""
+
+    async def trace(event: str, info: Any) -> None:
+        if event == "http11.send_request_headers.started":
+            stamp()
+
+    return trace
+
+
+def _nothing() -> None:
+    """A stamp nobody reads (the warm-up's requests)."""
+
+
+async def _close(conn: Connection) -> None:
+    if isinstance(conn, LeanConnection):
+        await conn.close()
+    else:
+        await conn.aclose()

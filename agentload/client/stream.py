@@ -6,8 +6,9 @@ before any load (``probe``, ``model_to_use``), its connections warmed (``warm``)
 non-streamed request sent with ``post`` (the token calibration).
 
 Times are ``clock()`` readings (``time.perf_counter_ns`` unless injected): ``send_ns`` when
-the request's first bytes are written to the connection (httpcore's trace hook; the moment
-the client picked the connection when no hook fired), one reading per network read that
+the request's first bytes are written to the connection (the lean connection's stamp, or
+httpcore's trace hook over HTTPS; the moment the client picked the connection when neither
+fired), one reading per network read that
 carries content (every SSE event in that read gets it), ``end_ns`` when the stream closed.
 On plain-HTTP endpoints with the default clock, a read's time is the earlier of that reading
 and the kernel's receive time of the data it returned (``netback``: ``SO_TIMESTAMPNS`` on
@@ -38,16 +39,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
 import orjson
 
 from agentload.client.failures import transport_failure
+from agentload.client.lean import LeanError
 from agentload.client.netback import KernelStamps
 from agentload.client.outcome import Outcome
-from agentload.client.pool import ConnectionPool
+from agentload.client.pool import Connection, ConnectionPool
 from agentload.client.probe import list_models
 from agentload.client.probe import model_to_use as pick_model
 from agentload.client.probe import speaks as answers_api
@@ -160,14 +162,14 @@ class StreamClient:
         limit = self.timeout_s if limit_s is None else limit_s
         try:
             async with asyncio.timeout(limit), pool.slots:
-                client = pool.take()
+                conn = pool.take()
                 out.send_ns = clock()
                 if api == "messages":
                     headers = {**self._target.messages_headers, **(headers or {})}
                 try:
-                    await self._exchange(client, body, headers, out, api, reply)
+                    await self._exchange(conn, body, headers, out, api, reply)
                 finally:
-                    pool.put(client)
+                    pool.put(conn)
         except TimeoutError:
             out.error_kind = ErrorKind.TIMEOUT
             out.error = f"no complete answer in {limit:g}s"
@@ -178,38 +180,25 @@ class StreamClient:
 
     async def _exchange(
         self,
-        client: httpx.AsyncClient,
+        conn: Connection,
         body: bytes,
         headers: Mapping[str, str] | None,
         out: Outcome,
         api: str,
         reply: ChunkHook | bool,
     ) -> None:
-        """Send one request on ``client`` and read its answer into ``out``; a failure of the
-        HTTP client becomes its error kind, never an exception."""
-        try:
-            req = client.build_request(
-                "POST",
-                self._target.urls[api],
-                content=body,
-                headers=headers,
-                extensions={"trace": _send_stamper(out, self.clock)},
-            )
-            resp = await self._pool.send(client, req)
-            try:
-                await read_answer(resp, out, api, self.clock, reply)
-            finally:
-                await resp.aclose()
-        except (httpx.HTTPError, OSError) as exc:
-            out.error_kind, out.error = transport_failure(exc)
+        """Send one request on ``conn`` and read its answer into ``out``; a failure of the
+        connection becomes its error kind, never an exception."""
+        clock = self.clock
 
-
-def _send_stamper(out: Outcome, clock: Callable[[], int]) -> Callable[[str, Any], Awaitable[None]]:
-    """httpcore's trace hook that sets ``out.send_ns`` when the request's first bytes go to
-    the socket (not when the client started preparing it)."""
-
-    async def trace(event: str, info: Any) -> None:
-        if event == "http11.send_request_headers.started":
+        def stamp() -> None:
             out.send_ns = clock()
 
-    return trace
+        try:
+            resp = await self._pool.open(conn, api, body, headers, stamp)
+            try:
+                await read_answer(resp, out, api, clock, reply)
+            finally:
+                await resp.aclose()
+        except (httpx.HTTPError, LeanError, OSError) as exc:
+            out.error_kind, out.error = transport_failure(exc)

@@ -14,10 +14,9 @@ of streamed text and tool calls, and every event's time is kept too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
 
-import httpx
 import orjson
 
 from agentload.client.failures import answer_failure, reported_failure
@@ -29,7 +28,7 @@ from agentload.measure.errorkinds import ErrorKind
 from agentload.trace.schema import MAX_CALL_TOKENS
 from agentload.wire import WireReply, stream_reader
 
-__all__ = ["MAX_ERROR_BODY", "ChunkHook", "read_answer"]
+__all__ = ["MAX_ERROR_BODY", "Answer", "ChunkHook", "read_answer"]
 
 MAX_ERROR_BODY = 65536
 """How much of an error answer's body is kept (``Outcome.body``)."""
@@ -38,8 +37,25 @@ ChunkHook = Callable[[int], None]
 """Gets the count of content events read so far, after each one."""
 
 
+class Answer(Protocol):
+    """An answer's status and headers, its body still to read (``lean.LeanAnswer`` on plain
+    HTTP, ``pool.HttpxAnswer`` over httpx)."""
+
+    status_code: int
+    network_stream: object
+    """The connection it came on (``netback.SocketStream``: kernel receive times)."""
+
+    def header(self, name: str) -> str | None: ...
+
+    def aiter_raw(self) -> AsyncIterator[bytes]: ...
+
+    async def aread(self, limit: int | None = None) -> bytes: ...
+
+    async def aclose(self) -> None: ...
+
+
 async def read_answer(
-    resp: httpx.Response,
+    resp: Answer,
     out: Outcome,
     api: str,
     clock: Callable[[], int],
@@ -50,9 +66,9 @@ async def read_answer(
     of content events so far after each)."""
     out.status = resp.status_code
     if resp.status_code != 200:
-        body = (await resp.aread())[:MAX_ERROR_BODY]
+        body = (await resp.aread(MAX_ERROR_BODY))[:MAX_ERROR_BODY]
         out.body = body
-        out.retry_after = resp.headers.get("retry-after")
+        out.retry_after = resp.header("retry-after")
         out.error_kind = answer_failure(resp.status_code, body)
         out.error = clip(body[:2000].decode("utf-8", "replace"))
     elif api == "chat" and reply is False:
@@ -61,13 +77,13 @@ async def read_answer(
         await _read_wire(resp, out, api, clock, reply)
 
 
-def _stamped(resp: httpx.Response) -> SocketStream | None:
+def _stamped(resp: Answer) -> SocketStream | None:
     """The connection of ``resp`` when it has kernel receive times, else None."""
-    rx = resp.extensions.get("network_stream")
+    rx = resp.network_stream
     return rx if type(rx) is SocketStream and rx.stamped else None
 
 
-async def _read_chat(resp: httpx.Response, out: Outcome, clock: Callable[[], int]) -> None:
+async def _read_chat(resp: Answer, out: Outcome, clock: Callable[[], int]) -> None:
     """A Chat Completions stream: one chunk time per content event. Until the first content
     event every event is parsed; after it, a run of plain text deltas in one read is counted
     by its byte patterns (``_plain_run``) and any other event is classified line by line."""
@@ -201,7 +217,7 @@ def _text_deltas(block: bytes) -> bool:
 
 
 async def _read_wire(
-    resp: httpx.Response,
+    resp: Answer,
     out: Outcome,
     api: str,
     clock: Callable[[], int],

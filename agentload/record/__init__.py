@@ -11,9 +11,9 @@ and its LLM calls land in an ordinary agentload trace: replayable, exportable, r
 * ``answer``   — the upstream's answer in an exchange: its head read (interim answers skipped, a
   101 checked), its body relayed as framed and, for a recorded call, kept with its arrival times
 * ``upstream`` — the ``--upstream`` URL and one connection to it
-* ``heads``    — what the relay writes of its own: rebuilt heads, its error answers
+* ``heads``    — what the relay writes of its own: rebuilt heads, its error answers (the
+  HTTP/1.1 framing it reads and writes is ``client.http1``, shared with the client)
 * ``sink``     — what it hands the recorder process of a recorded call (``Answer``)
-* ``http1``    — the HTTP/1.1 framing it reads (heads, Content-Length and chunked bodies)
 * ``websocket`` — WebSocket upgrades checked and tunnelled frame by frame, a tunnel's messages
   and end noted as events
 * ``recorder_process`` — the recorder process, at a lower CPU priority: reads each recorded call's

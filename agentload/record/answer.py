@@ -18,8 +18,8 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
+from agentload.client.http1 import Body, Head, HeadError, body_for, split_head
 from agentload.record.heads import answer_head
-from agentload.record.http1 import Body, Head, HeadError, body_for, split_head
 from agentload.record.sink import Answer
 from agentload.record.websocket import check_switch
 

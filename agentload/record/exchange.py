@@ -23,9 +23,9 @@ import ssl
 import time
 from typing import Protocol
 
+from agentload.client.http1 import Body, Head, HeadError
 from agentload.record.answer import AnswerRelay
 from agentload.record.heads import error_json, json_response, request_head
-from agentload.record.http1 import Body, Head, HeadError
 from agentload.record.sink import CLIENT_LEFT, Sink, describe
 from agentload.record.upstream import Upstream, UpstreamConn
 from agentload.wire import Api, api_for_path

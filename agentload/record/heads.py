@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import orjson
 
-from agentload.record.http1 import Head
+from agentload.client.http1 import Head
 from agentload.record.upstream import Upstream
 from agentload.wire import Api
 

@@ -39,9 +39,9 @@ import time
 from collections.abc import Callable
 from enum import Enum
 
+from agentload.client.http1 import Head, HeadError, body_for, split_head
 from agentload.record.exchange import AgentConn, Exchange
 from agentload.record.heads import error_json, json_response, switch_head
-from agentload.record.http1 import Head, HeadError, body_for, split_head
 from agentload.record.sink import Sink
 from agentload.record.upstream import Upstream, UpstreamConn, nodelay
 from agentload.record.websocket import Tunnel, asks_websocket, check_upgrade, open_tunnel

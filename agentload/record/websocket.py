@@ -36,7 +36,7 @@ import os
 import time
 from collections.abc import Callable
 
-from agentload.record.http1 import Head
+from agentload.client.http1 import Head
 from agentload.record.sink import Sink
 from agentload.trace.events import UnreadRequest, WebSocket
 from agentload.wire import api_for_path

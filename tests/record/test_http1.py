@@ -1,4 +1,4 @@
-"""The proxy's HTTP/1.1 framing (``record.http1``): a body reads the same however the network
+"""The proxy's HTTP/1.1 framing (``client.http1``): a body reads the same however the network
 splits it, ends exactly at its end, and keeps what comes after it; bad framing is an error."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentload.record.http1 import MAX_HEAD, Body, HeadError, body_for, split_head
+from agentload.client.http1 import MAX_HEAD, Body, HeadError, body_for, split_head
 
 
 def _chunked(parts: list[bytes], *, ext: bool, trailers: bool) -> bytes:

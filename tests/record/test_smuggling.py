@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import pytest
 
-from agentload.record.http1 import Body, HeadError, body_for, split_head
+from agentload.client.http1 import Body, HeadError, body_for, split_head
 from agentload.trace.trace import load_trace
 
 sys.path.insert(0, str(Path(__file__).parent))  # the raw upstream of test_relay

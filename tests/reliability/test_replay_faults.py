@@ -192,12 +192,16 @@ def test_a_run_against_a_black_hole_ends_by_its_duration(
 def test_an_arrival_rate_the_client_cannot_keep_up_with_still_ends_by_its_duration(
     fault_server: Callable[..., FaultServer], replay: Callable[..., Run]
 ) -> None:
-    """The arrival loop, always behind schedule, still lets the deadline run."""
+    """The arrival loop, always behind schedule, still lets the deadline run. Sessions start
+    faster than the server answers, so requests queue for the client's connections; one that
+    waited past --timeout (the wait counts) is a timeout, possibly before it was ever sent,
+    and with enough of them the run exits 3 (the endpoint's verdict, not a failure)."""
     srv = fault_server()
     run = replay(srv.base_url, "--arrival-rate", "1e9", "--duration", "0.5", "--timeout", "1")
-    assert run.code == 0 and run.results is not None
+    assert run.code in (0, 3) and run.results is not None
     assert run.results["points"][0]["wall_s"] < 0.5 + 1.0 + 1.0
-    assert len(run.requests) == srv.chat_requests == run.ok > 0
+    assert set(run.failed) <= {"timeout"}
+    assert 0 < run.ok <= srv.chat_requests <= len(run.requests)
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,9 @@
-"""HTTP/1.1 framing for the recording proxy: message heads and bodies, nothing else.
+"""HTTP/1.1 framing: message heads and bodies, nothing else; the recording proxy's, and the
+client's lean connections' (``lean``).
 
 The proxy forwards bytes as they come and reads them only to know where a message ends (and,
-for the recorder, what its payload was), so these are small incremental readers:
+for the recorder, what its payload was); the client reads an answer's head and then its body
+as it streams. So these are small incremental readers:
 
 * ``split_head(buf, request=...)``: a complete head (start line + headers) off the front of
   ``buf``, or None while it is still arriving; ``HeadError`` for one that is malformed or too
@@ -9,6 +11,7 @@ for the recorder, what its payload was), so these are small incremental readers:
 * ``Body``: one body by its framing (``Content-Length``, ``chunked``, up to the connection's
   end, or none): ``feed(data)`` → the payload bytes in ``data``; ``done`` once it ended;
   ``extra`` any bytes past its end (the next message on the connection).
+* ``field_line(name, value)``: one header line to write, checked as a read one is.
 
 They are strict, as an intermediary must be (RFC 9112 §2.2, §3, §5, §6.3, §7.1): lines end in
 CRLF only; a bare CR or LF, a NUL or any other control byte in a start line, a field or a chunk
@@ -25,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["MAX_HEAD", "Body", "Head", "HeadError", "body_for", "split_head"]
+__all__ = ["MAX_HEAD", "Body", "Head", "HeadError", "body_for", "field_line", "split_head"]
 
 MAX_HEAD = 64 * 1024
 """Largest head accepted (start line and headers together)."""
@@ -46,7 +49,8 @@ Headers = list[tuple[bytes, bytes]]
 
 
 class HeadError(Exception):
-    """A message head or chunk framing the proxy cannot read."""
+    """A message head or chunk framing that cannot be read (or a header that cannot be
+    written)."""
 
 
 @dataclass
@@ -121,6 +125,17 @@ def _status_line(line: bytes) -> tuple[bytes, bytes, bytes]:
     ):
         raise HeadError(f"bad status line {line[:80]!r}")
     return parts[0], parts[1], reason
+
+
+def field_line(name: bytes, value: bytes) -> bytes:
+    """``name: value`` and CRLF, for a head to write; ``HeadError`` for a name that is not a
+    token or a value with a control byte (CR, LF, NUL, ...), so nothing but this one field
+    can reach the other side."""
+    if not _TOKEN.fullmatch(name):
+        raise HeadError(f"bad header name {name[:40]!r}")
+    if _CTL.search(value):
+        raise HeadError(f"a control byte (CR, LF, NUL, ...) in header {name[:40]!r}")
+    return b"%s: %s\r\n" % (name, value)
 
 
 def _field(line: bytes) -> tuple[bytes, bytes]:

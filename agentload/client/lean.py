@@ -1,0 +1,282 @@
+"""A lean HTTP/1.1 connection for one stream at a time (plain-HTTP endpoints).
+
+httpx and httpcore serve many requests over shared pools, and pay for it on every request:
+locks that each give the event loop a turn (at 16 busy streams a turn costs milliseconds, so
+a send left several milliseconds after its due time) and several layers of objects per
+request and per read. The client gives each stream a connection of its own, used by one
+request at a time, so none of that is needed: a ``LeanConnection`` is a ``netback`` socket
+(kernel receive times kept) read with the project's own strict HTTP/1.1 framing
+(``http1``, the recording proxy's): a malformed status line, header, length or chunk ends the
+connection, never a guess. A request is built whole, stamped, and written in one call; the
+answer's body is handed out one network read at a time (``LeanAnswer.aiter_raw``), the
+chunks of a read joined, so each read keeps its one time.
+
+A connection is reused while both sides keep it alive (an HTTP/1.1 answer without
+``Connection: close``, read to its end, nothing after it); an answer left unread is not
+drained, its connection is closed. A request written into a kept-alive connection that the
+server closed as it went out (its idle timeout) fails before any answer byte; it is sent once
+more on a new connection (RFC 9112 9.3.1); a fresh connection's failure never is.
+
+Failures raise ``LeanError`` with an ``ErrorKind``: ``connect`` (no connection), ``reset``
+(the connection broke, or the server broke the protocol), ``client_error`` (a header that
+cannot be written). Timeouts are the caller's: it bounds each request as a whole
+(``StreamClient.chat``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from urllib.parse import urlsplit
+
+import httpcore
+
+from agentload.client.http1 import Body, Head, HeadError, body_for, field_line, split_head
+from agentload.client.netback import AsyncioBackend, SocketStream
+from agentload.measure.errorkinds import ErrorKind
+
+__all__ = ["LeanAnswer", "LeanConnection", "LeanError"]
+
+_READ = 1 << 16
+
+
+class LeanError(Exception):
+    """A request on a lean connection failed: ``kind`` and what happened."""
+
+    def __init__(self, kind: ErrorKind, text: str) -> None:
+        super().__init__(text)
+        self.kind = kind
+
+
+def _reset(text: str) -> LeanError:
+    return LeanError(ErrorKind.RESET, text)
+
+
+class LeanConnection:
+    """One keep-alive HTTP/1.1 connection to the target, for one request at a time."""
+
+    def __init__(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        backend: AsyncioBackend,
+        connect_timeout_s: float,
+        keepalive_s: float,
+    ) -> None:
+        parts = urlsplit(url)
+        self.host = parts.hostname or ""
+        self.port = parts.port or 80
+        fixed = {"host": parts.netloc.rpartition("@")[2], "user-agent": "agentload"}  # no userinfo
+        fixed.update((k.lower(), v) for k, v in headers.items() if k.lower() != "host")
+        self._fixed = _fields(fixed)
+        self.backend = backend
+        self.connect_timeout_s = connect_timeout_s
+        self.keepalive_s = keepalive_s
+        self.stream: SocketStream | None = None
+        self._idle_since = 0.0
+        self.served = False
+        """Whether this socket answered a request before (a failure may be its idle close)."""
+        self.answering = False
+        """An answer is being read (the connection is not reusable until it settled)."""
+
+    @property
+    def open(self) -> bool:
+        """A socket is connected."""
+        return self.stream is not None
+
+    async def connect(self) -> None:
+        """Open the socket (one left from before is closed first)."""
+        await self.close()
+        try:
+            stream = await self.backend.connect_tcp(self.host, self.port, self.connect_timeout_s)
+        except httpcore.ConnectTimeout as exc:
+            raise LeanError(ErrorKind.CONNECT, f"ConnectTimeout: {exc}") from None
+        except httpcore.ConnectError as exc:
+            raise LeanError(ErrorKind.CONNECT, f"ConnectError: {exc}") from None
+        assert isinstance(stream, SocketStream)
+        self.stream = stream
+        self._idle_since = time.monotonic()
+        self.served = False
+        self.answering = False
+
+    async def close(self) -> None:
+        """Close the socket, if open."""
+        self.drop()
+
+    def drop(self) -> None:
+        """Close the socket now, if open (nothing to await: safe in a cancelled task)."""
+        stream, self.stream = self.stream, None
+        self.answering = False
+        if stream is not None:
+            stream.close()
+
+    async def request(
+        self,
+        method: str,
+        target: str,
+        body: bytes,
+        headers: Mapping[str, str] | None,
+        stamp: Callable[[], None],
+    ) -> LeanAnswer:
+        """Send one request (``target``: path and query) and read its status and headers;
+        ``stamp`` is called just before the first bytes go to the socket. Once more on a new
+        connection when a kept-alive one was closed under it (see the module docstring)."""
+        try:
+            extra = _fields(headers) if headers else b""
+        except HeadError as exc:
+            raise LeanError(ErrorKind.CLIENT_ERROR, f"request not sent: {exc}") from None
+        length = b"content-length: %d\r\n" % len(body) if body or method == "POST" else b""
+        data = b"%s %s HTTP/1.1\r\n%s%s%s\r\n%s" % (
+            method.encode(),
+            target.encode(),
+            self._fixed,
+            extra,
+            length,
+            body,
+        )
+        if self.stream is not None and time.monotonic() - self._idle_since > self.keepalive_s:
+            await self.close()  # idle past the server's keep-alive: it may be closing it
+        if self.stream is None:
+            await self.connect()
+        try:
+            return await self._exchange(data, method, stamp)
+        except LeanError as exc:
+            if not self.served or exc.kind != ErrorKind.RESET:
+                raise
+        await self.connect()
+        return await self._exchange(data, method, stamp)
+
+    async def _exchange(self, data: bytes, method: str, stamp: Callable[[], None]) -> LeanAnswer:
+        """Write a whole request and read the answer's head (an informational 1xx answer is
+        skipped); the connection is closed when that fails."""
+        stream = self.stream
+        assert stream is not None
+        self.answering = True
+        stamp()
+        buf = b""
+        try:
+            await stream.write(data)
+            while True:
+                got = split_head(buf, request=False) if buf else None
+                if got is None:
+                    chunk = await stream.read(_READ)
+                    if not chunk:
+                        raise _reset("ReadError: the server closed the connection before answering")
+                    buf += chunk
+                    continue
+                head, n = got
+                status = int(head.start[1])
+                buf = buf[n:]
+                if 100 <= status < 200 and status != 101:
+                    continue  # 100 Continue, 103 Early Hints: the real answer follows
+                if status == 101:
+                    raise _reset("RemoteProtocolError: the server switched protocols")
+                framing = body_for(
+                    head, request=False, no_body=method == "HEAD" or status in (204, 304)
+                )
+                return LeanAnswer(self, head, framing, framing.feed(buf) if buf else b"")
+        except HeadError as exc:
+            await self.close()
+            raise _reset(f"RemoteProtocolError: {exc}") from None
+        except LeanError:
+            await self.close()
+            raise
+        except (httpcore.ReadError, httpcore.WriteError) as exc:
+            await self.close()
+            raise _reset(f"{type(exc).__name__}: {exc}") from None
+        except BaseException:
+            # cancelled (the request's time ran out) before the answer's head: the connection
+            # is mid-exchange, so it can carry nothing else
+            self.drop()
+            raise
+
+    async def body(self, head: Head, framing: Body, first: bytes) -> AsyncGenerator[bytes, None]:
+        """An answer's body, one network read at a time; the connection is kept for the next
+        request when the answer ended and both sides keep it alive, else closed."""
+        stream = self.stream
+        assert stream is not None
+        ended = framing.done
+        try:
+            if first:
+                yield first
+            while not framing.done:
+                try:
+                    chunk = await stream.read(_READ)
+                except httpcore.ReadError as exc:
+                    raise _reset(f"ReadError: {exc}") from None
+                if not chunk:
+                    if framing.to_close:
+                        ended = True
+                        break
+                    raise _reset("RemoteProtocolError: the server closed the connection mid-answer")
+                try:
+                    got = framing.feed(chunk)
+                except HeadError as exc:
+                    raise _reset(f"RemoteProtocolError: {exc}") from None
+                if got:
+                    yield got
+            ended = ended or framing.done
+        finally:
+            keep = (
+                ended
+                and not framing.to_close
+                and not framing.extra
+                and head.start[0] == b"HTTP/1.1"
+                and b"close" not in head.tokens(b"connection")
+            )
+            await self.settle(keep)
+
+    async def settle(self, keep: bool) -> None:
+        """After an answer: keep the connection for the next request, or close it."""
+        self.answering = False
+        if keep and self.stream is not None:
+            self.served = True
+            self._idle_since = time.monotonic()
+        else:
+            await self.close()
+
+
+def _fields(headers: Mapping[str, str]) -> bytes:
+    """Header lines (each checked: a token name, a value without control bytes)."""
+    return b"".join(
+        field_line(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
+    )
+
+
+class LeanAnswer:
+    """An answer's status and headers; its body read once, by ``aiter_raw`` or ``aread``."""
+
+    def __init__(self, conn: LeanConnection, head: Head, framing: Body, first: bytes) -> None:
+        self.status_code = int(head.start[1])
+        self._head = head
+        self.network_stream: object = conn.stream
+        self._conn = conn
+        self._body = conn.body(head, framing, first)
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name``, or None."""
+        v = self._head.get(name.lower().encode())
+        return None if v is None else v.decode("latin-1")
+
+    def aiter_raw(self) -> AsyncIterator[bytes]:
+        """The body, one network read at a time."""
+        return self._body
+
+    async def aread(self, limit: int | None = None) -> bytes:
+        """The whole body, or (``limit``) its first ``limit`` bytes or a little more (the rest
+        is left unread, and the connection closed)."""
+        parts: list[bytes] = []
+        size = 0
+        async for part in self._body:
+            parts.append(part)
+            size += len(part)
+            if limit is not None and size >= limit:
+                break
+        await self.aclose()
+        return b"".join(parts)
+
+    async def aclose(self) -> None:
+        """Done with the answer: an unread rest closes its connection."""
+        await self._body.aclose()
+        if self._conn.answering:  # its body was never started
+            await self._conn.settle(False)

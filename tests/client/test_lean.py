@@ -1,0 +1,238 @@
+"""The lean HTTP/1.1 connection (``agentload.client.lean``) against a raw-socket server on
+127.0.0.1: it reuses a kept-alive connection, retries once only a reused one the server closed,
+reads every body framing, refuses a malformed answer, and never writes a header it would not
+read back."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import pytest
+
+from agentload.client.lean import LeanConnection, LeanError
+from agentload.client.netback import AsyncioBackend
+from agentload.measure.errorkinds import ErrorKind
+
+OK = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+
+
+@dataclass
+class Raw:
+    """Answers the n-th request with ``answers[n]`` (then closes, with ``close_after``)."""
+
+    answers: list[bytes]
+    close_after: set[int] = field(default_factory=set)
+    connections: int = 0
+    requests: list[bytes] = field(default_factory=list)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                body = await reader.readexactly(length)
+                n = len(self.requests)
+                self.requests.append(head + body)
+                writer.write(self.answers[min(n, len(self.answers) - 1)])
+                await writer.drain()
+                if n in self.close_after:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@asynccontextmanager
+async def served(raw: Raw) -> AsyncIterator[LeanConnection]:
+    server = await asyncio.start_server(raw.handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    conn = LeanConnection(
+        f"http://127.0.0.1:{port}/v1", {"x-fixed": "1"}, AsyncioBackend(), 5.0, 4.0
+    )
+    try:
+        yield conn
+    finally:
+        await conn.close()
+        server.close()
+        await server.wait_closed()
+
+
+async def _get(conn: LeanConnection, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    stamps: list[int] = []
+    answer = await conn.request(
+        "POST", "/v1/chat/completions?x=1", b"{}", headers, lambda: stamps.append(1)
+    )
+    assert stamps  # called as the bytes went out (again on a retry)
+    return answer.status_code, await answer.aread()
+
+
+def test_a_kept_alive_connection_carries_the_next_request() -> None:
+    raw = Raw([OK])
+
+    async def go() -> None:
+        async with served(raw) as conn:
+            assert await _get(conn) == (200, b"ok")
+            assert await _get(conn, {"x-session": "s1"}) == (200, b"ok")
+
+    asyncio.run(go())
+    assert raw.connections == 1
+    first = raw.requests[0]
+    assert first.startswith(b"POST /v1/chat/completions?x=1 HTTP/1.1\r\nhost: 127.0.0.1:")
+    assert b"\r\nx-fixed: 1\r\n" in first and b"\r\ncontent-length: 2\r\n" in first
+    assert b"x-session: s1" in raw.requests[1]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok",
+        b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\nok",
+    ],
+    ids=["connection-close", "http-1.0"],
+)
+def test_an_answer_that_ends_the_connection_is_not_reused(answer: bytes) -> None:
+    raw = Raw([answer], close_after={0, 1})
+
+    async def go() -> None:
+        async with served(raw) as conn:
+            assert await _get(conn) == (200, b"ok")
+            assert await _get(conn) == (200, b"ok")
+
+    asyncio.run(go())
+    assert raw.connections == 2
+
+
+def test_a_reused_connection_the_server_closed_is_retried_once_on_a_new_one() -> None:
+    raw = Raw([OK], close_after={0})  # answers, then closes silently: an idle timeout
+
+    async def go() -> None:
+        async with served(raw) as conn:
+            assert await _get(conn) == (200, b"ok")
+            await asyncio.sleep(0.05)
+            assert await _get(conn) == (200, b"ok")
+
+    asyncio.run(go())
+    assert raw.connections == 2
+    assert len(raw.requests) == 2
+
+
+def test_a_fresh_connection_that_fails_is_not_retried() -> None:
+    raw = Raw([b""], close_after={0})  # reads the request, closes without a byte
+
+    async def go() -> LeanError:
+        async with served(raw) as conn:
+            with pytest.raises(LeanError) as err:
+                await _get(conn)
+            return err.value
+
+    err = asyncio.run(go())
+    assert err.kind == ErrorKind.RESET
+    assert raw.connections == 1 and len(raw.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "body"),
+    [
+        (
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n3\r\n!!!\r\n0\r\n\r\n",
+            b"ok!!!",
+        ),
+        (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", b"ok"),
+        (b"HTTP/1.1 200 OK\r\n\r\nuntil the end", b"until the end"),
+        (b"HTTP/1.1 204 No Content\r\n\r\n", b""),
+    ],
+    ids=["chunked", "100-continue", "to-close", "204"],
+)
+def test_every_body_framing_is_read(answer: bytes, body: bytes) -> None:
+    raw = Raw([answer], close_after={0})
+
+    async def go() -> tuple[int, bytes]:
+        async with served(raw) as conn:
+            return await _get(conn)
+
+    assert asyncio.run(go())[1] == body
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\nok",
+        b"HTTP/1.1 2000 OK\r\ncontent-length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\nx: y\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\nok\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort",
+        b"HTTP/1.1 200 OK\r\n bad: fold\r\ncontent-length: 2\r\n\r\nok",
+    ],
+    ids=["cl-and-te", "status", "bare-lf", "chunk-size", "short-body", "obs-fold"],
+)
+def test_a_malformed_answer_is_a_reset_and_closes_the_connection(answer: bytes) -> None:
+    raw = Raw([answer], close_after={0})
+
+    async def go() -> tuple[LeanError, bool]:
+        async with served(raw) as conn:
+            with pytest.raises(LeanError) as err:
+                await _get(conn)
+            return err.value, conn.open
+
+    err, still_open = asyncio.run(go())
+    assert err.kind == ErrorKind.RESET
+    assert "RemoteProtocolError" in str(err) or "ReadError" in str(err)
+    assert not still_open
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"x-session": "a\r\nx-injected: 1"}, {"bad name": "v"}, {"x-nul": "a\x00b"}],
+    ids=["crlf-value", "space-in-name", "nul"],
+)
+def test_a_header_that_cannot_be_written_sends_nothing(headers: dict[str, str]) -> None:
+    raw = Raw([OK])
+
+    async def go() -> LeanError:
+        async with served(raw) as conn:
+            with pytest.raises(LeanError) as err:
+                await _get(conn, headers)
+            return err.value
+
+    err = asyncio.run(go())
+    assert err.kind == ErrorKind.CLIENT_ERROR
+    assert raw.requests == []
+
+
+def test_a_partly_read_answer_closes_its_connection() -> None:
+    big = b"x" * 300_000
+    raw = Raw([b"HTTP/1.1 500 Oops\r\ncontent-length: %d\r\n\r\n%s" % (len(big), big)])
+
+    async def go() -> tuple[int, bool]:
+        async with served(raw) as conn:
+            answer = await conn.request("POST", "/v1/x", b"{}", None, lambda: None)
+            got = await answer.aread(1000)
+            return len(got), conn.open
+
+    size, still_open = asyncio.run(go())
+    assert 1000 <= size < len(big)
+    assert not still_open
+
+
+def test_a_request_cancelled_before_its_answer_leaves_its_connection_closed() -> None:
+    raw = Raw([b"", OK])  # the first request gets no answer at all (a black hole)
+
+    async def go() -> bool:
+        async with served(raw) as conn:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.2):
+                    await _get(conn)
+            was_open = conn.open
+            assert await _get(conn) == (200, b"ok")
+            return was_open
+
+    assert asyncio.run(go()) is False
+    assert raw.connections == 2  # the second request went on a new connection
