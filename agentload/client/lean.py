@@ -35,7 +35,7 @@ from agentload.client.http1 import Body, Head, HeadError, body_for, field_line, 
 from agentload.client.netback import AsyncioBackend, SocketStream
 from agentload.measure.errorkinds import ErrorKind
 
-__all__ = ["LeanAnswer", "LeanConnection", "LeanError"]
+__all__ = ["LeanAnswer", "LeanConnection", "LeanError", "read_upto"]
 
 _READ = 1 << 16
 
@@ -236,6 +236,19 @@ class LeanConnection:
             await self.close()
 
 
+async def read_upto(parts: AsyncIterator[bytes], limit: int | None) -> bytes:
+    """A body's reads joined: all of them, or (``limit``) those up to the one that reaches
+    ``limit`` bytes (the rest is left unread)."""
+    got: list[bytes] = []
+    size = 0
+    async for part in parts:
+        got.append(part)
+        size += len(part)
+        if limit is not None and size >= limit:
+            break
+    return b"".join(got)
+
+
 def _fields(headers: Mapping[str, str]) -> bytes:
     """Header lines (each checked: a token name, a value without control bytes)."""
     return b"".join(
@@ -265,15 +278,9 @@ class LeanAnswer:
     async def aread(self, limit: int | None = None) -> bytes:
         """The whole body, or (``limit``) its first ``limit`` bytes or a little more (the rest
         is left unread, and the connection closed)."""
-        parts: list[bytes] = []
-        size = 0
-        async for part in self._body:
-            parts.append(part)
-            size += len(part)
-            if limit is not None and size >= limit:
-                break
+        got = await read_upto(self._body, limit)
         await self.aclose()
-        return b"".join(parts)
+        return got
 
     async def aclose(self) -> None:
         """Done with the answer: an unread rest closes its connection."""

@@ -4,7 +4,7 @@ httpx's shared pool scans every connection on every request (quadratic at 1,000 
 each concurrent stream gets a connection of its own, taken from the idle ones last-in
 first-out and put back when its stream ends; a semaphore (``slots``) bounds how many are in
 use. On plain HTTP a stream's connection is a ``lean.LeanConnection`` (``netback``'s asyncio
-socket with kernel receive times, parsed by h11); on HTTPS it is a single-connection httpx
+socket with kernel receive times, read with ``http1``'s strict framing); on HTTPS it is a single-connection httpx
 client, and those share one TLS context. The probes (``/models``, the API checks, ``post``)
 go through one small shared httpx client (``shared``). Idle connections are kept
 ``KEEPALIVE_S``. A request written into a kept-alive connection that the server closed as it
@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import httpcore
 import httpx
 
-from agentload.client.lean import LeanConnection
+from agentload.client.lean import LeanConnection, read_upto
 from agentload.client.netback import AsyncioBackend, KernelStamps
 from agentload.client.streams import Answer
 from agentload.client.target import Target
@@ -173,13 +173,12 @@ class ConnectionPool:
         want = max(0, min(n, self.max_connections) - len(self.all))
         gate = asyncio.Semaphore(parallel)
         conns = [self.new_connection() for _ in range(want)]
+        models = _path(self.target.models_url)
 
         async def one(conn: Connection) -> bool:
             async with gate:
                 if isinstance(conn, LeanConnection):
-                    answer = await conn.request(
-                        "GET", _path(self.target.models_url), b"", None, _nothing
-                    )
+                    answer = await conn.request("GET", models, b"", None, _nothing)
                     await answer.aread()
                     return conn.open  # kept alive for the load
                 r = await conn.get(self.target.models_url, timeout=limit)
@@ -229,14 +228,7 @@ class HttpxAnswer:
 
     async def aread(self, limit: int | None = None) -> bytes:
         """The whole body, or (``limit``) its first ``limit`` bytes or a little more."""
-        parts: list[bytes] = []
-        size = 0
-        async for part in self._resp.aiter_raw():
-            parts.append(part)
-            size += len(part)
-            if limit is not None and size >= limit:
-                break
-        return b"".join(parts)
+        return await read_upto(self._resp.aiter_raw(), limit)
 
     async def aclose(self) -> None:
         """Done with the response (an unread rest closes its connection)."""

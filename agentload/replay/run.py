@@ -237,12 +237,14 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         await client.probe(cfg.model)
         await choose_apis(client, plans, cfg)
         manifest = digest_manifest(plans)
+        width = session_width(plans)
         for i, level in enumerate(cfg.levels):
             shape = point_shape(cfg, level, len(plans), engine)
             runner = PointRunner(client, plans, builder, shape, nonce=new_nonce(run_nonce, i))
-            # open loop: the target's own latency decides how many are in flight, so open
-            # more than the recording had (a connection opened mid-run delays its request)
-            warm = level * session_width(plans)
+            # closed loop: each lane may have its session's parallel calls in flight; open
+            # loop: the target's own latency decides how many are in flight, so open more
+            # than the recording had (a connection opened mid-run delays its request)
+            warm = level * width
             if recorded:
                 warm = max(2 * recorded_width(plans), min(64, sum(len(p.calls) for p in plans)))
             await client.warm(warm if not cfg.arrival_rate else 0)
