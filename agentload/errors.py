@@ -13,6 +13,7 @@ with code 2. Anything else that escapes is a bug and shows a traceback.
      ├── SandboxError           Docker / local sandbox failures (names the container)
      │    └── DockerUnavailableError  no Docker daemon answers
      ├── WorkspaceError         a workspace recipe that cannot be materialised
+ ├── AgentProductError      an agent product (--agent) that cannot be installed or started
      ├── WireError              a request or answer body of an LLM API that cannot be read
      ├── EndpointError          an OpenAI-compatible endpoint misbehaves (names the URL)
      │    ├── EndpointUnreachableError
@@ -27,6 +28,7 @@ what to fix: ``run.agentload.jsonl.zst:123: llm_call.usage.prompt_tokens: ...``.
 from __future__ import annotations
 
 __all__ = [
+    "AgentProductError",
     "AgentloadError",
     "ConfigError",
     "DockerUnavailableError",
@@ -84,6 +86,10 @@ class DockerUnavailableError(SandboxError):
 
 class WorkspaceError(AgentloadError):
     """A workspace recipe cannot be materialised."""
+
+
+class AgentProductError(AgentloadError):
+    """An agent product (``generate --agent``) cannot be installed or started."""
 
 
 class EndpointError(AgentloadError):

@@ -39,6 +39,8 @@ class Sandbox(Protocol):
     id: str
     kind: str
     workdir: str
+    home: str
+    """The commands' private ``HOME``, as they see it."""
 
     def exec(
         self, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None

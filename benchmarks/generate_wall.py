@@ -5,6 +5,12 @@ Runs one `coding-session` session, then 8 sessions with `--parallel 8`, each as 
 object: {"one_session_s": ..., "eight_parallel_s": ..., "ratio": ...}. Goals: one session
 <= 60 s, ratio <= 2 (eight parallel sessions cost at most twice one).
 
+Then one session per agent (``--agents``: agentload's own ``langgraph`` and the real products
+``claude-code``, ``codex``, ``mini-swe-agent`` in their sandboxes through the recording proxy,
+``generate --agent NAME -s quick``): a line each and ``"agents": {NAME: {"wall_s", "cpu_s",
+"calls", "end"}}`` in the JSON, ``cpu_s`` being the whole machine's busy CPU-seconds during it
+(the agent, the proxy, the simulator, dockerd). The built-in agents are the peer.
+
 The JSON also carries what bounds the ratio on this machine, measured in the same run (Linux,
 from /proc/stat): ``cpus``, ``cpu_s_per_session`` (busy CPU-seconds of the whole machine —
 agentload, the simulator, dockerd and the tools in the containers — during the one-session
@@ -13,6 +19,7 @@ scheduler could beat with that many cores. A ratio near its floor means the mach
 of cores, not that sessions wait on each other.
 
     .venv/bin/python benchmarks/generate_wall.py [--scenario coding-session] [--sandbox docker]
+        [--agents langgraph,claude-code,codex,mini-swe-agent] [--agent-scenario quick]
 """
 
 from __future__ import annotations
@@ -38,11 +45,13 @@ def busy_cpu_s() -> float | None:
     return (sum(fields) - idle - guest) / os.sysconf("SC_CLK_TCK")
 
 
-def run(scenario: str, sandbox: str, sessions: int, out: str) -> tuple[float, dict[str, object]]:
+def run(
+    scenario: str, sandbox: str, sessions: int, out: str, agent: str = "langgraph"
+) -> tuple[float, dict[str, object]]:
     argv = [
         sys.executable, "-m", "agentload", "generate", "--scenario", scenario,
         "--sandbox", sandbox, "--sessions", str(sessions), "--parallel", str(sessions),
-        "--out", out, "--json",
+        "--out", out, "--json", "--agent", agent,
     ]  # fmt: skip
     t0 = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -57,6 +66,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", default="coding-session")
     ap.add_argument("--sandbox", default="docker", choices=["auto", "docker", "local"])
+    ap.add_argument("--agents", default="langgraph,claude-code,codex,mini-swe-agent")
+    ap.add_argument("--agent-scenario", default="quick")
     args = ap.parse_args()
     results: dict[str, float | int | None] = {}
     cpu_one: float | None = None
@@ -87,7 +98,27 @@ def main() -> None:
     results["ratio_floor"] = (
         None if cpu_one is None else round(max(1.0, 8 * cpu_one / cpus / one), 2)
     )
-    print(json.dumps(results))
+    print(json.dumps({**results, "agents": agent_rows(args)}))
+
+
+def agent_rows(args: argparse.Namespace) -> dict[str, dict[str, object]]:
+    """One session of each agent of ``--agents``: its wall time, the machine's CPU-seconds,
+    its calls and end reason."""
+    rows: dict[str, dict[str, object]] = {}
+    with tempfile.TemporaryDirectory(prefix="agentload-bench-") as out:
+        for agent in filter(None, args.agents.split(",")):
+            cpu0 = busy_cpu_s()
+            wall, payload = run(args.agent_scenario, args.sandbox, 1, out, agent)
+            cpu1 = busy_cpu_s()
+            cpu = None if cpu0 is None or cpu1 is None else round(cpu1 - cpu0, 1)
+            sessions = payload["sessions"]
+            assert isinstance(sessions, list)
+            row = {"wall_s": round(wall, 2), "cpu_s": cpu, "calls": int(sessions[0]["calls"]),
+                   "end": str(sessions[0]["end_reason"])}  # fmt: skip
+            print(f"agent {agent}: {wall:.1f}s wall, {cpu} CPU-s, {row['calls']} LLM calls, "
+                  f"end {row['end']}")  # fmt: skip
+            rows[agent] = row
+    return rows
 
 
 if __name__ == "__main__":

@@ -43,7 +43,15 @@ from agentload.trace.events import Error, Eval
 if TYPE_CHECKING:
     from agentload.scenarios.models import Scenario
 
-__all__ = ["SessionPlace", "SessionSetup", "agent_settings", "first_prompt_budget", "run_session"]
+__all__ = [
+    "SessionPlace",
+    "SessionSetup",
+    "Verdict",
+    "agent_settings",
+    "first_prompt_budget",
+    "run_session",
+    "success_check",
+]
 
 
 @dataclass(frozen=True)
@@ -96,10 +104,22 @@ class SessionPlace:
     ``__aexit__`` after a normal end, an exception or a cancellation (Ctrl-C, SIGTERM). A sandbox
     still being created when the session is cancelled is waited for, then closed."""
 
-    def __init__(self, setup: SessionSetup, scenario: Scenario, stats: SessionStats) -> None:
+    def __init__(
+        self,
+        setup: SessionSetup,
+        scenario: Scenario,
+        stats: SessionStats,
+        mounts: dict[str, str] | None = None,
+        before_sandbox: Callable[[Path], None] | None = None,
+    ) -> None:
+        """``mounts``: more host paths a Docker sandbox sees read-only (``open_sandbox``);
+        ``before_sandbox``: called with the workspace root once it exists, before the sandbox
+        opens (``generate --agent`` hands the workspace to the sandbox's user there)."""
         self.setup = setup
         self.scenario = scenario
         self.stats = stats
+        self.mounts = mounts
+        self.before_sandbox = before_sandbox
         self.dir = setup.workdir / setup.session_id
         self.sandbox: Any = None
         self.root = self.dir
@@ -114,6 +134,8 @@ class SessionPlace:
             )
             self.root = ws.root
             self.files = await asyncio.to_thread(ws.files)
+            if self.before_sandbox is not None:
+                await asyncio.to_thread(self.before_sandbox, self.root)
             self.stats.status = SessionStatus.SANDBOX
             self.sandbox = await self._open_sandbox()
         except BaseException:
@@ -138,6 +160,7 @@ class SessionPlace:
                 self.root,
                 self.scenario.sandbox,
                 self.setup.session_id,
+                mounts=self.mounts,
             )
         )
         try:
@@ -209,6 +232,22 @@ async def _orchestrate(rt: AgentRuntime, prompt: OrchestratorPrompt) -> None:
 async def _evaluate(
     sandbox: Any, scenario: Scenario, recorder: SessionRecorder, task: str | None
 ) -> bool:
+    """The success check (``success_check``), its verdict in the counters and the trace."""
+    verdict = await success_check(sandbox, scenario, task)
+    recorder.stats.eval_detail = verdict.detail
+    await recorder.event(verdict.event)
+    return verdict.event.passed
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A success check's outcome: the counters' ``eval_detail`` and the trace's ``eval`` event."""
+
+    detail: dict[str, Any]
+    event: Eval
+
+
+async def success_check(sandbox: Any, scenario: Scenario, task: str | None) -> Verdict:
     """The success check: for an eval task, its whole suite through ``SUITE_RUNNER`` (passed:
     nothing fails and every listed failing test passes); else the scenario's test command
     exits 0."""
@@ -230,19 +269,15 @@ async def _evaluate(
         )
         detail = {"suite": suite.record() if suite else None, "task": spec.name}
         output = output.rpartition("\n" + SUITE_MARK)[0] if suite else output
-    stats = recorder.stats
-    stats.eval_detail = {"passed": passed, "timed_out": res.timed_out, **detail}
-    await recorder.event(
-        Eval(
-            passed=passed,
-            exit_code=res.exit_code,
-            timed_out=res.timed_out,
-            duration_s=(res.end_ns - res.start_ns) / 1e9,
-            output_tail=output[-2000:],
-            **detail,
-        )
+    event = Eval(
+        passed=passed,
+        exit_code=res.exit_code,
+        timed_out=res.timed_out,
+        duration_s=(res.end_ns - res.start_ns) / 1e9,
+        output_tail=output[-2000:],
+        **detail,
     )
-    return passed
+    return Verdict({"passed": passed, "timed_out": res.timed_out, **detail}, event)
 
 
 async def _record_start(

@@ -1,17 +1,25 @@
-"""Where a generate run goes, decided in one place: this process (``run.generate``), or a Ray
-cluster with ``--ray`` (``ray_driver.generate_on_ray``, imported only then)."""
+"""Where a generate run goes, decided in one place: this process (``run.generate``), an agent
+product here (``--agent NAME``: ``product_run``), or a Ray cluster with ``--ray``
+(``ray_driver.generate_on_ray``, imported only then)."""
 
 from __future__ import annotations
 
 from agentload.generate.options import GenerateOptions
-from agentload.generate.run import ProgressSink, RunResult
+from agentload.generate.run import ProgressSink, RunResult, run_spec
 from agentload.generate.run import generate as generate_here
+from agentload.products.registry import product
 
 __all__ = ["generate"]
 
 
 async def generate(opts: GenerateOptions, progress: ProgressSink | None = None) -> RunResult:
-    """The run of ``opts``: here, or on the Ray cluster ``opts.ray`` names."""
+    """The run of ``opts``: here, an agent product here, or on the Ray cluster ``opts.ray``
+    names."""
+    chosen = product(opts.agent)
+    if chosen is not None:
+        from agentload.generate.product_run import run_product
+
+        return await run_product(run_spec(opts), chosen, progress)
     if opts.ray is None:
         return await generate_here(opts, progress)
     from agentload.generate.ray_driver import generate_on_ray

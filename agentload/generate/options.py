@@ -48,6 +48,17 @@ class GenerateOptions(MeasureOptions):
         Scenario,
         Flag("Preset name or YAML file.", short="-s", reads=str | None, default="coding-session"),
     ]
+    agent: Annotated[
+        str,
+        Flag(
+            "The agent: langgraph (agentload's own), claude-code, codex, mini-swe-agent, or "
+            "'cmd:COMMAND LINE' (any agent; it finds the endpoint in OPENAI_BASE_URL / "
+            "ANTHROPIC_BASE_URL and the task in AGENTLOAD_TASK). Products run inside the "
+            "sandbox, their traffic recorded through agentload's proxy.",
+            metavar="NAME",
+        ),
+    ] = "langgraph"
+    """``--agent``: the built-in agents, or an agent product (``products.registry``)."""
     endpoint: Annotated[
         str | None,
         Flag(
@@ -193,6 +204,11 @@ def check_options(opts: GenerateOptions) -> None:
             "--oracle plays each task's reference fix in the built-in simulator: it is refused "
             "with --endpoint (against a real model the results are the model's own)"
         )
+    from agentload.products.registry import product
+
+    chosen = product(opts.agent)  # one line for an unknown name
+    if chosen is not None and opts.ray is not None:
+        raise ConfigError(f"--agent {chosen.label} runs here: --ray runs the built-in agents only")
     if opts.oracle and tasks is None:
         raise ConfigError("--oracle applies eval tasks' reference fixes: give --tasks")
     if tasks is not None and len(opts.levels) > 1:

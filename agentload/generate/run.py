@@ -61,6 +61,7 @@ __all__ = [
     "generator_info",
     "open_endpoint",
     "run_header",
+    "run_spec",
     "session_setup",
 ]
 
@@ -179,17 +180,22 @@ class RunSpec:
 
 async def generate(opts: GenerateOptions, progress: ProgressSink | None = None) -> RunResult:
     """Run the sessions (see the module docstring); the trace is closed in every case."""
+    if opts.ray is not None:
+        raise ConfigError(
+            "--ray runs through generate.ray_driver.generate_on_ray, not run.generate"
+        )
+    return await _run(run_spec(opts), progress)
+
+
+def run_spec(opts: GenerateOptions) -> RunSpec:
+    """The run ``opts`` asks for, its options checked and its trace file's path ready."""
     s = opts.scenario
     check_options(opts)
     seed = s.seed if opts.seed is None else opts.seed
     kind = opts.sandbox or s.sandbox.kind
     t0 = time.perf_counter_ns()
-    if opts.ray is not None:
-        raise ConfigError(
-            "--ray runs through generate.ray_driver.generate_on_ray, not run.generate"
-        )
     path = prepare_trace_path(Path(opts.out), s.name, seed)
-    return await _run(RunSpec(opts, path, seed, kind, t0), progress)
+    return RunSpec(opts, path, seed, kind, t0)
 
 
 def run_header(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from agentload.client.http1 import Body, Head, HeadError
@@ -61,6 +62,10 @@ class AgentConn(Protocol):
     transport: asyncio.Transport
     buf: bytearray
     closed: bool
+    session: str | None
+    """The session its listener stands for (``Relay.listen``), else None."""
+    on_call: Callable[[], None] | None
+    """Told as each recorded call of the connection goes out (``Relay.listen``)."""
 
     @property
     def relay(self) -> RelayHub: ...
@@ -163,7 +168,9 @@ class Exchange:
             self.begun = True
             assert self.relay.sink is not None and self.api is not None
             self.relay.sink.begin(self.cid, self.api, self.request, self.head.headers,
-                                  self.submit_ns)  # fmt: skip
+                                  self.submit_ns, self.client.session)  # fmt: skip
+            if self.client.on_call is not None:
+                self.client.on_call()
 
     def _unreachable(self, message: str) -> None:
         if self.finished:

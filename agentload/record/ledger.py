@@ -173,7 +173,7 @@ class Ledger:
 
     def _session_for(self, hint: str, now_ns: int) -> tuple[str, SessionRecord | None]:
         """The session a session header names (created at its first request)."""
-        sid = "h-" + _SAFE.sub("_", hint)[:64]
+        sid = header_session_id(hint)
         if sid in self.sessions:
             return sid, None
         rec = SessionRecord(id=sid, start_ns=now_ns, meta={"from_header": hint[:200]})
@@ -331,3 +331,8 @@ class Ledger:
                 seen.add(id(o))
                 out.append(o)
         return out
+
+
+def header_session_id(hint: str) -> str:
+    """The trace's id of the session a session header names."""
+    return "h-" + _SAFE.sub("_", hint)[:64]

@@ -12,7 +12,8 @@ saw things happen and writes the trace exactly as before.
   ``begin`` / ``end`` (non-blocking), ``close()`` (the trace is closed; the counts).
 * Frames: 4-byte big-endian length + a pickle of a tuple: ``("b", cid, api, body, headers,
   submit_ns, credentials)``, ``("e", cid, Answer fields...)``, ``("n", event, ns)`` (an event's
-  payload: a WebSocket's unread message, its end); the first frame is the configuration.
+  payload: a WebSocket's unread message, its end), ``("s", SessionOutcome)`` (how a session a
+  listener stood for ended); the first frame is the configuration.
 * Status lines on its stdout: ``ready``, ``sessions N`` as sessions appear, ``done {json}`` at
   the end, ``error ...`` (one line) when it cannot start.
 * It ignores SIGINT and SIGTERM (Ctrl-C reaches the whole process group; the proxy stops first
@@ -41,7 +42,7 @@ from agentload.errors import EndpointError
 from agentload.errortext import clip
 from agentload.masking import is_secret_header, known_secrets, remember
 from agentload.record.native import NATIVE_HEADERS
-from agentload.record.sink import CLIENT_LEFT, Answer, describe
+from agentload.record.sink import CLIENT_LEFT, Answer, SessionOutcome, describe
 from agentload.trace.events import EventPayload, RecordError
 from agentload.wire import Api, WireReply, reply_from_json, stream_reader
 
@@ -141,10 +142,11 @@ class RecorderProcess:
             stdin.write(frame)
 
     def begin(self, cid: int, api: Api, body: bytes, headers: list[tuple[bytes, bytes]],
-              submit_ns: int) -> None:  # fmt: skip
-        """A recorded request went out. The session and agent headers are passed on; the
-        values of credential headers too, only so that the recorder masks them wherever an
-        answer echoes them (they are never written)."""
+              submit_ns: int, session: str | None = None) -> None:  # fmt: skip
+        """A recorded request went out. The session and agent headers are passed on (the
+        listener's ``session``, when it stands for one, as the session header); the values of
+        credential headers too, only so that the recorder masks them wherever an answer echoes
+        them (they are never written)."""
         picked: dict[str, str] = {}
         creds: list[str] = []
         for k, v in headers:
@@ -152,6 +154,8 @@ class RecorderProcess:
                 picked[k.decode("latin-1")] = v.decode("latin-1")
             elif is_secret_header(k):
                 creds.append(v.decode("latin-1"))
+        if session is not None and self.session_header:
+            picked[self.session_header] = session
         self._send(_frame(("b", cid, api, body, picked, submit_ns, creds)))
 
     def end(self, cid: int, a: Answer) -> None:
@@ -162,6 +166,10 @@ class RecorderProcess:
     def note(self, event: EventPayload, ns: int) -> None:
         """An event for the trace (``Recorder.note``)."""
         self._send(_frame(("n", event, ns)))
+
+    def outcome(self, outcome: SessionOutcome) -> None:
+        """How a session ended (``Recorder.outcome``)."""
+        self._send(_frame(("s", outcome)))
 
     async def close(self, timeout_s: float = 120.0) -> RecordStats:
         """Close its stdin and wait until it has written and closed the trace."""
@@ -317,6 +325,8 @@ async def _serve() -> int:
                     _say(f"sessions {sessions}")
             elif msg[0] == "n":
                 rec.note(msg[1], msg[2])
+            elif msg[0] == "s":
+                rec.outcome(msg[1])
             elif msg[0] == "e":
                 p = pending.pop(msg[1], None)
                 if p is not None:

@@ -72,17 +72,35 @@ class Relay:
         self._clients: set[_Client] = set()
         self.tunnels: set[Tunnel] = set()  # open WebSockets (``tunnel`` adds them)
         self._server: asyncio.Server | None = None
+        self._listeners: list[asyncio.Server] = []
         self._next_cid = 0
 
     async def start(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _Client(self), sock=sock, backlog=2048)
 
+    async def listen(
+        self, sock: socket.socket, session: str, on_call: Callable[[], None] | None = None
+    ) -> asyncio.Server:
+        """Serve agents on one more listening socket (TCP or Unix), every request it brings
+        recorded as of ``session`` (``generate --agent``: one listener per session, so the
+        trace's sessions are exact whatever the agent sends); ``on_call`` is called (in the
+        relay's thread) as each recorded call goes out. Closed with the relay, or by the caller
+        once the session is over."""
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(
+            lambda: _Client(self, session, on_call), sock=sock, backlog=64
+        )
+        self._listeners.append(server)
+        return server
+
     async def aclose(self) -> None:
         """Stop accepting, let answers in flight run for up to ``GRACE_S``, then close all."""
         self.stopping = True
         if self._server is not None:
             self._server.close()
+        for server in self._listeners:
+            server.close()
         for c in list(self._clients):
             if c.exchange is None:
                 c.transport.close()
@@ -175,8 +193,12 @@ class _Client(asyncio.Protocol):
 
     transport: asyncio.Transport
 
-    def __init__(self, relay: Relay) -> None:
+    def __init__(
+        self, relay: Relay, session: str | None = None, on_call: Callable[[], None] | None = None
+    ) -> None:
         self.relay = relay
+        self.session = session
+        self.on_call = on_call
         self.buf = bytearray()
         self.exchange: Exchange | None = None
         self.closed = False

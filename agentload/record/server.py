@@ -35,6 +35,7 @@ from agentload.outfile import output_dir
 from agentload.record.native import AGENT_HEADER, SESSION_HEADER
 from agentload.record.recorder_process import RecorderProcess, RecordStats
 from agentload.record.relay import Relay
+from agentload.record.sink import SessionOutcome
 from agentload.record.upstream import Upstream
 from agentload.tokenizer import DEFAULT_TOKENIZER
 from agentload.trace.schema import ClockAnchor, Header, HostFacts
@@ -73,12 +74,21 @@ def parse_listen(text: str) -> tuple[str, int]:
 class RecordServer:
     """The proxy and its trace (see the module docstring)."""
 
-    def __init__(self, opts: RecordOptions) -> None:
+    def __init__(
+        self, opts: RecordOptions, *, trace_path: Path | None = None, header: Header | None = None
+    ) -> None:
+        """``trace_path`` / ``header``: the trace file and its header when the caller has its
+        own (``generate --agent``: the run's); by default a new file under ``opts.out`` and a
+        recording's header."""
         self.opts = opts
         self.upstream = Upstream.from_url(opts.upstream)  # checked once: a ConfigError line
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         output_dir(opts.out, option="--out")  # a bad --out: one line before listening
-        self.trace_path = opts.out / f"{opts.name}-{stamp}-{os.getpid()}.agentload.jsonl.zst"
+        self.trace_path = trace_path or (
+            opts.out / f"{opts.name}-{stamp}-{os.getpid()}.agentload.jsonl.zst"
+        )
+        self._given_header = header
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.port = opts.port
         self.recorder: RecorderProcess | None = None
         self.relay: Relay | None = None
@@ -97,6 +107,10 @@ class RecordServer:
         return f"http://{host}:{self.port}"
 
     def _header(self) -> Header:
+        if self._given_header is not None:
+            recorder = {"proxy": True, "listen": self.url}
+            given = self._given_header.model_dump(mode="json", by_alias=True)
+            return Header.model_validate({**given, "recorder": recorder})
         return Header(
             tool_version=__version__,
             created_at=datetime.now(UTC).isoformat(),
@@ -120,6 +134,7 @@ class RecordServer:
             self.bind()
         assert self._sock is not None
         o = self.opts
+        self._loop = asyncio.get_running_loop()
         header = self._header().model_dump(mode="json")
         self.recorder = RecorderProcess(self.trace_path, header, o.session_header, o.agent_header)
         await self.recorder.start()
@@ -186,6 +201,31 @@ class RecordServer:
                 self._sock.close()
             self._sock = None
         return self.trace_path
+
+    async def listen(
+        self, sock: socket.socket, session: str, on_call: Callable[[], None] | None = None
+    ) -> Callable[[], None]:
+        """From another thread's event loop: serve ``sock`` too, its requests recorded as of
+        ``session`` (``Relay.listen``; ``on_call`` runs in the proxy's thread); returns the
+        function that closes that listener."""
+        loop, relay = self._loop, self.relay
+        if loop is None or relay is None:
+            raise EndpointError("the recording proxy is not serving")
+        done = asyncio.run_coroutine_threadsafe(relay.listen(sock, session, on_call), loop)
+        server = await asyncio.wrap_future(done)
+
+        def close() -> None:
+            with contextlib.suppress(RuntimeError):  # the proxy's loop already ended
+                loop.call_soon_threadsafe(server.close)
+
+        return close
+
+    def outcome(self, outcome: SessionOutcome) -> None:
+        """From any thread: how a session a listener stood for ended (written to the trace)."""
+        loop, recorder = self._loop, self.recorder
+        if loop is not None and recorder is not None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(recorder.outcome, outcome)
 
     def request_stop(self) -> None:
         """Ask a serving proxy to stop (from a signal handler or another thread)."""

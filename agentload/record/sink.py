@@ -8,15 +8,15 @@ secrets masked (``describe``); ``CLIENT_LEFT`` is a call whose agent left first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from agentload.errortext import clip
 from agentload.masking import mask_text
-from agentload.trace.events import EventPayload
+from agentload.trace.events import Eval, EventPayload
 from agentload.wire import Api
 
-__all__ = ["CLIENT_LEFT", "Answer", "Sink", "describe"]
+__all__ = ["CLIENT_LEFT", "Answer", "SessionOutcome", "Sink", "describe"]
 
 CLIENT_LEFT = "client disconnected before the answer ended"
 """The error of a call whose agent left first (the recorder drops it when the streamed answer
@@ -27,12 +27,27 @@ class Sink(Protocol):
     """Where the facts of a recorded call go (the recorder process)."""
 
     def begin(self, cid: int, api: Api, body: bytes, headers: list[tuple[bytes, bytes]],
-              submit_ns: int) -> None: ...  # fmt: skip
+              submit_ns: int, session: str | None = None) -> None:  # fmt: skip
+        """A recorded request went out; ``session``: the session its listener stands for
+        (``Relay.listen``), which outranks whatever its headers say."""
 
     def end(self, cid: int, answer: Answer) -> None: ...
 
     def note(self, event: EventPayload, ns: int) -> None:
         """An event for the trace (a WebSocket's unread messages, its end)."""
+
+
+@dataclass(frozen=True)
+class SessionOutcome:
+    """How a session that a listener stood for ended (``generate --agent``): the agent's end
+    (``end_reason``), the success check's ``eval`` event, more facts for the session record's
+    ``meta``; ``ns``: when it ended."""
+
+    session: str
+    ns: int
+    end_reason: str
+    eval: Eval | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -21,8 +21,9 @@ import orjson
 
 from agentload.errors import WireError
 from agentload.errortext import clip
-from agentload.record.ledger import Closed, Placement
+from agentload.record.ledger import Closed, Placement, header_session_id
 from agentload.record.native import identity
+from agentload.record.sink import SessionOutcome
 from agentload.record.threads import Threads
 from agentload.tokenizer import ChatTokenCounter
 from agentload.trace.capture import CallCapture, ObservedCall, assistant_message
@@ -88,6 +89,7 @@ class Recorder:
         """Requests not turned into calls (``NOT_RECORDED`` events), for the stop line."""
         self.unread_first: str | None = None
         self.websockets = 0
+        self._outcomes: dict[str, SessionOutcome] = {}
         self._responses: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         """Responses answered so far (bounded): id → the conversation it ended, reply included
         (``previous_response_id`` continues from it)."""
@@ -217,6 +219,14 @@ class Recorder:
             self.websockets += 1
         self.writer.write_nowait(rec)
 
+    def outcome(self, o: SessionOutcome) -> None:
+        """How a session its caller ran ended (``generate --agent``: the agent's exit, the
+        success check): its end record says so, and its ``eval`` event is written now."""
+        sid = header_session_id(o.session)
+        self._outcomes[sid] = o
+        if o.eval is not None:
+            self.writer.write_nowait(EventRecord.of(o.eval, o.ns, session_id=sid))
+
     def close(self) -> None:
         """Write the end of every session and every agent still open."""
         threads = self.threads
@@ -230,12 +240,16 @@ class Recorder:
                 rec.end_ns = end
             self.writer.write_nowait(rec)
         for sid, s in threads.sessions.items():
-            done: SessionRecord = s.model_copy(
-                update={
-                    "end_ns": max(s.start_ns, last.get(sid, s.start_ns)),
-                    "end_reason": "interrupted" if sid in waiting else "done",
-                }
-            )
+            update: dict[str, Any] = {
+                "end_ns": max(s.start_ns, last.get(sid, s.start_ns)),
+                "end_reason": "interrupted" if sid in waiting else "done",
+            }
+            o = self._outcomes.get(sid)
+            if o is not None:
+                update |= {"end_ns": max(s.start_ns, o.ns), "end_reason": o.end_reason}
+                update |= {"eval_passed": o.eval.passed if o.eval else None}
+                update |= {"meta": {**s.meta, **o.meta}}
+            done: SessionRecord = s.model_copy(update=update)
             self.writer.write_nowait(done)
 
     def forget(self) -> None:

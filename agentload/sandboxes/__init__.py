@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +71,11 @@ def open_sandbox(
     *,
     progress: Callable[[str], None] | None = None,
     docker_client: Any = None,
+    mounts: Mapping[str, str] | None = None,
 ) -> Sandbox:
-    """Open a sandbox over ``workspace``; close it with ``.close()`` or a ``with`` block."""
+    """Open a sandbox over ``workspace``; close it with ``.close()`` or a ``with`` block.
+    ``mounts``: more host directories a Docker sandbox sees read-only (host path → path
+    inside; a local sandbox sees the host anyway)."""
     settings = settings or SandboxSpec()
     if kind not in SANDBOX_KINDS:
         raise ConfigError(f"unknown sandbox kind {kind!r}; valid: {', '.join(SANDBOX_KINDS)}")
@@ -99,8 +102,9 @@ def open_sandbox(
                 raise
             cls = get_sandbox_class("docker")
             sandbox: Sandbox = cls(
-                client, image, Path(workspace), settings, session_id, owns_client=owned
-            )
+                client, image, Path(workspace), settings, session_id, owns_client=owned,
+                mounts=mounts,
+            )  # fmt: skip
             return sandbox
     cls = get_sandbox_class("local")
     local: Sandbox = cls(Path(workspace), settings, session_id)

@@ -96,12 +96,18 @@ def _user_for(workspace: Path) -> str:
 
 
 def _confinement(
-    image: ImageInfo, workspace: Path, workdir: str, settings: SandboxSpec
+    image: ImageInfo,
+    workspace: Path,
+    workdir: str,
+    settings: SandboxSpec,
+    mounts: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The container's confinement: no network, memory/CPU/pids caps, a read-only root with a
-    tmpfs ``/tmp``, the workspace (and the image's read-only mounts) bound, no capabilities,
-    a non-root user."""
+    tmpfs ``/tmp``, the workspace (and the image's and the caller's read-only ``mounts``, host
+    path → path inside) bound, no capabilities, a non-root user."""
     volumes = {m: {"bind": m, "mode": "ro"} for m in image.mounts}
+    for host, inside in (mounts or {}).items():
+        volumes[host] = {"bind": inside, "mode": "ro"}
     volumes[str(workspace)] = {"bind": workdir, "mode": "rw"}
     memory = settings.memory_bytes()
     return {
@@ -127,6 +133,8 @@ class DockerSandbox:
 
     kind = "docker"
     workdir = "/workspace"
+    home = "/tmp"
+    """The commands' ``HOME`` (a tmpfs)."""
 
     def __init__(
         self,
@@ -138,8 +146,10 @@ class DockerSandbox:
         *,
         capture_bytes: int = DEFAULT_CAPTURE_BYTES,
         owns_client: bool = False,
+        mounts: Mapping[str, str] | None = None,
     ) -> None:
         self._client = client
+        self._mounts = dict(mounts or {})
         self._owns_client = owns_client
         self._capture_bytes = capture_bytes
         self._closed = False
@@ -167,7 +177,7 @@ class DockerSandbox:
                 ["sh", "-c", _REAPER],
                 detach=True,
                 labels=labels,
-                **_confinement(image, self.workspace, self.workdir, settings),
+                **_confinement(image, self.workspace, self.workdir, settings, self._mounts),
             )
         except DockerException as exc:
             _remove_created(self._client, labels)  # created but not started: do not leave it behind

@@ -78,6 +78,8 @@ class LocalSandbox:
         self._memory = settings.memory_bytes()
         self._capture_bytes = capture_bytes
         self._tmp = str(owned_tempdir(SANDBOX_HOMES))  # a kill -9 leaves it to `sandbox cleanup`
+        self.home = self._tmp
+        """The commands' private ``HOME`` (and ``TMPDIR``)."""
         self._env = {**base_env(self._tmp), "PATH": _path_env()}
         self._procs: dict[int, str] = {}  # pid of each running command -> its marker
         self._lock = threading.RLock()

@@ -1,0 +1,130 @@
+"""A generate run of an agent product (``generate --agent NAME``): N sessions, K at a time,
+each the product in a sandbox on the scenario's (or an eval task's) workspace, its LLM traffic
+recorded through one recording proxy into the run's one trace.
+
+The proxy (``record.RecordServer``) forwards to the endpoint (default: the built-in simulator,
+which plays any agent) and writes the trace with the run's header (scenario, seed, the agent
+and its version in ``generator``); every session reaches it through a listener of its own
+(``session``), so the trace's sessions are the run's (``h-s{seed}-{i}``). Once the proxy has
+closed the trace, each session's counters (calls, tokens, agents, tool calls) are read from it:
+what the summary, eval.json and the live benchmark show is what the trace holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from collections import Counter
+
+from agentload.agents.tracing import SessionStats
+from agentload.auth import api_key_from_env
+from agentload.errors import AgentProductError
+from agentload.generate.calibrate import calibrate
+from agentload.generate.run import (
+    CALIBRATION_TIMEOUT_S,
+    ProgressSink,
+    RunResult,
+    RunSpec,
+    generator_info,
+    open_endpoint,
+    run_header,
+    session_setup,
+)
+from agentload.masking import redact_url
+from agentload.products.install import AgentInstallError, Installed, install, spec_of
+from agentload.products.registry import Product
+from agentload.products.session import ProductRun, run_product_session
+from agentload.record.ledger import header_session_id
+from agentload.record.server import RecordOptions, RecordServer
+from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
+from agentload.tokenizer import ChatTokenCounter
+from agentload.trace.trace import Trace, load_trace
+
+__all__ = ["run_product"]
+
+_NO_KEY = "agentload"
+"""The key an agent sends when the user set none (agents refuse to start without one)."""
+
+
+async def _installed(product: Product) -> Installed | None:
+    if not product.installed:
+        return None
+    try:
+        return await asyncio.to_thread(install, spec_of(product.name.value))
+    except AgentInstallError as exc:
+        raise AgentProductError(f"--agent {product.label}: {exc}") from None
+
+
+async def run_product(spec: RunSpec, product: Product, progress: ProgressSink | None) -> RunResult:
+    """The run of ``product`` (see the module docstring); the trace is closed and every
+    sandbox removed in every case."""
+    opts = spec.opts
+    installed = await _installed(product)
+    plan = opts.session_plan()
+    async with open_endpoint(opts, spec.seed) as (base_url, model):
+        timeout = min(opts.call_timeout_s, CALIBRATION_TIMEOUT_S)
+        tokens = await calibrate(base_url, model, opts.scenario, ChatTokenCounter(), timeout)
+        generator = generator_info(opts, len(plan), spec.kind)
+        generator["agent"] = product.label
+        if installed is not None:
+            generator["agent_version"] = installed.spec
+        header = run_header(spec, base_url, model, tokens, generator)
+        record = RecordOptions(upstream=base_url, out=spec.path.parent)
+        proxy = RecordServer(record, trace_path=spec.path, header=header)
+        await asyncio.to_thread(proxy.start)
+        workdir = owned_tempdir(WORKSPACES)  # a kill -9 leaves it to `agentload sandbox cleanup`
+        run = ProductRun(product, installed, model, api_key_from_env() or _NO_KEY, proxy)
+        gate = asyncio.Semaphore(opts.parallel)
+
+        async def one(i: int) -> SessionStats:
+            setup = session_setup(opts, plan, i, spec.seed, workdir, spec.kind)
+            async with gate:
+                on_start = progress.session_started if progress else None
+                stats = await run_product_session(setup, plan[i][0], run, on_start)
+            if progress is not None:
+                progress.session_ended(stats)
+            return stats
+
+        tasks = [asyncio.create_task(one(i)) for i in range(len(plan))]
+        try:
+            sessions = list(await asyncio.gather(*tasks))
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.to_thread(proxy.stop)
+            shutil.rmtree(workdir, ignore_errors=True)
+    counted(load_trace(spec.path), sessions)
+    return RunResult(
+        trace_path=spec.path,
+        sessions=sessions,
+        wall_ns=time.perf_counter_ns() - spec.t0,
+        endpoint=redact_url(base_url),
+        model=model,
+        tokens=tokens,
+    )
+
+
+def counted(trace: Trace, sessions: list[SessionStats]) -> None:
+    """Each session's counters from what the trace holds of it."""
+    for st in sessions:
+        sid = header_session_id(st.session_id)
+        agents = trace.agents_of(sid)
+        st.agents = len(agents)
+        st.agents_by_role = dict(Counter(a.role for a in agents))
+        calls = sorted((c for c in trace.calls.values() if c.session_id == sid),
+                       key=lambda c: c.timings.submit_ns)  # fmt: skip
+        st.calls = len(calls)
+        st.prompt_tokens = sum(trace.prompt_tokens(c) for c in calls)
+        st.completion_tokens = sum(c.usage.completion_tokens or 0 for c in calls)
+        roots = {a.id for a in agents if a.parent_agent_id is None}
+        root_calls = [c for c in calls if c.agent_id in roots]
+        st.orchestrator_calls = len(root_calls)
+        if root_calls:
+            st.orch_first_prompt = trace.prompt_tokens(root_calls[0])
+            st.orch_last_prompt = trace.prompt_tokens(root_calls[-1])
+        tools = [t for t in trace.tool_calls.values() if t.session_id == sid]
+        st.tool_calls = len(tools)
+        st.tool_intervals = [(t.start_ns, t.end_ns) for t in tools if t.child_agent_id is None]
+        st.tool_ns = sum(e - s for s, e in st.tool_intervals)

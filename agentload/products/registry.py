@@ -1,0 +1,165 @@
+"""The agent products ``generate --agent NAME`` runs: how each is installed, started headless on
+a task, pointed at an endpoint, and how its end is recognised.
+
+| name | what | API it speaks | pointed at the endpoint by |
+|---|---|---|---|
+| ``langgraph`` | agentload's own agents (the default; not a product: ``agents/``) | Chat Completions | |
+| ``claude-code`` | ``claude -p`` (npm ``@anthropic-ai/claude-code``) | Anthropic Messages | ``ANTHROPIC_BASE_URL`` |
+| ``codex`` | ``codex exec`` (npm ``@openai/codex``) | OpenAI Responses | a ``model_providers`` entry (``-c``): Codex ignores ``OPENAI_BASE_URL`` |
+| ``mini-swe-agent`` | ``mini -y --exit-immediately`` (PyPI ``mini-swe-agent``) | Chat Completions (LiteLLM) | ``model.model_kwargs.api_base`` (``-c``) |
+| ``cmd:"..."`` | any agent started by a shell command line | any | ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL`` and ``AGENTLOAD_*`` in its environment |
+
+Each is started in the session's workspace (its working directory) with the task text as its
+prompt, and its end is its process's exit: exit 0 is ``done``; any other exit is ``error`` with
+the last lines it printed; the session's wall budget ending it is ``wall_budget``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from agentload.errors import ConfigError
+
+__all__ = ["BUILTIN", "Launch", "LaunchContext", "Product", "ProductName", "product"]
+
+BUILTIN = "langgraph"
+"""``--agent``'s default: agentload's own LangGraph agents."""
+MAX_TURNS = 30
+"""The most model turns a product is allowed where it takes a limit (the session's wall budget
+bounds every product)."""
+
+
+class ProductName(StrEnum):
+    CLAUDE_CODE = "claude-code"
+    CODEX = "codex"
+    MINI_SWE_AGENT = "mini-swe-agent"
+    CMD = "cmd"
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """What a product's command line is built from: its executable (as the sandbox sees it),
+    the task text, the model, the proxy's root URL (no ``/v1``) as the agent reaches it, the
+    API key the agent sends, and the agent's home directory."""
+
+    exe: str
+    task: str
+    model: str
+    root_url: str
+    key: str
+    home: str
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A product's command line and the environment it adds to the sandbox's clean one."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Product:
+    """One agent product (see the module docstring)."""
+
+    name: ProductName
+    launch: Callable[[LaunchContext], Launch]
+    subagents: bool
+    """Whether it starts sub-agents of its own (Claude Code's Task/Agent, Codex's spawn_agent)."""
+    command: str = ""
+    """``cmd:``: the shell command line."""
+
+    @property
+    def installed(self) -> bool:
+        """Whether it is an installed package (else a command of the host's)."""
+        return self.name is not ProductName.CMD
+
+    @property
+    def label(self) -> str:
+        return f"cmd:{self.command}" if self.name is ProductName.CMD else self.name.value
+
+
+def _claude_code(c: LaunchContext) -> Launch:
+    argv = [c.exe, "-p", c.task, "--model", c.model, "--max-turns", str(MAX_TURNS)]
+    # Headless runs ask nobody: edits and the usual tools are allowed, nothing is prompted.
+    allowed = "Bash,Edit,Write,Read,Grep,Glob,Task,Agent,TodoWrite,NotebookEdit,LS,MultiEdit"
+    argv += ["--permission-mode", "acceptEdits", "--allowedTools", allowed]
+    env = {
+        "ANTHROPIC_BASE_URL": c.root_url,
+        "ANTHROPIC_API_KEY": c.key,
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "NO_COLOR": "1",
+    }
+    return Launch(argv, env)
+
+
+def _codex(c: LaunchContext) -> Launch:
+    argv = [c.exe, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
+    provider = {"name": "agentload", "base_url": c.root_url + "/v1", "env_key": "OPENAI_API_KEY"}
+    for k, v in provider.items():
+        argv += ["-c", f"model_providers.agentload.{k}={v}"]
+    argv += ["-c", "model_providers.agentload.wire_api=responses"]
+    argv += ["-c", "model_provider=agentload", "-m", c.model, c.task]
+    return Launch(argv, {"OPENAI_API_KEY": c.key, "NO_COLOR": "1"})
+
+
+def _mini_swe_agent(c: LaunchContext) -> Launch:
+    argv = [c.exe, "-m", f"openai/{c.model}", "-t", c.task, "-y", "--exit-immediately"]
+    argv += ["-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={c.root_url}/v1"]
+    argv += ["-c", f"agent.step_limit={MAX_TURNS}", "-o", c.home + "/trajectory.json"]
+    env = {
+        "OPENAI_API_KEY": c.key,
+        "MSWEA_CONFIGURED": "true",
+        "MSWEA_COST_TRACKING": "ignore_errors",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "MSWEA_GLOBAL_CONFIG_DIR": c.home + "/mswea",
+    }
+    return Launch(argv, env)
+
+
+def _cmd(command: str) -> Callable[[LaunchContext], Launch]:
+    def launch(c: LaunchContext) -> Launch:
+        env = {
+            "OPENAI_BASE_URL": c.root_url + "/v1",
+            "OPENAI_API_BASE": c.root_url + "/v1",
+            "OPENAI_API_KEY": c.key,
+            "ANTHROPIC_BASE_URL": c.root_url,
+            "ANTHROPIC_API_KEY": c.key,
+            "AGENTLOAD_BASE_URL": c.root_url + "/v1",
+            "AGENTLOAD_MODEL": c.model,
+            "AGENTLOAD_TASK": c.task,
+        }
+        return Launch(["sh", "-c", command], env)
+
+    return launch
+
+
+_PRODUCTS = {
+    ProductName.CLAUDE_CODE: Product(ProductName.CLAUDE_CODE, _claude_code, subagents=True),
+    ProductName.CODEX: Product(ProductName.CODEX, _codex, subagents=True),
+    ProductName.MINI_SWE_AGENT: Product(ProductName.MINI_SWE_AGENT, _mini_swe_agent, False),
+}
+NAMES = (BUILTIN, *(p.value for p in _PRODUCTS), 'cmd:"..."')
+"""What ``--agent`` takes."""
+
+
+def product(text: str) -> Product | None:
+    """The product ``--agent TEXT`` names; None for the built-in agents; ``ConfigError`` (one
+    line listing the names) for anything else."""
+    if text == BUILTIN:
+        return None
+    if text.startswith("cmd:"):
+        command = text[4:].strip()
+        if not command:
+            raise ConfigError(
+                "--agent cmd: needs a command line, e.g. --agent 'cmd:my-agent \"$AGENTLOAD_TASK\"'"
+            )
+        return Product(ProductName.CMD, _cmd(command), subagents=False, command=command)
+    try:
+        return _PRODUCTS[ProductName(text)]
+    except ValueError:
+        raise ConfigError(f"--agent {text!r}: unknown agent; valid: {', '.join(NAMES)}") from None

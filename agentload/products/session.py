@@ -1,0 +1,240 @@
+"""One session of an agent product: the workspace in a sandbox, the agent inside it, its way
+out, its end and the success check.
+
+* **Workspace and sandbox**: ``agents.session.SessionPlace``, as for the built-in agents: the
+  scenario's workspace (an eval task's faulted one) copied for the session, a sandbox over it.
+  The installed product's folder is mounted read-only at the same path, and when agentload runs
+  as root the workspace is handed to ``nobody`` so that the agent (a non-root user in Docker)
+  can edit it.
+* **The way out** (``route``): in Docker the container has no network; the agent's base URL is
+  ``http://127.0.0.1:8100`` inside, where ``forward.py`` (started with the agent) pipes every
+  connection to a Unix socket of the run's recording proxy, mounted into the container: nothing
+  else is reachable. The local sandbox has no isolation: the agent gets a TCP listener of the
+  proxy on the host's loopback. Either listener stands for the session, so the trace's sessions
+  are exact.
+* **The end**: the agent's process exit (``registry``); the session's wall budget bounds it.
+  Then the success check (``--eval``) in the same sandbox, and the outcome sent to the trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentload.agents.limits import EndReason
+from agentload.agents.session import SessionPlace, SessionSetup, Verdict, success_check
+from agentload.agents.tracing import SessionStats, SessionStatus
+from agentload.products.install import Installed
+from agentload.products.registry import LaunchContext, Product
+from agentload.record.sink import SessionOutcome
+
+if TYPE_CHECKING:
+    from agentload.record.server import RecordServer
+    from agentload.scenarios.models import Scenario
+
+__all__ = ["INSIDE_PORT", "ProductRun", "run_product_session"]
+
+INSIDE_PORT = 8100
+"""The port the agent's base URL names inside a Docker sandbox (``forward.py`` listens there)."""
+_FORWARD = Path(__file__).with_name("forward.py")
+_ROUTE_DIR = "/opt/agentload"
+_NOBODY = 65534
+_TAIL_LINES = 3
+
+
+@dataclass(frozen=True)
+class ProductRun:
+    """What every session of a product run shares: the product and where it is installed, the
+    model, the key the agent sends and the recording proxy."""
+
+    product: Product
+    installed: Installed | None
+    model: str
+    key: str
+    proxy: RecordServer
+
+
+def _hand_over(root: Path) -> None:
+    """Give the workspace to ``nobody`` when agentload runs as root (the Docker sandbox's user
+    is the workspace's owner; as root's it would be ``nobody`` and could not write)."""
+    if os.geteuid() != 0:
+        return
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chown(dirpath, _NOBODY, _NOBODY)
+        for name in dirnames + filenames:
+            os.chown(os.path.join(dirpath, name), _NOBODY, _NOBODY, follow_symlinks=False)
+
+
+def _unix_listener(folder: Path) -> socket.socket:
+    """A listening Unix socket ``folder/proxy.sock`` that the sandbox's user may connect to."""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o755)
+    path = folder / "proxy.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    path.chmod(0o666)
+    sock.listen(64)
+    sock.setblocking(False)
+    return sock
+
+
+def _tcp_listener() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    sock.setblocking(False)
+    return sock
+
+
+def _tail(output: bytes) -> str:
+    lines = [ln.strip() for ln in output.decode("utf-8", "replace").splitlines() if ln.strip()]
+    return " | ".join(lines[-_TAIL_LINES:])[:600]
+
+
+class _Route:
+    """The session's way to the proxy: a Unix socket for Docker, a TCP port for local."""
+
+    def __init__(self, folder: Path, docker: bool, stats: SessionStats | None = None) -> None:
+        self.folder, self.docker, self.stats = folder, docker, stats
+        self.sock = _unix_listener(folder) if docker else _tcp_listener()
+        self.close_listener: Callable[[], None] | None = None
+
+    @property
+    def root_url(self) -> str:
+        port = INSIDE_PORT if self.docker else self.sock.getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    def mounts(self) -> dict[str, str]:
+        return {str(self.folder): _ROUTE_DIR + "/route", str(_FORWARD): _ROUTE_DIR + "/forward.py"}
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        if not self.docker:
+            return argv
+        sock = _ROUTE_DIR + "/route/proxy.sock"
+        return ["python3", _ROUTE_DIR + "/forward.py", str(INSIDE_PORT), sock, "--", *argv]
+
+    async def open(self, proxy: RecordServer, session: str) -> None:
+        """Hand the listener to the proxy; each call through it counts in the live counters."""
+        self.close_listener = await proxy.listen(self.sock, session, self._count)
+
+    def _count(self) -> None:  # the proxy's thread; the display reads the number
+        if self.stats is not None:
+            self.stats.calls += 1
+
+    def close(self) -> None:
+        """Stop listening (the proxy's server closes a socket it was handed; else here)."""
+        if self.close_listener is not None:
+            self.close_listener()
+            self.close_listener = None
+        else:
+            with contextlib.suppress(OSError):
+                self.sock.close()
+
+
+async def run_product_session(
+    setup: SessionSetup,
+    scenario: Scenario,
+    run: ProductRun,
+    on_start: Callable[[SessionStats], None] | None = None,
+) -> SessionStats:
+    """Run one session of ``run.product`` to its end (see the module docstring)."""
+    stats = SessionStats(session_id=setup.session_id, start_ns=time.perf_counter_ns())
+    stats.task, stats.attempt = setup.task, setup.attempt
+    if on_start is not None:
+        on_start(stats)
+    return await _Session(setup, scenario, run, stats).run()
+
+
+class _Session:
+    """One product session as it goes: its route, its end reason, its check and its facts."""
+
+    def __init__(
+        self, setup: SessionSetup, scenario: Scenario, run: ProductRun, stats: SessionStats
+    ) -> None:
+        self.setup, self.scenario, self.run_, self.stats = setup, scenario, run, stats
+        docker = setup.sandbox_kind != "local"
+        self.route = _Route(setup.workdir / f"{setup.session_id}.route", docker, stats)
+        self.reason = EndReason.ERROR
+        self.verdict: Verdict | None = None
+        self.meta: dict[str, Any] = {}
+
+    async def run(self) -> SessionStats:
+        setup, run, stats = self.setup, self.run_, self.stats
+        mounts = self.route.mounts()
+        if run.installed is not None:
+            mounts[str(run.installed.folder)] = str(run.installed.folder)
+        try:
+            await self.route.open(run.proxy, setup.session_id)
+            place = SessionPlace(
+                setup, self.scenario, stats, mounts=mounts, before_sandbox=_hand_over
+            )
+            async with place:
+                await self._agent(place.sandbox)
+                if setup.evaluate:
+                    stats.status = SessionStatus.EVAL
+                    self.verdict = await success_check(place.sandbox, self.scenario, setup.task)
+                    stats.eval_detail = self.verdict.detail
+                stats.status = SessionStatus.CLOSING
+        except asyncio.CancelledError:
+            self.reason = EndReason.INTERRUPTED
+            raise
+        except Exception as exc:
+            stats.detail = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self._end()
+        return stats
+
+    async def _agent(self, sandbox: Any) -> None:
+        """The product in ``sandbox`` until it exits or the wall budget ends it."""
+        run, stats, scenario = self.run_, self.stats, self.scenario
+        if self.route.docker and sandbox.kind != "docker":  # auto fell back on local
+            self.route.close()
+            self.route = _Route(self.route.folder, docker=False, stats=stats)
+            await self.route.open(run.proxy, self.setup.session_id)
+        exe = str(run.installed.exe) if run.installed is not None else ""
+        root_url = self.route.root_url
+        ctx = LaunchContext(exe, scenario.task, run.model, root_url, run.key, str(sandbox.home))
+        launch = run.product.launch(ctx)
+        stats.status = SessionStatus.RUNNING
+        argv = self.route.wrap(launch.argv)
+        res = await asyncio.to_thread(
+            sandbox.exec, argv, timeout_s=scenario.wall_budget_s, env=launch.env
+        )
+        self.meta = {"agent": run.product.label, "exit_code": res.exit_code,
+                     "sandbox_id": str(sandbox.id), "agent_s": (res.end_ns - res.start_ns) / 1e9}  # fmt: skip
+        if res.timed_out:
+            self.reason = EndReason.WALL_BUDGET
+        elif res.exit_code == 0:
+            self.reason = EndReason.DONE
+        else:
+            self.reason = EndReason.ERROR
+            stats.detail = f"{run.product.label} exited {res.exit_code}: {_tail(res.output)}"
+
+    def _end(self) -> None:
+        """The counters closed and the outcome sent to the trace, whatever ended it."""
+        self.route.close()
+        stats = self.stats
+        stats.end_ns = time.perf_counter_ns()
+        stats.end_reason = self.reason
+        event = self.verdict.event if self.verdict else None
+        stats.eval_passed = event.passed if event else None
+        meta = _meta(self.setup, self.meta)
+        self.run_.proxy.outcome(
+            SessionOutcome(self.setup.session_id, stats.end_ns, self.reason.value, event, meta)
+        )
+        stats.status = SessionStatus.ENDED
+
+
+def _meta(setup: SessionSetup, meta: dict[str, Any]) -> dict[str, Any]:
+    out = {"index": setup.index, "seed": setup.seed, **meta}
+    if setup.task is not None:
+        out |= {"task": setup.task, "attempt": setup.attempt}
+    return out
