@@ -59,6 +59,14 @@ class GenerateOptions(MeasureOptions):
         ),
     ] = "langgraph"
     """``--agent``: the built-in agents, or an agent product (``products.registry``)."""
+    agent_max_tokens: Annotated[
+        int | None,
+        Flag(
+            "Most tokens of one reply of an agent product, where it takes a limit (Claude "
+            "Code, mini-swe-agent; not Codex). Default: the product's own.",
+            metavar="N",
+        ),
+    ] = Field(default=None, ge=1, le=1_000_000)
     endpoint: Annotated[
         str | None,
         Flag(
@@ -207,6 +215,8 @@ def check_options(opts: GenerateOptions) -> None:
     from agentload.products.registry import product
 
     chosen = product(opts.agent)  # one line for an unknown name
+    if chosen is None and opts.agent_max_tokens is not None:
+        raise ConfigError("--agent-max-tokens caps an agent product's replies: give --agent NAME")
     if chosen is not None and opts.ray is not None:
         raise ConfigError(f"--agent {chosen.label} runs here: --ray runs the built-in agents only")
     if opts.oracle and tasks is None:

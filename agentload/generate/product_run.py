@@ -74,7 +74,8 @@ async def run_product(spec: RunSpec, product: Product, progress: ProgressSink | 
         proxy = RecordServer(record, trace_path=spec.path, header=header)
         await asyncio.to_thread(proxy.start)
         workdir = owned_tempdir(WORKSPACES)  # a kill -9 leaves it to `agentload sandbox cleanup`
-        run = ProductRun(product, installed, model, api_key_from_env() or _NO_KEY, proxy)
+        key = api_key_from_env() or _NO_KEY
+        run = ProductRun(product, installed, model, key, proxy, opts.agent_max_tokens)
         gate = asyncio.Semaphore(opts.parallel)
 
         async def one(i: int) -> SessionStats:

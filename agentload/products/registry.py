@@ -50,6 +50,8 @@ class LaunchContext:
     root_url: str
     key: str
     home: str
+    max_tokens: int | None = None
+    """``--agent-max-tokens``: the most tokens of one reply, where the product takes a limit."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,8 @@ def _claude_code(c: LaunchContext) -> Launch:
         "DISABLE_TELEMETRY": "1",
         "NO_COLOR": "1",
     }
+    if c.max_tokens is not None:
+        env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(c.max_tokens)
     return Launch(argv, env)
 
 
@@ -111,6 +115,8 @@ def _mini_swe_agent(c: LaunchContext) -> Launch:
     argv = [c.exe, "-m", f"openai/{c.model}", "-t", c.task, "-y", "--exit-immediately"]
     argv += ["-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={c.root_url}/v1"]
     argv += ["-c", f"agent.step_limit={MAX_TURNS}", "-o", c.home + "/trajectory.json"]
+    if c.max_tokens is not None:
+        argv += ["-c", f"model.model_kwargs.max_tokens={c.max_tokens}"]
     env = {
         "OPENAI_API_KEY": c.key,
         "MSWEA_CONFIGURED": "true",

@@ -59,6 +59,7 @@ class ProductRun:
     model: str
     key: str
     proxy: RecordServer
+    max_tokens: int | None = None
 
 
 def _hand_over(root: Path) -> None:
@@ -201,7 +202,8 @@ class _Session:
             await self.route.open(run.proxy, self.setup.session_id)
         exe = str(run.installed.exe) if run.installed is not None else ""
         root_url = self.route.root_url
-        ctx = LaunchContext(exe, scenario.task, run.model, root_url, run.key, str(sandbox.home))
+        ctx = LaunchContext(exe, scenario.task, run.model, root_url, run.key, str(sandbox.home),
+                            run.max_tokens)  # fmt: skip
         launch = run.product.launch(ctx)
         stats.status = SessionStatus.RUNNING
         argv = self.route.wrap(launch.argv)

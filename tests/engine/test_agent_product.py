@@ -30,7 +30,7 @@ def test_mini_swe_agent_on_the_engine_ends_for_a_reason_and_leaves_a_valid_trace
     agent_exe(MINI_SWE_AGENT)
     argv = [sys.executable, "-m", "agentload", "generate", "--agent", "mini-swe-agent",
             "-s", "quick", "-c", "wall_budget_s=90",
-            "-c", "task=Run ls, then finish.", "--endpoint", engine.url,
+            "-c", "task=Run ls, then finish.", "--agent-max-tokens", "48", "--endpoint", engine.url,
             "--model", engine.model, "--sandbox", "docker", "-o", str(tmp_path), "--json"]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=400, check=False)
     assert done.returncode in (0, 1), done.stderr[-3000:]
