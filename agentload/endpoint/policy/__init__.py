@@ -11,9 +11,15 @@ code-search sub-agent", "test-runner", "file-reader") is that kind; one offered 
 kind's usual tool set (``contract.SUBAGENT_TOOLS``) is that kind; one whose system message
 holds the first prompt's ``## Repository map`` is an orchestrator working alone. These are
 played by ``agent_policy`` as a competent coding agent reading the real tool outputs. Any other
-conversation (no tools, a tool outside the contract, none of the above) gets
-``BasePolicy.plain``, a plain-text answer, and tool calls only when tools are offered
-(honouring ``tool_choice``: ``none``, ``auto``, ``required`` or a named function).
+conversation offered tools that do coding work — an agent product such as Claude Code, Codex
+CLI or mini-swe-agent — is a **foreign agent** (``foreign``): its tools sorted by capability
+from their names and schemas (``toolkinds``), it delegates 1–2 sub-tasks when it may (and waits
+for Codex's sub-agents), lists, searches, reads, runs the tests and answers (or runs the
+finish command its instructions name), in about 6–15 calls; a sub-agent of its own delegation
+does its sub-task in 1–3 calls and reports. The rest (no tools, e.g. Claude Code's title
+requests, or tools that do no coding work) gets ``BasePolicy.plain``, a plain-text answer, and
+tool calls only when tools are offered (honouring ``tool_choice``: ``none``, ``auto``,
+``required`` or a named function).
 
 **When it stops.** No limit travels in a request either: the simulated model's own pacing is
 server-side configuration (``PolicyConfig.context_target``, ``max_rounds``,
@@ -29,6 +35,11 @@ agents' harness enforces every limit itself, whatever the model does.
 * ``agent_policy`` — the orchestrator, and the entry for agentload's agents;
 * ``subagents`` — code_search, file_reader and test_runner;
 * ``oracle`` — eval's oracle mode: the reference fix of a recognised eval task, through tools;
+* ``foreign`` — the foreign agent (root and sub-agent steps); ``foreign_oracle`` its oracle
+  mode through the product's own edit tools; ``session`` — a foreign conversation read (task,
+  cwd, finish convention, calls and results); ``toolkinds`` — tools by capability, arguments
+  completed from their schemas; ``moves`` — an intention as a call of the offered tools;
+  ``report`` — the foreign agent's texts, quoting its results;
 * ``roles`` — which agent a request comes from (the rules above);
 * ``reading`` — the policy's reading of an agent's conversation (``Ctx``: what the agent knows
   at one call) and the pickers the agent policies share;
@@ -41,6 +52,7 @@ from __future__ import annotations
 
 from agentload.endpoint.policy.agent_policy import decide_agent
 from agentload.endpoint.policy.base import BasePolicy
+from agentload.endpoint.policy.foreign import decide_foreign
 from agentload.endpoint.policy.types import Conversation, Decision, LengthDist, PolicyConfig
 
 __all__ = ["BasePolicy", "Conversation", "Decision", "LengthDist", "Policy", "PolicyConfig"]
@@ -52,4 +64,8 @@ class Policy(BasePolicy):
     def decide(self, conv: Conversation) -> Decision:
         if conv.role is not None:
             return decide_agent(self, conv)
+        if conv.tools:
+            d = decide_foreign(self, conv)
+            if d is not None:
+                return d
         return self.plain(conv)

@@ -21,7 +21,7 @@ from agentload.contract import CODE_SEARCH, FILE_READER, SUBAGENT_ROLES, TEST_RU
 from agentload.endpoint.policy.facts import Facts, extract
 from agentload.tokenizer import _content_text
 
-__all__ = ["Conversation", "Decision", "LengthDist", "PolicyConfig"]
+__all__ = ["Conversation", "Decision", "LengthDist", "PolicyConfig", "call_of"]
 
 
 class LengthDist(BaseModel):
@@ -185,17 +185,11 @@ class Conversation:
 
     def calls(self) -> list[tuple[str, dict[str, Any]]]:
         """Every tool call made so far (name, parsed arguments)."""
-        out = []
+        out: list[tuple[str, dict[str, Any]]] = []
         for m in self.messages:
             if m.get("role") != "assistant":
                 continue
-            for tc in m.get("tool_calls") or ():
-                fn = tc.get("function") or {}
-                try:
-                    args = orjson.loads(fn.get("arguments") or "{}")
-                except orjson.JSONDecodeError:
-                    args = {}
-                out.append((str(fn.get("name")), args if isinstance(args, dict) else {}))
+            out.extend(call_of(tc) for tc in m.get("tool_calls") or ())
         return out
 
     @property
@@ -207,3 +201,13 @@ class Conversation:
         if isinstance(tc, dict):
             return str(tc["function"]["name"])
         return None
+
+
+def call_of(tool_call: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A chat tool call's name and parsed arguments (``{}`` when they are not a JSON object)."""
+    fn = tool_call.get("function") or {}
+    try:
+        args = orjson.loads(fn.get("arguments") or "{}")
+    except orjson.JSONDecodeError:
+        args = {}
+    return str(fn.get("name")), args if isinstance(args, dict) else {}

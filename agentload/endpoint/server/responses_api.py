@@ -6,8 +6,10 @@ The answer is a ``response`` object: a ``message`` item with the text (when ther
 then one ``function_call`` item per tool call (``call_id`` the chat reply's tool call id; a
 call of a ``custom`` tool is a ``custom_tool_call`` whose ``input`` is its chat arguments'
 ``input``, streamed as ``custom_tool_call_input.delta`` events). Namespace tools' inner
-functions may be called (by their own names); hosted tools (``web_search``...) are offered no
-call;
+functions may be called (by their own names; the ``function_call`` item names its
+``namespace``, which Codex routes the call by); hosted tools (``web_search``...) are offered
+no call. An ``encrypted_content`` part of an input item (Codex sends back a function argument
+its tool marks ``encrypted`` so) reads as the text it holds: the simulator encrypts nothing.
 ``incomplete`` with ``max_output_tokens`` when the reply hit ``max_output_tokens``. Streamed, it
 is the event sequence the ``openai`` SDK's typed stream accumulator accepts:
 ``response.created``, ``response.in_progress``, per item ``output_item.added``, its content
@@ -108,7 +110,7 @@ def _chat_request(
     body: dict[str, Any], model: str, store: Mapping[str, list[dict[str, Any]]]
 ) -> ChatRequest:
     try:
-        chat = wire.to_chat(body)
+        chat = wire.to_chat(_decrypted(body))
     except ShapeError as exc:
         raise openai_shape_error(exc) from None
     prev = wire.previous_response_id(body)
@@ -135,6 +137,30 @@ def _chat_request(
             raise
         message = native + exc.message.removeprefix(exc.param or "")
         raise APIError(exc.status, message, native, exc.code) from None
+
+
+def _decrypted(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with each ``encrypted_content`` content part read as the text it holds: a
+    function argument the tool marks ``encrypted`` (Codex's ``spawn_agent`` ``message``) comes
+    back as one, and the simulator's encryption is the identity."""
+    items = body.get("input")
+    if not isinstance(items, list) or "encrypted_content" not in orjson.dumps(items).decode():
+        return body
+    out = []
+    for item in items:
+        parts = item.get("content") if isinstance(item, dict) else None
+        if isinstance(parts, list):
+            parts = [
+                {"type": "input_text", "text": p["encrypted_content"]}
+                if isinstance(p, dict)
+                and p.get("type") == "encrypted_content"
+                and isinstance(p.get("encrypted_content"), str)
+                else p
+                for p in parts
+            ]
+            item = {**item, "content": parts}
+        out.append(item)
+    return {**body, "input": out}
 
 
 _NATIVE = {"max_tokens": "max_output_tokens", "tool_choice.function.name": "tool_choice.name"}
@@ -204,10 +230,18 @@ def _part(text: str) -> dict[str, Any]:
 
 
 def _call(
-    ids: ResponseIds, i: int, cid: str, name: str, args: str, status: str, custom: bool = False
+    ids: ResponseIds,
+    i: int,
+    cid: str,
+    name: str,
+    args: str,
+    status: str,
+    custom: bool = False,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
-    """A ``function_call`` item, or (``custom``: a call of a freeform tool, whose chat form
-    takes one string ``input``) a ``custom_tool_call`` item."""
+    """A ``function_call`` item (of ``namespace`` when its tool is inside one), or
+    (``custom``: a call of a freeform tool, whose chat form takes one string ``input``) a
+    ``custom_tool_call`` item."""
     if custom:
         return {
             "id": ids.call(i),
@@ -217,7 +251,7 @@ def _call(
             "input": _custom_input(args),
             "status": status,
         }
-    return {
+    item = {
         "id": ids.call(i),
         "type": "function_call",
         "call_id": cid,
@@ -225,6 +259,9 @@ def _call(
         "arguments": args,
         "status": status,
     }
+    if namespace is not None:
+        item["namespace"] = namespace
+    return item
 
 
 def _custom_input(args: str) -> str:
@@ -252,11 +289,23 @@ def custom_tools(body: dict[str, Any]) -> frozenset[str]:
     return frozenset(names)
 
 
+def namespaces(body: dict[str, Any]) -> dict[str, str]:
+    """The namespace of each function a request's ``namespace`` tools hold (by its name)."""
+    out: dict[str, str] = {}
+    for t in body.get("tools") or ():
+        if isinstance(t, dict) and t.get("type") == "namespace" and isinstance(t.get("name"), str):
+            for inner in t.get("tools") or ():
+                if isinstance(inner, dict) and isinstance(inner.get("name"), str):
+                    out.setdefault(inner["name"], t["name"])
+    return out
+
+
 def _output(r: Reply, ids: ResponseIds, body: dict[str, Any]) -> list[dict[str, Any]]:
     out = [_message(ids, r.content, "completed")] if r.content else []
-    custom = custom_tools(body)
+    custom, spaces = custom_tools(body), namespaces(body)
     for i, (cid, name, pieces) in enumerate(r.tool_calls):
-        out.append(_call(ids, i, cid, name, "".join(pieces), "completed", name in custom))
+        args = "".join(pieces)
+        out.append(_call(ids, i, cid, name, args, "completed", name in custom, spaces.get(name)))
     return out
 
 
@@ -311,16 +360,17 @@ def render_response_stream(
         add("response.content_part.done", **where, part=_part(r.content))
         add("response.output_item.done", output_index=0, item=_message(ids, r.content, "completed"))
         index = 1
-    custom = custom_tools(body)
+    custom, spaces = custom_tools(body), namespaces(body)
     for i, (cid, name, pieces) in enumerate(r.tool_calls):
         args = "".join(pieces)
         at = index + i
         mine = name in custom
+        ns = spaces.get(name)
         where = {"item_id": ids.call(i), "output_index": at}
         add(
             "response.output_item.added",
             output_index=at,
-            item=_call(ids, i, cid, name, "", "in_progress", mine),
+            item=_call(ids, i, cid, name, "", "in_progress", mine, ns),
         )
         for delta in _input_deltas(pieces) if mine else pieces:
             kind = "custom_tool_call_input" if mine else "function_call_arguments"
@@ -333,7 +383,7 @@ def render_response_stream(
         add(
             "response.output_item.done",
             output_index=at,
-            item=_call(ids, i, cid, name, args, "completed", mine),
+            item=_call(ids, i, cid, name, args, "completed", mine, ns),
         )
     events.append(_completed_event(r, ids, created, model, body, len(events)))
     return Rendered(events, token_pos, 2)
