@@ -1,6 +1,6 @@
 """Where a generate run goes, decided in one place: this process (``run.generate``), an agent
 product here (``--agent NAME``: ``product_run``), or a Ray cluster with ``--ray``
-(``ray_driver.generate_on_ray``, imported only then)."""
+(``ray_driver.generate_on_ray``, imported only then; its workers run either kind)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ async def generate(opts: GenerateOptions, progress: ProgressSink | None = None) 
     """The run of ``opts``: here, an agent product here, or on the Ray cluster ``opts.ray``
     names."""
     chosen = product(opts.agent)
-    if chosen is not None:
+    if chosen is not None and opts.ray is None:
         from agentload.generate.product_run import run_product
 
         return await run_product(run_spec(opts), chosen, progress)

@@ -217,8 +217,6 @@ def check_options(opts: GenerateOptions) -> None:
     chosen = product(opts.agent)  # one line for an unknown name
     if chosen is None and opts.agent_max_tokens is not None:
         raise ConfigError("--agent-max-tokens caps an agent product's replies: give --agent NAME")
-    if chosen is not None and opts.ray is not None:
-        raise ConfigError(f"--agent {chosen.label} runs here: --ray runs the built-in agents only")
     if opts.oracle and tasks is None:
         raise ConfigError("--oracle applies eval tasks' reference fixes: give --tasks")
     if tasks is not None and len(opts.levels) > 1:

@@ -41,13 +41,20 @@ from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
 from agentload.tokenizer import ChatTokenCounter
 from agentload.trace.trace import Trace, load_trace
 
-__all__ = ["run_product"]
+__all__ = ["counted", "installed_product", "no_key", "run_product"]
 
 _NO_KEY = "agentload"
 """The key an agent sends when the user set none (agents refuse to start without one)."""
 
 
-async def _installed(product: Product) -> Installed | None:
+def no_key() -> str:
+    """The key an agent sends when the user set none."""
+    return _NO_KEY
+
+
+async def installed_product(product: Product) -> Installed | None:
+    """The product's install (installed now when it is not yet); None for ``cmd:``;
+    ``AgentProductError`` (one line) when it cannot be installed."""
     if not product.installed:
         return None
     try:
@@ -60,17 +67,14 @@ async def run_product(spec: RunSpec, product: Product, progress: ProgressSink | 
     """The run of ``product`` (see the module docstring); the trace is closed and every
     sandbox removed in every case."""
     opts = spec.opts
-    installed = await _installed(product)
+    installed = await installed_product(product)
     plan = opts.session_plan()
     async with open_endpoint(opts, spec.seed) as (base_url, model):
         timeout = min(opts.call_timeout_s, CALIBRATION_TIMEOUT_S)
         tokens = await calibrate(base_url, model, opts.scenario, ChatTokenCounter(), timeout)
         generator = generator_info(opts, len(plan), spec.kind)
-        generator["agent"] = product.label
-        if installed is not None:
-            generator["agent_version"] = installed.spec
         header = run_header(spec, base_url, model, tokens, generator)
-        record = RecordOptions(upstream=base_url, out=spec.path.parent)
+        record = RecordOptions(upstream=base_url, out=spec.path.parent, port=0)
         proxy = RecordServer(record, trace_path=spec.path, header=header)
         await asyncio.to_thread(proxy.start)
         workdir = owned_tempdir(WORKSPACES)  # a kill -9 leaves it to `agentload sandbox cleanup`

@@ -33,10 +33,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from agentload.agents.llm import ChatClient
 from agentload.agents.session import run_session
 from agentload.agents.tracing import LiveCall, SessionStats
 from agentload.generate.run import open_endpoint, session_setup
+from agentload.products.registry import product
+from agentload.products.session import ProductRun, run_product_session
 from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
 from agentload.tokenizer import ChatTokenCounter
 from agentload.trace.capture import CallCapture
@@ -45,6 +49,7 @@ from agentload.trace.writer import TraceWriter
 if TYPE_CHECKING:
     from agentload.generate.calibrate import TokenRatio
     from agentload.generate.options import GenerateOptions
+    from agentload.record.server import RecordServer
     from agentload.trace.schema import Header
 
 __all__ = ["Batch", "GenerateWorker", "stats_from_wire", "stats_wire"]
@@ -104,6 +109,9 @@ class GenerateWorker:
         self._batches = 0
         self._live: dict[int, SessionStats] = {}
         self._tasks: dict[int, asyncio.Task[Any]] = {}
+        self.product = product(opts.agent)
+        self._product_run: ProductRun | None = None
+        self._proxy: RecordServer | None = None
 
     async def start(self) -> dict[str, Any]:
         """Start the endpoint (see the module docstring); facts about this worker."""
@@ -141,9 +149,13 @@ class GenerateWorker:
         return time.perf_counter_ns()
 
     async def open(self, header: Header, ratio: float) -> None:
-        """The trace writer with the run's header, the capture and the client."""
+        """The trace writer with the run's header, the capture and the client (an agent
+        product: its recording proxy, which writes this worker's trace, and its install)."""
         assert self.workdir is not None
         self.ratio = ratio
+        if self.product is not None:
+            await self._open_product(header)
+            return
         path = self.workdir / f"worker{self.index}.agentload.jsonl"
         self.writer = TraceWriter(path, header, tee=self._tee)
         await self.writer.open()
@@ -157,6 +169,22 @@ class GenerateWorker:
             backoff_s=o.retry_backoff_s,
             call_timeout_s=o.call_timeout_s,
         )
+
+    async def _open_product(self, header: Header) -> None:
+        """``--agent NAME``: the product installed on this node, a recording proxy to this
+        worker's endpoint writing this worker's trace (read back whole at ``close``)."""
+        from agentload.generate.product_run import installed_product, no_key
+        from agentload.record.server import RecordOptions, RecordServer
+
+        assert self.workdir is not None and self.product is not None
+        installed = await installed_product(self.product)
+        path = self.workdir / f"worker{self.index}-agent.agentload.jsonl"
+        record = RecordOptions(upstream=self.base_url, out=self.workdir, port=0)
+        self._proxy = RecordServer(record, trace_path=path, header=header)
+        await asyncio.to_thread(self._proxy.start)
+        self._product_run = ProductRun(self.product, installed, self.model,
+                                       self._key or no_key(), self._proxy,
+                                       self.opts.agent_max_tokens)  # fmt: skip
 
     def _tee(self, line: bytes, blob_id: str | None) -> None:
         self._lines.append((line, blob_id))
@@ -172,7 +200,7 @@ class GenerateWorker:
     async def run(self, i: int) -> tuple[dict[str, Any], list[Batch]]:
         """Session ``i`` to its end: its counters and the records written since the last
         batch (this session's last ones among them)."""
-        assert self.workdir and self.client and self.writer and self.capture
+        assert self.workdir
         task = asyncio.current_task()
         if task is not None:
             self._tasks[i] = task
@@ -184,15 +212,20 @@ class GenerateWorker:
             self._live[i] = stats
 
         try:
-            stats = await run_session(
-                setup,
-                self.plan[i][0],
-                client=self.client,
-                writer=self.writer,
-                capture=self.capture,
-                on_start=started,
-                token_ratio=self.ratio,
-            )
+            if self._product_run is not None:
+                run = self._product_run
+                stats = await run_product_session(setup, self.plan[i][0], run, started)
+            else:
+                assert self.client and self.writer and self.capture
+                stats = await run_session(
+                    setup,
+                    self.plan[i][0],
+                    client=self.client,
+                    writer=self.writer,
+                    capture=self.capture,
+                    on_start=started,
+                    token_ratio=self.ratio,
+                )
         except Exception:  # recorded (end reason error, its detail) by run_session
             if not box:
                 raise
@@ -219,6 +252,9 @@ class GenerateWorker:
     async def close(self) -> list[Batch]:
         """Close the writer, the client and the endpoint; remove the temp dir. The last batch."""
         try:
+            if self._proxy is not None:
+                path = await asyncio.to_thread(self._proxy.stop)
+                self._lines += _records(path)
             if self.writer is not None:
                 await self.writer.close()
             if self.client is not None:
@@ -228,6 +264,23 @@ class GenerateWorker:
             if self.workdir is not None:
                 shutil.rmtree(self.workdir, ignore_errors=True)
         return self._take()
+
+
+def _records(path: Path) -> list[tuple[bytes, str | None]]:
+    """The records of a trace the worker's recording proxy wrote, header and end left out
+    (the driver writes its own), each blob with its id."""
+    if not path.exists():
+        return []
+    out: list[tuple[bytes, str | None]] = []
+    for line in path.read_bytes().splitlines():
+        if not line.strip():
+            continue
+        rec = orjson.loads(line)
+        kind = rec.get("type")
+        if kind in ("header", "trace_end"):
+            continue
+        out.append((line + b"\n", rec["id"] if kind == "blob" else None))
+    return out
 
 
 def _docker_answers() -> str:

@@ -61,10 +61,12 @@ from agentload.generate.run import (
     run_header,
 )
 from agentload.masking import redact_url
+from agentload.products.registry import product
 from agentload.raycluster import ClockOffset, Cluster, connect, measure_offset, require_ray
 from agentload.tokenizer import ChatTokenCounter
 from agentload.trace.events import Error
 from agentload.trace.schema import EventRecord, SessionRecord
+from agentload.trace.trace import load_trace
 from agentload.trace.writer import TraceWriter
 
 if TYPE_CHECKING:
@@ -291,6 +293,10 @@ async def _run(
         await asyncio.gather(*(w.actor.open.remote(header, tokens.ratio) for w in workers))
         await _Dispatch(workers, relay, mirrors, opts.parallel, progress).run_all()
     result.sessions = mirrors
+    if product(opts.agent) is not None:  # a product's counters are what the trace holds
+        from agentload.generate.product_run import counted
+
+        counted(load_trace(spec.path), mirrors)
     result.wall_ns = time.perf_counter_ns() - spec.t0
     return result
 

@@ -325,6 +325,14 @@ def session_setup(
 def generator_info(opts: GenerateOptions, sessions: int, kind: str) -> dict[str, Any]:
     """The trace header's ``generator``: how the run was asked for."""
     out: dict[str, Any] = {"sessions": sessions, "parallel": opts.parallel, "sandbox": kind}
+    from agentload.products.install import spec_of
+    from agentload.products.registry import product
+
+    chosen = product(opts.agent)
+    if chosen is not None:
+        out["agent"] = chosen.label
+        if chosen.installed:
+            out["agent_version"] = spec_of(chosen.name.value)
     tasks = opts.task_names()
     if tasks is not None:
         out |= {"tasks": list(tasks), "attempts": opts.attempts, "oracle": opts.oracle}

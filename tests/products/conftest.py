@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # conftest helpers, ready_file
 sys.path.insert(0, str(Path(__file__).parents[1] / "record"))  # real_agents
+sys.path.insert(0, str(Path(__file__).parent))  # test_cmd_agent's AGENT
 
 
 @pytest.fixture
