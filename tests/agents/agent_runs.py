@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentload.errors import TraceFormatError
 from agentload.generate.options import GenerateOptions
 from agentload.generate.run import RunResult, generate
 from agentload.scenarios import load_scenario
@@ -85,3 +86,15 @@ def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("agentload: error: "), proc.stderr
     return lines[0]
+
+
+def recorded_calls(folder: Path) -> int:
+    """The calls the trace a running ``generate`` writes in ``folder`` holds so far: 0 while
+    there is no file, or the file does not hold its header yet (created, not yet written)."""
+    files = list(folder.glob("*.zst"))
+    if not files:
+        return 0
+    try:
+        return len(load_trace(files[0]).calls)
+    except TraceFormatError:
+        return 0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from agent_runs import agentload, one_error_line
+from agent_runs import agentload, one_error_line, recorded_calls
 
 from agentload.measure.results import ResultsDocument, load_results
 from agentload.trace import Trace, load_trace
@@ -208,8 +208,7 @@ def test_sigterm_mid_run_writes_the_results_of_what_ran(tmp_path: Path) -> None:
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            files = list(tmp_path.glob("*.zst"))
-            if files and len(load_trace(files[0]).calls) >= 3:
+            if recorded_calls(tmp_path) >= 3:
                 break
             time.sleep(0.3)
         proc.send_signal(signal.SIGTERM)
