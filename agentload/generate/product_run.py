@@ -20,15 +20,12 @@ from collections import Counter
 from agentload.agents.tracing import SessionStats
 from agentload.auth import api_key_from_env
 from agentload.errors import AgentProductError
-from agentload.generate.calibrate import calibrate
 from agentload.generate.run import (
-    CALIBRATION_TIMEOUT_S,
     ProgressSink,
     RunResult,
     RunSpec,
-    generator_info,
+    calibrated_header,
     open_endpoint,
-    run_header,
     session_setup,
 )
 from agentload.masking import redact_url
@@ -38,7 +35,6 @@ from agentload.products.session import ProductRun, run_product_session
 from agentload.record.ledger import header_session_id
 from agentload.record.server import RecordOptions, RecordServer
 from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
-from agentload.tokenizer import ChatTokenCounter
 from agentload.trace.trace import Trace, load_trace
 
 __all__ = ["counted", "installed_product", "no_key", "run_product"]
@@ -70,10 +66,7 @@ async def run_product(spec: RunSpec, product: Product, progress: ProgressSink | 
     installed = await installed_product(product)
     plan = opts.session_plan()
     async with open_endpoint(opts, spec.seed) as (base_url, model):
-        timeout = min(opts.call_timeout_s, CALIBRATION_TIMEOUT_S)
-        tokens = await calibrate(base_url, model, opts.scenario, ChatTokenCounter(), timeout)
-        generator = generator_info(opts, len(plan), spec.kind)
-        header = run_header(spec, base_url, model, tokens, generator)
+        tokens, header = await calibrated_header(spec, base_url, model, len(plan))
         record = RecordOptions(upstream=base_url, out=spec.path.parent, port=0)
         proxy = RecordServer(record, trace_path=spec.path, header=header)
         await asyncio.to_thread(proxy.start)

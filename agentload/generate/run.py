@@ -56,6 +56,7 @@ __all__ = [
     "ProgressSink",
     "RunResult",
     "RunSpec",
+    "calibrated_header",
     "check_endpoint",
     "generate",
     "generator_info",
@@ -218,16 +219,23 @@ def run_header(
     )
 
 
+async def calibrated_header(
+    spec: RunSpec, base_url: str, model: str, sessions: int
+) -> tuple[TokenRatio, Header]:
+    """The run's token ratio, measured against the endpoint, and its trace header."""
+    timeout = min(spec.opts.call_timeout_s, CALIBRATION_TIMEOUT_S)
+    tokens = await calibrate(base_url, model, spec.opts.scenario, ChatTokenCounter(), timeout)
+    generator = generator_info(spec.opts, sessions, spec.kind)
+    return tokens, run_header(spec, base_url, model, tokens, generator)
+
+
 async def _run(spec: RunSpec, progress: ProgressSink | None) -> RunResult:
     """The run on this machine: the endpoint opened, the ratio measured, the sessions run into
     one trace; the client and the workspaces' folder are closed in every case."""
     opts = spec.opts
     plan = opts.session_plan()
     async with open_endpoint(opts, spec.seed) as (base_url, model):
-        timeout = min(opts.call_timeout_s, CALIBRATION_TIMEOUT_S)
-        tokens = await calibrate(base_url, model, opts.scenario, ChatTokenCounter(), timeout)
-        generator = generator_info(opts, len(plan), spec.kind)
-        header = run_header(spec, base_url, model, tokens, generator)
+        tokens, header = await calibrated_header(spec, base_url, model, len(plan))
         result = RunResult(
             trace_path=spec.path, endpoint=redact_url(base_url), model=model, tokens=tokens
         )
