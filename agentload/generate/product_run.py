@@ -5,7 +5,8 @@ recorded through one recording proxy into the run's one trace.
 The proxy (``record.RecordServer``) forwards to the endpoint (default: the built-in simulator,
 which plays any agent) and writes the trace with the run's header (scenario, seed, the agent
 and its version in ``generator``); every session reaches it through a listener of its own
-(``session``), so the trace's sessions are the run's (``h-s{seed}-{i}``). Once the proxy has
+(``session``), so the trace's sessions are the run's (``h-s{seed}-{i}``). While the sessions
+run, their counters follow what the recorder writes (``products.live``); once the proxy has
 closed the trace, each session's counters (calls, tokens, agents, tool calls) are read from it:
 what the summary, eval.json and the live benchmark show is what the trace holds.
 """
@@ -30,6 +31,7 @@ from agentload.generate.run import (
 )
 from agentload.masking import redact_url
 from agentload.products.install import AgentInstallError, Installed, install, spec_of
+from agentload.products.live import LiveCounts
 from agentload.products.registry import Product
 from agentload.products.session import ProductRun, run_product_session
 from agentload.record.ledger import header_session_id
@@ -68,7 +70,8 @@ async def run_product(spec: RunSpec, product: Product, progress: ProgressSink | 
     async with open_endpoint(opts, spec.seed) as (base_url, model):
         tokens, header = await calibrated_header(spec, base_url, model, len(plan))
         record = RecordOptions(upstream=base_url, out=spec.path.parent, port=0)
-        proxy = RecordServer(record, trace_path=spec.path, header=header)
+        live = LiveCounts()
+        proxy = RecordServer(record, trace_path=spec.path, header=header, on_recorded=live)
         await asyncio.to_thread(proxy.start)
         workdir = owned_tempdir(WORKSPACES)  # a kill -9 leaves it to `agentload sandbox cleanup`
         key = api_key_from_env() or _NO_KEY
@@ -77,9 +80,14 @@ async def run_product(spec: RunSpec, product: Product, progress: ProgressSink | 
 
         async def one(i: int) -> SessionStats:
             setup = session_setup(opts, plan, i, spec.seed, workdir, spec.kind)
+
+            def started(stats: SessionStats) -> None:
+                live.watch(stats)
+                if progress is not None:
+                    progress.session_started(stats)
+
             async with gate:
-                on_start = progress.session_started if progress else None
-                stats = await run_product_session(setup, plan[i][0], run, on_start)
+                stats = await run_product_session(setup, plan[i][0], run, started)
             if progress is not None:
                 progress.session_ended(stats)
             return stats

@@ -39,6 +39,7 @@ from agentload.agents.llm import ChatClient
 from agentload.agents.session import run_session
 from agentload.agents.tracing import LiveCall, SessionStats
 from agentload.generate.run import open_endpoint, session_setup
+from agentload.products.live import LiveCounts
 from agentload.products.registry import product
 from agentload.products.session import ProductRun, run_product_session
 from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
@@ -111,6 +112,7 @@ class GenerateWorker:
         self._tasks: dict[int, asyncio.Task[Any]] = {}
         self.product = product(opts.agent)
         self._product_run: ProductRun | None = None
+        self._counts: LiveCounts | None = None
         self._proxy: RecordServer | None = None
 
     async def start(self) -> dict[str, Any]:
@@ -180,7 +182,8 @@ class GenerateWorker:
         installed = await installed_product(self.product)
         path = self.workdir / f"worker{self.index}-agent.agentload.jsonl"
         record = RecordOptions(upstream=self.base_url, out=self.workdir, port=0)
-        self._proxy = RecordServer(record, trace_path=path, header=header)
+        self._counts = LiveCounts()
+        self._proxy = RecordServer(record, trace_path=path, header=header, on_recorded=self._counts)
         await asyncio.to_thread(self._proxy.start)
         self._product_run = ProductRun(self.product, installed, self.model,
                                        self._key or no_key(), self._proxy,
@@ -210,6 +213,8 @@ class GenerateWorker:
         def started(stats: SessionStats) -> None:
             box.append(stats)
             self._live[i] = stats
+            if self._counts is not None:
+                self._counts.watch(stats)
 
         try:
             if self._product_run is not None:

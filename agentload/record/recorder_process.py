@@ -14,8 +14,10 @@ saw things happen and writes the trace exactly as before.
   submit_ns, credentials)``, ``("e", cid, Answer fields...)``, ``("n", event, ns)`` (an event's
   payload: a WebSocket's unread message, its end), ``("s", SessionOutcome)`` (how a session a
   listener stood for ended); the first frame is the configuration.
-* Status lines on its stdout: ``ready``, ``sessions N`` as sessions appear, ``done {json}`` at
-  the end, ``error ...`` (one line) when it cannot start.
+* Status lines on its stdout: ``ready``, ``sessions N`` as sessions appear, ``recorded {json}``
+  for each call written and each request that closed tool runs (``sink.Recorded``: what
+  ``generate --agent`` shows live), ``done {json}`` at the end, ``error ...`` (one line) when it
+  cannot start.
 * It ignores SIGINT and SIGTERM (Ctrl-C reaches the whole process group; the proxy stops first
   and then closes its stdin). If the proxy dies (``kill -9``), its stdin ends and it closes the
   trace with everything it was sent; if both die, the trace is readable to its last complete
@@ -26,12 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import pickle
 import signal
 import sys
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,7 +46,7 @@ from agentload.errors import EndpointError
 from agentload.errortext import clip
 from agentload.masking import is_secret_header, known_secrets, remember
 from agentload.record.native import NATIVE_HEADERS
-from agentload.record.sink import CLIENT_LEFT, Answer, SessionOutcome, describe
+from agentload.record.sink import CLIENT_LEFT, Answer, Recorded, SessionOutcome, describe
 from agentload.trace.events import EventPayload, RecordError
 from agentload.wire import Api, WireReply, reply_from_json, stream_reader
 
@@ -87,6 +91,8 @@ class RecorderProcess:
     session_header: str | None
     agent_header: str | None
     stats: RecordStats = field(default_factory=RecordStats)
+    on_recorded: Callable[[Recorded], None] | None = None
+    """Called (in the proxy's event loop) with each ``recorded`` line, in the recorder's order."""
     _proc: asyncio.subprocess.Process | None = None
     _lines: asyncio.Task[None] | None = None
     _done: bool = False
@@ -106,6 +112,7 @@ class RecorderProcess:
             "path": str(self.trace_path), "header": self.header,
             "session_header": self.session_header, "agent_header": self.agent_header,
             "secrets": known_secrets(),  # what it must mask (the upstream URL's, say)
+            "report": self.on_recorded is not None,
         }))  # fmt: skip
         try:
             line = await asyncio.wait_for(self._proc.stdout.readline(), timeout_s)
@@ -126,7 +133,10 @@ class RecorderProcess:
         assert self._proc is not None and self._proc.stdout is not None
         async for raw in self._proc.stdout:
             kind, _, rest = raw.decode("utf-8", "replace").strip().partition(" ")
-            if kind == "sessions":
+            if kind == "recorded":
+                if self.on_recorded is not None:
+                    self.on_recorded(Recorded(**orjson.loads(rest)))
+            elif kind == "sessions":
                 self.stats.sessions = int(rest)
             elif kind == "done":
                 self.stats = RecordStats(**orjson.loads(rest))
@@ -303,6 +313,8 @@ async def _serve() -> int:
         _say(f"error {describe(exc)}")
         return 2
     rec = Recorder(writer, session_header=cfg["session_header"], agent_header=cfg["agent_header"])
+    if cfg.get("report"):
+        rec.on_recorded = lambda r: _say("recorded " + orjson.dumps(dataclasses.asdict(r)).decode())
     _say("ready")
     pending: dict[int, Pending | None] = {}
     sessions = 0

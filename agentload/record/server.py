@@ -35,7 +35,7 @@ from agentload.outfile import output_dir
 from agentload.record.native import AGENT_HEADER, SESSION_HEADER
 from agentload.record.recorder_process import RecorderProcess, RecordStats
 from agentload.record.relay import Relay
-from agentload.record.sink import SessionOutcome
+from agentload.record.sink import Recorded, SessionOutcome
 from agentload.record.upstream import Upstream
 from agentload.tokenizer import DEFAULT_TOKENIZER
 from agentload.trace.schema import ClockAnchor, Header, HostFacts
@@ -75,11 +75,18 @@ class RecordServer:
     """The proxy and its trace (see the module docstring)."""
 
     def __init__(
-        self, opts: RecordOptions, *, trace_path: Path | None = None, header: Header | None = None
+        self,
+        opts: RecordOptions,
+        *,
+        trace_path: Path | None = None,
+        header: Header | None = None,
+        on_recorded: Callable[[Recorded], None] | None = None,
     ) -> None:
         """``trace_path`` / ``header``: the trace file and its header when the caller has its
         own (``generate --agent``: the run's); by default a new file under ``opts.out`` and a
-        recording's header."""
+        recording's header. ``on_recorded`` (run in the proxy's thread) is told what the
+        recorder wrote of each call as it wrote it (``generate --agent``'s live progress)."""
+        self._on_recorded = on_recorded
         self.opts = opts
         self.upstream = Upstream.from_url(opts.upstream)  # checked once: a ConfigError line
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -136,7 +143,8 @@ class RecordServer:
         o = self.opts
         self._loop = asyncio.get_running_loop()
         header = self._header().model_dump(mode="json")
-        self.recorder = RecorderProcess(self.trace_path, header, o.session_header, o.agent_header)
+        self.recorder = RecorderProcess(self.trace_path, header, o.session_header, o.agent_header,
+                                        on_recorded=self._on_recorded)  # fmt: skip
         await self.recorder.start()
         self.relay = Relay(self.upstream, self.recorder)
         try:

@@ -16,7 +16,7 @@ from agentload.masking import mask_text
 from agentload.trace.events import Eval, EventPayload
 from agentload.wire import Api
 
-__all__ = ["CLIENT_LEFT", "Answer", "SessionOutcome", "Sink", "describe"]
+__all__ = ["CLIENT_LEFT", "Answer", "Recorded", "SessionOutcome", "Sink", "describe"]
 
 CLIENT_LEFT = "client disconnected before the answer ended"
 """The error of a call whose agent left first (the recorder drops it when the streamed answer
@@ -48,6 +48,25 @@ class SessionOutcome:
     end_reason: str
     eval: Eval | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the recorder wrote of one call or of the tool runs it closed, as it wrote it (the
+    recorder process's ``recorded`` status lines; ``generate --agent`` shows them live):
+    ``session`` (the trace's session id), ``agent`` (its agent id), whether that agent is the
+    session's root, the call's prompt and completion tokens (0 for a tool line) and tool calls
+    asked for, and the ns the closed tool runs took (sub-agent runs left out); ``call``: a call's
+    line (else a tool line)."""
+
+    session: str
+    agent: str
+    root: bool
+    call: bool = True
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tool_calls: int = 0
+    tool_ns: int = 0
 
 
 @dataclass

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from agentload.errors import WireError
 from agentload.errortext import clip
 from agentload.record.ledger import Closed, Placement, header_session_id
 from agentload.record.native import identity
-from agentload.record.sink import SessionOutcome
+from agentload.record.sink import Recorded, SessionOutcome
 from agentload.record.threads import Threads
 from agentload.tokenizer import ChatTokenCounter
 from agentload.trace.capture import CallCapture, ObservedCall, assistant_message
@@ -89,6 +90,8 @@ class Recorder:
         """Requests not turned into calls (``NOT_RECORDED`` events), for the stop line."""
         self.unread_first: str | None = None
         self.websockets = 0
+        self.on_recorded: Callable[[Recorded], None] | None = None
+        """Told what was written of each call and of the tool runs a request closed."""
         self._outcomes: dict[str, SessionOutcome] = {}
         self._responses: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         """Responses answered so far (bounded): id → the conversation it ended, reply included
@@ -119,8 +122,16 @@ class Recorder:
             self.writer.write_nowait(placement.new_session)
         if placement.new_agent is not None:
             self.writer.write_nowait(placement.new_agent)
+        tools_ns = 0
         for c in placement.closed:
-            self.writer.write_nowait(tool_record(c, self.counter))
+            tool = tool_record(c, self.counter)
+            self.writer.write_nowait(tool)
+            if tool.child_agent_id is None:
+                tools_ns += tool.end_ns - tool.start_ns
+        if self.on_recorded is not None and placement.closed:
+            rec = placement.agent.record
+            root = rec.parent_agent_id is None
+            self.on_recorded(Recorded(rec.session_id, rec.id, root, call=False, tool_ns=tools_ns))
         for a in (*placement.ended_agents, *placement.linked_agents):
             self.writer.write_nowait(a)
         return Pending(api, body, chat, placement, now_ns, scrubbed)
@@ -165,7 +176,7 @@ class Recorder:
             self.errors += 1
         native = await self._native(p) if p.api != "chat" else None
         tool_calls = reply.tool_calls or None
-        await self.capture.record(
+        rec = await self.capture.record(
             ObservedCall(
                 call_id=pl.call_id,
                 session_id=pl.agent.record.session_id,
@@ -184,6 +195,12 @@ class Recorder:
             ),
             scrubbed=p.scrubbed,
         )
+        if self.on_recorded is not None:
+            u = rec.usage
+            prompt = u.prompt_tokens if u.prompt_tokens is not None else u.prompt_tokens_ours
+            root = pl.agent.record.parent_agent_id is None
+            self.on_recorded(Recorded(rec.session_id, rec.agent_id, root, True, prompt or 0,
+                                      u.completion_tokens or 0, len(tool_calls or ())))  # fmt: skip
         if not error:
             self._remember(p, reply)
         answered = None if error else assistant_message(reply.content, tool_calls)
