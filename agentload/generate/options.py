@@ -51,7 +51,7 @@ class GenerateOptions(MeasureOptions):
     agent: Annotated[
         str,
         Flag(
-            "The agent: langgraph (agentload's own), claude-code, codex, mini-swe-agent, or "
+            "The agent: langgraph (agentload's own), claude-code, codex, mini-swe-agent, aider, or "
             "'cmd:COMMAND LINE' (any agent; it finds the endpoint in OPENAI_BASE_URL / "
             "ANTHROPIC_BASE_URL and the task in AGENTLOAD_TASK). Products run inside the "
             "sandbox, their traffic recorded through agentload's proxy.",

@@ -123,7 +123,7 @@ def counted(trace: Trace, sessions: list[SessionStats]) -> None:
                        key=lambda c: c.timings.submit_ns)  # fmt: skip
         st.calls = len(calls)
         st.prompt_tokens = sum(trace.prompt_tokens(c) for c in calls)
-        st.completion_tokens = sum(c.usage.completion_tokens or 0 for c in calls)
+        st.completion_tokens = sum(trace.completion_tokens(c) for c in calls)
         roots = {a.id for a in agents if a.parent_agent_id is None}
         root_calls = [c for c in calls if c.agent_id in roots]
         st.orchestrator_calls = len(root_calls)

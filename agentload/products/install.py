@@ -29,15 +29,17 @@ PINS: dict[str, tuple[str, ...]] = {
     "claude-code": ("2.1.332", "2.1.197"),
     "codex": ("0.171.0", "0.169.0"),
     "mini-swe-agent": ("2.4.6",),
+    "aider": ("0.86.2",),
 }
 """Each product's pinned versions; the first is the one ``generate --agent`` runs (the others
 are older releases the recording tests drive too)."""
 _NPM = {"claude-code": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
-_PYPI = {"mini-swe-agent": "mini-swe-agent"}
+_PYPI = {"mini-swe-agent": "mini-swe-agent", "aider": "aider-chat"}
 _EXE = {
     "claude-code": "node_modules/.bin/claude",
     "codex": "node_modules/.bin/codex",
     "mini-swe-agent": "venv/bin/mini",
+    "aider": "venv/bin/aider",
 }
 _MARKER = ".agentload-ok"
 

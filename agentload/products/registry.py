@@ -7,6 +7,7 @@ a task, pointed at an endpoint, and how its end is recognised.
 | ``claude-code`` | ``claude -p`` (npm ``@anthropic-ai/claude-code``) | Anthropic Messages | ``ANTHROPIC_BASE_URL`` |
 | ``codex`` | ``codex exec`` (npm ``@openai/codex``) | OpenAI Responses | a ``model_providers`` entry (``-c``): Codex ignores ``OPENAI_BASE_URL`` |
 | ``mini-swe-agent`` | ``mini -y --exit-immediately`` (PyPI ``mini-swe-agent``) | Chat Completions (LiteLLM) | ``model.model_kwargs.api_base`` (``-c``) |
+| ``aider`` | ``aider --message`` (PyPI ``aider-chat``), edits as SEARCH/REPLACE blocks, the task's tests after each edit | Chat Completions (LiteLLM) | ``--openai-api-base`` |
 | ``cmd:"..."`` | any agent started by a shell command line | any | ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL`` and ``AGENTLOAD_*`` in its environment |
 
 Each is started in the session's workspace (its working directory) with the task text as its
@@ -35,6 +36,7 @@ class ProductName(StrEnum):
     CLAUDE_CODE = "claude-code"
     CODEX = "codex"
     MINI_SWE_AGENT = "mini-swe-agent"
+    AIDER = "aider"
     CMD = "cmd"
 
 
@@ -52,6 +54,9 @@ class LaunchContext:
     home: str
     max_tokens: int | None = None
     """``--agent-max-tokens``: the most tokens of one reply, where the product takes a limit."""
+    tests: str | None = None
+    """The shell command that runs the workspace's tests (for a product that runs them itself
+    after each edit: aider's ``--test-cmd``)."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,31 @@ def _mini_swe_agent(c: LaunchContext) -> Launch:
     return Launch(argv, env)
 
 
+_GIT_READY = 'git init -q . >/dev/null 2>&1; git add -A >/dev/null 2>&1; exec "$0" "$@"'
+"""aider works in a git repository (its repo map lists the tracked files): the workspace is
+made one, its files staged, nothing committed."""
+
+
+def _aider(c: LaunchContext) -> Launch:
+    args = ["--model", f"openai/{c.model}", "--openai-api-base", f"{c.root_url}/v1",
+            "--message", c.task, "--edit-format", "diff", "--yes-always", "--no-auto-commits",
+            "--no-dirty-commits", "--no-gitignore", "--no-check-update",
+            "--no-show-release-notes", "--analytics-disable", "--no-pretty", "--no-fancy-input",
+            "--no-show-model-warnings", "--chat-history-file", f"{c.home}/aider.chat.md",
+            "--input-history-file", f"{c.home}/aider.input"]  # fmt: skip
+    if c.tests:
+        args += ["--auto-test", "--test-cmd", c.tests]
+    env = {
+        "OPENAI_API_KEY": c.key,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        # the workspace's owner may not be the agent's user (agentload as root, local sandbox)
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "safe.directory",
+        "GIT_CONFIG_VALUE_0": "*",
+    }
+    return Launch(["sh", "-c", _GIT_READY, c.exe, *args], env)
+
+
 def _cmd(command: str) -> Callable[[LaunchContext], Launch]:
     def launch(c: LaunchContext) -> Launch:
         env = {
@@ -148,6 +178,7 @@ _PRODUCTS = {
     ProductName.CLAUDE_CODE: Product(ProductName.CLAUDE_CODE, _claude_code, subagents=True),
     ProductName.CODEX: Product(ProductName.CODEX, _codex, subagents=True),
     ProductName.MINI_SWE_AGENT: Product(ProductName.MINI_SWE_AGENT, _mini_swe_agent, False),
+    ProductName.AIDER: Product(ProductName.AIDER, _aider, subagents=False),
 }
 NAMES = (BUILTIN, *(p.value for p in _PRODUCTS), 'cmd:"..."')
 """What ``--agent`` takes."""

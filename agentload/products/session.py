@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import socket
 import time
 from collections.abc import Callable
@@ -202,8 +203,9 @@ class _Session:
             await self.route.open(run.proxy, self.setup.session_id)
         exe = str(run.installed.exe) if run.installed is not None else ""
         root_url = self.route.root_url
+        tests = f'TMPDIR="${{TMPDIR:-/tmp}}" {shlex.join(scenario.test_command)}'
         ctx = LaunchContext(exe, scenario.task, run.model, root_url, run.key, str(sandbox.home),
-                            run.max_tokens)  # fmt: skip
+                            run.max_tokens, tests)  # fmt: skip
         launch = run.product.launch(ctx)
         stats.status = SessionStatus.RUNNING
         argv = self.route.wrap(launch.argv)

@@ -20,6 +20,9 @@ from typing import Any
 from agentload.record.matching import args_value, content_text, delegation_like, names_in
 from agentload.trace.schema import AgentRecord, SessionRecord
 
+REBUILT_MIN_CHARS = 24
+"""The shortest reply text that identifies its agent when a later call carries it (rule 6)."""
+
 __all__ = [
     "AgentState",
     "Closed",
@@ -165,6 +168,8 @@ class Ledger:
         self._n_sessions = 0
         self._n_agents: dict[str, int] = {}  # agents so far, by session
         self._root_static: set[tuple[str, ...]] = set()  # leading system message ids of roots
+        self._by_reply: dict[str, str] = {}  # a text-only last reply's text → its agent (rule 6)
+        self._reply_of: dict[str, str] = {}  # agent id → its key in _by_reply
 
     # -- sessions, agents and their tool calls -------------------------------------------------
     def _delegating(self, o: Outstanding) -> bool:
@@ -307,6 +312,7 @@ class Ledger:
         if a.last_call_id != placement.call_id:
             return  # a later call of the same agent was placed meanwhile
         a.last_reply = reply
+        self._remember_reply(a, reply)
         for tc in (reply or {}).get("tool_calls") or ():
             fn = tc.get("function") or {}
             sid = str(tc.get("id", ""))
@@ -321,6 +327,35 @@ class Ledger:
                 llm_call_id=placement.call_id,
                 emitted_ns=end_ns,
             )
+
+    def _remember_reply(self, a: AgentState, reply: dict[str, Any] | None) -> None:
+        """Index an agent's last reply by its text when it is text only (rule 6 looks it up)."""
+        aid = a.record.id
+        old = self._reply_of.pop(aid, None)
+        if old is not None and self._by_reply.get(old) == aid:
+            del self._by_reply[old]
+        text = content_text((reply or {}).get("content")).strip()
+        if reply is not None and not reply.get("tool_calls") and len(text) >= REBUILT_MIN_CHARS:
+            self._by_reply[text] = aid
+            self._reply_of[aid] = text
+
+    def rebuilt(
+        self, messages: list[dict[str, Any]], session_id: str | None
+    ) -> tuple[AgentState, int] | None:
+        """Rule 6: the agent whose last reply (text only, answered, not in flight) the call
+        carries, followed by more messages, and where its new messages start; the latest such
+        reply in the call wins."""
+        for k in range(len(messages) - 2, -1, -1):
+            m = messages[k]
+            if m.get("role") != "assistant" or m.get("tool_calls"):
+                continue
+            aid = self._by_reply.get(content_text(m.get("content")).strip())
+            a = self.agents.get(aid) if aid else None
+            if a is None or a.in_flight or a.last_reply is None:
+                continue
+            if session_id is None or a.record.session_id == session_id:
+                return a, k + 1
+        return None
 
     def unanswered(self) -> list[Outstanding]:
         """Tool calls still waiting for their result."""

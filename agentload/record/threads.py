@@ -46,7 +46,13 @@ can tell which agent sent it. The rules, in this order (docs/record.md):
    session header, a thread that opens with the same system messages as a root agent's first
    call is another session of that agent, not a delegation (its first prompt may well quote
    text of another session's call).
-6. **New session.** Anything else starts a new session with a root agent (a new root agent of
+6. **Rebuilt history.** A call that matches none of the above and carries an agent's last reply
+   (text only, at least ``REBUILT_MIN_CHARS`` characters, the agent not in flight; in the
+   session a header names), followed by more messages, is that agent's next call: the agent
+   rebuilt what comes before it (aider re-sends its repository map and the files in the chat
+   as they are now, and moves its reminder to its newest message). The latest such reply in
+   the call wins.
+7. **New session.** Anything else starts a new session with a root agent (a new root agent of
    the session a header names).
 
 A sub-agent's ``parent_tool_call_id`` is its call. A tool result (a ``tool`` message answering
@@ -104,8 +110,11 @@ class Threads(Parents):
             parent, answered = self._parent(messages, ids, session_id, names, retry)
             if answered is not None:
                 relinked.append(answered)
+            rebuilt = self.rebuilt(messages, session_id) if parent is None else None
             if parent is None and retry is not None:
                 agent, new_from = retry  # rule 4: it dropped its reply and asked again
+            elif rebuilt is not None:
+                agent, new_from = rebuilt  # rule 6: it rebuilt what comes before its reply
             else:
                 if parent is None and session_id is None:
                     session_id, new_session = self._new_session(now_ns)

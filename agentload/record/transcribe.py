@@ -198,9 +198,12 @@ class Recorder:
         if self.on_recorded is not None:
             u = rec.usage
             prompt = u.prompt_tokens if u.prompt_tokens is not None else u.prompt_tokens_ours
+            out = (
+                u.completion_tokens if u.completion_tokens is not None else u.completion_tokens_ours
+            )
             root = pl.agent.record.parent_agent_id is None
             self.on_recorded(Recorded(rec.session_id, rec.agent_id, root, True, prompt or 0,
-                                      u.completion_tokens or 0, len(tool_calls or ())))  # fmt: skip
+                                      out or 0, len(tool_calls or ())))  # fmt: skip
         if not error:
             self._remember(p, reply)
         answered = None if error else assistant_message(reply.content, tool_calls)

@@ -162,6 +162,13 @@ class Trace:
         u = call.usage
         return u.prompt_tokens if u.prompt_tokens is not None else u.prompt_tokens_ours
 
+    def completion_tokens(self, call: LLMCallRecord) -> int:
+        """Server-reported completion tokens when present, else ours (a streamed answer
+        without usage)."""
+        u = call.usage
+        n = u.completion_tokens if u.completion_tokens is not None else u.completion_tokens_ours
+        return n or 0
+
 
 def load_trace(path: str | os.PathLike[str]) -> Trace:
     """Read a whole trace; raises ``TraceFormatError`` for a bad record, tolerates truncation."""

@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 CLAUDE_CODE = ("claude-code@2.1.332", "claude-code@2.1.197")
 CODEX = ("codex@0.171.0", "codex@0.169.0")
 MINI_SWE_AGENT = "mini-swe-agent@2.4.6"
+AIDER = "aider@0.86.2"
 CALC = "def add(a, b):\n    return a - b\n\n\nprint(add(2, 3))\n"
 
 

@@ -545,3 +545,69 @@ def test_a_fork_of_several_running_spawns_waits_for_the_result_that_names_it() -
         '{"task_name":"/root/read_a"}',
         '{"task_name":"/root/read_b"}',
     ]
+
+
+# -- rule 6: an agent that rebuilds what comes before its last reply (aider) ---------------------
+
+AIDER_SYSTEM = {
+    "role": "system",
+    "content": "Act as an expert software developer. Use *SEARCH/REPLACE block*s.",
+}
+REPO_MAP = {
+    "role": "user",
+    "content": "Here are summaries of some files present in my git repository.\n\ncalendar.py:\n│def leapdays(y1, y2):",
+}
+MAP_OK = {
+    "role": "assistant",
+    "content": "Ok, I won't try and edit those files without asking first.",
+}
+REMINDER = "\n\n# *SEARCH/REPLACE block* Rules:\n..."
+ISSUE = "calendar.leapdays(1997, 2020) returns 3 instead of 5."
+ASK = "The change belongs in `calendar.py`. Please add it to the chat so I can edit it:\n\ncalendar.py\n"
+
+
+def _aider_calls() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """aider's first two requests: the second re-sends the files in the chat where the first
+    said there were none, and moves the reminder from the task to its newest message."""
+    first = [AIDER_SYSTEM, REPO_MAP, MAP_OK,
+             {"role": "user", "content": "I am not sharing any files that you can edit yet."},
+             {"role": "assistant", "content": "Ok, based on your requests I will suggest which files need to be edited."},
+             {"role": "user", "content": ISSUE + REMINDER}]  # fmt: skip
+    second = [AIDER_SYSTEM, REPO_MAP, MAP_OK,
+              {"role": "user", "content": "I have *added these files to the chat*\n\ncalendar.py\n```\ndef leapdays(y1, y2): ...\n```\n"},
+              {"role": "assistant", "content": "Ok, any changes I propose will be to those files."},
+              {"role": "user", "content": ISSUE},
+              {"role": "assistant", "content": ASK + "\n"},
+              {"role": "user", "content": "I added these files to the chat: calendar.py" + REMINDER}]  # fmt: skip
+    return first, second
+
+
+def test_an_agent_that_rebuilds_its_history_around_its_last_reply_continues() -> None:
+    threads = Threads()
+    first, second = _aider_calls()
+    p1 = _route(threads, first, 1)
+    threads.answered(p1, {"role": "assistant", "content": ASK}, 2)
+    p2 = _route(threads, second, 3)
+    assert p2.agent is p1.agent and p2.seq == 1
+    assert p2.new_agent is None and p2.new_session is None
+
+
+def test_a_rebuilt_history_is_matched_only_on_a_telling_reply_of_an_agent_that_waits() -> None:
+    first, second = _aider_calls()
+    # a reply too short to tell agents apart
+    threads = Threads()
+    p1 = _route(threads, first, 1)
+    threads.answered(p1, {"role": "assistant", "content": "Ok."}, 2)
+    short = [*second[:6], {"role": "assistant", "content": "Ok."}, second[7]]
+    assert _route(threads, short, 3).new_session is not None
+    # the agent still waits for its reply: nothing carries it yet
+    threads = Threads()
+    p1 = _route(threads, first, 1)
+    p2 = _route(threads, second, 3)
+    assert p2.agent is not p1.agent and p2.new_session is not None
+    # another session, named by a header
+    threads = Threads()
+    p1 = _route(threads, first, 1, session_hint="a")
+    threads.answered(p1, {"role": "assistant", "content": ASK}, 2)
+    p2 = _route(threads, second, 3, session_hint="b")
+    assert p2.agent is not p1.agent and p2.agent.record.session_id != p1.agent.record.session_id

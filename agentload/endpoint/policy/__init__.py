@@ -16,7 +16,10 @@ CLI or mini-swe-agent — is a **foreign agent** (``foreign``): its tools sorted
 from their names and schemas (``toolkinds``), it delegates 1–2 sub-tasks when it may (and waits
 for Codex's sub-agents), lists, searches, reads, runs the tests and answers (or runs the
 finish command its instructions name), in about 6–15 calls; a sub-agent of its own delegation
-does its sub-task in 1–3 calls and reports. The rest (no tools, e.g. Claude Code's title
+does its sub-task in 1–3 calls and reports. An agent offered no tools whose system prompt
+teaches *SEARCH/REPLACE blocks* (aider) is a **text-edit agent** (``editblocks``): it asks for
+the file to be added to the chat, edits it in one block (the reference fix in oracle mode) and
+closes on what came back, in 2–3 calls. The rest (no tools, e.g. Claude Code's title
 requests, or tools that do no coding work) gets ``BasePolicy.plain``, a plain-text answer, and
 tool calls only when tools are offered (honouring ``tool_choice``: ``none``, ``auto``,
 ``required`` or a named function).
@@ -39,7 +42,8 @@ agents' harness enforces every limit itself, whatever the model does.
   mode through the product's own edit tools; ``session`` — a foreign conversation read (task,
   cwd, finish convention, calls and results); ``toolkinds`` — tools by capability, arguments
   completed from their schemas; ``moves`` — an intention as a call of the offered tools;
-  ``report`` — the foreign agent's texts, quoting its results;
+  ``report`` — the foreign agent's texts, quoting its results; ``editblocks`` — the text-edit
+  agent;
 * ``roles`` — which agent a request comes from (the rules above);
 * ``reading`` — the policy's reading of an agent's conversation (``Ctx``: what the agent knows
   at one call) and the pickers the agent policies share;
@@ -52,6 +56,7 @@ from __future__ import annotations
 
 from agentload.endpoint.policy.agent_policy import decide_agent
 from agentload.endpoint.policy.base import BasePolicy
+from agentload.endpoint.policy.editblocks import decide_editblocks, is_editblock_agent
 from agentload.endpoint.policy.foreign import decide_foreign
 from agentload.endpoint.policy.types import Conversation, Decision, LengthDist, PolicyConfig
 
@@ -68,4 +73,6 @@ class Policy(BasePolicy):
             d = decide_foreign(self, conv)
             if d is not None:
                 return d
+        elif is_editblock_agent(conv):
+            return decide_editblocks(self, conv)
         return self.plain(conv)
