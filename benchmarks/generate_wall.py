@@ -6,7 +6,7 @@ object: {"one_session_s": ..., "eight_parallel_s": ..., "ratio": ...}. Goals: on
 <= 60 s, ratio <= 2 (eight parallel sessions cost at most twice one).
 
 Then one session per agent (``--agents``: agentload's own ``langgraph`` and the real products
-``claude-code``, ``codex``, ``mini-swe-agent`` in their sandboxes through the recording proxy,
+``claude-code``, ``codex``, ``mini-swe-agent``, ``aider`` in their sandboxes through the recording proxy,
 ``generate --agent NAME -s quick``): a line each and ``"agents": {NAME: {"wall_s", "cpu_s",
 "calls", "end"}}`` in the JSON, ``cpu_s`` being the whole machine's busy CPU-seconds during it
 (the agent, the proxy, the simulator, dockerd). The built-in agents are the peer.
@@ -19,7 +19,8 @@ scheduler could beat with that many cores. A ratio near its floor means the mach
 of cores, not that sessions wait on each other.
 
     .venv/bin/python benchmarks/generate_wall.py [--scenario coding-session] [--sandbox docker]
-        [--agents langgraph,claude-code,codex,mini-swe-agent] [--agent-scenario quick]
+        [--agents langgraph,claude-code,codex,mini-swe-agent,aider] [--agent-scenario quick]
+        [--only-agents]   # the per-agent rows alone
 """
 
 from __future__ import annotations
@@ -66,9 +67,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", default="coding-session")
     ap.add_argument("--sandbox", default="docker", choices=["auto", "docker", "local"])
-    ap.add_argument("--agents", default="langgraph,claude-code,codex,mini-swe-agent")
+    ap.add_argument("--agents", default="langgraph,claude-code,codex,mini-swe-agent,aider")
     ap.add_argument("--agent-scenario", default="quick")
+    ap.add_argument("--only-agents", action="store_true", help="only the per-agent rows")
     args = ap.parse_args()
+    if args.only_agents:
+        print(json.dumps({"agents": agent_rows(args)}))
+        return
     results: dict[str, float | int | None] = {}
     cpu_one: float | None = None
     with tempfile.TemporaryDirectory(prefix="agentload-bench-") as out:
