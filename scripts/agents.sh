@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pinned real agents (Claude Code and Codex CLI from npm, mini-swe-agent from PyPI) that
+# The pinned real agents (Claude Code and Codex CLI from npm, mini-swe-agent and aider from PyPI) that
 # `generate --agent` runs and tests/record/test_real_agents.py drives through `agentload record`.
 # The pins and the install live in agentload/products/install.py (stdlib only, so this runs with
 # the system Python before agentload's venv exists; CI starts it in the background).
@@ -10,7 +10,7 @@
 #   scripts/agents.sh list        # the pinned NAMEs (claude-code@2.1.332, ...)
 #
 # Cached under $AGENTLOAD_AGENTS_DIR (default /var/tmp/agentload-agents), one folder per agent and
-# version; a cold install takes ~1.5 min and ~1.7 GB (Claude Code and Codex ship native binaries).
+# version; a cold install takes ~3 min and ~2.9 GB (Claude Code and Codex ship native binaries).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 PY="${PYTHON:-python3}"
