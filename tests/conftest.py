@@ -101,15 +101,35 @@ def engine_required() -> bool:
     return os.environ.get("AGENTLOAD_REQUIRE_ENGINE", "") not in ("", "0")
 
 
+SERIAL_GROUPS = ("engine", "ray", "aiperf")
+"""Markers whose tests share one machine-wide resource (the one engine, Ray clusters on this
+host, AIPerf's CPU and memory): under pytest-xdist (pyproject's ``-n 2 --dist loadgroup``) each
+group runs on one worker, one test at a time."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """AIPerf tests, then engine tests, run last: CI installs AIPerf and builds the engine in the
-    background while the other tests run."""
+    background while the other tests run. Tests of a ``SERIAL_GROUPS`` marker share a worker."""
     items.sort(
         key=lambda item: (
             item.get_closest_marker("engine") is not None,
             item.get_closest_marker("aiperf") is not None,
         )
     )
+    for item in items:
+        group = next((g for g in SERIAL_GROUPS if item.get_closest_marker(g)), None)
+        if group is None and _shares_fixtures(item):
+            group = item.nodeid.split("::", 1)[0]
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _shares_fixtures(item: pytest.Item) -> bool:
+    """Whether a test uses a module- or class-scoped fixture: its module's tests then share a
+    worker, so that the fixture (often a whole generate or eval run) is built once."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(fd.scope in ("module", "class", "package") for fds in defs for fd in fds)
 
 
 def _wait_for_engine_start() -> str | None:

@@ -276,9 +276,10 @@ def test_an_endpoint_killed_and_restarted_mid_run(
     ok = [r for r in reqs if r["error_kind"] is None]
     assert failed["connect"] > 0 and set(failed) <= {"connect", "reset"}
     assert second.chat_requests > 0  # it went on after the restart
-    # a reset request may have died on a pooled connection before the server read it
+    # a reset request may have died on a pooled connection before the server read it; the
+    # requests still in flight when the window closed (at most --concurrency) are not measured
     seen = first.chat_requests + second.chat_requests
-    assert len(ok) <= seen <= len(ok) + failed["reset"]
+    assert len(ok) <= seen <= len(ok) + failed["reset"] + 2
     assert res["points"][0]["aggregates"]["errors"] == dict(failed)
     last_failure = max(r["end_ns"] for r in reqs if r["error_kind"] is not None)
     assert any(r["send_ns"] > last_failure for r in ok)  # successes after the gap
