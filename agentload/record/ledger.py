@@ -17,7 +17,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentload.record.matching import args_value, content_text, delegation_like, names_in
+from agentload.record.matching import (
+    args_value,
+    content_text,
+    delegation_like,
+    names_in,
+    same_reply,
+)
 from agentload.trace.schema import AgentRecord, SessionRecord
 
 REBUILT_MIN_CHARS = 24
@@ -168,8 +174,8 @@ class Ledger:
         self._n_sessions = 0
         self._n_agents: dict[str, int] = {}  # agents so far, by session
         self._root_static: set[tuple[str, ...]] = set()  # leading system message ids of roots
-        self._by_reply: dict[str, str] = {}  # a text-only last reply's text → its agent (rule 6)
-        self._reply_of: dict[str, str] = {}  # agent id → its key in _by_reply
+        self._by_reply: dict[int, str] = {}  # a text-only last reply's text hash → its agent
+        self._reply_of: dict[str, int] = {}  # agent id → its key in _by_reply (rule 6)
 
     # -- sessions, agents and their tool calls -------------------------------------------------
     def _delegating(self, o: Outstanding) -> bool:
@@ -336,8 +342,8 @@ class Ledger:
             del self._by_reply[old]
         text = content_text((reply or {}).get("content")).strip()
         if reply is not None and not reply.get("tool_calls") and len(text) >= REBUILT_MIN_CHARS:
-            self._by_reply[text] = aid
-            self._reply_of[aid] = text
+            self._by_reply[hash(text)] = aid
+            self._reply_of[aid] = hash(text)
 
     def rebuilt(
         self, messages: list[dict[str, Any]], session_id: str | None
@@ -349,9 +355,9 @@ class Ledger:
             m = messages[k]
             if m.get("role") != "assistant" or m.get("tool_calls"):
                 continue
-            aid = self._by_reply.get(content_text(m.get("content")).strip())
+            aid = self._by_reply.get(hash(content_text(m.get("content")).strip()))
             a = self.agents.get(aid) if aid else None
-            if a is None or a.in_flight or a.last_reply is None:
+            if a is None or a.in_flight or a.last_reply is None or not same_reply(a.last_reply, m):
                 continue
             if session_id is None or a.record.session_id == session_id:
                 return a, k + 1
