@@ -17,6 +17,7 @@ from agentload.measure.results import (
     GroupAggregates,
     Point,
     ResultsDocument,
+    simulated_note,
 )
 from agentload.measure.summary import group_columns, summary_columns
 
@@ -84,6 +85,8 @@ def text_summary(results: ResultsDocument) -> list[str]:
     """The run's lines (after LIVE_NOTE for a live run), then one line per point, for the
     terminal."""
     lines = [LIVE_NOTE] if results.mode == "live" else []
+    sim = simulated_note(results)
+    lines += [sim] if sim else []
     lines += run_lines(results)
     for p in results.points:
         a = p.aggregates
@@ -279,6 +282,9 @@ def write_report(runs: list[ResultsDocument], out: Path) -> list[Path]:
     body = [f"<h1>agentload {kind} report</h1>"]
     if live:
         body.append(f"<p class='live'><b>{html.escape(LIVE_NOTE)}</b></p>")
+    note = next(filter(None, (simulated_note(run) for run in runs)), None)
+    if note is not None:
+        body.append(f"<p class='live'><b>{html.escape(note)}</b></p>")
     body.append(f"<p>{len(runs)} run(s)" + (f", {live} of them live" if live else "") + ".</p>")
     body += [_run_section(run, name) for run, name in zip(runs, names, strict=True)]
     for png in pngs:

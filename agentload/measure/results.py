@@ -92,6 +92,7 @@ __all__ = [
     "WorkerPoint",
     "load_results",
     "prepare_out_dir",
+    "simulated_note",
     "write_results",
 ]
 
@@ -103,6 +104,18 @@ LIVE_NOTE = (
     "next request; traffic differs between systems (agentload replay sends identical traffic)."
 )
 """The sentence the report and the terminal summary open a live run with."""
+
+
+def simulated_note(doc: ResultsDocument) -> str | None:
+    """The sentence that follows ``LIVE_NOTE`` when the target was the built-in simulator."""
+    sim = doc.live.simulator if doc.live is not None else None
+    if sim is None:
+        return None
+    return (
+        f"SIMULATED target: agentload's built-in simulator (profile {sim}) answered every call; "
+        "the timings below are that profile's model of a server, not a measurement of hardware "
+        "(--endpoint URL --model M measures a real one)."
+    )
 
 
 class ResultsDocument(ResultsModel):

@@ -79,6 +79,10 @@ def test_a_serial_run_measures_every_recorded_call(serial: LiveRun) -> None:
     assert serial.folder.parent == Path(trace.path).parent
     assert serial.folder.name + ".agentload.jsonl.zst" == Path(trace.path).name
     assert serial.stdout.index("LIVE benchmark") < serial.stdout.index("results: ")
+    # the built-in simulator was the target: said so, with its profile, and not as hardware
+    assert doc.live.simulator == "instant"
+    sim_line = next(ln for ln in serial.stdout.splitlines() if ln.startswith("SIMULATED target"))
+    assert "(profile instant)" in sim_line and "not a measurement of hardware" in sim_line
     (p,) = doc.points
     a = p.aggregates
     assert p.concurrency == 1 and a.phases.measured == len(trace.calls)
@@ -158,6 +162,7 @@ def test_report_and_compare_read_live_results(
     assert proc.returncode == 0, proc.stderr
     html = (tmp_path / "r" / "report.html").read_text()
     assert "LIVE benchmark" in html and "LIVE · generate -s quick" in html
+    assert "SIMULATED target: agentload&#x27;s built-in simulator (profile instant)" in html
     proc = agentload("compare", str(serial.folder), str(sweep.folder))
     assert proc.returncode == 0, proc.stderr
     assert "traffic: not compared (A live, B live)" in proc.stdout
