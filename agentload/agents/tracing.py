@@ -34,6 +34,7 @@ from agentload.trace.schema import (
     SessionRecord,
     ToolCallRecord,
 )
+from agentload.trace.trace import completion_of, prompt_of
 
 __all__ = ["LiveCall", "SessionRecorder", "SessionStats", "SessionStatus", "ToolFacts"]
 
@@ -233,15 +234,9 @@ class SessionRecorder:
         )
         s = self.stats
         s.calls += 1
-        prompt = rec.usage.prompt_tokens
-        if prompt is None:
-            prompt = rec.usage.prompt_tokens_ours
+        prompt = prompt_of(rec.usage)
         s.prompt_tokens += prompt
-        s.completion_tokens += (
-            rec.usage.completion_tokens
-            if rec.usage.completion_tokens is not None
-            else rec.usage.completion_tokens_ours or 0
-        )
+        s.completion_tokens += completion_of(rec.usage) or 0
         if role == "orchestrator":
             s.orchestrator_calls += 1
             if s.orch_first_prompt is None:

@@ -37,7 +37,7 @@ from agentload.interop.genai_parts import (
 )
 from agentload.trace.events import EventKind
 from agentload.trace.schema import AgentRecord, LLMCallRecord, ToolCallRecord
-from agentload.trace.trace import Trace
+from agentload.trace.trace import Trace, completion_of
 
 __all__ = ["PROVIDER", "SEMCONV_SCHEMA_URL", "session_ids", "session_spans", "tool_results"]
 
@@ -304,9 +304,7 @@ def _chat_span(
             [c.response.finish_reason] if c.response.finish_reason else None
         ),
         "gen_ai.usage.input_tokens": cx.trace.prompt_tokens(c),
-        "gen_ai.usage.output_tokens": (
-            u.completion_tokens if u.completion_tokens is not None else u.completion_tokens_ours
-        ),
+        "gen_ai.usage.output_tokens": completion_of(u),
         "gen_ai.usage.cache_read.input_tokens": u.cached_tokens,
         "gen_ai.response.time_to_first_chunk": (
             (t.first_token_ns - t.submit_ns) / 1e9

@@ -4,9 +4,9 @@ runs it with the system Python before agentload's venv exists).
 Each pinned ``name@version`` is installed into a folder of its own under the cache
 (``$AGENTLOAD_AGENTS_DIR``, default ``/var/tmp/agentload-agents``): npm packages with
 ``npm install --prefix``, PyPI packages into a venv of their own (mini-swe-agent and aider
-bring LiteLLM, which agentload does not need). It counts as installed only after its executable ran here and
-reported the pinned version; a marker file is written last, and a failed install leaves nothing
-behind. One install at a time (``flock`` on ``install.lock``), each bounded by
+bring LiteLLM, which agentload does not need). It counts as installed only after its executable
+ran here and reported the pinned version; a marker file is written last, and a failed install
+leaves nothing behind. One install at a time (``flock`` on ``install.lock``), each bounded by
 ``$AGENTLOAD_AGENTS_TIMEOUT_S`` (default 600 s).
 
     python -m agentload.products.install [NAME@VERSION ...]   # default: every pinned one

@@ -44,6 +44,7 @@ from agentload.trace.schema import (
     Timings,
     ToolCallRecord,
 )
+from agentload.trace.trace import completion_of, prompt_of
 from agentload.trace.writer import TraceWriter
 from agentload.wire import Api, WireReply, to_chat
 from agentload.wire.responses import continue_from, previous_response_id
@@ -196,14 +197,10 @@ class Recorder:
             scrubbed=p.scrubbed,
         )
         if self.on_recorded is not None:
-            u = rec.usage
-            prompt = u.prompt_tokens if u.prompt_tokens is not None else u.prompt_tokens_ours
-            out = (
-                u.completion_tokens if u.completion_tokens is not None else u.completion_tokens_ours
-            )
             root = pl.agent.record.parent_agent_id is None
-            self.on_recorded(Recorded(rec.session_id, rec.agent_id, root, True, prompt or 0,
-                                      out or 0, len(tool_calls or ())))  # fmt: skip
+            u = rec.usage
+            self.on_recorded(Recorded(rec.session_id, rec.agent_id, root, True, prompt_of(u),
+                                      completion_of(u) or 0, len(tool_calls or ())))  # fmt: skip
         if not error:
             self._remember(p, reply)
         answered = None if error else assistant_message(reply.content, tool_calls)

@@ -55,7 +55,7 @@ from agentload.tokenizer import ChatTokenCounter
 from agentload.trace.prefix import seen_blocks
 from agentload.trace.schema import LLMCallRecord
 from agentload.trace.synth import Synthesizer
-from agentload.trace.trace import Trace
+from agentload.trace.trace import Trace, completion_of
 
 __all__ = ["CallPlan", "Edge", "Selector", "SessionPlan", "build_plans", "traffic_body"]
 
@@ -110,8 +110,7 @@ def _native(trace: Trace, call: LLMCallRecord) -> dict[str, Any] | None:
 
 
 def _expected(call: LLMCallRecord) -> int:
-    u = call.usage
-    n = u.completion_tokens if u.completion_tokens is not None else u.completion_tokens_ours
+    n = completion_of(call.usage)
     if not n:
         n = 1
     return max(1, int(n))

@@ -17,9 +17,22 @@ from agentload.trace.schema import (
     LLMCallRecord,
     SessionRecord,
     ToolCallRecord,
+    Usage,
 )
 
-__all__ = ["Trace", "load_trace"]
+__all__ = ["Trace", "completion_of", "load_trace", "prompt_of"]
+
+
+def prompt_of(u: Usage) -> int:
+    """A call's prompt tokens: the server's when reported, else ours."""
+    return u.prompt_tokens if u.prompt_tokens is not None else u.prompt_tokens_ours
+
+
+def completion_of(u: Usage) -> int | None:
+    """A call's completion tokens: the server's when reported, else ours (a streamed answer
+    without usage); None when neither is known."""
+    return u.completion_tokens if u.completion_tokens is not None else u.completion_tokens_ours
+
 
 _BLOCKS_CACHE = 512
 
@@ -159,15 +172,12 @@ class Trace:
 
     def prompt_tokens(self, call: LLMCallRecord) -> int:
         """Server-reported prompt tokens when present, else ours."""
-        u = call.usage
-        return u.prompt_tokens if u.prompt_tokens is not None else u.prompt_tokens_ours
+        return prompt_of(call.usage)
 
     def completion_tokens(self, call: LLMCallRecord) -> int:
         """Server-reported completion tokens when present, else ours (a streamed answer
         without usage)."""
-        u = call.usage
-        n = u.completion_tokens if u.completion_tokens is not None else u.completion_tokens_ours
-        return n or 0
+        return completion_of(call.usage) or 0
 
 
 def load_trace(path: str | os.PathLike[str]) -> Trace:

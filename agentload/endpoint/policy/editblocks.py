@@ -23,6 +23,7 @@ The texts never name a repository file outside the chat (the agent would offer t
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from agentload.endpoint.policy.base import BasePolicy
 from agentload.endpoint.policy.foreign import task_ident
@@ -130,10 +131,11 @@ def _note_block(path: str, text: str, ident: str | None) -> tuple[str, str] | No
     """A one-line comment above the line about ``ident`` (else the first definition)."""
     mark = _COMMENT.get("." + path.rsplit(".", 1)[-1] if "." in path else "", "#")
     lines = text.splitlines()
+    once = {ln for ln, n in Counter(lines).items() if n == 1}
     pats = [rf"\b(def|class|function|fn|func)\s+{re.escape(ident)}\b"] if ident else []
     pats += [r"^\s*(def|class|function|fn|func)\s+\w", r"\S"]
     for pat in pats:
-        hit = next((ln for ln in lines if re.search(pat, ln) and lines.count(ln) == 1), None)
+        hit = next((ln for ln in lines if ln in once and re.search(pat, ln)), None)
         if hit is not None:
             indent = hit[: len(hit) - len(hit.lstrip())]
             about = f"`{ident}`" if ident else "this code"
