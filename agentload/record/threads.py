@@ -110,7 +110,7 @@ class Threads(Parents):
             parent, answered = self._parent(messages, ids, session_id, names, retry)
             if answered is not None:
                 relinked.append(answered)
-            rebuilt = self.rebuilt(messages, session_id) if parent is None else None
+            rebuilt = self.rebuilt(messages, session_id) if parent is None and not retry else None
             if parent is None and retry is not None:
                 agent, new_from = retry  # rule 4: it dropped its reply and asked again
             elif rebuilt is not None:
