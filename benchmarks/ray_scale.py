@@ -25,13 +25,13 @@ level does. The table per configuration shows each level's measured requests, p5
 lag, achieved requests/s and, with Ray, the workers that actually ran (never more than the
 lanes) and the residual clock skew between them (the uncertainty of the merged time line; it
 does not enter the lag, whose two times are read on one worker's clock). The ratio is 2-worker capacity over 1-worker capacity (None when
-the 1-worker capacity is 0). The lag has a floor that does not depend on the load: the
-timer wake-up of ``asyncio.sleep`` (epoll's millisecond timeout, then the scheduler) and
-httpx's work from the call to the request's first header bytes, each about a millisecond on a
-small machine, so the capacity can be 0 there; the JSON therefore also carries the capacity at
-a looser bound (``--loose-lag-ms``, 5 ms) and every level's p99, so the scaling stays visible.
-A p99 over a few dozen requests (the lowest levels) is close to their maximum: one late
-wake-up on a shared machine decides it.
+the 1-worker capacity is 0). The JSON also carries the capacity at a looser bound
+(``--loose-lag-ms``, 5 ms) and every level's p99, so the scaling stays visible. A p99 over a
+few dozen requests (the lowest levels) is close to their maximum: one late wake-up on a shared
+machine decides it. ``busy_processes`` counts the processes that load the machine's cores in
+each configuration (the simulator and the replaying processes; Ray's own come on top): where
+it exceeds ``cores``, a replaying process the kernel sets aside for another sends late
+whatever the client does, and the lag measures the machine.
 
 **Generate wall time.** ``agentload generate -s quick -n SESSIONS -p SESSIONS --sandbox
 local`` on Ray with ``--workers 1`` and ``--workers 2`` (each worker runs its own simulator),
@@ -327,10 +327,13 @@ def main() -> None:
     ratio_loose = caps_loose[many] / caps_loose[one] if caps_loose[one] else None
     walls = {label.removeprefix("ray "): round(g[0], 2) for label, g in gen.items()}
     speedup = walls[one] / walls[many]
+    # the simulator, and the replaying processes (the workers, or the one local process)
+    busy = {k: 1 + (1 if k == "local" else int(k)) for k in caps}
     for label in caps:
         print(
             f"replay capacity ({label}): {caps[label]} streams at p99 lag <= {bound:g} ms, "
-            f"{caps_loose[label]} at <= {loose:g} ms"
+            f"{caps_loose[label]} at <= {loose:g} ms; {busy[label]} busy processes on "
+            f"{cores} cores" + (" (more than the cores)" if busy[label] > cores else "")
         )
     print(
         f"replay capacity ratio {many}/{one} workers: "
@@ -353,6 +356,7 @@ def main() -> None:
                 f"replay_capacity_ratio_{loose:g}ms": (
                     None if ratio_loose is None else round(ratio_loose, 2)
                 ),
+                "busy_processes": busy,
                 "replay_p99_lag_ms": {
                     label.removeprefix("ray "): {
                         str(r["level"]): round(r["p99_ms"], 3) for r in rows
