@@ -16,6 +16,8 @@ agents' retry policy (``agents.llm``) asks ``failures.verdict`` what a failure m
   header lines to write): the lean connection's and the recording proxy's
 * ``netback``   — plain asyncio sockets with kernel receive times (``SO_TIMESTAMPNS``)
   converted to ``perf_counter_ns``: under the lean connections and under httpcore
+* ``gate``      — a scheduled request written at its due time by whoever runs then (replay's
+  waker), not by its task one loop turn later
 * ``probe``     — ``GET /models`` (replay: the model must be listed; an agent run: a named
   model, or the first listed) and which APIs the endpoint speaks
 * ``streams``   — an answer read into an ``Outcome``: every content event's time, usage, the

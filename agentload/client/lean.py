@@ -31,13 +31,16 @@ from urllib.parse import urlsplit
 
 import httpcore
 
+from agentload.client.gate import Due
 from agentload.client.http1 import Body, Head, HeadError, body_for, field_line, split_head
 from agentload.client.netback import AsyncioBackend, SocketStream
 from agentload.measure.errorkinds import ErrorKind
 
 __all__ = ["LeanAnswer", "LeanConnection", "LeanError", "read_upto"]
 
-_READ = 1 << 16
+_READ = 1 << 14
+"""Bytes handed to the answer's parser at a time (a network read may hold more): between two,
+the connection's ``tick`` lets a send that fell due leave (``netback``)."""
 
 
 class LeanError(Exception):
@@ -117,10 +120,12 @@ class LeanConnection:
         body: bytes,
         headers: Mapping[str, str] | None,
         stamp: Callable[[], None],
+        due: Due | None = None,
     ) -> LeanAnswer:
         """Send one request (``target``: path and query) and read its status and headers;
-        ``stamp`` is called just before the first bytes go to the socket. Once more on a new
-        connection when a kept-alive one was closed under it (see the module docstring)."""
+        ``stamp`` is called just before the first bytes go to the socket; with ``due``, the
+        gate writes them at the due time (``client.gate``). Once more on a new connection
+        when a kept-alive one was closed under it (see the module docstring)."""
         try:
             extra = _fields(headers) if headers else b""
         except HeadError as exc:
@@ -139,20 +144,26 @@ class LeanConnection:
         if self.stream is None:
             await self.connect()
         try:
-            return await self._exchange(data, method, stamp)
+            return await self._exchange(data, method, stamp, due)
         except LeanError as exc:
             if not self.served or exc.kind != ErrorKind.RESET:
                 raise
         await self.connect()
-        return await self._exchange(data, method, stamp)
+        return await self._exchange(data, method, stamp, due)
 
-    async def _exchange(self, data: bytes, method: str, stamp: Callable[[], None]) -> LeanAnswer:
-        """Write a whole request and read the answer's head (an informational 1xx answer is
-        skipped); the connection is closed when that fails."""
+    async def _exchange(
+        self, data: bytes, method: str, stamp: Callable[[], None], due: Due | None
+    ) -> LeanAnswer:
+        """Write a whole request (its first bytes by ``due``'s gate) and read the answer's
+        head (an informational 1xx answer is skipped); the connection is closed when that
+        fails."""
         stream = self.stream
         assert stream is not None
         self.answering = True
-        stamp()
+        if due is None:
+            stamp()
+        else:
+            data = data[await _send_at(stream, data, stamp, due, self) :]
         buf = b""
         try:
             await stream.write(data)
@@ -234,6 +245,30 @@ class LeanConnection:
             self._idle_since = time.monotonic()
         else:
             await self.close()
+
+
+async def _send_at(
+    stream: SocketStream, data: bytes, stamp: Callable[[], None], due: Due, conn: LeanConnection
+) -> int:
+    """Stamp and write ``data`` at ``due``'s time, from the gate; how many bytes went. A wait
+    cancelled before the write leaves the connection as it was; after it, mid-exchange."""
+    sent = -1
+
+    def now() -> int:
+        nonlocal sent
+        stamp()
+        sent = stream.send_now(data)
+        return sent
+
+    gate, t = due
+    try:
+        return await gate.fire_at(t, now)
+    except BaseException:
+        if sent < 0:
+            conn.answering = False
+        else:
+            conn.drop()
+        raise
 
 
 async def read_upto(parts: AsyncIterator[bytes], limit: int | None) -> bytes:

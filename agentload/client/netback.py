@@ -6,7 +6,9 @@ read; at thousands of streams that bookkeeping is most of the client's CPU. This
 a non-blocking socket directly: one ``loop.add_reader`` callback per connection (registered
 once, removed only to pause a full buffer or on close) receives each block with
 ``sock.recvmsg`` into a small queue, and ``read`` hands blocks out in order. Writes go through
-``loop.sock_sendall`` (a direct ``send`` when the socket has room). Connects, reads and
+``loop.sock_sendall`` (a direct ``send`` when the socket has room; ``send_now`` is that
+direct ``send`` alone, for a scheduled request written at its due time, ``client.gate``). The
+backend's ``tick``, when set, is called before each read is handled. Connects, reads and
 writes honour the timeout httpcore passes (``ConnectTimeout``, ``ReadTimeout``,
 ``WriteTimeout``); a read that finds data waiting sets no timer, and replay's streaming
 requests pass none (it bounds each request as a whole with ``asyncio.timeout`` in the client,
@@ -194,9 +196,14 @@ class SocketStream(httpcore.AsyncNetworkStream):
     """One connection: a socket read by a loop reader callback (see the module docstring)."""
 
     def __init__(
-        self, sock: socket.socket, loop: asyncio.AbstractEventLoop, stamps: KernelStamps | None
+        self,
+        sock: socket.socket,
+        loop: asyncio.AbstractEventLoop,
+        stamps: KernelStamps | None,
+        backend: AsyncioBackend | None = None,
     ) -> None:
         self._sock = sock
+        self._backend = backend
         self._fd = sock.fileno()
         self._loop = loop
         self._stamps = stamps
@@ -225,6 +232,9 @@ class SocketStream(httpcore.AsyncNetworkStream):
             self._loop.remove_reader(self._fd)
 
     def _on_readable(self) -> None:
+        backend = self._backend
+        if backend is not None and backend.tick is not None:
+            backend.tick()
         stamps = self._stamps
         ts = 0
         try:
@@ -265,6 +275,9 @@ class SocketStream(httpcore.AsyncNetworkStream):
                 self._waiter = None
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        backend = self._backend
+        if backend is not None and backend.tick is not None:
+            backend.tick()
         blocks = self._blocks
         if not blocks:
             if timeout is None:
@@ -288,6 +301,14 @@ class SocketStream(httpcore.AsyncNetworkStream):
         if not self._reading and self._buffered <= _READ_LIMIT // 2 and self._exc is None:
             self._resume()
         return data
+
+    def send_now(self, buffer: bytes) -> int:
+        """Write what the socket takes now, without waiting; how many bytes went (0 also when
+        the socket failed: the ``write`` of the rest raises it)."""
+        try:
+            return self._sock.send(buffer)
+        except OSError:
+            return 0
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
@@ -385,6 +406,9 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
 
     def __init__(self, stamps: KernelStamps | None = None) -> None:
         self.stamps = stamps if KERNEL_STAMPS_SUPPORTED else None
+        self.tick: Callable[[], None] | None = None
+        """Called before each socket read is handled, on every connection of this backend
+        (replay's ``Waker.poll``: a send due between two reads of a loop turn leaves then)."""
 
     async def connect_tcp(
         self,
@@ -414,7 +438,7 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
                 sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
             except OSError:
                 stamps = None
-        return SocketStream(sock, loop, stamps)
+        return SocketStream(sock, loop, stamps, self)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import httpcore
 import httpx
 
+from agentload.client.gate import Due
 from agentload.client.lean import LeanConnection, read_upto
 from agentload.client.netback import AsyncioBackend, KernelStamps
 from agentload.client.streams import Answer
@@ -132,11 +133,15 @@ class ConnectionPool:
         body: bytes,
         headers: Mapping[str, str] | None,
         stamp: Callable[[], None],
+        due: Due | None = None,
     ) -> Answer:
         """POST ``body`` to ``api``'s URL on ``conn``; the answer with its body still to read
-        (``stamp`` is called as the request's first bytes go out)."""
+        (``stamp`` is called as the request's first bytes go out; with ``due``, they go at
+        its time: written by its gate on a lean connection, else sent once it passed)."""
         if isinstance(conn, LeanConnection):
-            return await conn.request("POST", self.paths[api], body, headers, stamp)
+            return await conn.request("POST", self.paths[api], body, headers, stamp, due)
+        if due is not None:
+            await due[0].fire_at(due[1], _none_sent)
         req = conn.build_request(
             "POST",
             self.target.urls[api],
@@ -250,6 +255,10 @@ def _stamper(stamp: Callable[[], None]) -> Callable[[str, Any], Awaitable[None]]
             stamp()
 
     return trace
+
+
+def _none_sent() -> int:
+    return 0
 
 
 def _nothing() -> None:

@@ -46,6 +46,7 @@ import httpx
 import orjson
 
 from agentload.client.failures import transport_failure
+from agentload.client.gate import Due
 from agentload.client.lean import LeanError
 from agentload.client.netback import KernelStamps
 from agentload.client.outcome import Outcome
@@ -95,6 +96,11 @@ class StreamClient:
         await self._pool.aclose()
         if self._stamps is not None:
             self._stamps.close()
+
+    def set_tick(self, tick: Callable[[], None] | None) -> None:
+        """Call ``tick`` before each socket read is handled (plain-HTTP connections), or stop
+        (None): replay's ``Waker.poll``, so a send due between two reads leaves then."""
+        self._pool.backend.tick = tick
 
     def hide(self, text: str) -> str:
         """``text`` with every credential of the base URL (learned by ``split_base_url``) and
@@ -151,15 +157,20 @@ class StreamClient:
         *,
         reply: ChunkHook | bool = False,
         limit_s: float | None = None,
+        due: Due | None = None,
     ) -> Outcome:
         """Send one streaming request (in ``api``: chat, or a call's recorded Responses or
         Messages), within ``limit_s`` (default ``timeout_s``) from now (a wait for a free
-        connection included); never raises for endpoint failures. With ``reply``, the answer
-        itself is kept in ``Outcome.reply`` (see ``streams.read_answer``)."""
+        connection and for ``due`` included); never raises for endpoint failures. With
+        ``reply``, the answer itself is kept in ``Outcome.reply`` (see
+        ``streams.read_answer``). With ``due``, the request goes at its time, written by its
+        gate (``client.gate``)."""
         clock = self.clock
         out = Outcome(send_ns=clock())
         pool = self._pool
         limit = self.timeout_s if limit_s is None else limit_s
+        if due is not None and due[1] > out.send_ns:
+            limit += (due[1] - out.send_ns) / 1e9  # the bound runs from the due time
         try:
             async with asyncio.timeout(limit), pool.slots:
                 conn = pool.take()
@@ -167,7 +178,7 @@ class StreamClient:
                 if api == "messages":
                     headers = {**self._target.messages_headers, **(headers or {})}
                 try:
-                    await self._exchange(conn, body, headers, out, api, reply)
+                    await self._exchange(conn, body, headers, out, api, reply, due)
                 finally:
                     pool.put(conn)
         except TimeoutError:
@@ -186,6 +197,7 @@ class StreamClient:
         out: Outcome,
         api: str,
         reply: ChunkHook | bool,
+        due: Due | None,
     ) -> None:
         """Send one request on ``conn`` and read its answer into ``out``; a failure of the
         connection becomes its error kind, never an exception."""
@@ -195,7 +207,7 @@ class StreamClient:
             out.send_ns = clock()
 
         try:
-            resp = await self._pool.open(conn, api, body, headers, stamp)
+            resp = await self._pool.open(conn, api, body, headers, stamp, due)
             try:
                 await read_answer(resp, out, api, clock, reply)
             finally:

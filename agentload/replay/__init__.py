@@ -13,6 +13,9 @@ requests go out through ``agentload.client`` (the streaming client with precise 
 * ``shapes``    — load shapes and the salted, replicated session pool
 * ``schedule``  — runs one load point (warm-up, windows, the records); ``modes``: its three
   schedules behind one interface (closed-loop lanes, Poisson arrivals, the recorded open loop)
+* ``waker``, ``timerfd`` — sending on time: every due send in one heap, woken by a kernel
+  timer (Linux) or a short spin, the request written by the waker itself (``client.gate``);
+  ``heap``: the garbage collector kept off a running point's loaded plans
 * ``scrape``    — the target's Prometheus ``/metrics``, sampled at 1 Hz
 * ``run``       — a whole run: plans, probe, points, aggregates
 * ``sharded``, ``ray_actor`` — the same run on a Ray cluster (``--ray``): the driver, and the

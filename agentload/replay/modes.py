@@ -20,8 +20,9 @@ from agentload.replay.plan import CallPlan
 from agentload.replay.shapes import LoadShape, SessionInstance, SessionSource
 
 LEAD_NS = 5_000_000
-"""On the recorded schedule, each call's task starts this long before its due time and builds
-its request meanwhile, so neither is part of its lag."""
+"""Each scheduled call's task wakes this long before its due time (on the recorded schedule:
+starts, and builds its request) and takes its connection, so none of it is part of its lag;
+the request itself is written at the due time by the waker (``PointRunner.send_at``)."""
 
 __all__ = [
     "ArrivalSchedule",
@@ -77,6 +78,15 @@ class Host(Protocol):
         prev_end: int | None,
         body: bytes | None = None,
     ) -> int: ...
+
+    async def send_at(
+        self,
+        inst: SessionInstance,
+        call: CallPlan,
+        t: int,
+        prev_end: Callable[[], int | None],
+        body: bytes,
+    ) -> int | None: ...
 
     def body(self, inst: SessionInstance, call: CallPlan, phase: Phase) -> bytes: ...
 
@@ -219,35 +229,45 @@ class _SessionRun:
         """Send every future call once its predecessors completed and its gap passed."""
         r = self.r
         scale = r.shape.gap_scale
-        base = r.clock()
         off = self.inst.join_ns or 0
         self.remaining: dict[str, int] = {}
         self.ready: dict[str, int] = {}
         for cid in self.future:
+            self.remaining[cid] = sum(1 for e in self.calls[cid].preds if e.pred in self.fut_set)
+        # the first calls' requests are built before the session's clock starts: they are due
+        # at once, and building one is part of the session's start, not of their lag
+        first = {
+            cid: r.body(self.inst, self.calls[cid], Phase.MEASURED)
+            for cid in self.future
+            if self.remaining[cid] == 0
+        }
+        base = r.clock()
+        for cid in self.future:
             c = self.calls[cid]
-            n = sum(1 for e in c.preds if e.pred in self.fut_set)
-            self.remaining[cid] = n
             self.ready[cid] = (
                 base + int(scale * max(0, c.rel_submit_ns - off))
-                if n < len(c.preds) or not c.preds
+                if self.remaining[cid] < len(c.preds) or not c.preds
                 else 0
             )
+        roots = list(first.items())
         async with asyncio.TaskGroup() as tg:
             self.tg = tg
-            for cid in self.future:
-                if self.remaining[cid] == 0:
-                    tg.create_task(self._fire(cid))
+            for cid, body in roots[1:]:
+                tg.create_task(self._fire(cid, body))
+            if roots:  # the first in this task: a new task would wait a loop turn to start
+                await self._fire(*roots[0])
 
-    async def _fire(self, cid: str) -> None:
-        """Send one call when it is ready, then release the successors it was the last for."""
+    async def _fire(self, cid: str, body: bytes | None = None) -> None:
+        """Send one call when it is ready, then release the successors it was the last for
+        (``body``: its request, when built already)."""
         r = self.r
         t = self.ready[cid]
         call = self.calls[cid]
-        body = r.body(self.inst, call, Phase.MEASURED)  # built before the wake-up
-        if not await r.sleep_until(t):
+        if body is None:
+            body = r.body(self.inst, call, Phase.MEASURED)  # built before the wake-up
+        end = await r.send_at(self.inst, call, t, lambda: _prev_end(self.agent_end, call), body)
+        if end is None:
             return
-        prev = self.agent_end.get(call.agent_id) if call.seq > 0 else None
-        end = await r.send(self.inst, call, t, Phase.MEASURED, prev, body)
         self.sent += 1
         self.agent_end[call.agent_id] = end
         scale = r.shape.gap_scale
@@ -261,6 +281,11 @@ class _SessionRun:
             self.remaining[sid] -= 1
             if self.remaining[sid] == 0:
                 self.tg.create_task(self._fire(sid))
+
+
+def _prev_end(agent_end: dict[str, int], call: CallPlan) -> int | None:
+    """When the agent's previous call completed (None for its first)."""
+    return agent_end.get(call.agent_id) if call.seq > 0 else None
 
 
 # ---- open loop ----------------------------------------------------------------------------
@@ -324,12 +349,10 @@ class _OpenRun:
         """Send one call of this session at ``t`` and keep its account."""
         r = self.r
         body = r.body(self.inst, call, Phase.MEASURED)  # built before the wake-up
-        if not await r.sleep_until(t):
+        end = await r.send_at(self.inst, call, t, lambda: _prev_end(self.agent_end, call), body)
+        if end is None:
             return
-        if self.start is None:
-            self.start = r.clock()
-        prev = self.agent_end.get(call.agent_id) if call.seq > 0 else None
-        end = await r.send(self.inst, call, t, Phase.MEASURED, prev, body)
+        self.start = t if self.start is None else min(self.start, t)
         self.sent += 1
         self.agent_end[call.agent_id] = max(self.agent_end.get(call.agent_id, 0), end)
         self.end = max(self.end or end, end)

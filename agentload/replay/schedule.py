@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agentload.client.gate import Due
 from agentload.client.outcome import Outcome
 from agentload.client.stream import StreamClient
 from agentload.measure.records import (
@@ -48,7 +49,7 @@ from agentload.measure.records import (
 )
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.heap import quiet_heap
-from agentload.replay.modes import Schedule, schedule_for
+from agentload.replay.modes import LEAD_NS, Schedule, schedule_for
 from agentload.replay.plan import CallPlan, SessionPlan
 from agentload.replay.salt import new_nonce
 from agentload.replay.shapes import (
@@ -59,7 +60,7 @@ from agentload.replay.shapes import (
     SessionSource,
     Shard,
 )
-from agentload.replay.waker import Waker
+from agentload.replay.waker import OneSend, Waker
 
 __all__ = [
     "InFlight",
@@ -245,6 +246,7 @@ class PointRunner(PointAccount):
         with quiet_heap():
             self.t0 = self.clock()
             self.cpu0 = time.thread_time()
+            self.client.set_tick(self.waker.poll)
             sampler = asyncio.create_task(self._sample())
             deadline = asyncio.create_task(self._deadline())
             try:
@@ -253,6 +255,7 @@ class PointRunner(PointAccount):
                 deadline.cancel()
                 sampler.cancel()
                 await asyncio.gather(deadline, sampler, return_exceptions=True)
+                self.client.set_tick(None)
                 await self.waker.aclose()
         return self.result()
 
@@ -360,6 +363,35 @@ class PointRunner(PointAccount):
         one = 1 if phase == Phase.WARMUP else None
         return self.builder.build(call, inst.salt, inst.session_id, one)
 
+    async def send_at(
+        self,
+        inst: SessionInstance,
+        call: CallPlan,
+        t: int,
+        prev_end: Callable[[], int | None],
+        body: bytes,
+    ) -> int | None:
+        """Send a measured call at clock ``t`` and record it; its completion time, None when
+        the run stopped before it went. The task wakes ``LEAD_NS`` early and takes its
+        connection, and the waker writes the request at ``t`` (``client.gate``), so neither
+        the task's wake-up nor the client's work is part of the lag. ``prev_end``: the
+        completion of the agent's previous call, read once awake."""
+        if not await self.sleep_until(t - LEAD_NS):
+            return None
+        task = asyncio.current_task()
+        assert task is not None
+        gate = OneSend(self.waker, lambda: self._sleepers.discard(task))
+        self._sleepers.add(task)  # the stop cancels it until its request went
+        try:
+            return await self.send(inst, call, t, Phase.MEASURED, prev_end(), body, (gate, t))
+        except asyncio.CancelledError:
+            if self._stop.is_set() and not gate.fired:
+                task.uncancel()
+                return None
+            raise
+        finally:
+            self._sleepers.discard(task)
+
     async def send(
         self,
         inst: SessionInstance,
@@ -368,10 +400,12 @@ class PointRunner(PointAccount):
         phase: Phase,
         prev_end: int | None,
         body: bytes | None = None,
+        due: Due | None = None,
     ) -> int:
-        """Send one call now and record it; returns its completion time (clock ns). ``body``:
-        its request built beforehand (``body()``: before a wake-up, so what lies between the
-        due time and the first bytes on the wire is the HTTP client's work alone)."""
+        """Send one call now (with ``due``: at its time, ``send_at``) and record it; returns
+        its completion time (clock ns). ``body``: its request built beforehand (``body()``:
+        before a wake-up, so what lies between the due time and the first bytes on the wire
+        is the HTTP client's work alone)."""
         if body is None:
             body = self.body(inst, call, phase)
         expected = 1 if phase == Phase.WARMUP else call.expected_tokens
@@ -383,12 +417,13 @@ class PointRunner(PointAccount):
         serial = self._serial = self._serial + 1
         self.inflight[serial] = (inst.index, call.key, phase, scheduled, self.clock(), expected)
         try:
-            out = await self.client.chat(body, headers, call.send_api)
+            out = await self.client.chat(body, headers, call.send_api, due=due)
         finally:
             st.inflight -= 1
             del self.inflight[serial]
         rec = self._request_record(inst, call, out, phase, scheduled, expected, prev_end)
         self._keep(rec)
+        self.waker.poll()  # building the record took a while: a send may have fallen due
         return out.end_ns
 
     # ---- timeline --------------------------------------------------------------------

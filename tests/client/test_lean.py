@@ -6,6 +6,7 @@ read back."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ import pytest
 from agentload.client.lean import LeanConnection, LeanError
 from agentload.client.netback import AsyncioBackend
 from agentload.measure.errorkinds import ErrorKind
+from agentload.replay.waker import Waker
 
 OK = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
 
@@ -236,3 +238,57 @@ def test_a_request_cancelled_before_its_answer_leaves_its_connection_closed() ->
 
     assert asyncio.run(go()) is False
     assert raw.connections == 2  # the second request went on a new connection
+
+
+def test_a_scheduled_request_is_written_by_its_gate_at_its_due_time() -> None:
+    """``due``: the waker writes the request at its time (never before), stamped as it goes;
+    the request's task only reads the answer."""
+    raw = Raw([OK])
+    got: list[int] = []
+
+    async def go() -> tuple[int, int]:
+        waker = Waker()
+        async with served(raw) as conn:
+            await _get(conn)  # connected and kept alive
+            due = time.perf_counter_ns() + 20_000_000
+            answer = await conn.request(
+                "POST",
+                "/v1/x",
+                b"{}",
+                None,
+                lambda: got.append(time.perf_counter_ns()),
+                (waker, due),
+            )
+            assert await answer.aread() == b"ok"
+        await waker.aclose()
+        return due, len(raw.requests)
+
+    due, requests = asyncio.run(go())
+    assert requests == 2 and raw.connections == 1
+    assert len(got) == 1 and got[0] >= due
+
+
+def test_a_scheduled_request_cancelled_before_its_time_sends_nothing_and_keeps_the_connection() -> (
+    None
+):
+    raw = Raw([OK])
+
+    async def go() -> tuple[bool, bool]:
+        waker = Waker()
+        async with served(raw) as conn:
+            await _get(conn)
+            due = (waker, time.perf_counter_ns() + 5_000_000_000)
+            task = asyncio.create_task(
+                conn.request("POST", "/v1/x", b"{}", None, lambda: None, due)
+            )
+            await asyncio.sleep(0.05)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            kept = conn.open and not conn.answering
+            assert await _get(conn) == (200, b"ok")  # the same connection carries the next
+        await waker.aclose()
+        return kept, task.cancelled()
+
+    kept, cancelled = asyncio.run(go())
+    assert kept and cancelled
+    assert raw.connections == 1 and len(raw.requests) == 2

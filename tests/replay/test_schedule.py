@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import orjson
@@ -9,9 +10,14 @@ import pytest
 from replay_helpers import plans_of, run_point
 from replay_servers import ChatServer
 
+from agentload.client.stream import StreamClient
 from agentload.hashing import canonical_json, sha256_hex
-from agentload.replay.bodies import unsalt_messages
+from agentload.measure.records import Phase
+from agentload.options.engines import get_engine
+from agentload.replay.bodies import BodyBuilder, unsalt_messages
+from agentload.replay.modes import LEAD_NS
 from agentload.replay.plan import traffic_body
+from agentload.replay.schedule import LoadShape, PointRunner
 from agentload.trace import load_trace
 
 MS = 1_000_000
@@ -188,3 +194,37 @@ async def test_engine_presets_shape_the_extras(
     assert ("min_tokens" in body) is min_tokens
     if min_tokens:
         assert body["min_tokens"] == body["max_tokens"]
+
+
+async def test_a_stop_before_a_scheduled_request_went_sends_nothing(
+    chat_server: ChatServer, trace_path: Path
+) -> None:
+    """A call's task wakes ``LEAD_NS`` early and waits at its connection for the waker to
+    write it: a stop in those last milliseconds cancels it unsent and unrecorded, while a
+    request that went is kept to its end."""
+    client = StreamClient(chat_server.base_url, timeout_s=30.0, max_connections=4)
+    try:
+        runner = PointRunner(
+            client,
+            plans_of(trace_path),
+            BodyBuilder("test-model", get_engine("vllm")),
+            LoadShape(start_at="zero", sessions=1),
+        )
+        inst = runner.source.next(False)
+        assert inst is not None
+        first = next(c for c in inst.plan.calls.values() if not c.preds)
+        body = runner.body(inst, first, Phase.MEASURED)
+        went = await runner.send_at(inst, first, runner.clock(), lambda: None, body)
+        assert went is not None and len(runner.records) == 1  # due at once: sent
+
+        due = runner.clock() + LEAD_NS // 2  # inside the lead: awake, waiting at the gate
+        task = asyncio.create_task(runner.send_at(inst, first, due, lambda: None, body))
+        await asyncio.sleep(0.001)
+        runner.stop()
+        assert await task is None
+        await asyncio.sleep(LEAD_NS / 1e9)  # past its due time: nothing went later either
+        assert len(chat_server.seen) == 1 and len(runner.records) == 1
+        assert runner.stats.inflight == 0 and not runner.inflight
+        await runner.waker.aclose()
+    finally:
+        await client.aclose()
