@@ -32,6 +32,7 @@ from agentload.measure.records import (
 )
 from agentload.raycluster import ClockOffset
 from agentload.replay.plan import CallPlan, SessionPlan
+from agentload.replay.ray_actor import unpack_requests
 from agentload.replay.shapes import LiveStats, LoadShape, PointRun
 
 __all__ = [
@@ -201,7 +202,7 @@ class PointState:
             w.t0 = int(got["t0"])
             w.shift = w.t0 - w.offset.offset_ns - self.t0
         shift = w.shift or 0
-        self._merge_records(w, got["requests"], got["sessions"], shift)
+        self._merge_records(w, unpack_requests(got["requests"]), got["sessions"], shift)
         w.stats = got["stats"]
         w.inflight = [tuple(x) for x in got["inflight"]]
         w.running = [tuple(x) for x in got["active"]]
