@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -27,7 +28,7 @@ from agentload.errors import (
 )
 from agentload.masking import redact_url
 
-__all__ = ["list_models", "model_to_use", "speaks"]
+__all__ = ["list_models", "model_to_use", "simulator_profile", "speaks"]
 
 
 async def list_models(
@@ -60,6 +61,34 @@ async def model_to_use(
     if isinstance(ids, str) or not ids:
         raise ConfigError(f"{shown}: cannot list the served models; pass --model NAME")
     return ids[0]
+
+
+async def simulator_profile(
+    client: httpx.AsyncClient, target: Target, model: str, limit: float
+) -> str | None:
+    """The profile of agentload's own simulator (``agentload serve``) when it is the target:
+    its models list says ``owned_by: agentload`` for ``model``, and its ``/health`` names the
+    profile ("unknown" when it does not); None for any other server, or no clear answer."""
+    shown = redact_url(target.models_url)
+    try:
+        r = await _get_models(client, target, shown, limit)
+        listed = r.json().get("data", []) if r.status_code == 200 else []
+        ours = any(
+            isinstance(m, dict) and m.get("id") == model and m.get("owned_by") == "agentload"
+            for m in listed
+        )
+    except (EndpointUnreachableError, ValueError, AttributeError):
+        return None
+    if not ours:
+        return None
+    health = urlsplit(target.models_url)._replace(path="/health", query="").geturl()
+    try:
+        async with asyncio.timeout(limit):
+            h = await client.get(health)
+        profile = h.json().get("profile") if h.status_code == 200 else None
+    except (TimeoutError, httpx.HTTPError, ValueError, AttributeError):
+        profile = None
+    return str(profile) if isinstance(profile, str) and profile else "unknown"
 
 
 async def _listed(

@@ -51,7 +51,7 @@ from agentload.client.lean import LeanError
 from agentload.client.netback import KernelStamps
 from agentload.client.outcome import Outcome
 from agentload.client.pool import Connection, ConnectionPool
-from agentload.client.probe import list_models
+from agentload.client.probe import list_models, simulator_profile
 from agentload.client.probe import model_to_use as pick_model
 from agentload.client.probe import speaks as answers_api
 from agentload.client.streams import ChunkHook, read_answer
@@ -111,6 +111,11 @@ class StreamClient:
         """GET ``/models`` within ``probe_timeout_s``: raises ``EndpointUnreachableError`` /
         ``ModelNotFoundError``."""
         return await list_models(self._pool.shared, self._target, model, self.probe_timeout_s)
+
+    async def simulator_profile(self, model: str) -> str | None:
+        """The profile of agentload's own simulator when it serves ``model`` here (else None):
+        its timings are that profile's model of a server (``probe.simulator_profile``)."""
+        return await simulator_profile(self._pool.shared, self._target, model, self.probe_timeout_s)
 
     async def model_to_use(self, model: str | None) -> str:
         """The model an agent run talks to (``probe.model_to_use``), within

@@ -197,8 +197,8 @@ def live_results(
                 )
                 for r, t, level in zip(runs, traces, levels, strict=True)
             ],
-            simulator=None if opts.endpoint else str(opts.scenario.endpoint.profile),
         ),
+        simulator=None if opts.endpoint else str(opts.scenario.endpoint.profile),
     )
 
 

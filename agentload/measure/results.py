@@ -107,13 +107,15 @@ LIVE_NOTE = (
 
 
 def simulated_note(doc: ResultsDocument) -> str | None:
-    """The sentence that follows ``LIVE_NOTE`` when the target was the built-in simulator."""
-    sim = doc.live.simulator if doc.live is not None else None
+    """The sentence a run's summary and report carry (after ``LIVE_NOTE`` in a live run) when
+    the target was agentload's built-in simulator."""
+    sim = doc.simulator
     if sim is None:
         return None
+    how = "answered every call" if doc.mode == "live" else "served this replay (agentload serve)"
     return (
-        f"SIMULATED target: agentload's built-in simulator (profile {sim}) answered every call; "
-        "the timings below are that profile's model of a server, not a measurement of hardware "
+        f"SIMULATED target: agentload's built-in simulator (profile {sim}) {how}; the timings "
+        "below are that profile's model of a server, not a measurement of hardware "
         "(--endpoint URL --model M measures a real one)."
     )
 
@@ -153,6 +155,13 @@ class ResultsDocument(ResultsModel):
     )
     points: list[Point] = Field(description="one per load point, in order")
     live: LiveInfo | None = Field(default=None, description="what a live run ran (else None)")
+    simulator: str | None = Field(
+        default=None,
+        description="the profile of agentload's built-in simulator when it was the target "
+        "(generate without --endpoint; replay against agentload serve, told by its models "
+        "list): the timings are that profile's model of a server, not a measurement of "
+        "hardware; None for any other server",
+    )
     cluster: ClusterRun | None = Field(
         default=None, description="a sharded run (replay --ray): the cluster; None on one machine"
     )

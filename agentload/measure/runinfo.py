@@ -136,11 +136,6 @@ class LiveInfo(ResultsModel):
     sandbox: str = Field(description="where the tools ran: docker or local")
     retries: int = Field(description="retries of a failed call (--retries)")
     points: list[LivePoint] = Field(description="one per point, in order")
-    simulator: str | None = Field(
-        default=None,
-        description="the built-in simulator's profile when it was the target (no --endpoint): "
-        "the timings are that profile's model of a server, not a measurement of hardware",
-    )
 
 
 class ClusterRun(ResultsModel):

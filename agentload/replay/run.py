@@ -233,8 +233,10 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     points: list[Point] = []
     run_nonce = new_run_id()
     interrupted = False
+    simulator: str | None = None
     try:
         await client.probe(cfg.model)
+        simulator = await client.simulator_profile(cfg.model)
         await choose_apis(client, plans, cfg)
         manifest = digest_manifest(plans)
         width = session_width(plans)
@@ -257,7 +259,9 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         await client.aclose()
         if power is not None:
             power.close()
-    return build_document(cfg, engine, plans, exclusion, manifest, interrupted, points)
+    doc = build_document(cfg, engine, plans, exclusion, manifest, interrupted, points)
+    doc.simulator = simulator  # agentload serve: its timings are a profile's, not hardware's
+    return doc
 
 
 def build_document(

@@ -100,6 +100,7 @@ async def run_sharded(cfg: ReplayConfig, progress: ProgressHook | None = None) -
     probe = StreamClient(cfg.endpoint, api_key=key, timeout_s=cfg.timeout_s, max_connections=8)
     try:
         await probe.probe(cfg.model)
+        simulator = await probe.simulator_profile(cfg.model)
         await choose_apis(probe, plans, cfg)
     finally:
         await probe.aclose()
@@ -131,7 +132,9 @@ async def run_sharded(cfg: ReplayConfig, progress: ProgressHook | None = None) -
             workers=len(workers),
             residual_skew_ns=skew,
         )
-    return build_document(cfg, engine, plans, exclusion, manifest, interrupted, points, info)
+    doc = build_document(cfg, engine, plans, exclusion, manifest, interrupted, points, info)
+    doc.simulator = simulator  # agentload serve: its timings are a profile's, not hardware's
+    return doc
 
 
 def _worker_count(cfg: ReplayConfig, cluster: Cluster, plans: Sequence[SessionPlan]) -> int:

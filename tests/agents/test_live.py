@@ -80,7 +80,7 @@ def test_a_serial_run_measures_every_recorded_call(serial: LiveRun) -> None:
     assert serial.folder.name + ".agentload.jsonl.zst" == Path(trace.path).name
     assert serial.stdout.index("LIVE benchmark") < serial.stdout.index("results: ")
     # the built-in simulator was the target: said so, with its profile, and not as hardware
-    assert doc.live.simulator == "instant"
+    assert doc.simulator == "instant"
     sim_line = next(ln for ln in serial.stdout.splitlines() if ln.startswith("SIMULATED target"))
     assert "(profile instant)" in sim_line and "not a measurement of hardware" in sim_line
     (p,) = doc.points

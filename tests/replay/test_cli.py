@@ -12,6 +12,8 @@ from replay_helpers import run_cli
 from replay_servers import Behaviour, ChatServer
 from replay_traces import Shape, agentic_trace
 
+from agentload.measure.results import load_results
+
 
 def _replay(srv: ChatServer, trace: Path, out: Path, *extra: str) -> int:
     return run_cli(
@@ -357,3 +359,31 @@ def test_a_single_session_at_a_random_start_says_so_in_one_line(
             == 0
         )
         assert "--start-at" not in capsys.readouterr().err
+
+
+def test_a_replay_against_agentload_serve_says_its_timings_are_simulated(
+    trace_path: Path,
+    tmp_path: Path,
+    chat_server: ChatServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """agentload's own simulator lists its model as ``owned_by: agentload`` and names its
+    profile at /health: results.json and the summary say the timings are that profile's;
+    another server gets no such line."""
+    from agentload.endpoint.server import SimulatorServer
+
+    with SimulatorServer("instant") as srv:
+        sim = tmp_path / "sim"
+        argv = ["replay", str(trace_path), "--endpoint", srv.base_url, "--model", srv.model]
+        assert run_cli([*argv, "--start-at", "zero", "--out", str(sim)]) == 0
+    printed = capsys.readouterr().out
+    assert load_results(sim / "results.json").simulator == "instant"
+    assert (
+        "SIMULATED target: agentload's built-in simulator (profile instant) served this "
+        "replay (agentload serve); the timings below are that profile's model of a server"
+    ) in printed
+    real = tmp_path / "real"
+    argv = ["replay", str(trace_path), "--endpoint", chat_server.base_url, "--model", "test-model"]
+    assert run_cli([*argv, "--start-at", "zero", "--out", str(real)]) == 0
+    assert load_results(real / "results.json").simulator is None
+    assert "SIMULATED" not in capsys.readouterr().out

@@ -70,6 +70,7 @@ def test_one_and_two_workers_send_what_one_machine_sends_and_merge_exactly(
     doc = load_results(tmp_path / "ray2" / "results.json")
     assert doc.cluster is not None and doc.cluster.workers == 2 and doc.cluster.nodes == 1
     assert doc.config.ray == ray_cluster.address and doc.config.workers == 2
+    assert doc.simulator is None  # a server not agentload's own: measured, not simulated
     (point,) = doc.points
     assert point.workers is not None and [w.lanes for w in point.workers] == [2, 1]
     assert sum(w.requests for w in point.workers) == len(point.requests)
