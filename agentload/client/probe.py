@@ -64,17 +64,20 @@ async def model_to_use(
 
 
 async def simulator_profile(
-    client: httpx.AsyncClient, target: Target, model: str, limit: float
+    client: httpx.AsyncClient, target: Target, model: str | None, limit: float
 ) -> str | None:
     """The profile of agentload's own simulator (``agentload serve``) when it is the target:
-    its models list says ``owned_by: agentload`` for ``model``, and its ``/health`` names the
-    profile ("unknown" when it does not); None for any other server, or no clear answer."""
+    its models list says ``owned_by: agentload`` for ``model`` (None: for the model it lists),
+    and its ``/health`` names the profile ("unknown" when it does not); None for any other
+    server, or no clear answer."""
     shown = redact_url(target.models_url)
     try:
         r = await _get_models(client, target, shown, limit)
         listed = r.json().get("data", []) if r.status_code == 200 else []
         ours = any(
-            isinstance(m, dict) and m.get("id") == model and m.get("owned_by") == "agentload"
+            isinstance(m, dict)
+            and (model is None or m.get("id") == model)
+            and m.get("owned_by") == "agentload"
             for m in listed
         )
     except (EndpointUnreachableError, ValueError, AttributeError):

@@ -112,7 +112,7 @@ class StreamClient:
         ``ModelNotFoundError``."""
         return await list_models(self._pool.shared, self._target, model, self.probe_timeout_s)
 
-    async def simulator_profile(self, model: str) -> str | None:
+    async def simulator_profile(self, model: str | None) -> str | None:
         """The profile of agentload's own simulator when it serves ``model`` here (else None):
         its timings are that profile's model of a server (``probe.simulator_profile``)."""
         return await simulator_profile(self._pool.shared, self._target, model, self.probe_timeout_s)

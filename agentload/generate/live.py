@@ -26,10 +26,11 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentload.client.stream import PROBE_TIMEOUT_S
 from agentload.generate.dispatch import generate
 from agentload.generate.live_point import live_point
 from agentload.generate.options import GenerateOptions
-from agentload.generate.run import ProgressSink, RunResult
+from agentload.generate.run import ProgressSink, RunResult, endpoint_simulator
 from agentload.generate.run import prepare_trace_path as _prepare_trace_path
 from agentload.measure.files import write_run
 from agentload.measure.metrics import SLO, prompt_token_ratio
@@ -105,22 +106,26 @@ async def run_points(
     one = len(opts.levels) == 1
     runs: list[RunResult] = []
     path = base
+    served = None  # an --endpoint that is agentload serve: its profile
     async with _power(opts) as power:
         try:
             for level in opts.levels:
                 path = base if one else _point_trace(base, level)
                 point = opts.model_copy(update={"parallel": level, "out": path})
                 runs.append(await generate(point, progress))
+                if opts.endpoint and len(runs) == 1:  # it answered: is it agentload serve?
+                    probe_s = min(PROBE_TIMEOUT_S, opts.call_timeout_s)
+                    served = await endpoint_simulator(opts.endpoint, opts.model, probe_s)
         except asyncio.CancelledError:
             if path.exists():
                 runs.append(RunResult(trace_path=path))
             if runs:
-                doc = live_results(runs, opts)
+                doc = live_results(runs, opts, served=served)
                 write_live(doc, folder, report)
                 print(f"agentload: interrupted; the live results of what ran: {folder}",
                       file=sys.stderr, flush=True)  # fmt: skip
             raise
-    doc = live_results(runs, opts, power.samples if power is not None else None)
+    doc = live_results(runs, opts, power.samples if power is not None else None, served)
     return runs, doc, folder, write_live(doc, folder, report)
 
 
@@ -150,8 +155,10 @@ def live_results(
     runs: Sequence[RunResult],
     opts: GenerateOptions,
     power_samples: list[tuple[int, float]] | None = None,
+    served: str | None = None,
 ) -> ResultsDocument:
-    """The results document of the runs (one point each, in order); see the module docstring."""
+    """The results document of the runs (one point each, in order; ``served``: the profile of
+    the ``--endpoint`` when it is agentload's simulator); see the module docstring."""
     traces = [load_trace(r.trace_path) for r in runs]
     plans = build_plans(traces, salt_at="off") if any(t.calls for t in traces) else []
     slo = SLO(**opts.slo) if opts.slo else None
@@ -198,7 +205,7 @@ def live_results(
                 for r, t, level in zip(runs, traces, levels, strict=True)
             ],
         ),
-        simulator=None if opts.endpoint else str(opts.scenario.endpoint.profile),
+        simulator=served if opts.endpoint else str(opts.scenario.endpoint.profile),
     )
 
 

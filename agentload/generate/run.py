@@ -107,6 +107,18 @@ async def check_endpoint(
         await http.aclose()
 
 
+async def endpoint_simulator(
+    base_url: str, model: str | None, timeout_s: float = PROBE_TIMEOUT_S
+) -> str | None:
+    """The profile of agentload's own simulator when ``base_url`` is one (``agentload serve``:
+    its timings are a profile's, not hardware's), else None (``probe.simulator_profile``)."""
+    http = StreamClient(base_url, api_key=api_key_from_env(), timeout_s=timeout_s)
+    try:
+        return await http.simulator_profile(model)
+    finally:
+        await http.aclose()
+
+
 @contextlib.asynccontextmanager
 async def open_endpoint(opts: GenerateOptions, seed: int) -> AsyncIterator[tuple[str, str]]:
     if opts.endpoint:

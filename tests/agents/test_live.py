@@ -180,6 +180,20 @@ def test_a_results_file_without_mode_is_a_replay(serial: LiveRun, tmp_path: Path
     assert doc.mode == "replay" and doc.live is None
 
 
+def test_a_live_run_against_agentload_serve_says_its_timings_are_simulated(
+    tmp_path: Path,
+) -> None:
+    """``--endpoint`` pointed at agentload's own simulator is told apart by its models list
+    (``owned_by: agentload``) and its /health (the profile): labelled as without --endpoint."""
+    from agentload.endpoint.server import SimulatorServer
+
+    with SimulatorServer("instant") as srv:
+        run = _live(tmp_path, "-n", "1", "--endpoint", srv.base_url, "--model", srv.model)
+    assert run.doc.simulator == "instant" and run.doc.config.endpoint == srv.base_url
+    sim_line = next(ln for ln in run.stdout.splitlines() if ln.startswith("SIMULATED target"))
+    assert "(profile instant) answered every call" in sim_line
+
+
 def test_json_output_names_the_results(tmp_path: Path) -> None:
     proc = agentload("generate", *SMALL, "-c", "context_target=9000", "--json",
                      "--out", str(tmp_path), timeout=300)  # fmt: skip
