@@ -236,11 +236,11 @@ class _SessionRun:
             self.remaining[cid] = sum(1 for e in self.calls[cid].preds if e.pred in self.fut_set)
         # the first calls' requests are built before the session's clock starts: they are due
         # at once, and building one is part of the session's start, not of their lag
-        first = {
-            cid: r.body(self.inst, self.calls[cid], Phase.MEASURED)
+        roots = [
+            (cid, r.body(self.inst, self.calls[cid], Phase.MEASURED))
             for cid in self.future
             if self.remaining[cid] == 0
-        }
+        ]
         base = r.clock()
         for cid in self.future:
             c = self.calls[cid]
@@ -249,7 +249,6 @@ class _SessionRun:
                 if self.remaining[cid] < len(c.preds) or not c.preds
                 else 0
             )
-        roots = list(first.items())
         async with asyncio.TaskGroup() as tg:
             self.tg = tg
             for cid, body in roots[1:]:

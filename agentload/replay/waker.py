@@ -66,8 +66,10 @@ class Waker:
     def poll(self) -> None:
         """Wake what is due now (cheap when nothing is: one clock read)."""
         heap = self._heap
-        if heap and heap[0][0] <= self.clock():
-            self._wake_due(self.clock())
+        if heap:
+            now = self.clock()
+            if heap[0][0] <= now:
+                self._wake_due(now)
 
     async def _wait(self, t: int, fn: Callable[[], Any] | None) -> Any:
         loop = asyncio.get_running_loop()
