@@ -42,6 +42,8 @@ class AnswerOwner(Protocol):
 
     def broken(self, message: str, *, before_head: bool) -> None: ...
 
+    def hand_over(self, end_ns: int, error: str | None) -> None: ...
+
     def end(self, end_ns: int, error: str | None, *, keep_client: bool) -> None: ...
 
 
@@ -145,13 +147,15 @@ class AnswerRelay:
         except HeadError as exc:  # before the head went out: nothing was sent, so a 502
             owner.broken(f"upstream broke the stream: {exc}", before_head=bool(head_out))
             return
+        if payload and owner.record:
+            self.pieces.append((t, payload))
+        if body.done:  # recorded before the agent can see the end (a kill then loses nothing)
+            owner.hand_over(t, None)
         if self.unchunk:
             owner.to_agent(head_out + payload if head_out else payload)
         else:
             framed = data[: len(data) - len(body.extra)] if body.extra else data
             owner.to_agent(head_out + framed if head_out else framed)
-        if payload and owner.record:
-            self.pieces.append((t, payload))
         if body.done:
             if body.extra:
                 owner.up_keep = False

@@ -111,6 +111,7 @@ class Exchange:
         self.submit_ns = 0
         self.finished = False
         self.begun = False
+        self.handed = False
         self.ws_key: bytes | None = None
         """A checked WebSocket upgrade's key (``websocket.check_upgrade``), else None."""
         relay.in_flight += 1
@@ -176,9 +177,11 @@ class Exchange:
         if self.finished:
             return
         body = error_json(self.api, 502, message)
-        self.client.transport.write(json_response(b"502 Bad Gateway", body, close=False))
         self._begin()
-        self.end(time.perf_counter_ns(), message, keep_client=self.keep_alive)
+        now = time.perf_counter_ns()
+        self.hand_over(now, message)
+        self.client.transport.write(json_response(b"502 Bad Gateway", body, close=False))
+        self.end(now, message, keep_client=self.keep_alive)
 
     # -- the answer --------------------------------------------------------------------------
     def up_data(self, data: bytes) -> None:
@@ -248,6 +251,14 @@ class Exchange:
         self.finished = True
         self.relay.in_flight -= 1
 
+    def hand_over(self, end_ns: int, error: str | None) -> None:
+        """A recorded call's answer goes to the sink, once: before its last bytes go to the
+        agent, so that an agent which saw its answer whole finds the call recorded even if the
+        proxy is killed at once."""
+        if self.begun and not self.handed and self.relay.sink is not None:
+            self.handed = True
+            self.relay.sink.end(self.cid, self.answer.answer(end_ns, error))
+
     def end(self, end_ns: int, error: str | None, *, keep_client: bool) -> None:
         """The exchange ended (``error``: why, if it failed): the upstream connection is kept
         for reuse or dropped, a recorded call's answer goes to the sink, the agent's connection
@@ -264,7 +275,6 @@ class Exchange:
             else:
                 up.exchange = None
                 up.transport.abort()
-        if self.begun and relay.sink is not None:
-            relay.sink.end(self.cid, self.answer.answer(end_ns, error))
+        self.hand_over(end_ns, error)
         if not self.client.closed:
             self.client.done(keep_client)

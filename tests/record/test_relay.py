@@ -2,10 +2,12 @@
 connection the upstream dropped is retried once on a fresh one, a chunked request body arrives
 whole, ``Expect: 100-continue`` is answered, a malformed request is one 400, and the answer's
 bytes reach the agent as the upstream framed them (an HTTP/1.0 agent gets the payload). An HTTPS upstream is verified against the
-system's CAs (SSL_CERT_FILE), and an untrusted one is a 502 the agent sees and the trace holds."""
+system's CAs (SSL_CERT_FILE), and an untrusted one is a 502 the agent sees and the trace holds. A
+call goes to the recorder before the agent can see its answer's end."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -228,3 +230,40 @@ def test_an_https_upstream_with_a_trusted_ca_and_an_untrusted_one(
     (failed,) = load_trace(untrusted.stop()).calls.values()
     assert failed.error is not None and "CERTIFICATE_VERIFY_FAILED" in failed.error
     assert "SSL_CERT_FILE" in failed.error
+
+
+def _peeking(end: Callable[[int, Any], None], look: socket.socket, seen: list[int]) -> Any:
+    """``end`` after noting how many bytes wait unread on ``look`` (the agent's socket)."""
+
+    def looking_end(cid: int, answer: Any) -> None:
+        try:
+            seen.append(len(look.recv(1 << 20, socket.MSG_PEEK | socket.MSG_DONTWAIT)))
+        except BlockingIOError:
+            seen.append(0)
+        end(cid, answer)
+
+    return looking_end
+
+
+def test_a_call_goes_to_the_recorder_before_the_agent_sees_its_answer_end(
+    record_proxy: Callable[..., Any],
+) -> None:
+    # An agent that read its answer whole may kill the proxy at once (``kill -9``): the call
+    # must already be on its way to the recorder. At each call's end the test's sink looks, on
+    # the agent's own socket, at what has arrived: the answer's last bytes must not have.
+    for up in _upstream(lambda n, head, b: _json_answer()):
+        proxy = record_proxy(up.url)
+        recorder = proxy.server.recorder
+        seen: list[int] = []
+        agent = socket.create_connection(("127.0.0.1", int(proxy.url.rsplit(":", 1)[1])), 10)
+        look = socket.socket(fileno=os.dup(agent.fileno()))  # no timeout: a peek never waits
+        recorder.end = _peeking(recorder.end, look, seen)
+        body = orjson.dumps(_CHAT)
+        with agent, look:
+            agent.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
+                          b"content-length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+            got = b""
+            while not got.endswith(_ANSWER):
+                got += agent.recv(65536)
+        assert seen == [0]  # nothing of the answer had reached the agent
+        assert len(load_trace(proxy.stop()).calls) == 1
