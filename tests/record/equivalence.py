@@ -75,6 +75,17 @@ def call_facts(c: LLMCallRecord, amap: dict[str, str] | None = None) -> dict[str
     }
 
 
+def _differ(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> str:
+    """Where two lists of ``call_facts`` first part: the call and its differing facts."""
+    if len(mine) != len(theirs):
+        return f"{len(mine)} calls vs {len(theirs)}"
+    for i, (m, t) in enumerate(zip(mine, theirs, strict=True)):
+        if m != t:
+            keys = [k for k in m if m[k] != t.get(k)]
+            return f"call {i}: " + "; ".join(f"{k}: {m[k]!r:.300} vs {t[k]!r:.300}" for k in keys)
+    return "the same"
+
+
 def assert_same_story(own: Trace, rec: Trace, min_tool_calls: int) -> None:
     """``rec`` (the proxy's) tells ``own``'s story: agents, tree, roles, calls (messages,
     tokens, replies, dependencies, blocks) and the tool calls whose results came back (at least
@@ -98,7 +109,9 @@ def assert_same_story(own: Trace, rec: Trace, min_tool_calls: int) -> None:
     for aid, rid in amap.items():
         mine = [call_facts(c, tmap) for c in own.calls_of(aid)]
         theirs = [call_facts(c) for c in rec.calls_of(rid)]
-        assert mine == theirs, f"calls of {aid} differ from the proxy's {rid}"
+        assert mine == theirs, f"calls of {aid} differ from the proxy's {rid}: " + _differ(
+            mine, theirs
+        )
         for c in rec.calls_of(rid):
             assert c.request.api == "chat" and c.request.native is None
             assert c.timings.first_token_ns is not None

@@ -73,7 +73,8 @@ def _trace(path: Path, upstream: ScriptedUpstream) -> Trace:
     trace = load_trace(path)
     assert trace.truncated is None
     assert len(trace.calls) == len(upstream.asked), (len(trace.calls), len(upstream.asked))
-    assert all(c.error is None for c in trace.calls.values())
+    errors = [(c.id, c.error) for c in trace.calls.values() if c.error is not None]
+    assert not errors, errors
     return trace
 
 
