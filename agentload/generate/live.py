@@ -161,7 +161,7 @@ def live_results(
     the ``--endpoint`` when it is agentload's simulator); see the module docstring."""
     traces = [load_trace(r.trace_path) for r in runs]
     plans = build_plans(traces, salt_at="off") if any(t.calls for t in traces) else []
-    slo = SLO(**opts.slo) if opts.slo else None
+    slo = SLO.of(opts.slo)
     levels = opts.levels[: len(runs)]
     points = []
     for i, trace in enumerate(traces):

@@ -10,6 +10,8 @@ made; both write them with the same code.
 * ``results``  — ``ResultsDocument``: results.json, typed and versioned (write, read); its parts:
   ``aggregates`` (a point's and a group's metric values), ``points`` (a load point),
   ``runinfo`` (environment, engine, plan, live run, cluster)
+* ``capacity`` — capacity at an SLO: the objectives, a percentile's distribution-free interval,
+  a point's verdict, results.json's ``capacity`` object
 * ``power``    — energy: NVML sampling and the window's average watts
 * ``files``    — a run's files written one way (results.json, summary.csv, report.html)
 * ``verdict``  — the exit code of a run (0, 2, 3, 130), decided in one place

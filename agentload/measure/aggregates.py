@@ -92,6 +92,14 @@ class KVHits(ResultsModel):
     )
 
 
+class HitRate(ResultsModel):
+    """KV-cache hit rate of a point, measured and ideal (metrics.cache.KVHitRate)."""
+
+    n: int = Field(description="successful measured requests with a reported cached count")
+    measured: float = Field(description="Σ cached tokens / Σ prompt tokens")
+    ideal: float = Field(description="Σ ceiling tokens (server's) / Σ prompt tokens, at most 1")
+
+
 class Phases(ResultsModel):
     """Requests per phase."""
 
@@ -147,6 +155,12 @@ class Aggregates(_RequestMetrics):
         default=None,
         description="server-reported cached tokens split into within- and cross-session hits "
         "(None without cached counts, and in older files)",
+    )
+    kv_hit_rate: HitRate | None = Field(
+        default=None, description="KV-cache hit rate, measured and ideal (None: no cached counts)"
+    )
+    session_kv_hit_rate: Distribution | None = Field(
+        default=None, description="KV-cache hit rate per session instance, over sessions"
     )
     context_overflow: int = Field(description="requests rejected for context length")
     length_mismatch: int = Field(description="requests whose output length was not honoured")

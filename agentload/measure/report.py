@@ -9,6 +9,7 @@ from typing import Any
 
 from agentload.masking import mask_text, redact_url
 from agentload.measure import metrics
+from agentload.measure.capacity import Capacity, check_text
 from agentload.measure.pareto import Headline, axis_of, headline, points_xy
 from agentload.measure.results import (
     LIVE_NOTE,
@@ -82,9 +83,10 @@ def cluster_lines(results: ResultsDocument) -> list[str]:
 
 
 def text_summary(results: ResultsDocument) -> list[str]:
-    """The run's lines (after LIVE_NOTE for a live run), then one line per point, for the
-    terminal."""
-    lines = [LIVE_NOTE] if results.mode == "live" else []
+    """The run's lines (first the capacity answer of a --capacity run, then LIVE_NOTE for a
+    live run), then one line per point, for the terminal."""
+    lines = [results.capacity.answer] if results.capacity is not None else []
+    lines += [LIVE_NOTE] if results.mode == "live" else []
     sim = simulated_note(results)
     lines += [sim] if sim else []
     lines += run_lines(results)
@@ -123,7 +125,8 @@ def saturation_warning(results: ResultsDocument) -> str | None:
 
 
 def _hits(a: Aggregates) -> str:
-    """`` | cached N tokens (within-session W, cross-session C)`` ("" without cached counts)."""
+    """`` | cached N tokens (within-session W, cross-session C), hit rate M of ideal I, per
+    session min … p50 …`` ("" without cached counts)."""
     h = a.kv_hits
     if h is None:
         return ""
@@ -132,7 +135,11 @@ def _hits(a: Aggregates) -> str:
         if h.within_session_tokens is not None and h.cross_session_tokens is not None
         else ""
     )
-    return f" | cached {h.cached_tokens:,} tokens{split}"
+    rate = a.value("kv_hit_rate")
+    per = a.value("session_kv_hit_rate")
+    hit = f", hit rate {rate['measured']:.2f} of ideal {rate['ideal']:.2f}" if rate else ""
+    hit += f", per session min {per['min']:.2f} p50 {per['p50']:.2f}" if per else ""
+    return f" | cached {h.cached_tokens:,} tokens{split}{hit}"
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -194,23 +201,38 @@ def _row_tables(p: Point) -> list[str]:
     return out
 
 
-def _run_section(run: ResultsDocument, name: str) -> str:
+def _capacity_section(cap: Capacity) -> list[str]:
+    """The capacity answer, then one row per probe: its verdict and each objective's
+    percentile with its 95% interval."""
+    rows = [
+        [p.concurrency, p.verdict.value, "met" if p.met else "missed", f"{p.window_s:.1f}",
+         p.stop.value, "; ".join(check_text(c) for c in p.checks)]
+        for p in cap.probes
+    ]  # fmt: skip
+    head = ["sessions", "verdict", "taken as", "window (s)", "window ended", "objectives"]
+    return [f"<p class='headline'>{html.escape(cap.answer)}</p>", _table(head, rows)]
+
+
+def _what(run: ResultsDocument) -> str:
+    """What ran: the command or endpoint, model, traces and load settings."""
     cfg = run.config
-    parts = [f"<h2>{html.escape(name)}</h2>"]
     if run.live is not None:
         live = run.live
-        what = (
+        return (
             f"LIVE · {live.command} -s {live.scenario} · endpoint {redact_url(cfg.endpoint)} · model "
             f"{cfg.model} · {cfg.sessions} sessions per point · sandbox {live.sandbox} · "
             f"traces {', '.join(cfg.traces)}"
         )
-    else:
-        what = (
-            f"endpoint {redact_url(cfg.endpoint)} · model {cfg.model} · engine {cfg.engine} · "
-            f"traces {', '.join(cfg.traces)} · gap scale {cfg.gap_scale} · "
-            f"start at {cfg.start_at} · salt at {cfg.salt_at}"
-        )
-    parts.append(f"<p>{html.escape(what)}</p>")
+    return (
+        f"endpoint {redact_url(cfg.endpoint)} · model {cfg.model} · engine {cfg.engine} · "
+        f"traces {', '.join(cfg.traces)} · gap scale {cfg.gap_scale} · "
+        f"start at {cfg.start_at} · salt at {cfg.salt_at}"
+    )
+
+
+def _run_section(run: ResultsDocument, name: str) -> str:
+    parts = [f"<h2>{html.escape(name)}</h2>", f"<p>{html.escape(_what(run))}</p>"]
+    parts += _capacity_section(run.capacity) if run.capacity is not None else []
     parts += [f"<p class='headline'>{html.escape(h.text)}</p>" for h in headlines(run)]
     plan = run.plan
     for t in plan.truncated_traces:

@@ -42,6 +42,7 @@ from agentload.measure.aggregates import (
     Phases,
     ResultsModel,
 )
+from agentload.measure.capacity import Capacity
 from agentload.measure.points import (
     Point,
     ScrapeSample,
@@ -161,6 +162,10 @@ class ResultsDocument(ResultsModel):
         "(generate without --endpoint; replay against agentload serve, told by its models "
         "list): the timings are that profile's model of a server, not a measurement of "
         "hardware; None for any other server",
+    )
+    capacity: Capacity | None = Field(
+        default=None,
+        description="replay --capacity: the search's probes and its answer (else None)",
     )
     cluster: ClusterRun | None = Field(
         default=None, description="a sharded run (replay --ray): the cluster; None on one machine"

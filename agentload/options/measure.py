@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentload.options.flags import Flag
-from agentload.options.values import MAX_GPUS, SLO_KEYS, bad_value, parse_slo
+from agentload.options.values import MAX_GPUS, SLO_KEYS, bad_value, parse_slo, slo_key
 
 __all__ = ["MeasureOptions"]
 
@@ -20,11 +20,16 @@ class MeasureOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     slo: Annotated[
-        dict[str, Annotated[int, Field(gt=0)] | None] | None,
-        Flag("e.g. ttft=2s,tpot=50ms,e2e=60s.", reads=str | None),
+        dict[
+            str,
+            Annotated[int, Field(gt=0)] | Annotated[float, Field(gt=0, allow_inf_nan=False)] | None,
+        ]
+        | None,
+        Flag("e.g. ttft=2s,tpot=50ms,e2e=60s,tps_user=160 (per request).", reads=str | None),
     ] = Field(
         default=None,
-        description="SLO thresholds in ns: ttft_ns, tpot_ns, e2e_ns (--slo ttft=2s,tpot=50ms)",
+        description="SLO thresholds: ttft_ns, tpot_ns, e2e_ns in ns, tps_user in tokens/s per "
+        "user, 1 s / TPOT (--slo ttft=2s,tpot=50ms,tps_user=160)",
     )
     gpus: Annotated[int | None, Flag("GPUs behind the endpoint (per-GPU figures).")] = Field(
         default=None, ge=1, le=MAX_GPUS, description="GPUs behind the endpoint (--gpus)"
@@ -62,10 +67,11 @@ class MeasureOptions(BaseModel):
         if isinstance(v, str):
             return parse_slo(v)
         if isinstance(v, dict):
-            unknown = sorted(set(v) - {f"{k}_ns" for k in SLO_KEYS})
+            unknown = sorted(set(v) - {slo_key(k) for k in SLO_KEYS})
             if unknown:
                 raise bad_value(
-                    f"unknown objective(s) {', '.join(unknown)}; use ttft_ns, tpot_ns, e2e_ns"
+                    f"unknown objective(s) {', '.join(unknown)}; use ttft_ns, tpot_ns, e2e_ns, "
+                    "tps_user"
                 )
         return v
 

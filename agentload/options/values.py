@@ -6,6 +6,7 @@ a config model reports with the field as its location.
 
 from __future__ import annotations
 
+import math
 import re
 
 import httpx
@@ -27,7 +28,9 @@ __all__ = [
     "one_of",
     "parse_duration_ns",
     "parse_levels",
+    "parse_resolution",
     "parse_slo",
+    "slo_key",
 ]
 
 # The largest value each count option takes (replay's, and generate's, which are checked here
@@ -48,7 +51,7 @@ MAX_SEED = 2**53
 
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000}
 _DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ns|us|ms|s|m)?\s*$")
-SLO_KEYS = ("ttft", "tpot", "e2e")
+SLO_KEYS = ("ttft", "tpot", "e2e", "tps_user")
 
 
 def bad_value(message: str) -> PydanticCustomError:
@@ -67,10 +70,10 @@ def parse_duration_ns(text: str, default_unit: str = "s") -> int:
     return ns
 
 
-def parse_slo(text: str) -> dict[str, int | None] | None:
-    """``ttft=2s,tpot=50ms,e2e=60s`` (any subset) → ``{"ttft_ns": …, "tpot_ns": …, "e2e_ns": …}``
-    (None when empty)."""
-    vals: dict[str, int] = {}
+def parse_slo(text: str) -> dict[str, int | float | None] | None:
+    """``ttft=2s,tpot=50ms,e2e=60s,tps_user=160`` (any subset) → ``{"ttft_ns": …, "tpot_ns":
+    …, "e2e_ns": …, "tps_user": …}`` (None when empty): durations in ns, tokens/s as given."""
+    vals: dict[str, int | float] = {}
     for part in text.split(","):
         if not part.strip():
             continue
@@ -78,10 +81,46 @@ def parse_slo(text: str) -> dict[str, int | None] | None:
         key = key.strip().lower()
         if not sep or key not in SLO_KEYS:
             raise bad_value(
-                f"unknown objective {part.strip()!r}; write ttft=2s,tpot=50ms,e2e=60s (any subset)"
+                f"unknown objective {part.strip()!r}; write ttft=2s,tpot=50ms,e2e=60s,"
+                "tps_user=160 (any subset)"
             )
-        vals[f"{key}_ns"] = parse_duration_ns(value)
-    return {f"{k}_ns": vals.get(f"{k}_ns") for k in SLO_KEYS} if vals else None
+        if key == "tps_user":
+            vals[key] = _rate(value)
+        else:
+            vals[f"{key}_ns"] = parse_duration_ns(value)
+    return {slo_key(k): vals.get(slo_key(k)) for k in SLO_KEYS} if vals else None
+
+
+def slo_key(objective: str) -> str:
+    """An objective's key in ``slo`` dicts: ``ttft_ns``, …, ``tps_user`` (a rate, not ns)."""
+    return objective if objective == "tps_user" else f"{objective}_ns"
+
+
+def _rate(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or v <= 0:
+        raise bad_value(f"tps_user={text!r}: expected tokens/s per user, a number above 0")
+    return v
+
+
+def parse_resolution(text: str) -> tuple[int | None, float | None]:
+    """``4`` → (4, None): sessions; ``5%`` → (None, 0.05): a share of the lower end."""
+    t = text.strip()
+    try:
+        if t.endswith("%"):
+            share = float(t[:-1]) / 100
+            if not 0 < share < 1:
+                raise ValueError
+            return None, share
+        n = int(t)
+        if n < 1:
+            raise ValueError
+        return n, None
+    except ValueError:
+        raise bad_value(f"{text!r}: expected sessions (4) or a share of the answer (5%)") from None
 
 
 def parse_levels(text: str) -> list[int]:

@@ -32,7 +32,7 @@ def status_line(
     p50 = f"{percentile(ttfts, 50) / 1e6:.1f} ms" if ttfts else "-"
     level = runner.shape.concurrency if not runner.shape.arrival_rate else runner.shape.arrival_rate
     text = (
-        f"point {index + 1}/{total} (load {level}): sessions {st.active_sessions} active, "
+        f"{f'point {index + 1}/{total}' if total else f'probe {index + 1}'} (load {level}): sessions {st.active_sessions} active, "
         f"{st.done_sessions} done{f', {st.cut_sessions} cut' if st.cut_sessions else ''} | "
         f"{req_s:.1f} req/s | {tok_s:.0f} tok/s | "
         f"p50 TTFT {p50} | errors {st.errors}"

@@ -7,9 +7,8 @@ these failing is one line and exit 2.
 
 from __future__ import annotations
 
-import asyncio
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from agentload.auth import api_key_from_env
@@ -17,31 +16,26 @@ from agentload.client.stream import StreamClient
 from agentload.errors import ConfigError, ReplayError
 from agentload.intervals import peak_overlap
 from agentload.masking import redact_url
-from agentload.measure.metrics import SLO, MetricContext, aggregate, prompt_token_ratio
-from agentload.measure.points import client_load
-from agentload.measure.power import NvmlPower, average_watts
+from agentload.measure.capacity import Capacity
+from agentload.measure.metrics import SLO, prompt_token_ratio
+from agentload.measure.power import NvmlPower
 from agentload.measure.results import (
-    Aggregates,
     ClusterRun,
     EngineInfo,
     Environment,
     PlanInfo,
     Point,
     ResultsDocument,
-    ScrapeSummary,
-    Span,
-    TimelineSample,
-    WorkerPoint,
 )
 from agentload.options.engines import EnginePreset, get_engine
 from agentload.options.replay import ReplayConfig
 from agentload.replay.bodies import BodyBuilder
+from agentload.replay.capacity_run import DEFAULT_CAP_S, search_capacity
 from agentload.replay.fit import FitMode, Fitter
 from agentload.replay.plan import SessionPlan, build_plans
+from agentload.replay.points import ProgressHook, Watcher, make_point, run_point
 from agentload.replay.salt import SaltAt, new_nonce, new_run_id
-from agentload.replay.schedule import LoadShape, PointRun, PointRunner
-from agentload.replay.scrape import MetricsScraper
-from agentload.replay.shapes import PointView
+from agentload.replay.schedule import LoadShape, PointRunner
 from agentload.tokenizer import DEFAULT_TOKENIZER
 from agentload.trace.paths import trace_files
 from agentload.trace.synth import Synthesizer
@@ -58,9 +52,6 @@ __all__ = [
     "recorded_width",
     "run_replay",
 ]
-
-ProgressHook = Callable[[PointView, int, int], Any]
-"""Called as ``hook(view, point index, points)`` while a point runs (``progress.Progress``)."""
 
 
 def load_plans(
@@ -214,43 +205,26 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     plans, exclusion = load_plans(
         cfg.traces, cfg.max_context, cfg.salt_at, cfg.fit, cfg.tokenizer, cfg.seed
     )
-    recorded = cfg.schedule == "recorded"
+    if cfg.capacity and cfg.duration_s is None:  # the cap of each probe
+        cfg = cfg.model_copy(update={"duration_s": DEFAULT_CAP_S})
     manifest: dict[str, str] = {}
-    slo = SLO(**cfg.slo) if cfg.slo else None
     power = NvmlPower(cfg.gpus) if cfg.power == "nvml" else None
-    width = max(pl.max_width for pl in plans)
-    top = max(cfg.levels) if not cfg.arrival_rate else 256
-    conns = max(8, top * width + 8)
-    if recorded:  # open loop: no call may queue for a connection
-        conns = min(4096, sum(len(p.calls) for p in plans) + 8)
-    client = StreamClient(
-        cfg.endpoint,
-        api_key=api_key_from_env(),
-        timeout_s=cfg.timeout_s,
-        max_connections=conns,
-    )
-    builder = BodyBuilder(cfg.model, engine, cfg.session_field or engine.session_field)
+    client = _client_for(cfg, plans)
     points: list[Point] = []
-    run_nonce = new_run_id()
     interrupted = False
     simulator: str | None = None
+    capacity: Capacity | None = None
     try:
         await client.probe(cfg.model)
         simulator = await client.simulator_profile(cfg.model)
         await choose_apis(client, plans, cfg)
         manifest = digest_manifest(plans)
-        width = session_width(plans)
-        for i, level in enumerate(cfg.levels):
-            shape = point_shape(cfg, level, len(plans), engine)
-            runner = PointRunner(client, plans, builder, shape, nonce=new_nonce(run_nonce, i))
-            # closed loop: each lane may have its session's parallel calls in flight; open
-            # loop: the target's own latency decides how many are in flight, so open more
-            # than the recording had (a connection opened mid-run delays its request)
-            warm = level * width
-            if recorded:
-                warm = max(2 * recorded_width(plans), min(64, sum(len(p.calls) for p in plans)))
-            await client.warm(warm if not cfg.arrival_rate else 0)
-            point = await _run_point(runner, cfg, slo, power, progress, i)
+        probe = _Prober(cfg, client, plans, engine, power, progress)
+        if cfg.capacity:
+            capacity = await search_capacity(cfg, probe, points)
+            interrupted = any(p.interrupted for p in points)
+        for i, level in enumerate([] if cfg.capacity else cfg.levels):
+            point = await probe(i, level)
             points.append(point)
             if point.interrupted:
                 interrupted = True
@@ -261,7 +235,57 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
             power.close()
     doc = build_document(cfg, engine, plans, exclusion, manifest, interrupted, points)
     doc.simulator = simulator  # agentload serve: its timings are a profile's, not hardware's
+    doc.capacity = capacity
     return doc
+
+
+def _client_for(cfg: ReplayConfig, plans: Sequence[SessionPlan]) -> StreamClient:
+    """The run's HTTP client, with connections for its largest load."""
+    width = max(pl.max_width for pl in plans)
+    top = max(cfg.levels) if not cfg.arrival_rate else 256
+    top = cfg.capacity_max if cfg.capacity else top
+    conns = max(8, top * width + 8)
+    if cfg.schedule == "recorded":  # open loop: no call may queue for a connection
+        conns = min(4096, sum(len(p.calls) for p in plans) + 8)
+    return StreamClient(
+        cfg.endpoint, api_key=api_key_from_env(), timeout_s=cfg.timeout_s, max_connections=conns
+    )
+
+
+class _Prober:
+    """Runs one point of the run: ``await prober(index, level, watcher)``."""
+
+    def __init__(
+        self,
+        cfg: ReplayConfig,
+        client: StreamClient,
+        plans: Sequence[SessionPlan],
+        engine: EnginePreset,
+        power: NvmlPower | None,
+        progress: ProgressHook | None,
+    ) -> None:
+        self.cfg, self.client, self.plans, self.engine = cfg, client, plans, engine
+        self.power, self.progress = power, progress
+        self.slo = SLO.of(cfg.slo)
+        self.builder = BodyBuilder(cfg.model, engine, cfg.session_field or engine.session_field)
+        self.nonce = new_run_id()
+        self.width = session_width(plans)
+
+    async def __call__(self, i: int, level: int, watcher: Watcher | None = None) -> Point:
+        cfg, plans = self.cfg, self.plans
+        shape = point_shape(cfg, level, len(plans), self.engine)
+        runner = PointRunner(
+            self.client, plans, self.builder, shape, nonce=new_nonce(self.nonce, i)
+        )
+        # closed loop: each lane may have its session's parallel calls in flight; open
+        # loop: the target's own latency decides how many are in flight, so open more
+        # than the recording had (a connection opened mid-run delays its request)
+        warm = level * self.width
+        if cfg.schedule == "recorded":
+            warm = max(2 * recorded_width(plans), min(64, sum(len(p.calls) for p in plans)))
+        await self.client.warm(warm if not cfg.arrival_rate else 0)
+        total = 0 if cfg.capacity else len(cfg.levels)
+        return await run_point(runner, cfg, self.slo, self.power, self.progress, i, total, watcher)
 
 
 def build_document(
@@ -328,84 +352,3 @@ def _apis(plans: Sequence[SessionPlan]) -> dict[str, dict[str, int]]:
             sent = out.setdefault(c.api, {})
             sent[c.send_api] = sent.get(c.send_api, 0) + 1
     return out
-
-
-async def _run_point(
-    runner: PointRunner,
-    cfg: ReplayConfig,
-    slo: SLO | None,
-    power: NvmlPower | None,
-    progress: ProgressHook | None,
-    index: int,
-) -> Point:
-    side: list[asyncio.Task[Any]] = []
-    scraper = None
-    runner_task = asyncio.ensure_future(runner.run())
-    await asyncio.sleep(0)
-    if cfg.scrape_metrics:
-        scraper = MetricsScraper(cfg.scrape_metrics, runner.t0)
-        side.append(asyncio.create_task(scraper.run()))
-    if power is not None:
-        power.samples.clear()
-        side.append(asyncio.create_task(power.run()))
-    if progress is not None:
-        side.append(asyncio.create_task(progress(runner, index, len(cfg.levels))))
-    interrupted = False
-    try:
-        run: PointRun = await runner_task
-    except asyncio.CancelledError:
-        # Ctrl-C (or a cancelled caller): keep what this point measured so far.
-        await asyncio.wait([runner_task])
-        current = asyncio.current_task()
-        if current is not None:
-            current.uncancel()
-        run = runner.result()
-        interrupted = True
-    finally:
-        for t in side:
-            t.cancel()
-        await asyncio.gather(*side, return_exceptions=True)
-    watts = cfg.power_watts
-    if power is not None:
-        power.sample()
-        watts = average_watts(
-            power.samples, run.t0_ns + run.window.start_ns, run.t0_ns + run.window.end_ns
-        )
-    summary = scraper.summary() if scraper else None
-    return make_point(run, cfg, runner.shape.concurrency, slo, watts, summary, interrupted)
-
-
-def make_point(
-    run: PointRun,
-    cfg: ReplayConfig,
-    level: int,
-    slo: SLO | None,
-    watts: float | None,
-    scrape: dict[str, Any] | None,
-    interrupted: bool,
-    workers: list[WorkerPoint] | None = None,
-) -> Point:
-    """A point's results from what it produced: every metric computed once over all of its
-    request records (on a cluster: the records of every worker, on one time line)."""
-    ctx = MetricContext(run.requests, run.sessions, run.window, cfg.gpus, watts, slo)
-    recorded = cfg.schedule == "recorded"
-    aggregates = Aggregates.model_validate(aggregate(ctx))
-    return Point(
-        interrupted=interrupted,
-        concurrency=None if cfg.arrival_rate or recorded else level,
-        schedule=cfg.schedule,
-        arrival_rate=cfg.arrival_rate,
-        wall_s=run.wall_s,
-        warmup_window=Span(start_ns=0, end_ns=run.warmup_end_ns),
-        window=run.window,
-        power_watts=watts,
-        max_active_sessions=run.stats.max_active_sessions,
-        max_inflight_requests=run.stats.max_inflight,
-        aggregates=aggregates,
-        timeline=[TimelineSample.model_validate(t) for t in run.timeline],
-        scrape=ScrapeSummary.model_validate(scrape) if scrape else None,
-        sessions=run.sessions,
-        requests=run.requests,
-        workers=workers,
-        client=client_load(run.cpu_s, run.wall_s, aggregates.client_lag_ms),
-    )

@@ -327,6 +327,10 @@ class PointRunner(PointAccount):
         if self.drain_at is None:
             self.drain_at = self.clock()
 
+    async def wait_warm(self) -> None:
+        """Until every lane is past its warm-up."""
+        await self._warm.wait()
+
     def expect_warm(self, lanes: int) -> None:
         """Warm-up ends once ``lanes`` lanes finished theirs (``warm_done`` each)."""
         self._pending_warm = lanes

@@ -51,14 +51,13 @@ from agentload.options.engines import get_engine
 from agentload.options.replay import ReplayConfig
 from agentload.raycluster import Cluster, connect, measure_offset, require_ray
 from agentload.replay.plan import SessionPlan
+from agentload.replay.points import ProgressHook, make_point
 from agentload.replay.ray_actor import ReplayWorker
 from agentload.replay.run import (
-    ProgressHook,
     build_document,
     choose_apis,
     digest_manifest,
     load_plans,
-    make_point,
     point_shape,
     recorded_width,
 )
@@ -105,7 +104,7 @@ async def run_sharded(cfg: ReplayConfig, progress: ProgressHook | None = None) -
     finally:
         await probe.aclose()
     manifest = digest_manifest(plans)
-    slo = SLO(**cfg.slo) if cfg.slo else None
+    slo = SLO.of(cfg.slo)
     with connect(cfg.ray) as cluster:
         n = _worker_count(cfg, cluster, plans)
         workers = await _start_workers(ray, cfg, cluster, plans, key, n)

@@ -124,7 +124,8 @@ def test_a_sweep_gives_one_point_per_level_with_per_gpu_and_per_mw(sweep: LiveRu
     assert doc.live is not None and doc.live.command == "eval"
     assert [lp.parallel for lp in doc.live.points] == [1, 2]
     assert doc.config.levels == [1, 2] and doc.config.sessions == 2 and doc.config.gpus == 2
-    assert doc.config.slo == {"ttft_ns": 1_000_000, "tpot_ns": None, "e2e_ns": 600_000_000_000}
+    slo = {"ttft_ns": 1_000_000, "tpot_ns": None, "e2e_ns": 600_000_000_000, "tps_user": None}
+    assert doc.config.slo == slo
     assert doc.config.target_tps_user == [50.0]
     for p, trace in zip(doc.points, sweep.traces, strict=True):
         a = p.aggregates

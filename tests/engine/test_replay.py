@@ -22,7 +22,7 @@ from agentload.endpoint.timing.profiles import load_profile
 from agentload.replay.run import load_plans
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "replay"))
-from replay_traces import Shape, agentic_trace
+from replay_traces import Shape, agentic_trace, linear_trace
 
 pytestmark = pytest.mark.engine
 
@@ -145,3 +145,30 @@ def test_cached_tokens_come_from_the_engine_and_kv_survival_divides_like_by_like
     rows = res["points"][0]["aggregates"]["kv_survival"]
     cached = sum(row["cached_tokens"] for row in rows)
     assert rows and 0.5 < cached / sum(row["ceiling_tokens_server"] for row in rows) <= 1.25
+
+
+def test_capacity_on_the_engine_ends_with_an_answer_or_no_level(
+    engine: Any, tmp_path: Path
+) -> None:
+    """``--capacity`` against llama.cpp with tiny targets: the search ends (at most two probes
+    here, each capped) with an answer or "No level met the SLO", never a crash or an endless
+    search."""
+    trace = linear_trace(tmp_path / "lin.agentload.jsonl.zst", sessions=2, calls=3, out_tokens=4)
+    out = tmp_path / "cap"
+    argv = ["replay", str(trace), "--endpoint", engine.url, "--model", engine.model]
+    argv += ["--engine", "llamacpp", "--gap-scale", "0", "--capacity", "--capacity-max", "2"]
+    argv += ["--slo", "ttft=20s,tps_user=1", "--duration", "15", "--timeout", "60"]
+    argv += ["--max-error-rate", "1", "--out", str(out)]
+    assert _cli(argv) == 0
+    res = orjson.loads((out / "results.json").read_bytes())
+    cap = res["capacity"]
+    assert 1 <= len(cap["probes"]) <= 2 and len(res["points"]) == len(cap["probes"])
+    if cap["max_concurrency"] is None:
+        assert cap["answer"].startswith("No level met the SLO (p90 TTFT ≤ 20 s")
+    else:
+        assert cap["answer"].startswith(
+            f"Serves {'at least ' if cap['max_concurrency'] == 2 else ''}"
+        )
+        assert cap["at_capacity"]["agents"] == cap["max_concurrency"]
+    for p in cap["probes"]:
+        assert p["stop"] in ("decided", "precise", "cap") and p["window_s"] <= 15 + 5

@@ -218,3 +218,45 @@ def agentic_trace(
     """Write the trace described in the module docstring; returns ``path``."""
     asyncio.run(_write(path, sessions, shape or Shape(), variant))
     return path
+
+
+def linear_trace(path: Path, sessions: int = 2, calls: int = 6, out_tokens: int = 24) -> Path:
+    """``sessions`` sessions of one agent each making ``calls`` calls in a row (each carrying
+    the history before it, no tools), every reply ``out_tokens`` long: a load whose running
+    sequences are the sessions in flight."""
+    asyncio.run(_write_linear(path, sessions, calls, out_tokens))
+    return path
+
+
+async def _write_linear(path: Path, sessions: int, calls: int, out_tokens: int) -> None:
+    header = make_header(model="rec-model", tokenizer="o200k_base")
+    async with TraceWriter(path, header) as w:
+        cap = CallCapture(w, ChatTokenCounter("o200k_base"))
+        for si in range(sessions):
+            t = 1_000_000_000 + si * 100_000 * MS
+            sid, aid = f"s{si}", f"s{si}-a"
+            await w.write(SessionRecord(id=sid, start_ns=t))
+            await w.write(AgentRecord(id=aid, session_id=sid, role="orchestrator", start_ns=t))
+            msgs: list[dict[str, Any]] = [
+                {"role": "system", "content": "[agentload role=orchestrator]\nwork"},
+                {"role": "user", "content": f"task {si}"},
+            ]
+            for k in range(calls):
+                cid = f"{sid}-c{k}"
+                body = {"model": "rec-model", "messages": list(msgs), "stream": True,
+                        "stream_options": {"include_usage": True}, "max_tokens": 1024}  # fmt: skip
+                await cap.record(
+                    ObservedCall(
+                        call_id=cid, session_id=sid, agent_id=aid, seq=k, body=body,
+                        content=f"step {k} done", tool_calls=None, finish_reason="stop",
+                        usage={"completion_tokens": out_tokens},
+                        timings=Timings(submit_ns=t, first_token_ns=t + MS,
+                                        last_token_ns=t + 10 * MS),
+                        depends_on=[],
+                    )
+                )  # fmt: skip
+                t += 20 * MS
+                msgs += [{"role": "assistant", "content": f"step {k} done"},
+                         {"role": "user", "content": f"next {k}"}]  # fmt: skip
+            await w.write(SessionRecord(id=sid, start_ns=1_000_000_000 + si * 100_000 * MS,
+                                        end_ns=t, end_reason="done"))  # fmt: skip

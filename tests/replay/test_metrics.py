@@ -170,6 +170,18 @@ def test_kv_survival_by_gap_bucket(ctx: MetricContext) -> None:
     assert rows["0-1s"]["ratio"] == 100 / 400
 
 
+def test_kv_hit_rate_of_the_point_and_per_session(ctx: MetricContext) -> None:
+    v = aggregate(ctx)
+    # the requests with a cached count: session 0's second (600 of 1000, ceiling 800) and
+    # session 1's first (100 of 1000, ceiling 400); prompts in the server's tokens
+    assert v["kv_hit_rate"] == {"n": 2, "measured": 700 / 2000, "ideal": 1200 / 2000}
+    per = v["session_kv_hit_rate"]
+    assert per["n"] == 2 and per["min"] == 0.1 and per["max"] == 0.6
+    assert per["p50"] == pytest.approx(0.35)
+    none = MetricContext([req(0, 0, MS, 2 * MS)], [], Window(0, S, "t"))
+    assert aggregate(none)["kv_hit_rate"] is None and aggregate(none)["session_kv_hit_rate"] is None
+
+
 def test_errors_phases_and_groups(ctx: MetricContext) -> None:
     v = aggregate(ctx)
     assert v["errors"] == {"http_500": 1} and v["context_overflow"] == 0

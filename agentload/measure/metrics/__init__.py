@@ -19,6 +19,7 @@ from agentload.measure.metrics.base import (
     compute_all,
     distribution,
 )
+from agentload.measure.metrics.cache import KVHitRate, SessionKVHitRate
 from agentload.measure.metrics.latency import E2E, ITL, TPOT, TTFT, ClientLag
 from agentload.measure.metrics.quality import (
     GAP_BUCKETS,
@@ -95,6 +96,8 @@ METRICS: tuple[type[Metric], ...] = (
     SLOAttainment,
     KVSurvival,
     KVHits,
+    KVHitRate,
+    SessionKVHitRate,
     PromptTokenRatio,
     ErrorCounts,
     ContextOverflow,

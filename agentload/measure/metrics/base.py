@@ -54,15 +54,28 @@ def distribution(values: Iterable[float]) -> dict[str, float] | None:
 
 @dataclass(frozen=True)
 class SLO:
-    """Per-request objectives in ns; a request meets the SLO when it succeeded and every set
-    objective holds (``ttft <= ttft_ns``, ``tpot <= tpot_ns``, ``e2e <= e2e_ns``)."""
+    """Per-request objectives (ns; tokens/s for ``tps_user``); a request meets the SLO when it
+    succeeded and every set objective holds (``ttft <= ttft_ns``, ``tpot <= tpot_ns``,
+    ``e2e <= e2e_ns``, ``1 s / tpot >= tps_user``)."""
 
     ttft_ns: int | None = None
     tpot_ns: int | None = None
     e2e_ns: int | None = None
+    tps_user: float | None = None
 
-    def to_dict(self) -> dict[str, int | None]:
-        return {"ttft_ns": self.ttft_ns, "tpot_ns": self.tpot_ns, "e2e_ns": self.e2e_ns}
+    @classmethod
+    def of(cls, slo: Mapping[str, float | None] | None) -> SLO | None:
+        """The SLO of a config's ``slo`` dict (None without one)."""
+        if not slo:
+            return None
+        ns = {k: None if slo.get(k) is None else int(slo[k] or 0)
+              for k in ("ttft_ns", "tpot_ns", "e2e_ns")}  # fmt: skip
+        rate = slo.get("tps_user")
+        return cls(**ns, tps_user=None if rate is None else float(rate))
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {"ttft_ns": self.ttft_ns, "tpot_ns": self.tpot_ns, "e2e_ns": self.e2e_ns,
+                "tps_user": self.tps_user}  # fmt: skip
 
 
 @dataclass

@@ -37,15 +37,17 @@ GAP_BUCKETS: tuple[tuple[str, float, float], ...] = (
 
 
 def meets_slo(r: RequestRecord, slo: SLO) -> bool:
-    """Succeeded, and TTFT ≤ ttft, TPOT ≤ tpot, E2E ≤ e2e for every objective set."""
+    """Succeeded, and TTFT ≤ ttft, TPOT ≤ tpot, E2E ≤ e2e, 1 s / TPOT ≥ tps_user for every
+    objective set (TPOT and tokens/s hold for a request with fewer than two output tokens)."""
     if not r.ok:
         return False
     if slo.ttft_ns is not None and (r.ttft_ns is None or r.ttft_ns > slo.ttft_ns):
         return False
-    if slo.tpot_ns is not None:
-        t = r.tpot_ns
-        if t is not None and t > slo.tpot_ns:
-            return False
+    t = r.tpot_ns
+    if slo.tpot_ns is not None and t is not None and t > slo.tpot_ns:
+        return False
+    if slo.tps_user is not None and t is not None and t > 1e9 / slo.tps_user:
+        return False
     return slo.e2e_ns is None or r.e2e_ns <= slo.e2e_ns
 
 

@@ -1,0 +1,281 @@
+"""Capacity at an SLO: the objectives, a percentile's confidence interval, a point's verdict.
+
+An objective is a per-request figure and its threshold: TTFT, TPOT and E2E must be at most the
+threshold, tokens/s per user (``tps_user``: the request's decode speed, 1 s / TPOT) at least it.
+A point meets the SLO at percentile ``p`` (default 90) when, for every objective, ``p``% of its
+measured requests are on the good side: the ``p``-th percentile of TTFT/TPOT/E2E is at most the
+threshold, the ``(100 − p)``-th percentile of tokens/s per user at least it. A failed request is
+a miss of every objective (it enters each sample as the worst value); a request with fewer than
+two output tokens has no TPOT and is left out of the TPOT and tokens/s samples.
+
+**The interval** of a percentile is distribution-free, from order statistics: of ``n`` sorted
+values, with ``q`` the quantile (``p/100``, or ``1 − p/100`` for tokens/s), the 95% interval is
+``[x(l), x(u)]`` with the 1-based ranks ``l = ⌊nq − 1.96·√(nq(1−q))⌋`` and
+``u = ⌈nq + 1.96·√(nq(1−q))⌉ + 1``; a rank below 1 or above ``n`` leaves that side open
+(None): too few requests to bound it.
+
+**The verdict** of an objective: ``pass`` when the whole interval is on the good side of the
+threshold, ``fail`` when the whole interval is on the bad side, else ``uncertain`` (the
+estimate is then what the search goes by, and the results say so). A point passes when every
+objective passes, fails when any fails, else is uncertain.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from enum import StrEnum
+
+from pydantic import Field
+
+from agentload.measure.aggregates import ResultsModel
+from agentload.measure.records import RequestRecord
+from agentload.quantiles import percentile
+
+__all__ = [
+    "AtCapacity",
+    "Capacity",
+    "Check",
+    "Objective",
+    "Probe",
+    "Stop",
+    "Verdict",
+    "check_objectives",
+    "check_text",
+    "interval",
+    "point_verdict",
+    "samples",
+]
+
+Z95 = 1.96
+"""The normal quantile of a two-sided 95% interval."""
+
+
+class Objective(StrEnum):
+    """What an SLO bounds, per request."""
+
+    TTFT = "ttft"
+    TPOT = "tpot"
+    E2E = "e2e"
+    TPS_USER = "tps_user"
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self is Objective.TPS_USER
+
+    @property
+    def unit(self) -> str:
+        """The unit of its values and threshold as results.json holds them."""
+        return "tok/s" if self is Objective.TPS_USER else "ms"
+
+    @property
+    def key(self) -> str:
+        """Its key in ``--slo`` values and in ``config.slo`` (``ttft_ns``, ``tps_user``)."""
+        return self.value if self is Objective.TPS_USER else f"{self.value}_ns"
+
+    def threshold(self, slo: dict[str, float | None]) -> float | None:
+        """Its threshold in ``unit`` from a ``config.slo`` dict (ns → ms), None when unset."""
+        v = slo.get(self.key)
+        if v is None:
+            return None
+        return float(v) if self is Objective.TPS_USER else v / 1e6
+
+
+class Verdict(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    UNCERTAIN = "uncertain"
+
+
+class Stop(StrEnum):
+    """Why a capacity probe's window ended (``replay.steady``)."""
+
+    DECIDED = "decided"
+    """Every objective's interval lies on one side of its threshold."""
+    PRECISE = "precise"
+    """Every objective is decided or its interval is within the tolerance."""
+    CAP = "cap"
+    """The cap (--duration) was reached first."""
+    ENDED = "ended"
+    """The point ended by itself (interrupted, or no session left)."""
+
+
+class Check(ResultsModel):
+    """One objective at one point: its percentile, interval and verdict."""
+
+    objective: Objective = Field(description="ttft, tpot, e2e or tps_user")
+    threshold: float = Field(description="the objective's threshold (unit)")
+    unit: str = Field(description="ms, or tok/s for tps_user")
+    quantile: float = Field(description="the quantile judged (0.9; 0.1 for tps_user at p90)")
+    n: int = Field(description="requests in the sample")
+    estimate: float | None = Field(description="the quantile of the sample (None: empty)")
+    low: float | None = Field(description="95% interval, lower end (None: unbounded)")
+    high: float | None = Field(description="95% interval, upper end (None: unbounded)")
+    verdict: Verdict = Field(description="pass, fail or uncertain (see measure.capacity)")
+
+    @property
+    def met(self) -> bool:
+        """What the search goes by: the verdict, or the estimate when uncertain."""
+        if self.verdict is not Verdict.UNCERTAIN:
+            return self.verdict is Verdict.PASS
+        if self.estimate is None:
+            return False
+        if self.objective.higher_is_better:
+            return self.estimate >= self.threshold
+        return self.estimate <= self.threshold
+
+    def rel_halfwidth(self) -> float | None:
+        """Half the interval's width over the estimate (None: an open side or no estimate)."""
+        if self.low is None or self.high is None or not self.estimate:
+            return None
+        return (self.high - self.low) / 2 / abs(self.estimate)
+
+
+def samples(requests: Sequence[RequestRecord], objective: Objective) -> list[float]:
+    """The objective's values of ``requests`` (the measured ones), in its unit, sorted; a
+    failed request is the worst value (inf ms, 0 tok/s)."""
+    out: list[float] = []
+    worst = 0.0 if objective.higher_is_better else math.inf
+    for r in requests:
+        if not r.ok:
+            out.append(worst)
+            continue
+        if objective is Objective.TTFT:
+            if r.ttft_ns is not None:
+                out.append(r.ttft_ns / 1e6)
+        elif objective is Objective.E2E:
+            out.append(r.e2e_ns / 1e6)
+        else:
+            tpot = r.tpot_ns
+            if tpot is None:
+                continue
+            if objective is Objective.TPOT:
+                out.append(tpot / 1e6)
+            else:
+                out.append(1e9 / tpot if tpot > 0 else math.inf)
+    out.sort()
+    return out
+
+
+def interval(values: Sequence[float], q: float) -> tuple[float | None, float | None, float | None]:
+    """(estimate, low, high) of quantile ``q`` (0..1) of the sorted ``values`` (module
+    docstring); None for what the sample cannot give."""
+    n = len(values)
+    if n == 0:
+        return None, None, None
+    est = percentile(values, q * 100, presorted=True)
+    spread = Z95 * math.sqrt(n * q * (1 - q))
+    lo_rank = math.floor(n * q - spread)
+    hi_rank = math.ceil(n * q + spread) + 1
+    low = values[lo_rank - 1] if lo_rank >= 1 else None
+    high = values[hi_rank - 1] if hi_rank <= n else None
+    return est, low, high
+
+
+def _finite(v: float | None) -> float | None:
+    return v if v is not None and math.isfinite(v) else None
+
+
+def check_objectives(
+    requests: Sequence[RequestRecord], slo: dict[str, float | None], pct: float
+) -> list[Check]:
+    """Every objective ``slo`` sets, judged over the measured ``requests`` at percentile
+    ``pct`` (0..100)."""
+    out = []
+    for obj in Objective:
+        t = obj.threshold(slo)
+        if t is None:
+            continue
+        q = 1 - pct / 100 if obj.higher_is_better else pct / 100
+        vals = samples(requests, obj)
+        est, low, high = interval(vals, q)
+        if obj.higher_is_better:
+            good = low is not None and low >= t
+            bad = high is not None and high < t
+        else:
+            good = high is not None and high <= t
+            bad = low is not None and low > t
+        verdict = Verdict.PASS if good else Verdict.FAIL if bad else Verdict.UNCERTAIN
+        out.append(
+            Check(
+                objective=obj,
+                threshold=t,
+                unit=obj.unit,
+                quantile=q,
+                n=len(vals),
+                estimate=_finite(est),
+                low=_finite(low),
+                high=_finite(high),
+                verdict=verdict,
+            )
+        )
+    return out
+
+
+def _num(v: float | None) -> str:
+    return "open" if v is None else f"{v:,.1f}"
+
+
+def check_text(c: Check) -> str:
+    """``tps_user p10 170.2 [165.0, 175.3] ≥ 160 tok/s``."""
+    q = round(c.quantile * 100)
+    rel = "≥" if c.objective.higher_is_better else "≤"
+    return (
+        f"{c.objective.value} p{q} {_num(c.estimate)} [{_num(c.low)}, {_num(c.high)}] {rel} "
+        f"{c.threshold:g} {c.unit}"
+    )
+
+
+def point_verdict(checks: Sequence[Check]) -> Verdict:
+    """Fail when an objective fails, pass when every one passes, else uncertain."""
+    if any(c.verdict is Verdict.FAIL for c in checks):
+        return Verdict.FAIL
+    if all(c.verdict is Verdict.PASS for c in checks):
+        return Verdict.PASS
+    return Verdict.UNCERTAIN
+
+
+class Probe(ResultsModel):
+    """One probe of the search: a point of the run."""
+
+    concurrency: int = Field(description="sessions in flight")
+    point: int = Field(description="its index in points")
+    verdict: Verdict = Field(description="pass, fail or uncertain")
+    met: bool = Field(description="what the search took it as (the estimate when uncertain)")
+    stop: Stop = Field(description="why its window ended: decided, precise, cap or ended")
+    window_s: float = Field(description="measured seconds")
+    checks: list[Check] = Field(description="each objective's percentile, interval, verdict")
+
+
+class AtCapacity(ResultsModel):
+    """The figures of the capacity point (per GPU with --gpus, per MW with power)."""
+
+    agents: int = Field(description="concurrent agent sessions served")
+    agents_per_gpu: float | None = None
+    agents_per_mw: float | None = None
+    output_tps: float | None = Field(default=None, description="output tokens/s")
+    output_tps_per_gpu: float | None = None
+    output_tps_per_mw: float | None = None
+    jobs_per_hour: float | None = Field(default=None, description="sessions completed per hour")
+    jobs_per_hour_per_gpu: float | None = None
+    tps_user_p50: float | None = Field(
+        default=None, description="median over sessions of output tokens/s per user"
+    )
+    decode_tps_user_p50: float | None = Field(
+        default=None, description="median over requests of 1 s / TPOT"
+    )
+
+
+class Capacity(ResultsModel):
+    """``replay --capacity``: the most concurrent sessions whose steady state met the SLO."""
+
+    max_concurrency: int | None = Field(description="the answer (None: no level met the SLO)")
+    slo: dict[str, float | None] = Field(description="the objectives (config.slo's keys)")
+    percentile: float = Field(description="the percentile every objective is judged at")
+    resolution: int = Field(description="how far apart the bracket's ends were allowed to be")
+    bracket: tuple[int, int | None] = Field(
+        description="the largest level that met the SLO and the smallest that missed it"
+    )
+    probes: list[Probe] = Field(description="every probe, in the order run")
+    at_capacity: AtCapacity | None = Field(description="the capacity point's figures")
+    answer: str = Field(description="the one-line answer")

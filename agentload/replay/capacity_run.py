@@ -1,0 +1,184 @@
+"""``replay --capacity``: the probes of the search, their verdicts and the answer.
+
+``search_capacity`` asks the search (``search``) for a level, runs a point there whose window
+the steady-state rule ends (``steady``), judges it (``measure.capacity``), and so on until the
+search is over; then it builds results.json's ``capacity`` object and its one-line answer.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+
+from agentload.measure.capacity import (
+    AtCapacity,
+    Capacity,
+    Objective,
+    Probe,
+    Stop,
+    Verdict,
+    check_objectives,
+    check_text,
+    point_verdict,
+    samples,
+)
+from agentload.measure.points import Point
+from agentload.measure.records import Phase
+from agentload.options.replay import ReplayConfig
+from agentload.options.values import parse_resolution
+from agentload.quantiles import percentile
+from agentload.replay.points import Watcher
+from agentload.replay.schedule import PointRunner
+from agentload.replay.search import CapacitySearch
+from agentload.replay.steady import SteadyRule, watch
+
+__all__ = ["DEFAULT_CAP_S", "search_capacity"]
+
+DEFAULT_CAP_S = 300.0
+"""A probe's cap (measured seconds) when --duration is not given."""
+
+ProbeRun = Callable[[int, int, Watcher], Awaitable[Point]]
+"""``probe(index, level, watcher)``: run one point at ``level`` with ``watcher`` beside it."""
+
+
+async def search_capacity(
+    cfg: ReplayConfig, probe: ProbeRun, points: list[Point], rule: SteadyRule | None = None
+) -> Capacity:
+    """Run the search's probes (each point appended to ``points``); the capacity object."""
+    slo = dict(cfg.slo or {})
+    pct = cfg.slo_percentile
+    rule = rule or SteadyRule()
+    sessions, share = parse_resolution(cfg.capacity_resolution)
+    search = CapacitySearch(top=cfg.capacity_max, sessions=sessions, share=share)
+    probes: list[Probe] = []
+    while (level := search.next_level()) is not None:
+        why: list[Stop] = []
+        point = await probe(len(points), level, _watcher(why, slo, pct, rule))
+        points.append(point)
+        stop = why[0] if why else Stop.ENDED if point.interrupted else Stop.CAP
+        measured = [r for r in point.requests if r.phase == Phase.MEASURED]
+        checks = check_objectives(measured, slo, pct)
+        verdict = point_verdict(checks)
+        met = verdict is Verdict.PASS or (
+            verdict is Verdict.UNCERTAIN and all(c.met for c in checks)
+        )
+        pr = Probe(concurrency=level, point=len(points) - 1, verdict=verdict, met=met,
+                   stop=stop, window_s=point.window.seconds, checks=checks)  # fmt: skip
+        probes.append(pr)
+        print(_probe_line(len(probes), pr), file=sys.stderr, flush=True)
+        if point.interrupted:
+            break
+        search.record(level, met)
+    return _capacity(cfg, search, probes, points)
+
+
+def _watcher(
+    why: list[Stop], slo: dict[str, float | None], pct: float, rule: SteadyRule
+) -> Watcher:
+    """The steady-state rule beside a probe; why it ended the window goes into ``why``."""
+
+    async def watcher(runner: PointRunner) -> None:
+        why.append(await watch(runner, slo, pct, rule))
+
+    return watcher
+
+
+def _probe_line(n: int, p: Probe) -> str:
+    """``capacity probe 3: 8 sessions: pass (…) in a 12.3s window (decided)``."""
+    word = p.verdict.value if p.verdict is not Verdict.UNCERTAIN else (
+        f"uncertain, taken as {'pass' if p.met else 'fail'}"
+    )  # fmt: skip
+    checks = "; ".join(check_text(c) for c in p.checks)
+    return (
+        f"agentload: capacity probe {n}: {p.concurrency} session{'s' if p.concurrency != 1 else ''}: "
+        f"{word} ({checks}) in a "
+        f"{p.window_s:.1f}s window ({p.stop.value})"
+    )
+
+
+def _slo_text(cfg: ReplayConfig) -> str:
+    """``p90 TTFT ≤ 2 s, ≥ 160 tok/s/user``."""
+    parts = []
+    for obj in Objective:
+        t = obj.threshold(dict(cfg.slo or {}))
+        if t is None:
+            continue
+        if obj.higher_is_better:
+            parts.append(f"≥ {t:g} tok/s/user")
+        else:
+            shown = f"{t / 1000:g} s" if t >= 1000 else f"{t:g} ms"
+            parts.append(f"{obj.value.upper()} ≤ {shown}")
+    return f"p{cfg.slo_percentile:g} " + ", ".join(parts)
+
+
+def _capacity(
+    cfg: ReplayConfig, search: CapacitySearch, probes: list[Probe], points: list[Point]
+) -> Capacity:
+    answer = search.answer
+    at = None
+    if answer is not None:
+        best = max((p for p in probes if p.concurrency == answer), key=lambda p: p.point)
+        at = _at_capacity(answer, points[best.point], cfg.gpus)
+    return Capacity(
+        max_concurrency=answer,
+        slo=dict(cfg.slo or {}),
+        percentile=cfg.slo_percentile,
+        resolution=search.resolution(),
+        bracket=(search.met, search.missed),
+        probes=probes,
+        at_capacity=at,
+        answer=_answer(cfg, search, probes, at),
+    )
+
+
+def _at_capacity(agents: int, p: Point, gpus: int | None) -> AtCapacity:
+    a = p.aggregates
+    watts = p.power_watts
+    jobs = a.jobs_per_hour
+    measured = [r for r in p.requests if r.phase == Phase.MEASURED]
+    decode = samples(measured, Objective.TPS_USER)
+    decode = [v for v in decode if v > 0 and v != float("inf")]
+    return AtCapacity(
+        agents=agents,
+        agents_per_gpu=agents / gpus if gpus else None,
+        agents_per_mw=agents / (watts / 1e6) if watts else None,
+        output_tps=a.output_tps,
+        output_tps_per_gpu=a.output_tps_per_gpu,
+        output_tps_per_mw=a.output_tps_per_mw,
+        jobs_per_hour=jobs,
+        jobs_per_hour_per_gpu=jobs / gpus if jobs is not None and gpus else None,
+        tps_user_p50=a.tps_user.p50 if a.tps_user is not None else None,
+        decode_tps_user_p50=percentile(decode, 50, presorted=True) if decode else None,
+    )
+
+
+def _answer(
+    cfg: ReplayConfig, search: CapacitySearch, probes: list[Probe], at: AtCapacity | None
+) -> str:
+    slo = _slo_text(cfg)
+    if at is None:
+        first = probes[0] if probes else None
+        if first is None:
+            return f"No level was probed ({slo})."
+        worst = "; ".join(check_text(c) for c in first.checks if not c.met)
+        return (
+            f"No level met the SLO ({slo}): at {first.concurrency} "
+            f"session{'s' if first.concurrency != 1 else ''}, {worst}."
+        )
+    most = "at least " if search.missed is None else ""
+    text = f"Serves {most}{at.agents:,} agents at {slo}"
+    per = [f"{v:,.1f} agents/{unit}" for v, unit in
+           ((at.agents_per_gpu, "GPU"), (at.agents_per_mw, "MW")) if v is not None]  # fmt: skip
+    text += (": " + ", ".join(per)) if per else ""
+    if search.missed is None:
+        text += f" (--capacity-max {cfg.capacity_max} reached)"
+    else:
+        text += f" ({search.missed:,} missed it)"
+    shaky = sorted({p.concurrency for p in probes if p.verdict is Verdict.UNCERTAIN})
+    if shaky and (at.agents in shaky or search.missed in shaky):
+        text += (
+            "; uncertain: the 95% interval straddles a threshold at "
+            + ", ".join(str(s) for s in shaky)
+            + " (the estimate decided; a longer --duration narrows it)"
+        )
+    return text + "."

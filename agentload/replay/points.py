@@ -1,0 +1,119 @@
+"""One load point: run it with its side tasks (scraping, power, progress, the capacity search's
+watcher) and turn what it produced into a results point (``make_point``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from agentload.measure.metrics import SLO, MetricContext, aggregate
+from agentload.measure.points import client_load
+from agentload.measure.power import NvmlPower, average_watts
+from agentload.measure.results import (
+    Aggregates,
+    Point,
+    ScrapeSummary,
+    Span,
+    TimelineSample,
+    WorkerPoint,
+)
+from agentload.options.replay import ReplayConfig
+from agentload.replay.schedule import PointRun, PointRunner
+from agentload.replay.scrape import MetricsScraper
+from agentload.replay.shapes import PointView
+
+__all__ = ["ProgressHook", "Watcher", "make_point", "run_point"]
+
+Watcher = Callable[[PointRunner], Coroutine[Any, Any, None]]
+"""A side task of a point that may end its window (the capacity search's steady-state rule)."""
+
+ProgressHook = Callable[[PointView, int, int], Any]
+"""Called as ``hook(view, point index, points)`` while a point runs (``progress.Progress``)."""
+
+
+async def run_point(
+    runner: PointRunner,
+    cfg: ReplayConfig,
+    slo: SLO | None,
+    power: NvmlPower | None,
+    progress: ProgressHook | None,
+    index: int,
+    total: int,
+    watcher: Watcher | None = None,
+) -> Point:
+    """Run one point (``total`` points in all, 0: not known) with the side tasks: scraping,
+    power, progress and ``watcher`` (the capacity search's steady-state rule)."""
+    side: list[asyncio.Task[Any]] = []
+    scraper = None
+    runner_task = asyncio.ensure_future(runner.run())
+    await asyncio.sleep(0)
+    if cfg.scrape_metrics:
+        scraper = MetricsScraper(cfg.scrape_metrics, runner.t0)
+        side.append(asyncio.create_task(scraper.run()))
+    if power is not None:
+        power.samples.clear()
+        side.append(asyncio.create_task(power.run()))
+    if progress is not None:
+        side.append(asyncio.create_task(progress(runner, index, total)))
+    if watcher is not None:
+        side.append(asyncio.create_task(watcher(runner)))
+    interrupted = False
+    try:
+        run: PointRun = await runner_task
+    except asyncio.CancelledError:
+        # Ctrl-C (or a cancelled caller): keep what this point measured so far.
+        await asyncio.wait([runner_task])
+        current = asyncio.current_task()
+        if current is not None:
+            current.uncancel()
+        run = runner.result()
+        interrupted = True
+    finally:
+        for t in side:
+            t.cancel()
+        await asyncio.gather(*side, return_exceptions=True)
+    watts = cfg.power_watts
+    if power is not None:
+        power.sample()
+        watts = average_watts(
+            power.samples, run.t0_ns + run.window.start_ns, run.t0_ns + run.window.end_ns
+        )
+    summary = scraper.summary() if scraper else None
+    return make_point(run, cfg, runner.shape.concurrency, slo, watts, summary, interrupted)
+
+
+def make_point(
+    run: PointRun,
+    cfg: ReplayConfig,
+    level: int,
+    slo: SLO | None,
+    watts: float | None,
+    scrape: dict[str, Any] | None,
+    interrupted: bool,
+    workers: list[WorkerPoint] | None = None,
+) -> Point:
+    """A point's results from what it produced: every metric computed once over all of its
+    request records (on a cluster: the records of every worker, on one time line)."""
+    ctx = MetricContext(run.requests, run.sessions, run.window, cfg.gpus, watts, slo)
+    recorded = cfg.schedule == "recorded"
+    aggregates = Aggregates.model_validate(aggregate(ctx))
+    return Point(
+        interrupted=interrupted,
+        concurrency=None if cfg.arrival_rate or recorded else level,
+        schedule=cfg.schedule,
+        arrival_rate=cfg.arrival_rate,
+        wall_s=run.wall_s,
+        warmup_window=Span(start_ns=0, end_ns=run.warmup_end_ns),
+        window=run.window,
+        power_watts=watts,
+        max_active_sessions=run.stats.max_active_sessions,
+        max_inflight_requests=run.stats.max_inflight,
+        aggregates=aggregates,
+        timeline=[TimelineSample.model_validate(t) for t in run.timeline],
+        scrape=ScrapeSummary.model_validate(scrape) if scrape else None,
+        sessions=run.sessions,
+        requests=run.requests,
+        workers=workers,
+        client=client_load(run.cpu_s, run.wall_s, aggregates.client_lag_ms),
+    )

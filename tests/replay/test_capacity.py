@@ -1,0 +1,203 @@
+"""``replay --capacity``: the search, the percentile intervals and the steady-state rule, proven
+against ``agentload serve`` with a timed profile whose capacity follows from its parameters.
+
+The profile decodes one sequence at D tokens/s and each of N running at D / (1 + d(N − 1));
+every lane of a trace of single-agent sessions with no waits keeps one sequence running, so
+at concurrency C a request decodes at about D / (1 + d(C − 1)) tokens/s, and the largest C
+that keeps tokens/s per user at or above T is ⌊1 + (D/T − 1)/d⌋."""
+
+from __future__ import annotations
+
+import math
+import select
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from replay_traces import linear_trace
+
+from agentload.measure.capacity import Objective, check_objectives, interval, samples
+from agentload.measure.records import Phase, RequestRecord
+from agentload.replay.search import CapacitySearch
+
+D, DEG, T = 400.0, 0.25, 90.0
+"""The profile's decode rate and degradation, and the test's tokens/s per user."""
+PROFILE = f"""name: capacity-test
+description: decode {D:g} tok/s alone, / (1 + {DEG} (N - 1)) with N running
+instant: false
+prefill_tokens_per_s: 10000000
+decode_tokens_per_s: {D:g}
+decode_degradation: {DEG}
+overhead_ms: 0
+max_batch: 1024
+"""
+
+
+def capacity_of_profile() -> int:
+    return math.floor(1 + (D / T - 1) / DEG)
+
+
+def doubling_then_linear(c: int) -> int:
+    """Probes of a doubling sweep to the first miss, then a linear scan of the bracket up
+    from its lower end to the first miss (resolution 1)."""
+    low = 1 << int(math.log2(c))
+    return int(math.log2(c)) + 2 + (c - low + 1)
+
+
+@pytest.fixture
+def timed_serve(tmp_path: Path) -> Iterator[str]:
+    """``agentload serve`` (its own process) with the profile above; its base URL."""
+    prof = tmp_path / "profile.yaml"
+    prof.write_text(PROFILE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentload", "serve", "--port", "0", "--profile", str(prof)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        banner = proc.stdout.readline() if ready else ""
+        assert banner.startswith("agentload simulator on "), f"no banner: {banner!r}"
+        yield banner.split(" on ")[1].split()[0]
+    finally:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+def test_the_search_finds_the_profiles_capacity_in_fewer_probes(
+    timed_serve: str, tmp_path: Path
+) -> None:
+    trace = linear_trace(tmp_path / "lin.agentload.jsonl.zst", sessions=4, calls=8)
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "agentload", "replay", str(trace), "--endpoint", timed_serve]
+    argv += ["--model", "agentload-sim", "--capacity", "--slo", f"tps_user={T:g}", "--gpus", "2"]
+    argv += ["--capacity-resolution", "1", "--gap-scale", "0", "--out", str(out)]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    doc = orjson.loads((out / "results.json").read_bytes())
+    cap = doc["capacity"]
+    expected = capacity_of_profile()
+    found = cap["max_concurrency"]
+    assert found is not None and abs(found - expected) <= cap["resolution"] == 1, cap["answer"]
+    assert len(cap["probes"]) < doubling_then_linear(expected), [
+        p["concurrency"] for p in cap["probes"]
+    ]
+    assert [p["concurrency"] for p in cap["probes"]][:4] == [1, 2, 4, 8]  # the doubling
+    low, high = cap["bracket"]
+    assert low == found and high is not None and high - low <= 1
+    for p in cap["probes"]:
+        (check,) = p["checks"]
+        assert check["objective"] == "tps_user" and check["quantile"] == pytest.approx(0.1)
+        assert check["low"] <= check["estimate"] <= check["high"]
+        assert p["met"] == (p["concurrency"] <= found)
+        point = doc["points"][p["point"]]
+        assert point["concurrency"] == p["concurrency"]
+        assert point["window"]["end_ns"] > point["window"]["start_ns"]
+    at = cap["at_capacity"]
+    assert at["agents"] == found and at["agents_per_gpu"] == found / 2
+    assert at["decode_tps_user_p50"] >= T and at["output_tps_per_gpu"] > 0
+    assert doc["config"]["duration_s"] == 300  # the default cap of a probe
+    # The terminal's first line is the answer.
+    first = run.stdout.splitlines()[0]
+    assert first == cap["answer"]
+    assert first.startswith(f"Serves {found} agents at p90 ≥ {T:g} tok/s/user: ")
+    assert f"{found / 2:,.1f} agents/GPU" in first
+    assert run.stderr.count("agentload: capacity probe ") == len(cap["probes"])
+
+
+def _rec(i: int, ttft_ms: float, ok: bool = True) -> RequestRecord:
+    send = i * 10**9
+    first = send + int(ttft_ms * 1e6)
+    return RequestRecord(
+        session=0, source="s", agent="a", call=f"c{i}", seq=i, turn_depth=i,
+        phase=Phase.MEASURED, digest="d", scheduled_ns=send, send_ns=send,
+        end_ns=first + 10**8, first_ns=first, status=200 if ok else 500,
+        error_kind=None if ok else "http", error=None if ok else "boom",
+        prompt_tokens=10, completion_tokens=11, cached_tokens=0, expected_tokens=11,
+        recorded_prompt_tokens=10, prompt_tokens_ours=10, mismatch=False,
+        ceiling_tokens=0, within_ceiling_tokens=0, gap_ns=None, recorded_gap_ns=None,
+        finish_reason="stop", itl_ns=[],
+    )  # fmt: skip
+
+
+def test_the_percentile_interval_is_distribution_free_order_statistics() -> None:
+    values = [float(v) for v in range(1, 101)]  # 1..100
+    est, low, high = interval(values, 0.9)
+    # ranks ⌊90 − 1.96·3⌋ = 84 and ⌈90 + 5.88⌉ + 1 = 97
+    assert (est, low, high) == (pytest.approx(90.1), 84.0, 97.0)
+    assert interval(values[:5], 0.9)[2] is None  # too few to bound the top
+    assert interval([], 0.5) == (None, None, None)
+    # TTFT at p90 with a 2 s threshold: 100 requests, all fast → pass; all slow → fail.
+    fast = [_rec(i, 100.0) for i in range(100)]
+    (c,) = check_objectives(fast, {"ttft_ns": 2 * 10**9}, 90)
+    assert c.verdict == "pass" and c.threshold == 2000.0 and c.unit == "ms"
+    slow = [_rec(i, 3000.0) for i in range(100)]
+    assert check_objectives(slow, {"ttft_ns": 2 * 10**9}, 90)[0].verdict == "fail"
+    # Straddling: the p90 sits at the threshold, its interval on both sides.
+    mixed = [_rec(i, 1000.0 + 20.0 * i) for i in range(100)]
+    (m,) = check_objectives(mixed, {"ttft_ns": int(2.8 * 10**9)}, 90)
+    assert m.verdict == "uncertain" and m.low is not None and m.low < 2800 < (m.high or 0)
+    # A failed request is a miss: the worst value of every objective.
+    failed = [_rec(i, 100.0, ok=i >= 20) for i in range(100)]
+    assert samples(failed, Objective.TTFT)[-1] == math.inf
+    assert samples(failed, Objective.TPS_USER)[0] == 0.0
+    assert check_objectives(failed, {"ttft_ns": 2 * 10**9}, 90)[0].verdict == "fail"
+    # tokens/s per user is 1 s / TPOT: 10 tokens after the first in 100 ms → 100 tok/s
+    assert samples(fast, Objective.TPS_USER)[0] == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("capacity", [1, 3, 7, 11, 14, 37, 100, 1000])
+def test_bisection_lands_on_the_capacity_and_beats_a_linear_scan(capacity: int) -> None:
+    s = CapacitySearch(top=4096, sessions=1, share=None)
+    while (level := s.next_level()) is not None:
+        s.record(level, level <= capacity)
+    assert s.answer == capacity
+    if capacity >= 7:
+        assert len(s.probes) < doubling_then_linear(capacity)
+    rel = CapacitySearch(top=4096)  # 5%: stops within 5% of the lower end
+    while (level := rel.next_level()) is not None:
+        rel.record(level, level <= capacity)
+    assert rel.answer is not None and 0 <= capacity - rel.answer <= max(1, capacity * 0.05)
+
+
+def test_the_search_ends_when_nothing_meets_or_the_top_is_reached() -> None:
+    none = CapacitySearch(top=64)
+    assert none.next_level() == 1
+    none.record(1, False)
+    assert none.next_level() is None and none.answer is None
+    top = CapacitySearch(top=20)
+    while (level := top.next_level()) is not None:
+        top.record(level, True)
+    assert [lv for lv, _ in top.probes] == [1, 2, 4, 8, 16, 20] and top.answer == 20
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--capacity"], "--capacity searches for the load that meets an SLO: give --slo"),
+        (["--capacity", "--slo", "ttft=2s", "--sweep", "1,2"], "cannot be combined with --con"),
+        (["--capacity", "--slo", "ttft=2s", "--capacity-resolution", "0"], "expected sessions"),
+        (["--slo", "tps_user=fast"], "tps_user='fast': expected tokens/s per user"),
+        (["--slo", "ttft=2s", "--slo-percentile", "100"], "--slo-percentile"),
+    ],
+)
+def test_bad_capacity_options_are_one_line_and_exit_2(
+    args: list[str], needle: str, tmp_path: Path
+) -> None:
+    trace = linear_trace(tmp_path / "t.agentload.jsonl.zst", sessions=1, calls=2)
+    argv = [sys.executable, "-m", "agentload", "replay", str(trace)]
+    argv += ["--endpoint", "http://127.0.0.1:9/v1", "--model", "m", *args]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], lines
+    assert "Traceback" not in run.stderr
