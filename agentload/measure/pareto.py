@@ -1,4 +1,5 @@
-"""The Pareto frontier of a sweep and the headline: throughput at X tokens/s per user.
+"""The Pareto frontier of a sweep and the headline: throughput at X tokens/s per user; the
+job-level frontier's points (jobs per hour per GPU against jobs per hour per user).
 
 Each point is ``(x, y)`` = (median output tokens/s per user, output tokens/s per GPU — or per
 MW when power is known, or plain output tokens/s without --gpus). The frontier keeps the
@@ -23,7 +24,15 @@ from agentload.measure.metrics.throughput import (
 )
 from agentload.measure.results import ResultsDocument
 
-__all__ = ["Headline", "axis_label", "axis_of", "frontier", "headline", "points_xy"]
+__all__ = [
+    "Headline",
+    "axis_label",
+    "axis_of",
+    "frontier",
+    "headline",
+    "job_points",
+    "points_xy",
+]
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,21 @@ def points_xy(results: ResultsDocument, ytag: str) -> list[tuple[float, float, A
         if tps is not None and y is not None:
             out.append((tps.p50, float(y), p.concurrency or p.arrival_rate or p.load))
     return out
+
+
+def job_points(results: ResultsDocument) -> tuple[list[tuple[float, float, Any]], str]:
+    """The job-level Pareto's points and y label: ``(x, y, label)`` with x = jobs per hour per
+    user (3600 / the median session latency in s: one user's jobs back to back) and y = jobs
+    per hour per GPU (plain jobs per hour without --gpus), for every point with both."""
+    gpus = results.config.gpus
+    out = []
+    for p in results.points:
+        lat, jobs = p.aggregates.session_latency_s, p.aggregates.jobs_per_hour
+        if lat is None or not jobs or lat.p50 <= 0:
+            continue
+        y = jobs / gpus if gpus else jobs
+        out.append((3600 / lat.p50, y, p.concurrency or p.arrival_rate or p.load))
+    return out, "jobs per hour per GPU" if gpus else "jobs per hour (give --gpus for per GPU)"
 
 
 def frontier(points: Sequence[tuple[float, float, Any]]) -> list[tuple[float, float, Any]]:

@@ -15,7 +15,7 @@ from agentload.measure.metrics import BANDS
 from agentload.measure.metrics.latency import E2E, TTFT
 from agentload.measure.metrics.quality import KVSurvival
 from agentload.measure.metrics.session import TokensPerSecondPerUser
-from agentload.measure.pareto import axis_label, axis_of, frontier, points_xy
+from agentload.measure.pareto import axis_label, axis_of, frontier, job_points, points_xy
 from agentload.measure.records import Phase
 from agentload.measure.results import Point, ResultsDocument
 
@@ -48,6 +48,39 @@ def pareto_plot(runs: list[ResultsDocument], names: list[str], out: Path) -> Pat
         "Throughput vs interactivity across the sweep",
     )
     return _save(fig, out / "pareto.png")
+
+
+def job_pareto_plot(runs: list[ResultsDocument], names: list[str], out: Path) -> Path | None:
+    """Jobs per hour per GPU against jobs per hour per user (``pareto.job_points``), each run's
+    frontier dashed; the top axis gives the median session latency that x implies."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ylabel = ""
+    for run, name in zip(runs, names, strict=True):
+        pts, label = job_points(run)
+        if not pts:
+            continue
+        ylabel = ylabel or label
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=name)
+        f = frontier(pts)
+        ax.plot([p[0] for p in f], [p[1] for p in f], linestyle="--")
+        for x, y, lab in pts:
+            ax.annotate(str(lab), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    if not ylabel:
+        plt.close(fig)
+        return None
+    top = ax.secondary_xaxis("top", functions=(_per_hour_to_min, _per_hour_to_min))
+    top.set_xlabel("median session latency (min)")
+    _style(ax, "jobs per hour per user (3600 / median session latency)", ylabel,
+           "Jobs: system throughput vs each user's")  # fmt: skip
+    return _save(fig, out / "pareto_jobs.png")
+
+
+def _per_hour_to_min(x: Any) -> Any:
+    """Jobs per hour ↔ minutes per job (its own inverse)."""
+    import numpy as np
+
+    with np.errstate(divide="ignore"):
+        return 60.0 / np.maximum(np.asarray(x, dtype=float), 1e-9)
 
 
 def ttft_band_plot(run: ResultsDocument, out: Path) -> Path | None:
@@ -245,6 +278,7 @@ def all_plots(runs: list[ResultsDocument], names: list[str], out: Path) -> list[
     first = runs[0]
     made = [
         pareto_plot(runs, names, out),
+        job_pareto_plot(runs, names, out),
         ttft_band_plot(first, out),
         cdf_plot(first, out),
         kv_plot(first, out),

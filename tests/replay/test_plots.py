@@ -18,6 +18,7 @@ from agentload.measure.results import (
     Point,
     ResultsDocument,
 )
+from agentload.options.replay import ReplayConfig
 
 
 def _kv_row(bucket: str, lo: float, ratio: float) -> KVBucket:
@@ -140,3 +141,31 @@ def test_latency_cdf_tick_labels_do_not_overlap(drawn: dict[str, Any], tmp_path:
     assert e2e_ax.get_xlabel() == "E2E (s)" and ttft_ax.get_xlabel() == "TTFT (ms)"
     for ax in (ttft_ax, e2e_ax):
         assert _overlaps(ax) == [], ax.get_xlabel()
+
+
+def test_the_job_pareto_plots_jobs_per_gpu_against_jobs_per_user(
+    drawn: dict[str, Any], tmp_path: Path
+) -> None:
+    def lat(p50: float) -> Distribution:
+        return Distribution.model_construct(n=3, p50=p50)
+
+    # c=1: one job every 60 s per user, 120 jobs/h; c=4: 120 s, 360 jobs/h; c=8: 300 s, 300
+    # jobs/h (beaten on both axes by c=4: off the frontier)
+    run = _run(
+        _point(1, session_latency_s=lat(60.0), jobs_per_hour=120.0),
+        _point(4, session_latency_s=lat(120.0), jobs_per_hour=360.0),
+        _point(8, session_latency_s=lat(300.0), jobs_per_hour=300.0),
+        _point(16, session_latency_s=None, jobs_per_hour=None),  # no complete session
+    )
+    run.config = ReplayConfig.model_construct(gpus=2)
+    assert plots.job_pareto_plot([run], ["a"], tmp_path) is not None
+    fig = drawn["pareto_jobs.png"]
+    ax = fig.axes[0]
+    (dots,) = ax.collections
+    assert [tuple(p) for p in dots.get_offsets()] == [(60.0, 60.0), (30.0, 180.0), (12.0, 150.0)]
+    (front,) = ax.get_lines()
+    assert list(front.get_xdata()) == [30.0, 60.0]  # c=8 is beaten by c=4
+    assert ax.get_ylabel() == "jobs per hour per GPU"
+    empty = _run(_point(1, session_latency_s=None, jobs_per_hour=None))
+    empty.config = ReplayConfig.model_construct(gpus=None)
+    assert plots.job_pareto_plot([empty], ["a"], tmp_path) is None
