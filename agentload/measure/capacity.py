@@ -239,12 +239,16 @@ class Probe(ResultsModel):
     """One probe of the search: a point of the run."""
 
     concurrency: int = Field(description="sessions in flight")
-    point: int = Field(description="its index in points")
+    points: list[int] = Field(description="its points' indexes in points (one per --repeat)")
     verdict: Verdict = Field(description="pass, fail or uncertain")
     met: bool = Field(description="what the search took it as (the estimate when uncertain)")
-    stop: Stop = Field(description="why its window ended: decided, precise, cap or ended")
-    window_s: float = Field(description="measured seconds")
-    checks: list[Check] = Field(description="each objective's percentile, interval, verdict")
+    stops: list[Stop] = Field(
+        description="why each point's window ended: decided, precise, cap or ended"
+    )
+    window_s: float = Field(description="measured seconds, all its points together")
+    checks: list[Check] = Field(
+        description="each objective's percentile, interval, verdict over its points' requests"
+    )
 
 
 class AtCapacity(ResultsModel):

@@ -155,6 +155,9 @@ class Point(ResultsModel):
         description="closed: lanes or arrivals; recorded: every call at its recorded offset "
         "(open loop, config.time_scale)",
     )
+    repeat: int | None = Field(
+        default=None, description="which repetition of its load this is (--repeat; from 0)"
+    )
     wall_s: float = Field(description="wall-clock seconds the point ran")
     warmup_window: Span = Field(description="from the start until every lane warmed up")
     window: Window = Field(description="the measured (steady-state) window")

@@ -90,6 +90,7 @@ def text_summary(results: ResultsDocument) -> list[str]:
     sim = simulated_note(results)
     lines += [sim] if sim else []
     lines += run_lines(results)
+    lines += repeat_lines(results)
     for p in results.points:
         a = p.aggregates
         ph = a.phases
@@ -103,6 +104,21 @@ def text_summary(results: ResultsDocument) -> list[str]:
             f"errors {errs} (context overflow {a.context_overflow})" + _hits(a) + _client(p)
         )
     return lines
+
+
+_REPEAT_SHOWN = (("output_tps", "output tok/s"), ("ttft_p50_ms", "TTFT p50 ms"),
+                 ("tpot_p50_ms", "TPOT p50 ms"), ("tps_user_p50", "tok/s/user p50"),
+                 ("jobs_per_hour", "jobs/h"))  # fmt: skip
+
+
+def repeat_lines(results: ResultsDocument) -> list[str]:
+    """One line per load run more than once: its headline metrics' means ± 95% intervals."""
+    out = []
+    for g in results.repeats or []:
+        shown = [f"{label} {g.metrics[k].mean:,.1f} ± {g.metrics[k].half:,.1f}"
+                 for k, label in _REPEAT_SHOWN if k in g.metrics]  # fmt: skip
+        out.append(f"{g.load} over {len(g.points)} runs (mean ± 95% interval): " + ", ".join(shown))
+    return out
 
 
 def _client(p: Point) -> str:
@@ -206,7 +222,7 @@ def _capacity_section(cap: Capacity) -> list[str]:
     percentile with its 95% interval."""
     rows = [
         [p.concurrency, p.verdict.value, "met" if p.met else "missed", f"{p.window_s:.1f}",
-         p.stop.value, "; ".join(check_text(c) for c in p.checks)]
+         ", ".join(s.value for s in p.stops), "; ".join(check_text(c) for c in p.checks)]
         for p in cap.probes
     ]  # fmt: skip
     head = ["sessions", "verdict", "taken as", "window (s)", "window ended", "objectives"]
@@ -240,7 +256,7 @@ def _run_section(run: ResultsDocument, name: str) -> str:
             f"<p>{html.escape(t.file)} is truncated ({html.escape(t.detail)}): "
             "its sessions are replayed as far as they were recorded.</p>"
         )
-    parts += [f"<p>{html.escape(line)}.</p>" for line in run_lines(run)]
+    parts += [f"<p>{html.escape(line)}.</p>" for line in run_lines(run) + repeat_lines(run)]
     if plan.cut_sessions:
         rows = [[c.session, c.kept_calls, c.dropped_calls] for c in plan.cut_sessions]
         parts.append(_table(["session cut", "calls kept", "calls dropped"], rows))

@@ -51,6 +51,7 @@ from agentload.measure.points import (
     TimelineSample,
     WorkerPoint,
 )
+from agentload.measure.repeats import RepeatGroup
 from agentload.measure.runinfo import (
     ClusterRun,
     CutSessionInfo,
@@ -162,6 +163,11 @@ class ResultsDocument(ResultsModel):
         "(generate without --endpoint; replay against agentload serve, told by its models "
         "list): the timings are that profile's model of a server, not a measurement of "
         "hardware; None for any other server",
+    )
+    repeats: list[RepeatGroup] | None = Field(
+        default=None,
+        description="--repeat: per load run more than once, each headline metric's mean and "
+        "95% interval over the repetitions",
     )
     capacity: Capacity | None = Field(
         default=None,

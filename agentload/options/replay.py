@@ -107,6 +107,15 @@ class ReplayConfig(MeasureOptions, LoadOptions, EndpointOptions):
         "at most the lanes)",
     )
 
+    repeat: Annotated[
+        int, Flag("Run every point N times: means with 95% intervals (compare tests them).")
+    ] = Field(
+        default=1,
+        ge=1,
+        le=100,
+        description="runs of every point (--repeat): results.json's repeats give each "
+        "headline metric's mean and 95% interval",
+    )
     capacity: Annotated[
         bool,
         Flag(

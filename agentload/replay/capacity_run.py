@@ -8,7 +8,7 @@ search is over; then it builds results.json's ``capacity`` object and its one-li
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from agentload.measure.capacity import (
     AtCapacity,
@@ -37,8 +37,9 @@ __all__ = ["DEFAULT_CAP_S", "search_capacity"]
 DEFAULT_CAP_S = 300.0
 """A probe's cap (measured seconds) when --duration is not given."""
 
-ProbeRun = Callable[[int, int, Watcher], Awaitable[Point]]
-"""``probe(index, level, watcher)``: run one point at ``level`` with ``watcher`` beside it."""
+ProbeRun = Callable[[int, int, Sequence[Watcher | None]], Awaitable[list[Point]]]
+"""``probe(first index, level, watchers)``: run the ``--repeat`` points at ``level``, each
+with its watcher beside it."""
 
 
 async def search_capacity(
@@ -52,21 +53,25 @@ async def search_capacity(
     search = CapacitySearch(top=cfg.capacity_max, sessions=sessions, share=share)
     probes: list[Probe] = []
     while (level := search.next_level()) is not None:
-        why: list[Stop] = []
-        point = await probe(len(points), level, _watcher(why, slo, pct, rule))
-        points.append(point)
-        stop = why[0] if why else Stop.ENDED if point.interrupted else Stop.CAP
-        measured = [r for r in point.requests if r.phase == Phase.MEASURED]
+        why: list[list[Stop]] = [[] for _ in range(cfg.repeat)]
+        watchers = [_watcher(w, slo, pct, rule) for w in why]
+        runs = await probe(len(points), level, watchers)
+        first = len(points)
+        points += runs
+        stops = [w[0] if w else Stop.ENDED if p.interrupted else Stop.CAP
+                 for w, p in zip(why, runs, strict=False)]  # fmt: skip
+        measured = [r for p in runs for r in p.requests if r.phase == Phase.MEASURED]
         checks = check_objectives(measured, slo, pct)
         verdict = point_verdict(checks)
         met = verdict is Verdict.PASS or (
             verdict is Verdict.UNCERTAIN and all(c.met for c in checks)
         )
-        pr = Probe(concurrency=level, point=len(points) - 1, verdict=verdict, met=met,
-                   stop=stop, window_s=point.window.seconds, checks=checks)  # fmt: skip
+        pr = Probe(concurrency=level, points=list(range(first, len(points))), verdict=verdict,
+                   met=met, stops=stops, window_s=sum(p.window.seconds for p in runs),
+                   checks=checks)  # fmt: skip
         probes.append(pr)
         print(_probe_line(len(probes), pr), file=sys.stderr, flush=True)
-        if point.interrupted:
+        if runs[-1].interrupted:
             break
         search.record(level, met)
     return _capacity(cfg, search, probes, points)
@@ -92,7 +97,7 @@ def _probe_line(n: int, p: Probe) -> str:
     return (
         f"agentload: capacity probe {n}: {p.concurrency} session{'s' if p.concurrency != 1 else ''}: "
         f"{word} ({checks}) in a "
-        f"{p.window_s:.1f}s window ({p.stop.value})"
+        f"{p.window_s:.1f}s window ({', '.join(s.value for s in p.stops)})"
     )
 
 
@@ -117,8 +122,8 @@ def _capacity(
     answer = search.answer
     at = None
     if answer is not None:
-        best = max((p for p in probes if p.concurrency == answer), key=lambda p: p.point)
-        at = _at_capacity(answer, points[best.point], cfg.gpus)
+        best = max((p for p in probes if p.concurrency == answer), key=lambda p: p.points[0])
+        at = _at_capacity(answer, [points[i] for i in best.points], cfg.gpus)
     return Capacity(
         max_concurrency=answer,
         slo=dict(cfg.slo or {}),
@@ -131,23 +136,29 @@ def _capacity(
     )
 
 
-def _at_capacity(agents: int, p: Point, gpus: int | None) -> AtCapacity:
-    a = p.aggregates
-    watts = p.power_watts
-    jobs = a.jobs_per_hour
-    measured = [r for r in p.requests if r.phase == Phase.MEASURED]
-    decode = samples(measured, Objective.TPS_USER)
-    decode = [v for v in decode if v > 0 and v != float("inf")]
+def _mean(values: Sequence[float | None]) -> float | None:
+    """The mean of the values there are (None: none)."""
+    have = [v for v in values if v is not None]
+    return sum(have) / len(have) if have else None
+
+
+def _at_capacity(agents: int, runs: Sequence[Point], gpus: int | None) -> AtCapacity:
+    """The capacity point's figures: each the mean over its ``--repeat`` runs."""
+    aggs = [p.aggregates for p in runs]
+    watts = _mean([p.power_watts for p in runs])
+    jobs = _mean([a.jobs_per_hour for a in aggs])
+    measured = [r for p in runs for r in p.requests if r.phase == Phase.MEASURED]
+    decode = [v for v in samples(measured, Objective.TPS_USER) if 0 < v < float("inf")]
     return AtCapacity(
         agents=agents,
         agents_per_gpu=agents / gpus if gpus else None,
         agents_per_mw=agents / (watts / 1e6) if watts else None,
-        output_tps=a.output_tps,
-        output_tps_per_gpu=a.output_tps_per_gpu,
-        output_tps_per_mw=a.output_tps_per_mw,
+        output_tps=_mean([a.output_tps for a in aggs]),
+        output_tps_per_gpu=_mean([a.output_tps_per_gpu for a in aggs]),
+        output_tps_per_mw=_mean([a.output_tps_per_mw for a in aggs]),
         jobs_per_hour=jobs,
         jobs_per_hour_per_gpu=jobs / gpus if jobs is not None and gpus else None,
-        tps_user_p50=a.tps_user.p50 if a.tps_user is not None else None,
+        tps_user_p50=_mean([a.tps_user.p50 if a.tps_user else None for a in aggs]),
         decode_tps_user_p50=percentile(decode, 50, presorted=True) if decode else None,
     )
 

@@ -19,6 +19,7 @@ from agentload.masking import redact_url
 from agentload.measure.capacity import Capacity
 from agentload.measure.metrics import SLO, prompt_token_ratio
 from agentload.measure.power import NvmlPower
+from agentload.measure.repeats import repeat_groups
 from agentload.measure.results import (
     ClusterRun,
     EngineInfo,
@@ -27,6 +28,7 @@ from agentload.measure.results import (
     Point,
     ResultsDocument,
 )
+from agentload.measure.summary import summary_rows
 from agentload.options.engines import EnginePreset, get_engine
 from agentload.options.replay import ReplayConfig
 from agentload.replay.bodies import BodyBuilder
@@ -221,12 +223,12 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         manifest = digest_manifest(plans)
         probe = _Prober(cfg, client, plans, engine, power, progress)
         if cfg.capacity:
-            capacity = await search_capacity(cfg, probe, points)
+            capacity = await search_capacity(cfg, probe.repeated, points)
             interrupted = any(p.interrupted for p in points)
-        for i, level in enumerate([] if cfg.capacity else cfg.levels):
-            point = await probe(i, level)
-            points.append(point)
-            if point.interrupted:
+        for level in [] if cfg.capacity else cfg.levels:
+            runs = await probe.repeated(len(points), level)
+            points += runs
+            if runs[-1].interrupted:
                 interrupted = True
                 break
     finally:
@@ -236,6 +238,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     doc = build_document(cfg, engine, plans, exclusion, manifest, interrupted, points)
     doc.simulator = simulator  # agentload serve: its timings are a profile's, not hardware's
     doc.capacity = capacity
+    doc.repeats = repeat_groups(summary_rows(doc), [p.load for p in points]) or None
     return doc
 
 
@@ -253,7 +256,8 @@ def _client_for(cfg: ReplayConfig, plans: Sequence[SessionPlan]) -> StreamClient
 
 
 class _Prober:
-    """Runs one point of the run: ``await prober(index, level, watcher)``."""
+    """Runs one point of the run: ``await prober(index, level, watcher)``; all the repetitions
+    of a load: ``prober.repeated``."""
 
     def __init__(
         self,
@@ -271,6 +275,20 @@ class _Prober:
         self.nonce = new_run_id()
         self.width = session_width(plans)
 
+    async def repeated(
+        self, first: int, level: int, watchers: Sequence[Watcher | None] | None = None
+    ) -> list[Point]:
+        """The ``--repeat`` runs of ``level`` (indexes from ``first``), each with its watcher;
+        stops after an interrupted one."""
+        out: list[Point] = []
+        for r in range(self.cfg.repeat):
+            p = await self(first + r, level, watchers[r] if watchers else None)
+            p.repeat = r if self.cfg.repeat > 1 else None
+            out.append(p)
+            if p.interrupted:
+                break
+        return out
+
     async def __call__(self, i: int, level: int, watcher: Watcher | None = None) -> Point:
         cfg, plans = self.cfg, self.plans
         shape = point_shape(cfg, level, len(plans), self.engine)
@@ -284,7 +302,7 @@ class _Prober:
         if cfg.schedule == "recorded":
             warm = max(2 * recorded_width(plans), min(64, sum(len(p.calls) for p in plans)))
         await self.client.warm(warm if not cfg.arrival_rate else 0)
-        total = 0 if cfg.capacity else len(cfg.levels)
+        total = 0 if cfg.capacity else len(cfg.levels) * cfg.repeat
         return await run_point(runner, cfg, self.slo, self.power, self.progress, i, total, watcher)
 
 

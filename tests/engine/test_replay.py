@@ -171,4 +171,4 @@ def test_capacity_on_the_engine_ends_with_an_answer_or_no_level(
         )
         assert cap["at_capacity"]["agents"] == cap["max_concurrency"]
     for p in cap["probes"]:
-        assert p["stop"] in ("decided", "precise", "cap") and p["window_s"] <= 15 + 5
+        assert p["stops"][0] in ("decided", "precise", "cap") and p["window_s"] <= 15 + 5

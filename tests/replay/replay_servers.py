@@ -1,15 +1,21 @@
 """Small real HTTP servers for replay tests: an OpenAI-style streaming chat endpoint that
-records every body it receives and misbehaves on request (500s, resets, stalls)."""
+records every body it receives and misbehaves on request (500s, resets, stalls); and
+``timed_serve``, ``agentload serve`` in its own process with a timed profile."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import select
 import socket
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -174,3 +180,35 @@ class ChatServer:
                 seen.end_ns = time.perf_counter_ns()
 
         return StreamingResponse(gen(), media_type="text/event-stream")
+
+
+@contextmanager
+def timed_serve(folder: Path, decode: float, degradation: float) -> Iterator[str]:
+    """``agentload serve`` (its own process) with a profile that decodes ``decode`` tokens/s
+    alone and ``decode / (1 + degradation (N - 1))`` each with N running, prefill and overhead
+    next to nothing; its base URL."""
+    prof = folder / f"profile-{decode:g}-{degradation:g}.yaml"
+    prof.write_text(
+        f"name: timed-{decode:g}\ndescription: decode {decode:g} tok/s alone\ninstant: false\n"
+        f"prefill_tokens_per_s: 10000000\ndecode_tokens_per_s: {decode:g}\n"
+        f"decode_degradation: {degradation:g}\noverhead_ms: 0\nmax_batch: 1024\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentload", "serve", "--port", "0", "--profile", str(prof)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        banner = proc.stdout.readline() if ready else ""
+        assert banner.startswith("agentload simulator on "), f"no banner: {banner!r}"
+        yield banner.split(" on ")[1].split()[0]
+    finally:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()

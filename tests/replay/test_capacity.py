@@ -9,7 +9,6 @@ that keeps tokens/s per user at or above T is ⌊1 + (D/T − 1)/d⌋."""
 from __future__ import annotations
 
 import math
-import select
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from replay_servers import timed_serve
 from replay_traces import linear_trace
 
 from agentload.measure.capacity import Objective, check_objectives, interval, samples
@@ -25,15 +25,6 @@ from agentload.replay.search import CapacitySearch
 
 D, DEG, T = 400.0, 0.25, 90.0
 """The profile's decode rate and degradation, and the test's tokens/s per user."""
-PROFILE = f"""name: capacity-test
-description: decode {D:g} tok/s alone, / (1 + {DEG} (N - 1)) with N running
-instant: false
-prefill_tokens_per_s: 10000000
-decode_tokens_per_s: {D:g}
-decode_degradation: {DEG}
-overhead_ms: 0
-max_batch: 1024
-"""
 
 
 def capacity_of_profile() -> int:
@@ -48,37 +39,15 @@ def doubling_then_linear(c: int) -> int:
 
 
 @pytest.fixture
-def timed_serve(tmp_path: Path) -> Iterator[str]:
-    """``agentload serve`` (its own process) with the profile above; its base URL."""
-    prof = tmp_path / "profile.yaml"
-    prof.write_text(PROFILE)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentload", "serve", "--port", "0", "--profile", str(prof)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        banner = proc.stdout.readline() if ready else ""
-        assert banner.startswith("agentload simulator on "), f"no banner: {banner!r}"
-        yield banner.split(" on ")[1].split()[0]
-    finally:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+def timed(tmp_path: Path) -> Iterator[str]:
+    with timed_serve(tmp_path, D, DEG) as url:
+        yield url
 
 
-def test_the_search_finds_the_profiles_capacity_in_fewer_probes(
-    timed_serve: str, tmp_path: Path
-) -> None:
+def test_the_search_finds_the_profiles_capacity_in_fewer_probes(timed: str, tmp_path: Path) -> None:
     trace = linear_trace(tmp_path / "lin.agentload.jsonl.zst", sessions=4, calls=8)
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "agentload", "replay", str(trace), "--endpoint", timed_serve]
+    argv = [sys.executable, "-m", "agentload", "replay", str(trace), "--endpoint", timed]
     argv += ["--model", "agentload-sim", "--capacity", "--slo", f"tps_user={T:g}", "--gpus", "2"]
     argv += ["--capacity-resolution", "1", "--gap-scale", "0", "--out", str(out)]
     run = subprocess.run(argv, capture_output=True, text=True, timeout=600)
@@ -99,7 +68,8 @@ def test_the_search_finds_the_profiles_capacity_in_fewer_probes(
         assert check["objective"] == "tps_user" and check["quantile"] == pytest.approx(0.1)
         assert check["low"] <= check["estimate"] <= check["high"]
         assert p["met"] == (p["concurrency"] <= found)
-        point = doc["points"][p["point"]]
+        (index,) = p["points"]
+        point = doc["points"][index]
         assert point["concurrency"] == p["concurrency"]
         assert point["window"]["end_ns"] > point["window"]["start_ns"]
     at = cap["at_capacity"]
