@@ -15,7 +15,9 @@ made; both write them with the same code.
 * ``power``    — energy: NVML sampling and the window's average watts
 * ``files``    — a run's files written one way (results.json, summary.csv, report.html)
 * ``verdict``  — the exit code of a run (0, 2, 3, 130), decided in one place
-* ``summary``, ``report``, ``plots``, ``pareto``, ``compare`` — outputs read from it
+* ``repeats``  — ``--repeat``: each headline metric's mean and 95% interval per load
+* ``summary``, ``report``, ``plots``, ``pareto``, ``compare`` — outputs read from it;
+  ``interactive`` (with ``report.js``): the report's interactive Pareto plots and swim lanes
 
 See docs/replay.md ("Metrics", "Outputs").
 """

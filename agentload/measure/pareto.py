@@ -22,7 +22,7 @@ from agentload.measure.metrics.throughput import (
     OutputThroughputPerGPU,
     OutputThroughputPerMW,
 )
-from agentload.measure.results import ResultsDocument
+from agentload.measure.results import Point, ResultsDocument
 
 __all__ = [
     "Headline",
@@ -30,7 +30,10 @@ __all__ = [
     "axis_of",
     "frontier",
     "headline",
+    "job_label",
     "job_points",
+    "job_xy",
+    "point_xy",
     "points_xy",
 ]
 
@@ -60,30 +63,46 @@ def axis_label(metric: type[Metric]) -> str:
     return metric.label() + hint
 
 
+def point_xy(p: Point, ytag: str) -> tuple[float, float] | None:
+    """A point's (median tokens/s per user, its ``ytag`` figure); None without both."""
+    tps = p.aggregates.tps_user
+    y = p.aggregates.value(ytag)
+    return (tps.p50, float(y)) if tps is not None and y is not None else None
+
+
 def points_xy(results: ResultsDocument, ytag: str) -> list[tuple[float, float, Any]]:
     """``(x, y, label)`` of every point having both values (x: median tokens/s per user)."""
     out = []
     for p in results.points:
-        tps = p.aggregates.tps_user
-        y = p.aggregates.value(ytag)
-        if tps is not None and y is not None:
-            out.append((tps.p50, float(y), p.concurrency or p.arrival_rate or p.load))
+        xy = point_xy(p, ytag)
+        if xy is not None:
+            out.append((*xy, p.concurrency or p.arrival_rate or p.load))
     return out
 
 
+def job_xy(p: Point, gpus: int | None) -> tuple[float, float] | None:
+    """A point's (jobs per hour per user: 3600 / the median session latency in s, one
+    user's jobs back to back; jobs per hour per GPU, or plain without ``gpus``); None without
+    complete sessions."""
+    lat, jobs = p.aggregates.session_latency_s, p.aggregates.jobs_per_hour
+    if lat is None or not jobs or lat.p50 <= 0:
+        return None
+    return 3600 / lat.p50, jobs / gpus if gpus else jobs
+
+
+def job_label(gpus: int | None) -> str:
+    return "jobs per hour per GPU" if gpus else "jobs per hour (give --gpus for per GPU)"
+
+
 def job_points(results: ResultsDocument) -> tuple[list[tuple[float, float, Any]], str]:
-    """The job-level Pareto's points and y label: ``(x, y, label)`` with x = jobs per hour per
-    user (3600 / the median session latency in s: one user's jobs back to back) and y = jobs
-    per hour per GPU (plain jobs per hour without --gpus), for every point with both."""
+    """The job-level Pareto's points ``(x, y, label)`` (``job_xy``) and its y label."""
     gpus = results.config.gpus
     out = []
     for p in results.points:
-        lat, jobs = p.aggregates.session_latency_s, p.aggregates.jobs_per_hour
-        if lat is None or not jobs or lat.p50 <= 0:
-            continue
-        y = jobs / gpus if gpus else jobs
-        out.append((3600 / lat.p50, y, p.concurrency or p.arrival_rate or p.load))
-    return out, "jobs per hour per GPU" if gpus else "jobs per hour (give --gpus for per GPU)"
+        xy = job_xy(p, gpus)
+        if xy is not None:
+            out.append((*xy, p.concurrency or p.arrival_rate or p.load))
+    return out, job_label(gpus)
 
 
 def frontier(points: Sequence[tuple[float, float, Any]]) -> list[tuple[float, float, Any]]:

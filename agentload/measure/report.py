@@ -10,6 +10,7 @@ from typing import Any
 from agentload.masking import mask_text, redact_url
 from agentload.measure import metrics
 from agentload.measure.capacity import Capacity, check_text
+from agentload.measure.interactive import interactive_section
 from agentload.measure.pareto import Headline, axis_of, headline, points_xy
 from agentload.measure.results import (
     LIVE_NOTE,
@@ -302,6 +303,11 @@ _CSS = (
     "td:first-child,th:first-child{text-align:left;overflow-wrap:anywhere}"
     "table.summary td:first-child{white-space:nowrap}"
     ".headline{font-size:1.2em;font-weight:bold}img{max-width:100%}"
+    ".chart{margin:1em 0}.chart svg{max-width:100%;height:auto;font-family:sans-serif}"
+    ".toggles label{margin-right:1.5em;font-weight:bold;cursor:pointer}"
+    ".tip{position:absolute;background:#fff;border:1px solid #888;padding:4px;"
+    "box-shadow:2px 2px 6px #0003;pointer-events:none;z-index:10}"
+    "circle.point{cursor:pointer;stroke:#fff;stroke-width:1}rect.call{stroke:#0002}"
 )
 
 
@@ -324,6 +330,10 @@ def write_report(runs: list[ResultsDocument], out: Path) -> list[Path]:
     if note is not None:
         body.append(f"<p class='live'><b>{html.escape(note)}</b></p>")
     body.append(f"<p>{len(runs)} run(s)" + (f", {live} of them live" if live else "") + ".</p>")
+    body += [
+        f"<p class='headline'>{html.escape(r.capacity.answer)}</p>" for r in runs if r.capacity
+    ]
+    body.append(interactive_section(runs, names))
     body += [_run_section(run, name) for run, name in zip(runs, names, strict=True)]
     for png in pngs:
         data = base64.b64encode(png.read_bytes()).decode()
