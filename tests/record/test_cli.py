@@ -47,12 +47,12 @@ def _record(upstream: str, out: Path, *extra: str) -> Iterator[tuple[subprocess.
 
 
 def _chat(url: str, text: str, n: int = 1) -> None:
-    client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
     msgs: list[Any] = [{"role": "user", "content": text}]
-    for _ in range(n):
-        r = client.chat.completions.create(model="agentload-sim", messages=msgs)
-        msgs += [{"role": "assistant", "content": r.choices[0].message.content},
-                 {"role": "user", "content": "and then?"}]  # fmt: skip
+    with openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as client:
+        for _ in range(n):
+            r = client.chat.completions.create(model="agentload-sim", messages=msgs)
+            msgs += [{"role": "assistant", "content": r.choices[0].message.content},
+                     {"role": "user", "content": "and then?"}]  # fmt: skip
 
 
 def _trace(out: Path) -> Path:

@@ -53,8 +53,10 @@ def test_refused_upstream_is_a_502_the_agent_sees_and_the_trace_records(
     record_proxy: Callable[..., Any],
 ) -> None:
     rp = record_proxy(f"http://127.0.0.1:{_free_port()}/v1")
-    client = openai.OpenAI(base_url=rp.base_url, api_key="x", max_retries=0)
-    with pytest.raises(openai.APIStatusError) as err:
+    with (
+        openai.OpenAI(base_url=rp.base_url, api_key="x", max_retries=0) as client,
+        pytest.raises(openai.APIStatusError) as err,
+    ):
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     assert err.value.status_code == 502
     assert "unreachable" in str(err.value)

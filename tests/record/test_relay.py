@@ -225,6 +225,8 @@ def test_an_https_upstream_with_a_trusted_ca_and_an_untrusted_one(
         with pytest.raises(openai.APIStatusError) as err:
             bad.chat.completions.create(model=srv.model, messages=msgs)
         assert err.value.status_code == 502 and "CERTIFICATE_VERIFY_FAILED" in str(err.value)
+        client.close()
+        bad.close()
     (ok,) = load_trace(trusted.stop()).calls.values()
     assert ok.error is None and ok.response.text_len == len(text)
     (failed,) = load_trace(untrusted.stop()).calls.values()

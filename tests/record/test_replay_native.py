@@ -80,6 +80,8 @@ def recorded(record_proxy: Callable[..., Any], simulator: Any) -> Path:
             break
         inp += [{"type": "function_call_output", "call_id": c.call_id, "output": "rain smell"}
                 for c in calls]  # fmt: skip
+    ac.close()  # its kept-alive connections (a replay's gc.collect would find them open)
+    oc.close()
     return rp.stop()
 
 
@@ -192,6 +194,7 @@ def test_previous_response_id_is_followed_and_replayed_as_the_whole_conversation
         model="agentload-sim", previous_response_id=first.id, input=result, tools=tools
     )
     assert second.output_text
+    oc.close()
     path = rp.stop()
     t = load_trace(path)
     assert len(t.sessions) == len(t.agents) == 1

@@ -84,7 +84,9 @@ def test_sweep_writes_one_point_per_level_and_every_output(
     # the report rebuilds from results, overlaying runs
     rep = tmp_path / "rep"
     assert run_cli(["report", str(out), str(out / "results.json"), "--out", str(rep)]) == 0
-    assert (rep / "report.html").read_text().count("<h2>") == 2
+    overlay = (rep / "report.html").read_text()
+    assert overlay.count("<h2>") == 3  # the interactive figures, then one section per run
+    assert overlay.count('"name": "run') == 2  # both runs are series of the interactive plots
 
 
 def test_compare_detects_a_changed_trace(
