@@ -167,7 +167,10 @@ def _print_summary(opts: GenerateOptions, ran: _Ran, rows: list[dict[str, Any]])
     out = Console()
     if not out.is_terminal:
         out = Console(width=140)
-    _print_runs(out, opts, ran.runs)
+    if ran.doc is not None and ran.doc.capacity is not None:  # the answer comes first
+        out.print(ran.doc.capacity.answer, markup=False, highlight=False, soft_wrap=True)
+    levels = [p.concurrency or 0 for p in ran.doc.points] if ran.doc else opts.levels
+    _print_runs(out, opts, ran.runs, levels)
     _print_eval(out, opts, ran, rows)
     if ran.doc is not None:
         _print_results(out, ran.doc, ran.folder, ran.written)
@@ -178,13 +181,15 @@ def _print_summary(opts: GenerateOptions, ran: _Ran, rows: list[dict[str, Any]])
         out.print(f"trace: {run.trace_path}", markup=False, highlight=False, soft_wrap=True)
 
 
-def _print_runs(out: Console, opts: GenerateOptions, runs: list[RunResult]) -> None:
+def _print_runs(
+    out: Console, opts: GenerateOptions, runs: list[RunResult], levels: list[int]
+) -> None:
     """Each run's summary table (headed by its level when there are several), then the detail
     of every session that has one."""
     from agentload.generate.display import summary_table
     from agentload.generate.run import summary_rows
 
-    for run, level in zip(runs, opts.levels, strict=False):
+    for run, level in zip(runs, levels, strict=False):
         if len(runs) > 1:
             out.print(f"point: --parallel {level}", highlight=False)
         out.print(summary_table(summary_rows(run), evaluate=opts.evaluate))
@@ -217,7 +222,8 @@ def _print_results(
     when it was not written."""
     from agentload.measure.report import text_summary  # matplotlib: only when needed
 
-    for line in text_summary(doc):
+    lines = text_summary(doc)
+    for line in lines[1:] if doc.capacity is not None else lines:  # its answer came first
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     shown = ", ".join(p.name for p in written[:3])
     out.print(f"results: {folder} ({shown})", markup=False, highlight=False, soft_wrap=True)
@@ -228,7 +234,16 @@ def _print_results(
         )  # fmt: skip
 
 
-_BENCH_OPTIONS = ("endpoint", "sweep", "gpus", "power_watts", "power", "slo", "target_tps_user")
+_BENCH_OPTIONS = (
+    "endpoint",
+    "sweep",
+    "gpus",
+    "power_watts",
+    "power",
+    "slo",
+    "target_tps_user",
+    "capacity",
+)
 """Options that ask for the HTML report (matplotlib: seconds): a real target or a benchmark
 option; a run on the built-in simulator writes results.json and summary.csv only."""
 
@@ -246,7 +261,7 @@ def run_command(doc: str, *, evaluate: bool | None = None) -> Callable[..., None
         raw = given(kw, GenerateOptions)
         if evaluate is not None:
             raw["evaluate"] = evaluate
-        report = any(kw.get(k) is not None for k in _BENCH_OPTIONS)
+        report = any(kw.get(k) not in (None, False) for k in _BENCH_OPTIONS)
         raw["scenario"] = load_scenario(raw["scenario"], config)
         opts = validated(GenerateOptions, raw, {"attempts": "-k"})
         check_options(opts)  # before anything is created or contacted

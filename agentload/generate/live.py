@@ -28,6 +28,7 @@ from typing import Any
 
 from agentload.client.stream import PROBE_TIMEOUT_S
 from agentload.generate.dispatch import generate
+from agentload.generate.live_capacity import LiveProbe
 from agentload.generate.live_point import live_point
 from agentload.generate.options import GenerateOptions
 from agentload.generate.run import ProgressSink, RunResult, endpoint_simulator
@@ -44,8 +45,10 @@ from agentload.measure.results import (
     ResultsDocument,
     TruncatedTrace,
 )
+from agentload.options.capacity import CapacityOptions
 from agentload.options.measure import MeasureOptions
 from agentload.options.replay import ReplayConfig
+from agentload.replay.capacity_run import search_capacity
 from agentload.replay.plan import build_plans
 from agentload.trace.paths import TRACE_SUFFIXES
 from agentload.trace.trace import load_trace
@@ -67,7 +70,7 @@ def results_dir(trace: Path) -> Path:
     return trace.with_name(name + ".results")
 
 
-def _point_trace(base: Path, level: int) -> Path:
+def _point_trace(base: Path, level: int | str) -> Path:
     """``…/quick-seed0-T.agentload.jsonl.zst`` → ``…/quick-seed0-T-p4.agentload.jsonl.zst``."""
     stem = results_dir(base).name
     return base.with_name(f"{stem}-p{level}{base.name.removeprefix(stem)}")
@@ -105,31 +108,51 @@ async def run_points(
     folder = results_dir(base)
     one = len(opts.levels) == 1
     runs: list[RunResult] = []
+    levels: list[int] = []
     path = base
+    capacity = None
+    probe = None
+    level = opts.levels[0]
     served = None  # an --endpoint that is agentload serve: its profile
     async with _power(opts) as power:
         try:
-            for level in opts.levels:
+            if opts.capacity:
+                probe = LiveProbe(
+                    opts,
+                    lambda lv, r: _point_trace(base, f"{lv}-r{r}"),
+                    progress,
+                    lambda run, lv: live_results([run], opts, levels=[lv]).points[0],
+                )
+                runs, levels = probe.runs, probe.levels  # filled as the probes run
+                capacity = await search_capacity(opts, probe, [])
+            for level in [] if opts.capacity else opts.levels:
                 path = base if one else _point_trace(base, level)
                 point = opts.model_copy(update={"parallel": level, "out": path})
                 runs.append(await generate(point, progress))
-                if opts.endpoint and len(runs) == 1:  # it answered: is it agentload serve?
-                    probe_s = min(PROBE_TIMEOUT_S, opts.call_timeout_s)
-                    served = await endpoint_simulator(opts.endpoint, opts.model, probe_s)
+                levels.append(level)
         except asyncio.CancelledError:
-            if path.exists():
+            if probe is not None and probe.current is not None:  # the round it was running
+                path, level = probe.current
+            if path.exists() and all(r.trace_path != path for r in runs):
                 runs.append(RunResult(trace_path=path))
+                levels.append(level)
             if runs:
-                doc = live_results(runs, opts, served=served)
+                doc = live_results(runs, opts, levels=levels)
                 write_live(doc, folder, report)
                 print(f"agentload: interrupted; the live results of what ran: {folder}",
                       file=sys.stderr, flush=True)  # fmt: skip
             raise
-    doc = live_results(runs, opts, power.samples if power is not None else None, served)
+    if opts.endpoint and runs:  # it answered: is it agentload serve?
+        probe_s = min(PROBE_TIMEOUT_S, opts.call_timeout_s)
+        served = await endpoint_simulator(opts.endpoint, opts.model, probe_s)
+    doc = live_results(runs, opts, power.samples if power is not None else None, served, levels)
+    doc.capacity = capacity
     return runs, doc, folder, write_live(doc, folder, report)
 
 
-def _config(runs: Sequence[RunResult], opts: GenerateOptions, first: Any) -> ReplayConfig:
+def _config(
+    runs: Sequence[RunResult], opts: GenerateOptions, first: Any, levels: list[int]
+) -> ReplayConfig:
     """The run's ``config`` in results.json: the fields every results document has, with what
     the live run did (its traces, target, points, measurement options; the requests were
     the agents' own: no extras, no salt, sessions from their start, the recorded gaps)."""
@@ -140,13 +163,13 @@ def _config(runs: Sequence[RunResult], opts: GenerateOptions, first: Any) -> Rep
             "model": first.model or runs[0].model,
             "engine": "openai",
             "extras": False,
-            "levels": opts.levels[: len(runs)],
+            "levels": levels,
             "sessions": opts.sessions,
             "salt_at": "off",
             "start_at": "zero",
             "timeout_s": opts.call_timeout_s,
             "seed": first.seed if first.seed is not None else 0,
-            **opts.model_dump(include=set(MeasureOptions.model_fields)),
+            **opts.model_dump(include=set(CapacityOptions.model_fields) - {"capacity"}),
         }
     )
 
@@ -156,13 +179,14 @@ def live_results(
     opts: GenerateOptions,
     power_samples: list[tuple[int, float]] | None = None,
     served: str | None = None,
+    levels: list[int] | None = None,
 ) -> ResultsDocument:
     """The results document of the runs (one point each, in order; ``served``: the profile of
     the ``--endpoint`` when it is agentload's simulator); see the module docstring."""
     traces = [load_trace(r.trace_path) for r in runs]
     plans = build_plans(traces, salt_at="off") if any(t.calls for t in traces) else []
     slo = SLO.of(opts.slo)
-    levels = opts.levels[: len(runs)]
+    levels = levels or opts.levels[: len(runs)]
     points = []
     for i, trace in enumerate(traces):
         mine = [pl for pl in plans if pl.trace_path == trace.path]
@@ -172,7 +196,7 @@ def live_results(
     gen = (first.model_extra or {}).get("generator") or {}
     return ResultsDocument(
         mode="live",
-        config=_config(runs, opts, first),
+        config=_config(runs, opts, first, levels),
         environment=Environment.here(),
         engine=EngineInfo(name="openai", ignore_eos=False, min_tokens=False, include_usage=True),
         plan=PlanInfo(

@@ -17,8 +17,8 @@ from pydantic import ConfigDict, Field, field_validator
 from agentload.agents.limits import DEFAULT_CALL_TIMEOUT_S
 from agentload.errors import ConfigError
 from agentload.masking import redact_url
+from agentload.options.capacity import CapacityOptions
 from agentload.options.flags import Flag
-from agentload.options.measure import MeasureOptions
 from agentload.options.values import (
     MAX_LEVEL,
     MAX_SEED,
@@ -39,7 +39,7 @@ MAX_CALL_TIMEOUT_S = 86_400.0
 """The longest --call-timeout, s."""
 
 
-class GenerateOptions(MeasureOptions):
+class GenerateOptions(CapacityOptions):
     """What ``agentload generate`` was asked to do."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -227,3 +227,14 @@ def check_options(opts: GenerateOptions) -> None:
         select_tasks(tasks)  # an unknown name is one line now, not after the endpoint
     if opts.workers is not None and opts.ray is None:
         raise ConfigError("--workers counts Ray workers: give --ray [ADDRESS] too")
+    if opts.capacity:
+        given = (
+            ("--sweep", opts.sweep is not None),
+            ("--parallel", opts.parallel != 1),
+            ("--tasks", tasks is not None),
+            ("--ray", opts.ray is not None),
+        )
+        clash = [o for o, on in given if on]
+        if clash:
+            raise ConfigError(f"--capacity chooses the parallelism of each probe itself; it "
+                              f"cannot be combined with {', '.join(clash)}")  # fmt: skip

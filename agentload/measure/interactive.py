@@ -4,8 +4,9 @@ drawn in the page by ``report.js`` (inlined, no library, no network) from one JS
 Each run is a series (a checkbox shows or hides it); each point carries the numbers its tooltip
 shows. The swim lanes are one point's sessions (the first run's capacity point with
 ``--capacity``, else its last point): a lane per session instance, a bar per call from send to
-end, coloured by TTFT, the root agent's calls full height and the sub-agents' in the lower
-half; the white between bars is the tool waits.
+end, coloured by TTFT, the root agent's calls (the agent of the session's first request, a
+warm-up included) full height and the other agents' in the lower half; the white between bars
+is the tool waits. Warm-up requests are not drawn.
 """
 
 from __future__ import annotations
@@ -65,9 +66,9 @@ def _lanes(run: ResultsDocument, name: str) -> dict[str, Any] | None:
     roots: dict[int, str] = {}
     calls: dict[int, list[list[Any]]] = {}
     for r in sorted(p.requests, key=lambda r: r.send_ns):
+        root = roots.setdefault(r.session, r.agent)  # its first request's, warm-up included
         if r.phase == Phase.WARMUP:
             continue
-        root = roots.setdefault(r.session, r.agent)
         ttft = None if r.ttft_ns is None else round(r.ttft_ns / 1e6, 2)
         calls.setdefault(r.session, []).append(
             [round(r.send_ns / 1e6, 2), round(r.end_ns / 1e6, 2), ttft, int(r.agent != root),

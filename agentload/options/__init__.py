@@ -5,6 +5,8 @@ values (the CLI turns a failed check into one line naming the option).
   header, body field or endpoint URL may be
 * ``modes``   — the words of the few-words options (``--salt-at``, ``--fit``)
 * ``engines`` — the engine presets (the extras each server accepts; docs/engines.md)
+* ``measure``, ``capacity`` — the measurement options (GPUs, power, SLO, targets) and, on top,
+  the capacity search's (``--capacity``, ``--slo-percentile``, …), shared by replay and generate
 * ``replay``  — ``ReplayConfig``: the options of a replay run (stored in results.json)
 """
 

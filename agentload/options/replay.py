@@ -16,25 +16,23 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from agentload.options.capacity import CapacityOptions
 from agentload.options.endpoint import EndpointOptions
 from agentload.options.flags import Flag
 from agentload.options.load import LoadOptions
-from agentload.options.measure import MeasureOptions
 from agentload.options.modes import FIT_MODES, FitMode
 from agentload.options.values import (
     MAX_CONTEXT,
-    MAX_LEVEL,
     MAX_WORKERS,
     bad_value,
     one_of,
-    parse_resolution,
 )
 from agentload.tokenizer import is_tokenizer_name
 
 __all__ = ["ReplayConfig"]
 
 
-class ReplayConfig(MeasureOptions, LoadOptions, EndpointOptions):
+class ReplayConfig(CapacityOptions, LoadOptions, EndpointOptions):
     """Everything that decides what a replay sends and measures (never the API key)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -116,46 +114,6 @@ class ReplayConfig(MeasureOptions, LoadOptions, EndpointOptions):
         description="runs of every point (--repeat): results.json's repeats give each "
         "headline metric's mean and 95% interval",
     )
-    capacity: Annotated[
-        bool,
-        Flag(
-            "Search the most concurrent sessions whose steady state meets --slo at "
-            "--slo-percentile (docs/replay.md); --duration caps each probe (default 300)."
-        ),
-    ] = Field(
-        default=False,
-        description="search concurrency for the capacity at --slo (--capacity)",
-    )
-    slo_percentile: Annotated[
-        float, Flag("Percentile of requests that must meet each objective (--capacity).")
-    ] = Field(
-        default=90.0,
-        gt=0,
-        lt=100,
-        allow_inf_nan=False,
-        description="the percentile of requests each SLO objective is judged at (--slo-percentile)",
-    )
-    capacity_resolution: Annotated[
-        str, Flag("How close the search brackets the answer: sessions (4) or a share (5%).")
-    ] = Field(
-        default="5%",
-        description="the search stops when the levels that met and missed the SLO are at most "
-        "this far apart: sessions, or a share of the lower one (--capacity-resolution)",
-    )
-    capacity_max: Annotated[int, Flag("The highest concurrency the capacity search probes.")] = (
-        Field(
-            default=4096,
-            ge=1,
-            le=MAX_LEVEL,
-            description="the highest concurrency the capacity search probes (--capacity-max)",
-        )
-    )
-
-    @field_validator("capacity_resolution")
-    @classmethod
-    def _resolution(cls, v: str) -> str:
-        parse_resolution(v)
-        return v
 
     @model_validator(mode="after")
     def _capacity_load(self) -> ReplayConfig:
@@ -177,9 +135,6 @@ class ReplayConfig(MeasureOptions, LoadOptions, EndpointOptions):
                 f"--capacity chooses the concurrency of each probe itself; it cannot be "
                 f"combined with {', '.join(clash)}"
             )
-        if not self.slo:
-            raise bad_value("--capacity searches for the load that meets an SLO: give --slo, "
-                            "e.g. --slo tps_user=160,ttft=2s")  # fmt: skip
         return self
 
     @field_validator("fit", mode="before")
@@ -198,6 +153,8 @@ class ReplayConfig(MeasureOptions, LoadOptions, EndpointOptions):
     def _cluster(self) -> ReplayConfig:
         if self.workers is not None and self.ray is None:
             raise bad_value("--workers counts Ray workers: give --ray [ADDRESS] too")
+        if self.ray is not None and self.repeat != 1:
+            raise bad_value("--repeat runs on one machine for now; leave out --ray or --repeat")
         if self.ray is not None and self.power is not None:
             raise bad_value(
                 "--power nvml measures this machine's GPUs; with --ray give --power-watts"

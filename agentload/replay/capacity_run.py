@@ -24,6 +24,7 @@ from agentload.measure.capacity import (
 )
 from agentload.measure.points import Point
 from agentload.measure.records import Phase
+from agentload.options.capacity import CapacityOptions
 from agentload.options.replay import ReplayConfig
 from agentload.options.values import parse_resolution
 from agentload.quantiles import percentile
@@ -32,49 +33,72 @@ from agentload.replay.schedule import PointRunner
 from agentload.replay.search import CapacitySearch
 from agentload.replay.steady import SteadyRule, watch
 
-__all__ = ["DEFAULT_CAP_S", "search_capacity"]
+__all__ = ["DEFAULT_CAP_S", "ProbeRun", "judge_probe", "search_capacity", "watched"]
 
 DEFAULT_CAP_S = 300.0
 """A probe's cap (measured seconds) when --duration is not given."""
 
-ProbeRun = Callable[[int, int, Sequence[Watcher | None]], Awaitable[list[Point]]]
-"""``probe(first index, level, watchers)``: run the ``--repeat`` points at ``level``, each
-with its watcher beside it."""
+ProbeRun = Callable[[int], Awaitable[tuple[list[Point], list[Stop]]]]
+"""``probe(level)``: run one probe's points at ``level`` (``--repeat`` of them, or a live
+probe's rounds); its points and why each one's window ended."""
 
 
-async def search_capacity(
-    cfg: ReplayConfig, probe: ProbeRun, points: list[Point], rule: SteadyRule | None = None
-) -> Capacity:
-    """Run the search's probes (each point appended to ``points``); the capacity object."""
-    slo = dict(cfg.slo or {})
-    pct = cfg.slo_percentile
-    rule = rule or SteadyRule()
-    sessions, share = parse_resolution(cfg.capacity_resolution)
-    search = CapacitySearch(top=cfg.capacity_max, sessions=sessions, share=share)
+async def search_capacity(opts: CapacityOptions, probe: ProbeRun, points: list[Point]) -> Capacity:
+    """Run the search's probes (each probe's points appended to ``points``); the capacity
+    object."""
+    slo = dict(opts.slo or {})
+    sessions, share = parse_resolution(opts.capacity_resolution)
+    search = CapacitySearch(top=opts.capacity_max, sessions=sessions, share=share)
     probes: list[Probe] = []
     while (level := search.next_level()) is not None:
-        why: list[list[Stop]] = [[] for _ in range(cfg.repeat)]
-        watchers = [_watcher(w, slo, pct, rule) for w in why]
-        runs = await probe(len(points), level, watchers)
+        runs, stops = await probe(level)
         first = len(points)
         points += runs
-        stops = [w[0] if w else Stop.ENDED if p.interrupted else Stop.CAP
-                 for w, p in zip(why, runs, strict=False)]  # fmt: skip
-        measured = [r for p in runs for r in p.requests if r.phase == Phase.MEASURED]
-        checks = check_objectives(measured, slo, pct)
-        verdict = point_verdict(checks)
-        met = verdict is Verdict.PASS or (
-            verdict is Verdict.UNCERTAIN and all(c.met for c in checks)
-        )
-        pr = Probe(concurrency=level, points=list(range(first, len(points))), verdict=verdict,
-                   met=met, stops=stops, window_s=sum(p.window.seconds for p in runs),
-                   checks=checks)  # fmt: skip
+        pr = judge_probe(level, runs, stops, first, slo, opts.slo_percentile)
         probes.append(pr)
         print(_probe_line(len(probes), pr), file=sys.stderr, flush=True)
-        if runs[-1].interrupted:
+        if not runs or runs[-1].interrupted:
             break
-        search.record(level, met)
-    return _capacity(cfg, search, probes, points)
+        search.record(level, pr.met)
+    return _capacity(opts, search, probes, points)
+
+
+def judge_probe(
+    level: int,
+    runs: Sequence[Point],
+    stops: list[Stop],
+    first: int,
+    slo: dict[str, float | None],
+    pct: float,
+) -> Probe:
+    """A probe's verdict over the measured requests of all its points (at ``first`` on)."""
+    measured = [r for p in runs for r in p.requests if r.phase == Phase.MEASURED]
+    checks = check_objectives(measured, slo, pct)
+    verdict = point_verdict(checks)
+    met = verdict is Verdict.PASS or (verdict is Verdict.UNCERTAIN and all(c.met for c in checks))
+    return Probe(concurrency=level, points=list(range(first, first + len(runs))),
+                 verdict=verdict, met=met, stops=stops,
+                 window_s=sum(p.window.seconds for p in runs), checks=checks)  # fmt: skip
+
+
+def watched(
+    repeated: Callable[[int, int, Sequence[Watcher | None]], Awaitable[list[Point]]],
+    cfg: ReplayConfig,
+    points: list[Point],
+    rule: SteadyRule | None = None,
+) -> ProbeRun:
+    """Replay's probe: the ``--repeat`` points at a level (``repeated(first index, level,
+    watchers)``), each ended by the steady-state rule (``steady``)."""
+    slo, pct, steady = dict(cfg.slo or {}), cfg.slo_percentile, rule or SteadyRule()
+
+    async def probe(level: int) -> tuple[list[Point], list[Stop]]:
+        why: list[list[Stop]] = [[] for _ in range(cfg.repeat)]
+        runs = await repeated(len(points), level, [_watcher(w, slo, pct, steady) for w in why])
+        stops = [w[0] if w else Stop.ENDED if p.interrupted else Stop.CAP
+                 for w, p in zip(why, runs, strict=False)]  # fmt: skip
+        return runs, stops
+
+    return probe
 
 
 def _watcher(
@@ -101,7 +125,7 @@ def _probe_line(n: int, p: Probe) -> str:
     )
 
 
-def _slo_text(cfg: ReplayConfig) -> str:
+def _slo_text(cfg: CapacityOptions) -> str:
     """``p90 TTFT ≤ 2 s, ≥ 160 tok/s/user``."""
     parts = []
     for obj in Objective:
@@ -117,7 +141,7 @@ def _slo_text(cfg: ReplayConfig) -> str:
 
 
 def _capacity(
-    cfg: ReplayConfig, search: CapacitySearch, probes: list[Probe], points: list[Point]
+    cfg: CapacityOptions, search: CapacitySearch, probes: list[Probe], points: list[Point]
 ) -> Capacity:
     answer = search.answer
     at = None
@@ -164,7 +188,7 @@ def _at_capacity(agents: int, runs: Sequence[Point], gpus: int | None) -> AtCapa
 
 
 def _answer(
-    cfg: ReplayConfig, search: CapacitySearch, probes: list[Probe], at: AtCapacity | None
+    cfg: CapacityOptions, search: CapacitySearch, probes: list[Probe], at: AtCapacity | None
 ) -> str:
     slo = _slo_text(cfg)
     if at is None:
@@ -190,6 +214,6 @@ def _answer(
         text += (
             "; uncertain: the 95% interval straddles a threshold at "
             + ", ".join(str(s) for s in shaky)
-            + " (the estimate decided; a longer --duration narrows it)"
+            + " (the estimate decided; more measured time narrows it)"
         )
     return text + "."

@@ -32,7 +32,7 @@ from agentload.measure.summary import summary_rows
 from agentload.options.engines import EnginePreset, get_engine
 from agentload.options.replay import ReplayConfig
 from agentload.replay.bodies import BodyBuilder
-from agentload.replay.capacity_run import DEFAULT_CAP_S, search_capacity
+from agentload.replay.capacity_run import DEFAULT_CAP_S, search_capacity, watched
 from agentload.replay.fit import FitMode, Fitter
 from agentload.replay.plan import SessionPlan, build_plans
 from agentload.replay.points import ProgressHook, Watcher, make_point, run_point
@@ -223,7 +223,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         manifest = digest_manifest(plans)
         probe = _Prober(cfg, client, plans, engine, power, progress)
         if cfg.capacity:
-            capacity = await search_capacity(cfg, probe.repeated, points)
+            capacity = await search_capacity(cfg, watched(probe.repeated, cfg, points), points)
             interrupted = any(p.interrupted for p in points)
         for level in [] if cfg.capacity else cfg.levels:
             runs = await probe.repeated(len(points), level)

@@ -246,3 +246,31 @@ def test_sigterm_mid_run_writes_the_results_of_what_ran(tmp_path: Path) -> None:
     assert doc.interrupted and point.interrupted
     assert [s.complete for s in point.sessions] == [False]
     assert {r.call for r in point.requests if r.ok} == set(load_trace(path).calls)
+
+
+def test_generate_capacity_searches_live_with_rounds_and_answers(tmp_path: Path) -> None:
+    """``generate --capacity`` on the built-in simulator: replay's search over parallelism,
+    each probe rounds of live runs judged over all its rounds; an SLO the simulator meets
+    gives "at least" the top, one it cannot meet gives "No level met the SLO"."""
+    run = _live(tmp_path / "met", "--capacity", "--slo", "ttft=30s", "--capacity-max", "2")
+    cap = run.doc.capacity
+    assert cap is not None and cap.max_concurrency == 2 and cap.bracket == (2, None)
+    assert [p.concurrency for p in cap.probes] == [1, 2]
+    assert run.stdout.splitlines()[0] == cap.answer
+    assert cap.answer.startswith("Serves at least 2 agents at p90 TTFT ≤ 30 s")
+    # every probe's points are the doc's points, in order, one live run (trace) each
+    indexes = [i for p in cap.probes for i in p.points]
+    assert indexes == list(range(len(run.doc.points))) == list(range(len(run.traces)))
+    for p in cap.probes:
+        assert 1 <= len(p.points) <= 3 and p.stops[-1] in ("decided", "precise", "cap")
+        assert all(run.doc.points[i].concurrency == p.concurrency for i in p.points)
+        # each round ran max(--sessions, 2P) sessions with P at a time
+        assert all(len(run.traces[i].sessions) == 2 * p.concurrency for i in p.points)
+    assert [lp.parallel for lp in run.doc.live.points] == [  # type: ignore[union-attr]
+        run.doc.points[i].concurrency for i in indexes
+    ]
+    none = _live(tmp_path / "none", "--capacity", "--slo", "ttft=1us")
+    nc = none.doc.capacity
+    assert nc is not None and nc.max_concurrency is None and len(nc.probes) == 1
+    assert nc.answer.startswith("No level met the SLO (p90 TTFT ≤ 0.001 ms): at 1 session, ttft")
+    assert nc.probes[0].verdict == "fail"
