@@ -18,7 +18,7 @@ from pathlib import Path
 from agentload.generate.dispatch import generate
 from agentload.generate.options import GenerateOptions
 from agentload.generate.run import ProgressSink, RunResult
-from agentload.measure.capacity import Stop, check_objectives
+from agentload.measure.capacity import Stop, check_objectives, session_latencies
 from agentload.measure.points import Point
 from agentload.measure.records import Phase
 from agentload.replay.steady import SteadyRule, settled
@@ -75,7 +75,8 @@ class LiveProbe:
             point = self.point_of(run, level)
             points.append(point)
             measured = [x for p in points for x in p.requests if x.phase == Phase.MEASURED]
-            why = settled(check_objectives(measured, slo, pct), LIVE_STEADY)
+            jobs = [ms for p in points for ms in session_latencies(p.sessions, p.window.start_ns)]
+            why = settled(check_objectives(measured, slo, pct, jobs), LIVE_STEADY)
             if why is not None or point.interrupted or r == MAX_ROUNDS - 1:
                 stops.append(Stop.ENDED if point.interrupted else why or Stop.CAP)
                 break

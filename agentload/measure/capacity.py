@@ -1,7 +1,9 @@
 """Capacity at an SLO: the objectives, a percentile's confidence interval, a point's verdict.
 
 An objective is a per-request figure and its threshold: TTFT, TPOT and E2E must be at most the
-threshold, tokens/s per user (``tps_user``: the request's decode speed, 1 s / TPOT) at least it.
+threshold, tokens/s per user (``tps_user``: the request's decode speed, 1 s / TPOT) at least it;
+or the per-session one, session latency (``session``: end − start of a session replayed
+completely from its first call, at most the threshold), judged over sessions, not requests.
 A point meets the SLO at percentile ``p`` (default 90) when, for every objective, ``p``% of its
 measured requests are on the good side: the ``p``-th percentile of TTFT/TPOT/E2E is at most the
 threshold, the ``(100 − p)``-th percentile of tokens/s per user at least it. A failed request is
@@ -29,7 +31,7 @@ from enum import StrEnum
 from pydantic import Field
 
 from agentload.measure.aggregates import ResultsModel
-from agentload.measure.records import RequestRecord
+from agentload.measure.records import RequestRecord, SessionResult
 from agentload.quantiles import percentile
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "interval",
     "point_verdict",
     "samples",
+    "session_latencies",
 ]
 
 Z95 = 1.96
@@ -58,6 +61,8 @@ class Objective(StrEnum):
     TPOT = "tpot"
     E2E = "e2e"
     TPS_USER = "tps_user"
+    SESSION = "session"
+    """Session latency, per session (not per request)."""
 
     @property
     def higher_is_better(self) -> bool:
@@ -176,18 +181,32 @@ def _finite(v: float | None) -> float | None:
     return v if v is not None and math.isfinite(v) else None
 
 
+def session_latencies(sessions: Sequence[SessionResult], since_ns: int) -> list[float]:
+    """The latencies (ms) of the sessions replayed completely from their first call that
+    started at ``since_ns`` or later (a point's measured window): the session objective's
+    sample."""
+    return [
+        (s.end_ns - s.start_ns) / 1e6
+        for s in sessions
+        if s.complete and s.joined_at_ns is None and s.start_ns >= since_ns
+    ]
+
+
 def check_objectives(
-    requests: Sequence[RequestRecord], slo: dict[str, float | None], pct: float
+    requests: Sequence[RequestRecord],
+    slo: dict[str, float | None],
+    pct: float,
+    sessions: Sequence[float] = (),
 ) -> list[Check]:
-    """Every objective ``slo`` sets, judged over the measured ``requests`` at percentile
-    ``pct`` (0..100)."""
+    """Every objective ``slo`` sets, judged at percentile ``pct`` (0..100) over the measured
+    ``requests``, and over the latencies (ms) of complete ``sessions`` for the session one."""
     out = []
     for obj in Objective:
         t = obj.threshold(slo)
         if t is None:
             continue
         q = 1 - pct / 100 if obj.higher_is_better else pct / 100
-        vals = samples(requests, obj)
+        vals = sorted(sessions) if obj is Objective.SESSION else samples(requests, obj)
         est, low, high = interval(vals, q)
         if obj.higher_is_better:
             good = low is not None and low >= t

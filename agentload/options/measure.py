@@ -25,11 +25,16 @@ class MeasureOptions(BaseModel):
             Annotated[int, Field(gt=0)] | Annotated[float, Field(gt=0, allow_inf_nan=False)] | None,
         ]
         | None,
-        Flag("e.g. ttft=2s,tpot=50ms,e2e=60s,tps_user=160 (per request).", reads=str | None),
+        Flag(
+            "e.g. ttft=2s,tpot=50ms,e2e=60s,tps_user=160 (per request), session=20m (per "
+            "session: --capacity).",
+            reads=str | None,
+        ),
     ] = Field(
         default=None,
         description="SLO thresholds: ttft_ns, tpot_ns, e2e_ns in ns, tps_user in tokens/s per "
-        "user, 1 s / TPOT (--slo ttft=2s,tpot=50ms,tps_user=160)",
+        "user, 1 s / TPOT (--slo ttft=2s,tpot=50ms,tps_user=160); session_ns, the latency of a "
+        "whole session, judged per session by --capacity",
     )
     gpus: Annotated[int | None, Flag("GPUs behind the endpoint (per-GPU figures).")] = Field(
         default=None, ge=1, le=MAX_GPUS, description="GPUs behind the endpoint (--gpus)"
@@ -71,7 +76,7 @@ class MeasureOptions(BaseModel):
             if unknown:
                 raise bad_value(
                     f"unknown objective(s) {', '.join(unknown)}; use ttft_ns, tpot_ns, e2e_ns, "
-                    "tps_user"
+                    "tps_user, session_ns"
                 )
         return v
 

@@ -51,7 +51,7 @@ MAX_SEED = 2**53
 
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000}
 _DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ns|us|ms|s|m)?\s*$")
-SLO_KEYS = ("ttft", "tpot", "e2e", "tps_user")
+SLO_KEYS = ("ttft", "tpot", "e2e", "tps_user", "session")
 
 
 def bad_value(message: str) -> PydanticCustomError:
@@ -82,7 +82,7 @@ def parse_slo(text: str) -> dict[str, int | float | None] | None:
         if not sep or key not in SLO_KEYS:
             raise bad_value(
                 f"unknown objective {part.strip()!r}; write ttft=2s,tpot=50ms,e2e=60s,"
-                "tps_user=160 (any subset)"
+                "tps_user=160,session=20m (any subset)"
             )
         if key == "tps_user":
             vals[key] = _rate(value)

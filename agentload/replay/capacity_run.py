@@ -21,6 +21,7 @@ from agentload.measure.capacity import (
     check_text,
     point_verdict,
     samples,
+    session_latencies,
 )
 from agentload.measure.points import Point
 from agentload.measure.records import Phase
@@ -73,7 +74,8 @@ def judge_probe(
 ) -> Probe:
     """A probe's verdict over the measured requests of all its points (at ``first`` on)."""
     measured = [r for p in runs for r in p.requests if r.phase == Phase.MEASURED]
-    checks = check_objectives(measured, slo, pct)
+    jobs = [ms for p in runs for ms in session_latencies(p.sessions, p.window.start_ns)]
+    checks = check_objectives(measured, slo, pct, jobs)
     verdict = point_verdict(checks)
     met = verdict is Verdict.PASS or (verdict is Verdict.UNCERTAIN and all(c.met for c in checks))
     return Probe(concurrency=level, points=list(range(first, first + len(runs))),
@@ -136,7 +138,8 @@ def _slo_text(cfg: CapacityOptions) -> str:
             parts.append(f"≥ {t:g} tok/s/user")
         else:
             shown = f"{t / 1000:g} s" if t >= 1000 else f"{t:g} ms"
-            parts.append(f"{obj.value.upper()} ≤ {shown}")
+            name = "session latency" if obj is Objective.SESSION else obj.value.upper()
+            parts.append(f"{name} ≤ {shown}")
     return f"p{cfg.slo_percentile:g} " + ", ".join(parts)
 
 

@@ -23,7 +23,13 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from agentload.measure.capacity import Check, Stop, Verdict, check_objectives
+from agentload.measure.capacity import (
+    Check,
+    Stop,
+    Verdict,
+    check_objectives,
+    session_latencies,
+)
 from agentload.measure.records import Phase
 from agentload.replay.schedule import PointRunner
 
@@ -68,7 +74,8 @@ async def watch(
         t = time.perf_counter()
         w = start - runner.t0
         done = [r for r in runner.records if r.send_ns >= w and r.phase != Phase.WARMUP]
-        why = settled(check_objectives(done, slo, pct), rule)
+        jobs = session_latencies(runner.sessions, w)
+        why = settled(check_objectives(done, slo, pct, jobs), rule)
         if why is not None:
             runner.mark_drain()
             runner.stop()

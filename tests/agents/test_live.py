@@ -124,7 +124,8 @@ def test_a_sweep_gives_one_point_per_level_with_per_gpu_and_per_mw(sweep: LiveRu
     assert doc.live is not None and doc.live.command == "eval"
     assert [lp.parallel for lp in doc.live.points] == [1, 2]
     assert doc.config.levels == [1, 2] and doc.config.sessions == 2 and doc.config.gpus == 2
-    slo = {"ttft_ns": 1_000_000, "tpot_ns": None, "e2e_ns": 600_000_000_000, "tps_user": None}
+    slo = {"ttft_ns": 1_000_000, "tpot_ns": None, "e2e_ns": 600_000_000_000, "tps_user": None,
+           "session_ns": None}  # fmt: skip
     assert doc.config.slo == slo
     assert doc.config.target_tps_user == [50.0]
     for p, trace in zip(doc.points, sweep.traces, strict=True):
@@ -252,17 +253,26 @@ def test_generate_capacity_searches_live_with_rounds_and_answers(tmp_path: Path)
     """``generate --capacity`` on the built-in simulator: replay's search over parallelism,
     each probe rounds of live runs judged over all its rounds; an SLO the simulator meets
     gives "at least" the top, one it cannot meet gives "No level met the SLO"."""
-    run = _live(tmp_path / "met", "--capacity", "--slo", "ttft=30s", "--capacity-max", "2")
+    run = _live(
+        tmp_path / "met", "--capacity", "--slo", "ttft=30s,session=10m", "--capacity-max", "2"
+    )
     cap = run.doc.capacity
     assert cap is not None and cap.max_concurrency == 2 and cap.bracket == (2, None)
     assert [p.concurrency for p in cap.probes] == [1, 2]
     assert run.stdout.splitlines()[0] == cap.answer
-    assert cap.answer.startswith("Serves at least 2 agents at p90 TTFT ≤ 30 s")
+    assert cap.answer.startswith(
+        "Serves at least 2 agents at p90 TTFT ≤ 30 s, session latency ≤ 600 s"
+    )
     # every probe's points are the doc's points, in order, one live run (trace) each
     indexes = [i for p in cap.probes for i in p.points]
     assert indexes == list(range(len(run.doc.points))) == list(range(len(run.traces)))
     for p in cap.probes:
         assert 1 <= len(p.points) <= 3 and p.stops[-1] in ("decided", "precise", "cap")
+        # the session objective is judged over the probe's complete sessions
+        _ttft, session = p.checks
+        assert session.objective == "session" and session.n == sum(
+            len(run.traces[i].sessions) for i in p.points
+        )
         assert all(run.doc.points[i].concurrency == p.concurrency for i in p.points)
         # each round ran max(--sessions, 2P) sessions with P at a time
         assert all(len(run.traces[i].sessions) == 2 * p.concurrency for i in p.points)

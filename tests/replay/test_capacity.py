@@ -21,6 +21,7 @@ from replay_traces import linear_trace
 
 from agentload.measure.capacity import Objective, check_objectives, interval, samples
 from agentload.measure.records import Phase, RequestRecord
+from agentload.options.values import parse_slo
 from agentload.replay.search import CapacitySearch
 
 D, DEG, T = 400.0, 0.25, 90.0
@@ -121,6 +122,14 @@ def test_the_percentile_interval_is_distribution_free_order_statistics() -> None
     assert samples(failed, Objective.TTFT)[-1] == math.inf
     assert samples(failed, Objective.TPS_USER)[0] == 0.0
     assert check_objectives(failed, {"ttft_ns": 2 * 10**9}, 90)[0].verdict == "fail"
+    # the session objective is judged over sessions: their latencies, not the requests
+    (sc,) = check_objectives(fast, {"session_ns": 60 * 10**9}, 90, [500.0 * i for i in range(100)])
+    assert sc.objective == "session" and sc.n == 100 and sc.verdict == "pass"
+    assert check_objectives(fast, {"session_ns": 60 * 10**9}, 90)[0].verdict == "uncertain"
+    assert parse_slo("session=20m,tps_user=160") == {
+        "ttft_ns": None, "tpot_ns": None, "e2e_ns": None, "tps_user": 160.0,
+        "session_ns": 1_200_000_000_000,
+    }  # fmt: skip
     # tokens/s per user is 1 s / TPOT: 10 tokens after the first in 100 ms → 100 tok/s
     assert samples(fast, Objective.TPS_USER)[0] == pytest.approx(100.0)
 

@@ -33,17 +33,24 @@ async def test_sleepers_wake_in_order_at_or_after_their_due_time(
     waker = make_waker()
     rng = random.Random(7)
     t0 = time.perf_counter_ns()
-    dues = [t0 + rng.randrange(1_000_000, 30_000_000) for _ in range(40)]
+    dues = [t0 + rng.randrange(20_000_000, 50_000_000) for _ in range(40)]
     woke: list[tuple[int, int]] = []
+    ahead: set[int] = set()
 
     async def sleeper(t: int) -> None:
+        if time.perf_counter_ns() < t:
+            ahead.add(t)
         await waker.sleep_until(t)
         woke.append((t, time.perf_counter_ns()))
 
     await asyncio.gather(*(sleeper(t) for t in dues))
     assert len(woke) == len(dues)
     assert all(at >= due for due, at in woke)
-    assert [due for due, _ in woke] == sorted(dues)
+    # in due order: those still ahead when they went to sleep (a loaded machine can start a
+    # sleeper after its due time, which then returns at once, in the order the tasks ran)
+    assert len(ahead) >= 2
+    order = [due for due, _ in woke if due in ahead]
+    assert order == sorted(ahead)
     assert waker._driver is None  # nothing left to wake: the driver ended
 
 
