@@ -32,6 +32,7 @@ from pydantic import Field
 
 from agentload.measure.aggregates import ResultsModel
 from agentload.measure.records import RequestRecord, SessionResult
+from agentload.options.values import slo_key
 from agentload.quantiles import percentile
 
 __all__ = [
@@ -76,7 +77,7 @@ class Objective(StrEnum):
     @property
     def key(self) -> str:
         """Its key in ``--slo`` values and in ``config.slo`` (``ttft_ns``, ``tps_user``)."""
-        return self.value if self is Objective.TPS_USER else f"{self.value}_ns"
+        return slo_key(self.value)
 
     def threshold(self, slo: dict[str, float | None]) -> float | None:
         """Its threshold in ``unit`` from a ``config.slo`` dict (ns → ms), None when unset."""

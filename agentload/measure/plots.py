@@ -22,6 +22,15 @@ from agentload.measure.results import Point, ResultsDocument
 __all__ = ["all_plots", "scrape_series"]
 
 
+def _series(ax: Any, pts: list[tuple[float, float, Any]], name: str) -> None:
+    """One run on a Pareto plot: its points, labelled by load, and its frontier dashed."""
+    ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=name)
+    f = frontier(pts)
+    ax.plot([p[0] for p in f], [p[1] for p in f], linestyle="--")
+    for x, y, lab in pts:
+        ax.annotate(str(lab), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+
+
 def pareto_plot(runs: list[ResultsDocument], names: list[str], out: Path) -> Path | None:
     ymetric = axis_of(runs[0])
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -31,11 +40,7 @@ def pareto_plot(runs: list[ResultsDocument], names: list[str], out: Path) -> Pat
         if not pts:
             continue
         drawn = True
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=name)
-        f = frontier(pts)
-        ax.plot([p[0] for p in f], [p[1] for p in f], linestyle="--")
-        for x, y, lab in pts:
-            ax.annotate(str(lab), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        _series(ax, pts, name)
     if not drawn:
         plt.close(fig)
         return None
@@ -60,11 +65,7 @@ def job_pareto_plot(runs: list[ResultsDocument], names: list[str], out: Path) ->
         if not pts:
             continue
         ylabel = ylabel or label
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=name)
-        f = frontier(pts)
-        ax.plot([p[0] for p in f], [p[1] for p in f], linestyle="--")
-        for x, y, lab in pts:
-            ax.annotate(str(lab), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        _series(ax, pts, name)
     if not ylabel:
         plt.close(fig)
         return None

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import select
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from serve_process import serve_process
 
 from agentload.generate.options import GenerateOptions
 from agentload.generate.run import generate
@@ -68,25 +68,8 @@ class Serve:
 @pytest.fixture
 def serve() -> Iterator[Serve]:
     """``agentload serve --port 0`` in a subprocess (its own GIL), stopped at teardown."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentload", "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        banner = proc.stdout.readline() if ready else ""
-        assert banner.startswith("agentload simulator on "), f"no banner from serve: {banner!r}"
-        yield Serve(url=banner.split(" on ")[1].split()[0], model="agentload-sim")
-    finally:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+    with serve_process() as url:
+        yield Serve(url=url, model="agentload-sim")
 
 
 @dataclass(frozen=True)

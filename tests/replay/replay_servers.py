@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import select
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -20,6 +17,7 @@ from typing import Any
 
 import orjson
 import uvicorn
+from serve_process import serve_process
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -193,22 +191,5 @@ def timed_serve(folder: Path, decode: float, degradation: float) -> Iterator[str
         f"prefill_tokens_per_s: 10000000\ndecode_tokens_per_s: {decode:g}\n"
         f"decode_degradation: {degradation:g}\noverhead_ms: 0\nmax_batch: 1024\n"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentload", "serve", "--port", "0", "--profile", str(prof)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        banner = proc.stdout.readline() if ready else ""
-        assert banner.startswith("agentload simulator on "), f"no banner: {banner!r}"
-        yield banner.split(" on ")[1].split()[0]
-    finally:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+    with serve_process("--profile", str(prof)) as url:
+        yield url

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentload.measure.metrics.base import Column, Metric, MetricContext, distribution
-from agentload.measure.metrics.quality import ceiling_server
+from agentload.measure.metrics.quality import ceiling_server, cell_of
 from agentload.measure.records import RequestRecord
 
 __all__ = ["KVHitRate", "SessionKVHitRate"]
@@ -36,7 +36,7 @@ class KVHitRate(Metric):
     def columns(cls) -> tuple[Column, ...]:
         """Measured and ideal."""
         return tuple(
-            Column(f"kv_hit_rate_{k}", f"KV-cache hit rate, {k}", _key(k))
+            Column(f"kv_hit_rate_{k}", f"KV-cache hit rate, {k}", cell_of(k))
             for k in ("measured", "ideal")
         )
 
@@ -69,7 +69,3 @@ class SessionKVHitRate(Metric):
             cached[r.session] += r.cached_tokens or 0
             prompt[r.session] += r.input_tokens
         return distribution(cached[s] / prompt[s] for s in prompt)
-
-
-def _key(name: str) -> Any:
-    return lambda v: v.get(name) if v else None

@@ -90,7 +90,7 @@ def ceiling_server(r: RequestRecord, tokens: int | None = None) -> float:
     return n * scale if scale is not None else float(n)
 
 
-def _phase(name: str) -> Callable[[Any], Any]:
+def cell_of(name: str) -> Callable[[Any], Any]:
     """A column cell: key ``name`` of a dict value (None when there is no value)."""
     return lambda v: v[name] if v else None
 
@@ -201,7 +201,7 @@ class KVHits(Metric):
     def columns(cls) -> tuple[Column, ...]:
         """Cached, within-session and cross-session tokens."""
         return tuple(
-            Column(name, label, _phase(key))
+            Column(name, label, cell_of(key))
             for name, label, key in (
                 ("cached_tokens", "cached tokens", "cached_tokens"),
                 ("within_session_hits", "within-session hits (tokens)", "within_session_tokens"),
@@ -294,8 +294,8 @@ class PhaseCounts(Metric):
     def columns(cls) -> tuple[Column, ...]:
         """The measured and warm-up requests."""
         return (
-            Column("requests_measured", "measured requests", _phase("measured")),
-            Column("requests_warmup", "warm-up requests", _phase("warmup")),
+            Column("requests_measured", "measured requests", cell_of("measured")),
+            Column("requests_warmup", "warm-up requests", cell_of("warmup")),
         )
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
