@@ -79,6 +79,11 @@ class WorkerPoint(ResultsModel):
     worker: int = Field(description="worker number (0-based)")
     node: str = Field(description="host name of the node it ran on")
     pid: int = Field(description="its process id")
+    nice: int | None = Field(
+        default=None,
+        description="its scheduling niceness (0, the normal priority: Ray's default for a "
+        "worker, 15, would let any busy process of the node delay its sends)",
+    )
     lanes: int | None = Field(description="its share of the lanes (None: arrivals, recorded)")
     arrival_rate: float | None = Field(description="its share of the arrival rate, or None")
     sessions: int = Field(description="session instances it started")

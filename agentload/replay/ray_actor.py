@@ -58,12 +58,14 @@ class ReplayWorker:
         return time.perf_counter_ns()
 
     def where(self) -> dict[str, Any]:
-        """Node and process, with a wall-clock anchor of the monotonic clock."""
+        """Node, process and its scheduling niceness, with a wall-clock anchor of the
+        monotonic clock."""
         return {
             "node": socket.gethostname(),
             "pid": os.getpid(),
             "wall_ns": time.time_ns(),
             "mono_ns": time.perf_counter_ns(),
+            "nice": os.getpriority(os.PRIO_PROCESS, 0),
         }
 
     # ---- setup --------------------------------------------------------------------------

@@ -60,6 +60,7 @@ class WorkerView:
     handle: Any
     node: str
     pid: int
+    nice: int
     offset: ClockOffset
     lost: str | None = None
     # ---- per point

@@ -5,6 +5,7 @@ Ctrl-C, and the one-line errors."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -79,6 +80,8 @@ def test_one_and_two_workers_send_what_one_machine_sends_and_merge_exactly(
     for w in point.workers:
         assert w.lost is None and w.clock_uncertainty_ns <= doc.cluster.residual_skew_ns
         assert abs(w.start_skew_ns) < 2_000_000_000
+        # at the priority of the process that started the cluster, not Ray's worker default 15
+        assert w.nice == os.getpriority(os.PRIO_PROCESS, 0)
     # every record on the driver's one time line
     assert all(0 <= r.send_ns <= r.end_ns <= point.wall_s * 1e9 + 1e9 for r in point.requests)
     # Exact merge: the point's metrics are the metric definitions applied to the union of the
