@@ -7,7 +7,9 @@ ASGI shim that logs, per request, when the server received it and when it handed
 first body bytes (``time.perf_counter_ns``: CLOCK_MONOTONIC, the same clock in every process
 of the machine). At each concurrency level both clients drive the same server with the same
 shape of traffic (single-call sessions, ~100 prompt tokens, ``--output-tokens`` pinned with
-``ignore_eos``), and the script prints the sustained chunk rate (SSE content events/s), the
+``ignore_eos``; ``--requests-per-stream`` requests a stream, and at least ``--min-requests`` a
+level, so the lower levels are not measured over a couple of CPU-seconds), and the script
+prints the sustained chunk rate (SSE content events/s), the
 client's CPU seconds, and chunks per CPU second; the ratio is agentload's chunks/CPU-s over
 AIPerf's. The timing error is agentload's TTFT minus the server's own (first body bytes −
 request received) for the same request, at the highest level.
@@ -464,6 +466,13 @@ def main() -> None:
     ap.add_argument("--timing-streams", type=int, default=1000)
     ap.add_argument("--levels", default="10,100,1000")
     ap.add_argument("--requests-per-stream", type=int, default=3)
+    ap.add_argument(
+        "--min-requests",
+        type=int,
+        default=30000,
+        help="requests at each level at least (more per stream at the lower levels), so every "
+        "level measures the same volume of chunks, not a few CPU-seconds that noise decides",
+    )
     ap.add_argument("--output-tokens", type=int, default=256)
     ap.add_argument("--no-aiperf", action="store_true")
     a = ap.parse_args()
@@ -478,7 +487,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="agentload-bench-"))
     log = tmp / "server.log"
     trace = tmp / "bench.agentload.jsonl"
-    asyncio.run(_write_trace(trace, max(levels) * a.requests_per_stream, a.output_tokens))
+    totals = {lv: max(lv * a.requests_per_stream, a.min_requests) for lv in levels}
+    asyncio.run(_write_trace(trace, max(totals.values()), a.output_tokens))
 
     aiperf, note = (None, "skipped (--no-aiperf)")
     cache = tmp / "tiktoken"
@@ -492,7 +502,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     try:
         for level in levels:
-            total = level * a.requests_per_stream
+            total = totals[level]
             ours = asyncio.run(run_agentload(base, trace, level, total))
             row: dict[str, Any] = {"level": level, "agentload": ours}
             if aiperf is not None:

@@ -1,6 +1,6 @@
 """Ray scaling on this machine: replay capacity and generate wall time with 1 and 2 workers.
 
-    .venv/bin/python benchmarks/ray_scale.py [--levels 1,2,4,8,16] [--duration 4]
+    .venv/bin/python benchmarks/ray_scale.py [--levels 1,2,4,8,16] [--duration 10]
         [--max-lag-ms 1] [--sessions 4] [--no-local]
 
 One Ray head (``ray start --head --num-cpus N``, token auth, no dashboard) is started for the
@@ -32,6 +32,21 @@ machine decides it. ``busy_processes`` counts the processes that load the machin
 each configuration (the simulator and the replaying processes; Ray's own come on top): where
 it exceeds ``cores``, a replaying process the kernel sets aside for another sends late
 whatever the client does, and the lag measures the machine.
+
+**The simulator's share of the cores.** The simulator stands in for an inference server,
+which in a real run is another machine. Here it shares the cores with the replaying processes
+and, streaming as fast as it can, is always ready to run: at equal priority the kernel
+time-slices it with them, and a worker whose send falls due while the simulator holds its core
+waits for the slice to end (milliseconds) whatever the client does. So by default it runs in
+the scheduler's idle class (``SCHED_IDLE``, which needs no privilege): it gets every cycle the
+clients leave, and a client that wakes takes its core at once. That holds only among the
+processes of one scheduling group: with the kernel's autogroups on (``kernel.sched_autogroup_
+enabled``, the default of most distributions), each session (``setsid``) is a group and groups
+share the CPU as equals, so a Ray head started in a session of its own would put its workers in
+another group than the simulator, and they would again wait for its slices. The Ray head is
+therefore started in its own process group (killed as one) but in this script's session.
+``--server-sched normal`` restores equal priority; the JSON says which (``server_sched``), and
+``busy_processes`` counts the simulator only then.
 
 **Generate wall time.** ``agentload generate -s quick -n SESSIONS -p SESSIONS --sandbox
 local`` on Ray with ``--workers 1`` and ``--workers 2`` (each worker runs its own simulator),
@@ -84,7 +99,8 @@ def _agentload(*args: str) -> list[str]:
 @contextlib.contextmanager
 def ray_head(tmp: Path, cpus: int) -> Iterator[tuple[str, dict[str, str]]]:
     """``ray start --head --block`` on 127.0.0.1 with its own auth token, in its own process
-    group, killed (the whole group) after, also on error. Yields the address and the
+    group (in this session: see the module docstring), killed (the whole group) after, also
+    on error. Yields the address and the
     environment every ``agentload --ray ADDRESS`` process needs to join it."""
     ray_bin = Path(sys.executable).with_name("ray")
     if not ray_bin.exists():
@@ -107,7 +123,7 @@ def ray_head(tmp: Path, cpus: int) -> Iterator[tuple[str, dict[str, str]]]:
                 f"--temp-dir={tmp / 'ray'}", "--include-dashboard=false",
                 "--disable-usage-stats", "--block",
             ],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env=env, stdout=log, stderr=subprocess.STDOUT, process_group=0,
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 120
@@ -123,9 +139,20 @@ def ray_head(tmp: Path, cpus: int) -> Iterator[tuple[str, dict[str, str]]]:
             proc.wait(timeout=30)
 
 
+def _idle_class() -> None:
+    """In the child before exec: the scheduler's idle class (no privilege needed to lower)."""
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
+def server_sched(asked: str) -> str:
+    """The scheduling class the simulator gets: ``idle`` where the platform has it."""
+    return "idle" if asked == "idle" and hasattr(os, "SCHED_IDLE") else "normal"
+
+
 @contextlib.contextmanager
-def simulator(tmp: Path) -> Iterator[str]:
-    """``agentload serve`` (instant profile) in its own process; yields its base URL."""
+def simulator(tmp: Path, sched: str) -> Iterator[str]:
+    """``agentload serve`` (instant profile) in its own process, in scheduling class ``sched``
+    (``server_sched``); yields its base URL."""
     import httpx
 
     port = _free_port()
@@ -135,6 +162,7 @@ def simulator(tmp: Path) -> Iterator[str]:
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
+        preexec_fn=_idle_class if sched == "idle" else None,
     )
     base = f"http://127.0.0.1:{port}/v1"
     try:
@@ -275,13 +303,22 @@ def generate_wall(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--levels", default="1,2,4,8,16", help="replay concurrencies, ascending")
-    ap.add_argument("--duration", type=float, default=4.0, help="seconds of load per level")
+    ap.add_argument("--duration", type=float, default=10.0, help="seconds of load per level")
     ap.add_argument("--max-lag-ms", type=float, default=1.0, help="the capacity's p99 lag bound")
     ap.add_argument("--loose-lag-ms", type=float, default=5.0, help="a second, looser bound")
     ap.add_argument("--sessions", type=int, default=4, help="generate: sessions (all parallel)")
     ap.add_argument("--workers", type=int, default=2, help="the larger worker count (vs 1)")
     ap.add_argument("--no-local", action="store_true", help="skip the peer runs without Ray")
+    ap.add_argument(
+        "--server-sched",
+        choices=("idle", "normal"),
+        default="idle",
+        help="the simulator's scheduling class: idle (it runs when no client process wants "
+        "the CPU, as a server on its own machine would not compete) or normal (it shares the "
+        "cores with the clients at equal priority)",
+    )
     a = ap.parse_args()
+    sched = server_sched(a.server_sched)
     levels = sorted(int(x) for x in a.levels.split(","))
     cores = os.cpu_count() or 1
     bound, loose = a.max_lag_ms, a.loose_lag_ms
@@ -293,8 +330,11 @@ def main() -> None:
     try:
         trace = make_trace(tmp)
         with ray_head(tmp, max(cores, a.workers)) as (address, env):
-            print(f"ray head at {address} ({max(cores, a.workers)} CPUs); cores: {cores}")
-            with simulator(tmp) as base:
+            print(
+                f"ray head at {address} ({max(cores, a.workers)} CPUs); cores: {cores}; "
+                f"simulator in the {sched} scheduling class"
+            )
+            with simulator(tmp, sched) as base:
                 configs: list[tuple[str, tuple[str, dict[str, str], int] | None]] = [
                     (f"ray {w}", (address, env, w)) for w in worker_counts
                 ]
@@ -328,7 +368,8 @@ def main() -> None:
     walls = {label.removeprefix("ray "): round(g[0], 2) for label, g in gen.items()}
     speedup = walls[one] / walls[many]
     # the simulator, and the replaying processes (the workers, or the one local process)
-    busy = {k: 1 + (1 if k == "local" else int(k)) for k in caps}
+    # (an idle-class simulator yields its core to them, so it does not count)
+    busy = {k: int(sched == "normal") + (1 if k == "local" else int(k)) for k in caps}
     for label in caps:
         print(
             f"replay capacity ({label}): {caps[label]} streams at p99 lag <= {bound:g} ms, "
@@ -357,6 +398,7 @@ def main() -> None:
                     None if ratio_loose is None else round(ratio_loose, 2)
                 ),
                 "busy_processes": busy,
+                "server_sched": sched,
                 "replay_p99_lag_ms": {
                     label.removeprefix("ray "): {
                         str(r["level"]): round(r["p99_ms"], 3) for r in rows

@@ -148,6 +148,29 @@ def _worker_count(cfg: ReplayConfig, cluster: Cluster, plans: Sequence[SessionPl
     return n
 
 
+def _spawn(ray: Any, cluster: Cluster, n: int) -> list[Any]:
+    """N replay actors spread over the nodes, at the normal scheduling priority: Ray starts its
+    workers at niceness 15, below every normal process of the node, and a sender the kernel
+    sets aside for any of them leaves late. Ray's own job drivers run at 0 (this variable in
+    their runtime environment), and so do the replay workers."""
+    cpus = min(1.0, cluster.cpus / n)  # more workers than CPUs share them rather than wait
+    actor = ray.remote(num_cpus=cpus, max_restarts=0, max_concurrency=1000)(ReplayWorker)
+    normal = {"env_vars": {"RAY_worker_niceness": "0"}}
+    return [
+        actor.options(scheduling_strategy="SPREAD", runtime_env=normal).remote(k) for k in range(n)
+    ]
+
+
+def _connections(cfg: ReplayConfig, plans: Sequence[SessionPlan], n: int) -> int:
+    """Connections a worker keeps: its share of the largest level's lanes times the widest
+    session (sub-agents in parallel), or every call of the recorded schedule, plus spares."""
+    if cfg.schedule == "recorded":
+        return min(4096, sum(len(p.calls) for p in plans) + 8)
+    width = max(pl.max_width for pl in plans)
+    top = max(cfg.levels) if not cfg.arrival_rate else 256
+    return max(8, -(-top // n) * width + 8)
+
+
 async def _start_workers(
     ray: Any,
     cfg: ReplayConfig,
@@ -159,20 +182,8 @@ async def _start_workers(
     """N actors spread over the nodes, set up, their clocks measured; one line each."""
     from agentload.errors import ReplayError
 
-    cpus = min(1.0, cluster.cpus / n)  # more workers than CPUs share them rather than wait
-    actor = ray.remote(num_cpus=cpus, max_restarts=0, max_concurrency=1000)(ReplayWorker)
-    # Ray starts its workers at niceness 15, below every normal process of the node: a sender
-    # the kernel sets aside for any of them leaves late. Ray's own job drivers run at 0 (this
-    # variable in their runtime environment), and so do the replay workers.
-    normal = {"env_vars": {"RAY_worker_niceness": "0"}}
-    handles = [
-        actor.options(scheduling_strategy="SPREAD", runtime_env=normal).remote(k) for k in range(n)
-    ]
-    width = max(pl.max_width for pl in plans)
-    top = max(cfg.levels) if not cfg.arrival_rate else 256
-    conns = max(8, -(-top // n) * width + 8)
-    if cfg.schedule == "recorded":
-        conns = min(4096, sum(len(p.calls) for p in plans) + 8)
+    handles = _spawn(ray, cluster, n)
+    conns = _connections(cfg, plans, n)
     plans_ref = ray.put(list(plans))
     try:
         wheres = await asyncio.wait_for(
