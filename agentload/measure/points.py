@@ -82,7 +82,8 @@ class WorkerPoint(ResultsModel):
     nice: int | None = Field(
         default=None,
         description="its scheduling niceness (0, the normal priority: Ray's default for a "
-        "worker, 15, would let any busy process of the node delay its sends)",
+        "worker, 15, would let any busy process of the node delay its sends); None where the "
+        "platform has none",
     )
     lanes: int | None = Field(description="its share of the lanes (None: arrivals, recorded)")
     arrival_rate: float | None = Field(description="its share of the arrival rate, or None")

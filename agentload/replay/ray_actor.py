@@ -65,7 +65,7 @@ class ReplayWorker:
             "pid": os.getpid(),
             "wall_ns": time.time_ns(),
             "mono_ns": time.perf_counter_ns(),
-            "nice": os.getpriority(os.PRIO_PROCESS, 0),
+            "nice": os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None,
         }
 
     # ---- setup --------------------------------------------------------------------------

@@ -216,7 +216,7 @@ async def _start_workers(
             handle=h,
             node=str(where["node"]),
             pid=int(where["pid"]),
-            nice=int(where["nice"]),
+            nice=where["nice"],
             offset=off,
         )
         print(

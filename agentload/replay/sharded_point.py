@@ -60,7 +60,7 @@ class WorkerView:
     handle: Any
     node: str
     pid: int
-    nice: int
+    nice: int | None
     offset: ClockOffset
     lost: str | None = None
     # ---- per point
