@@ -139,6 +139,7 @@ class ContentFreeCall(NamedTuple):
     depends_on: list[str] | None = None
     tool_calls: list[dict[str, Any]] | None = None
     finish_reason: str | None = None
+    turn: str | None = None
 
     def record(self) -> dict[str, Any]:
         """The ``llm_call`` record, as the dict the writer serializes."""
@@ -151,7 +152,7 @@ class ContentFreeCall(NamedTuple):
         if self.finish_reason is not None:
             response["finish_reason"] = self.finish_reason
         n_in, n_out = self.n_in, self.n_out
-        return {
+        rec: dict[str, Any] = {
             "type": "llm_call",
             "id": self.call_id,
             "session_id": self.session_id,
@@ -175,6 +176,9 @@ class ContentFreeCall(NamedTuple):
             "depends_on": self.depends_on or [],
             "prefix": self.prefix,
         }
+        if self.turn is not None:
+            rec["turn"] = self.turn
+        return rec
 
 
 async def _drain(

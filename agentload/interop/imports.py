@@ -12,6 +12,7 @@ agentic row (``conversation_id``, ``turn``, ``role``), an OpenHands / SWE-rebenc
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -118,7 +119,26 @@ def _first_object(path: Path) -> Any:
     try:
         return orjson.loads(head)
     except orjson.JSONDecodeError:
-        return None
+        return _large_object(head)
+
+
+_MARKERS = (
+    ("weka", re.compile(rb'^\s*\{.*"requests"\s*:\s*\[.*"hash_ids"\s*:', re.S)),
+    ("otel", re.compile(rb'^\s*\{\s*"resourceSpans"\s*:', re.S)),
+    ("atif", re.compile(rb'^\s*\{.*"schema_version"\s*:\s*"ATIF-', re.S)),
+)
+
+
+def _large_object(head: bytes) -> Any:
+    """A one-object file larger than the peek (a real Weka conversation runs to megabytes):
+    the format its first bytes show, as ``{"format": NAME}``, else None."""
+    for name, pattern in _MARKERS:
+        if pattern.match(head):
+            return {_LARGE: name}
+    return None
+
+
+_LARGE = "\0large-object-format"
 
 
 def detect_format(paths: list[Path]) -> tuple[str, str]:
@@ -136,7 +156,9 @@ def detect_format(paths: list[Path]) -> tuple[str, str]:
     if isinstance(obj, list) and obj:  # a JSON array of rows (OpenHands)
         obj = obj[0]
     found: str | None = None
-    if isinstance(obj, dict):
+    if isinstance(obj, dict) and _LARGE in obj:
+        found = str(obj[_LARGE])
+    elif isinstance(obj, dict):
         if looks_like_codex(obj):
             found = "codex"
         elif looks_like_claude_code(obj):

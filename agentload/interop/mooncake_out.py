@@ -1,7 +1,8 @@
 """``agentload trace export mooncake``: one Mooncake JSON line per call.
 
 A line is ``{timestamp, input_length, output_length, hash_ids}``: ``timestamp`` the call's
-recorded submit time in integer milliseconds from its trace's first call (several traces are
+recorded submit time (on the modeled timeline: with the trace's modeled waits, ``trace.timeline``)
+in integer milliseconds from its trace's first call (several traces are
 overlaid, each starting at 0), lines sorted by it; ``hash_ids`` 512-token block numbers in one
 namespace over the whole file (Mooncake's ids are global), so any two calls that share a prompt
 prefix share its ids, across sessions and traces. Agents, order dependencies and timings other
@@ -20,6 +21,7 @@ import orjson
 from agentload.interop.blockids import BlockNumbers, group_factor, max_ids
 from agentload.outfile import atomic_output
 from agentload.trace.stats import completion_tokens
+from agentload.trace.timeline import GapMode, describe_waits, has_waits, with_gaps
 from agentload.trace.trace import load_trace
 
 __all__ = ["BLOCK_SIZE", "export_mooncake"]
@@ -34,6 +36,9 @@ def _lines(
     trace = load_trace(path)
     if trace.truncated is not None:
         notes.append(f"{path}: {trace.truncated} (exported the records before it)")
+    if has_waits(trace):
+        notes.append(f"{path}: timestamps include modeled waits ({describe_waits(trace)})")
+    trace = with_gaps(trace, GapMode.MODELED)
     factor = group_factor(trace, BLOCK_SIZE)
     scope = str(index) if trace.header.source is not None else ""
     calls = sorted(trace.calls.values(), key=lambda c: (c.timings.submit_ns, c.id))

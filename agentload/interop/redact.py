@@ -22,7 +22,8 @@ changes (all ids below are keyed blake2b of the salt, which is never written):
   field a later schema adds is dropped rather than passed through.
 
 Kept as they are: record ids (session, agent, call and tool-call ids: agentload's own, built from
-roles and seeds), agent roles, models, and tool names (the product's tool vocabulary, which
+roles and seeds), agent roles, models, each call's ``turn`` and modeled ``wait_ns`` with the
+header's ``waits`` (the fitted model and its corpus: numbers and a citation), and tool names (the product's tool vocabulary, which
 ``trace stats`` counts by; ``hash_tool_names`` replaces them by ``tool-`` + 8 hex salted).
 """
 
@@ -134,6 +135,7 @@ class Redactor:
             redacted=True,
             source=src,
             token_calibration=cal,
+            waits=h.waits,  # the fitted model and its corpus: numbers and a citation, no content
         )
 
     def blob(self, b: BlobRecord) -> tuple[str, Any]:
@@ -219,6 +221,8 @@ class Redactor:
             depends_on=list(c.depends_on),
             prefix=prefix,
             error=_REDACTED if c.error is not None else None,
+            turn=c.turn,
+            wait_ns=c.wait_ns,
         )
 
     def tool_call(self, t: ToolCallRecord) -> ToolCallRecord:

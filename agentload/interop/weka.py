@@ -49,6 +49,7 @@ from agentload.interop.weka_fields import (
     read_scope,
     read_subagent,
 )
+from agentload.trace.schema import TurnKind
 
 __all__ = ["FINISH", "import_weka"]
 
@@ -274,6 +275,7 @@ class _Importer:
             prefix=prefix_of(agent.prev, blocks),
             depends_on=list(waiting),
             finish_reason=FINISH.get(q.stop or ""),
+            turn=_turn(q.input_types, seq == 0 and agent.spawn_s is not None),
         ).record()
         agent.calls.append(rec)
         agent.prev = (call_id, blocks)
@@ -345,6 +347,18 @@ class _Task(NamedTuple):
     tool_id: str
     call_id: str
     args: dict[str, str]
+
+
+def _turn(input_types: tuple[str, ...], brief: bool) -> str | None:
+    """``llm_call.turn`` from a request's ``input_types``: a sub-agent's first request is its
+    brief; tool results (with or without text) are ``tool``; text alone is a user turn."""
+    if brief:
+        return TurnKind.BRIEF.value
+    if "tool_result" in input_types:
+        return TurnKind.TOOL.value
+    if "text" in input_types:
+        return TurnKind.USER.value
+    return None
 
 
 def _delegate(parent_call: dict[str, Any], sub: Subagent) -> _Task:

@@ -77,6 +77,7 @@ class Request(NamedTuple):
     think: float | None
     ttft: float | None
     stop: str | None
+    input_types: tuple[str, ...] = ()
 
 
 class Subagent(NamedTuple):
@@ -172,7 +173,8 @@ def read_request(r: dict[str, Any], at: At, block_size: int, model: str) -> Requ
             at.deviate(key, NULL)
         elif v is not None and (not isinstance(v, list) or not all(isinstance(x, str) for x in v)):
             at.fail(key, "expected a list of strings")
-    return Request(t, n_in, n_out, ids, call_model, api, think, ttft, stop)
+    types = tuple(r.get("input_types") or ())
+    return Request(t, n_in, n_out, ids, call_model, api, think, ttft, stop, types)
 
 
 def read_subagent(r: dict[str, Any], at: At, index: int) -> Subagent:

@@ -1,6 +1,9 @@
 """``agentload trace export weka``: one Weka (kv-cache-tester) JSON file per session.
 
-A file is ``{id, models, block_size: 64, hash_id_scope: "local", requests, totals}``. Its
+A file is ``{id, models, block_size: 64, hash_id_scope: "local", tool_tokens, system_tokens,
+requests, totals}`` (``tool_tokens``/``system_tokens``: ``static_tokens``, per sub-agent too).
+Times are those of the modeled timeline (``trace.timeline``): ``think_time`` is the measured gap
+plus the call's modeled wait where the trace has modeled waits (the summary says so). Its
 ``requests`` interleave the root agent's calls (``type`` ``"s"`` streamed, ``"n"`` not) with one
 ``type: "subagent"`` entry per sub-agent, which nests that agent's own calls; both in time order,
 each entry right after the parent call that spawned it. Times ``t`` are seconds from the
@@ -31,11 +34,12 @@ from agentload.interop.blockids import BlockNumbers, group_factor, max_ids
 from agentload.interop.import_io import ns
 from agentload.interop.weka import FINISH
 from agentload.outfile import output_dir
-from agentload.trace.schema import AgentRecord, LLMCallRecord
+from agentload.trace.schema import AgentRecord, LLMCallRecord, TurnKind
 from agentload.trace.stats import completion_tokens
+from agentload.trace.timeline import GapMode, describe_waits, has_waits, turn_of, with_gaps
 from agentload.trace.trace import Trace, load_trace
 
-__all__ = ["BLOCK_SIZE", "export_weka", "session_document"]
+__all__ = ["BLOCK_SIZE", "export_weka", "session_document", "static_tokens"]
 
 BLOCK_SIZE = 64
 _NS = 1e9
@@ -79,7 +83,7 @@ def _request(
         "hash_ids": numbers.number(
             trace.blocks(call), factor, max_ids(inp, BLOCK_SIZE), scope=scope
         ),
-        "input_types": ["tool_result"] if call.depends_on else ["text"],
+        "input_types": ["tool_result"] if turn_of(trace, call) is TurnKind.TOOL else ["text"],
         "output_types": out_types,
         "stop": _STOP.get(resp.finish_reason or "", ""),
         "api_time": _secs(tm.last_token_ns - tm.submit_ns) if tm.last_token_ns else None,
@@ -125,6 +129,7 @@ def _subagent(
     if end is None:
         end = max(c.timings.last_token_ns or c.timings.submit_ns for c in calls)
     reqs = _requests(trace, calls, t0, numbers, factor, scope)
+    tool_tokens, system_tokens = static_tokens(trace, calls[0])
     return {
         "t": _secs(spawn - t0),
         "type": "subagent",
@@ -136,7 +141,36 @@ def _subagent(
         "status": "completed" if agent.end_ns is not None else "incomplete",
         "requests": reqs,
         "models": list(dict.fromkeys(c.request.model for c in calls)),
+        **_known(tool_tokens=tool_tokens, system_tokens=system_tokens),
     }
+
+
+def _known(**counts: int | None) -> dict[str, int]:
+    """The counts that are known (the format's fields are integers, 0 when absent)."""
+    return {k: v for k, v in counts.items() if v is not None}
+
+
+def static_tokens(trace: Trace, first: LLMCallRecord) -> tuple[int | None, int | None]:
+    """(tool_tokens, system_tokens) of an agent: our token counts of its first call's tools
+    list and of the system (or developer) messages its prompt starts with, as the blobs hold
+    them; an imported session's own figures (``session.meta``); None where neither is known."""
+    if not first.messages:
+        meta = trace.sessions[first.session_id].meta if first.session_id in trace.sessions else {}
+        tool, system = meta.get("tool_tokens"), meta.get("system_tokens")
+        return (
+            tool if isinstance(tool, int) else None,
+            system if isinstance(system, int) else None,
+        )
+    tools = trace.blobs.get(first.request.tools or "")
+    system = 0
+    for mid in first.messages:
+        blob = trace.blobs.get(mid)
+        if blob is None or not isinstance(blob.content, dict):
+            break
+        if blob.content.get("role") not in ("system", "developer"):
+            break
+        system += blob.tokens or 0
+    return (tools.tokens or 0) if tools is not None else 0, system
 
 
 def _agents(trace: Trace, session_id: str, calls: list[LLMCallRecord]) -> list[AgentRecord]:
@@ -185,11 +219,13 @@ def session_document(
     requests = [entry for _, _, entry in items]
     flat = [r for r in requests if r["type"] != "subagent"]
     flat += [q for r in requests if r["type"] == "subagent" for q in r["requests"]]
+    tool_tokens, system_tokens = static_tokens(trace, own[roots[0].id][0])
     return {
         "id": doc_id,
         "models": list(dict.fromkeys(c.request.model for c in calls)),
         "block_size": BLOCK_SIZE,
         "hash_id_scope": "local",
+        **_known(tool_tokens=tool_tokens, system_tokens=system_tokens),
         "requests": requests,
         "totals": {
             "requests": len(flat),
@@ -236,6 +272,12 @@ def export_weka(traces: Sequence[Path], out: Path) -> list[str]:
         trace = load_trace(path)
         if trace.truncated is not None:
             notes.append(f"{path}: {trace.truncated} (exported the records before it)")
+        if has_waits(trace):
+            notes.append(
+                f"{path}: t and think_time include modeled waits, not measured "
+                f"({describe_waits(trace)})"
+            )
+        trace = with_gaps(trace, GapMode.MODELED)
         factor = group_factor(trace, BLOCK_SIZE)
         scope = str(i) if trace.header.source is not None else ""
         session_ids = list(trace.sessions)

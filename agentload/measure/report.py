@@ -20,6 +20,7 @@ from agentload.measure.results import (
     Point,
     ResultsDocument,
     simulated_note,
+    waits_note,
 )
 from agentload.measure.summary import group_columns, summary_columns
 
@@ -90,6 +91,8 @@ def text_summary(results: ResultsDocument) -> list[str]:
     lines += [LIVE_NOTE] if results.mode == "live" else []
     sim = simulated_note(results)
     lines += [sim] if sim else []
+    waits = waits_note(results)
+    lines += [waits] if waits else []
     lines += run_lines(results)
     lines += repeat_lines(results)
     for p in results.points:
@@ -326,9 +329,10 @@ def write_report(runs: list[ResultsDocument], out: Path) -> list[Path]:
     body = [f"<h1>agentload {kind} report</h1>"]
     if live:
         body.append(f"<p class='live'><b>{html.escape(LIVE_NOTE)}</b></p>")
-    note = next(filter(None, (simulated_note(run) for run in runs)), None)
-    if note is not None:
-        body.append(f"<p class='live'><b>{html.escape(note)}</b></p>")
+    for label in (simulated_note, waits_note):
+        note = next(filter(None, (label(run) for run in runs)), None)
+        if note is not None:
+            body.append(f"<p class='live'><b>{html.escape(note)}</b></p>")
     body.append(f"<p>{len(runs)} run(s)" + (f", {live} of them live" if live else "") + ".</p>")
     body += [
         f"<p class='headline'>{html.escape(r.capacity.answer)}</p>" for r in runs if r.capacity

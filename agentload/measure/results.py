@@ -95,11 +95,14 @@ __all__ = [
     "load_results",
     "prepare_out_dir",
     "simulated_note",
+    "waits_note",
     "write_results",
 ]
 
 SCHEMA_MAJOR = 1
-SCHEMA = f"agentload.replay-results/{SCHEMA_MAJOR}"
+SCHEMA_MINOR = 1
+SCHEMA = f"agentload.replay-results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
+"""1.1 added plan.gaps and plan.modeled_waits (a 1.x reader reads any 1.y file)."""
 _PREFIX = "agentload.replay-results/"
 LIVE_NOTE = (
     "LIVE benchmark: real agents ran against the target, so its own outputs decided every "
@@ -119,6 +122,17 @@ def simulated_note(doc: ResultsDocument) -> str | None:
         f"SIMULATED target: agentload's built-in simulator (profile {sim}) {how}; the timings "
         "below are that profile's model of a server, not a measurement of hardware "
         "(--endpoint URL --model M measures a real one)."
+    )
+
+
+def waits_note(doc: ResultsDocument) -> str | None:
+    """The sentence a run's summary and report carry when its gaps included modeled waits."""
+    waits = doc.plan.modeled_waits
+    if waits is None:
+        return None
+    return (
+        f"MODELED WAITS: the gaps between calls include waits drawn from a model, not measured "
+        f"({waits}); --gaps measured plays the measured gaps only."
     )
 
 

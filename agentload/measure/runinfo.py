@@ -87,6 +87,16 @@ class PlanInfo(ResultsModel):
         default=0, description="calls the cuts removed (sessions left out whole not counted)"
     )
     truncated_traces: list[TruncatedTrace] = Field(description="traces that end early")
+    gaps: str = Field(
+        default="measured",
+        description="--gaps: the recorded waits on the modeled timeline (measured + the "
+        "traces' modeled waits) or the measured one; 'measured' in files before it existed",
+    )
+    modeled_waits: str | None = Field(
+        default=None,
+        description="the modeled waits the run played (their model and source: a trace's "
+        "header.waits), None when it played none",
+    )
     apis: dict[str, dict[str, int]] = Field(
         default_factory=dict,
         description="recorded API -> {API it was sent in: calls}: a call recorded in OpenAI "

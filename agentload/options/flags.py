@@ -104,7 +104,8 @@ def _cli_default(field: FieldInfo, flag: Flag) -> Any:
 def _parameter(name: str, field: FieldInfo, flag: Flag) -> inspect.Parameter:
     kind = inspect.Parameter.KEYWORD_ONLY
     if flag.argument:
-        arg = typer.Argument(help=flag.help, show_default=False)
+        default = ... if field.is_required() else None
+        arg = typer.Argument(default, help=flag.help, show_default=False)
         positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
         return inspect.Parameter(name, positional, default=arg, annotation=_cli_type(field, flag))
     names = [option_name_for(name, flag)] + ([flag.short] if flag.short else [])

@@ -25,6 +25,7 @@ __all__ = ["LoadOptions"]
 _CHOICES: dict[str, tuple[str, ...]] = {
     "start_at": ("random", "zero"),
     "schedule": ("closed", "recorded"),
+    "gaps": ("modeled", "measured"),
     "salt_at": SALT_MODES,
 }
 """The options that take one of a few words, and the words (the message names them in order)."""
@@ -69,6 +70,18 @@ class LoadOptions(BaseModel):
         ge=0,
         allow_inf_nan=False,
         description="multiplier of recorded waits (--gap-scale)",
+    )
+    gaps: Annotated[
+        Literal["modeled", "measured"],
+        Flag(
+            "modeled: the recorded gaps plus the trace's modeled waits (a person, a permission "
+            "prompt: see docs/realism.md), as a real session waits; measured: what the "
+            "generating run measured, the modeled waits left out."
+        ),
+    ] = Field(
+        default="modeled",
+        description="the timeline of the recorded waits (--gaps): modeled (measured + the "
+        "trace's modeled waits, llm_call.wait_ns) or measured",
     )
     salt_at: Annotated[
         SaltAt,

@@ -41,6 +41,7 @@ from agentload.replay.schedule import LoadShape, PointRunner
 from agentload.tokenizer import DEFAULT_TOKENIZER
 from agentload.trace.paths import trace_files
 from agentload.trace.synth import Synthesizer
+from agentload.trace.timeline import GapMode, describe_waits, has_waits, with_gaps
 from agentload.trace.trace import Trace, load_trace
 
 __all__ = [
@@ -63,14 +64,17 @@ def load_plans(
     fit: FitMode = "cut-session",
     tokenizer: str | None = None,
     seed: int = 0,
+    gaps: GapMode = GapMode.MODELED,
 ) -> tuple[list[SessionPlan], dict[str, Any]]:
     """Plans of every session of the traces for salt mode ``salt_at`` (``plan``),
     fitted to ``max_context`` by ``fit`` (see ``fit``), what was cut or left out, and which
     traces end early (a killed run: one warning line each on stderr; their complete calls are
     replayed, each session as far as it was recorded). Content-free traces get prompts
     synthesized with ``tokenizer`` (default o200k_base) and ``seed``; a ``tokenizer`` given
-    for traces that all have their text is a ``ConfigError``."""
-    traces = [load_trace(p) for p in trace_files(paths)]
+    for traces that all have their text is a ``ConfigError``. The recorded waits are read on
+    the ``gaps`` timeline (``trace.timeline``: with the traces' modeled waits, or without)."""
+    traces = [with_gaps(load_trace(p), gaps) for p in trace_files(paths)]
+    modeled = [describe_waits(t) for t in traces if gaps is GapMode.MODELED and has_waits(t)]
     synth = _synthesizer(traces, tokenizer, seed)
     truncated = _warn_truncated(traces)
     if salt_at != "off":
@@ -91,6 +95,8 @@ def load_plans(
         "cut_sessions": [vars(c) for c in fitter.cut] if fitter else [],
         "dropped_calls": fitter.dropped_calls if fitter else 0,
         "truncated_traces": truncated,
+        "gaps": gaps.value,
+        "modeled_waits": next(iter(dict.fromkeys(modeled)), None),
     }
 
 
@@ -205,8 +211,9 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     if not cfg.extras:
         engine = engine.without_extras()
     plans, exclusion = load_plans(
-        cfg.traces, cfg.max_context, cfg.salt_at, cfg.fit, cfg.tokenizer, cfg.seed
-    )
+        cfg.traces, cfg.max_context, cfg.salt_at, cfg.fit, cfg.tokenizer, cfg.seed,
+        GapMode(cfg.gaps),
+    )  # fmt: skip
     if cfg.capacity and cfg.duration_s is None:  # the cap of each probe
         cfg = cfg.model_copy(update={"duration_s": DEFAULT_CAP_S})
     manifest: dict[str, str] = {}

@@ -71,6 +71,7 @@ from agentload.replay.sharded_point import (
     ProgressView,
     WorkerView,
 )
+from agentload.trace.timeline import GapMode
 
 __all__ = ["POLL_S", "POLL_TIMEOUT_S", "run_sharded"]
 
@@ -93,8 +94,9 @@ async def run_sharded(cfg: ReplayConfig, progress: ProgressHook | None = None) -
     if not cfg.extras:
         engine = engine.without_extras()
     plans, exclusion = load_plans(
-        cfg.traces, cfg.max_context, cfg.salt_at, cfg.fit, cfg.tokenizer, cfg.seed
-    )
+        cfg.traces, cfg.max_context, cfg.salt_at, cfg.fit, cfg.tokenizer, cfg.seed,
+        GapMode(cfg.gaps),
+    )  # fmt: skip
     key = api_key_from_env()
     probe = StreamClient(cfg.endpoint, api_key=key, timeout_s=cfg.timeout_s, max_connections=8)
     try:

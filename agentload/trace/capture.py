@@ -30,6 +30,7 @@ from agentload.trace.schema import (
     ResponseRecord,
     Timings,
     ToolCallRef,
+    TurnKind,
     Usage,
 )
 from agentload.trace.writer import TraceWriter
@@ -69,6 +70,8 @@ class ObservedCall:
     error: str | None = None
     api: Literal["chat", "responses", "messages"] = "chat"
     native: NativeRequest | None = None
+    turn: TurnKind | None = None
+    wait_ns: int | None = None
 
 
 class CallCapture:
@@ -115,6 +118,8 @@ class CallCapture:
             depends_on=list(call.depends_on or ()),
             prefix=prefix_info(pp),
             error=call.error,
+            turn=call.turn,
+            wait_ns=call.wait_ns,
         )
         await self.writer.write(rec)
         return rec

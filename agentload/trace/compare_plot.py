@@ -14,20 +14,20 @@ from typing import Any
 from agentload.trace.plot import save_figure
 from agentload.trace.samples import Samples, describe
 
-__all__ = ["plot_comparison"]
+__all__ = ["ecdf", "log_scale", "plot_comparison"]
 
 _COLOURS = ("#1f77b4", "#d62728")
 _COLUMNS = 4
 
 
-def _ecdf(values: Sequence[float]) -> tuple[list[float], list[float]]:
+def ecdf(values: Sequence[float]) -> tuple[list[float], list[float]]:
     """The empirical CDF as step points, from 0 at the smallest sample to 1 at the largest."""
     xs = sorted(values)
     n = len(xs)
     return [xs[0], *xs], [0.0, *((i + 1) / n for i in range(n))]
 
 
-def _log_scale(values: Sequence[float]) -> bool:
+def log_scale(values: Sequence[float]) -> bool:
     pos = [v for v in values if v > 0]
     return bool(pos) and min(pos) > 0 and max(pos) / min(pos) > 100
 
@@ -62,14 +62,14 @@ def plot_comparison(
             values = samples.get(stat)
             if not values:
                 continue
-            xs, ys = _ecdf(values)
+            xs, ys = ecdf(values)
             ax.step(
                 xs, ys, where="post", color=colour, linewidth=1.6, label=f"{label} (n={len(xs)})"
             )
             p50 = row[side]["p50"]
             if p50 is not None:
                 ax.axvline(p50, color=colour, linestyle=":", linewidth=1)
-        if _log_scale(both):
+        if log_scale(both):
             ax.set_xscale("log")
         ks = row["ks"]
         extra = []

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 __all__ = [
     "NOT_RECORDED",
     "PAYLOADS",
+    "ContextRefresh",
     "Continue",
     "Error",
     "Eval",
@@ -46,6 +47,7 @@ class EventKind(StrEnum):
     ERROR = "error"
     CONTINUE = "continue"
     FOLLOW_UP = "follow_up"
+    CONTEXT_REFRESH = "context_refresh"
     EVAL = "eval"
     TRACE_END = "trace_end"
     UNREAD_REQUEST = "unread_request"
@@ -123,6 +125,18 @@ class FollowUp(EventPayload):
 
     kind: ClassVar[EventKind] = EventKind.FOLLOW_UP
     index: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextRefresh(EventPayload):
+    """The harness refreshed the orchestrator's system message before call ``call_id`` (its
+    ``count``-th time): every later call's prompt differs from that point on, as a real agent's
+    does when its system prompt, tools or memory change mid-session (a modeled prefix break:
+    ``Scenario.pacing.context_refresh_per_call``)."""
+
+    kind: ClassVar[EventKind] = EventKind.CONTEXT_REFRESH
+    call_id: str
+    count: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -208,6 +222,7 @@ PAYLOADS: dict[EventKind, type[EventPayload]] = {
         Error,
         Continue,
         FollowUp,
+        ContextRefresh,
         Eval,
         TraceEnd,
         UnreadRequest,

@@ -55,6 +55,7 @@ __all__ = [
     "completion_tokens",
     "describe",
     "is_tool_time",
+    "reuse_by_session",
     "session_spans",
     "tool_kind",
     "trace_samples",
@@ -246,28 +247,37 @@ def _is_root(trace: Trace, aid: str) -> bool:
     return a is None or a.parent_agent_id is None
 
 
-def _reuse(trace: Trace) -> tuple[list[float], int, int]:
-    """Per session the share of prompt tokens already seen in it, and the pooled sums."""
+def reuse_by_session(trace: Trace, block: int | None = None) -> dict[str, tuple[int, int]]:
+    """Per session (seen, total): its prompt tokens whose block it had already sent earlier
+    (calls in submit order, chained block hashes), and all its prompt tokens. ``block``: count
+    in blocks of that many tokens, when the trace's block size divides it (each group of
+    chained hashes is one block: only whole ones count), else at the trace's own size."""
     bs = trace.header.block_size
+    f = block // bs if block is not None and block % bs == 0 else 1
     by_session: dict[str, list[LLMCallRecord]] = defaultdict(list)
     for c in trace.calls.values():
         by_session[c.session_id].append(c)
-    shares: list[float] = []
-    seen_all = total_all = 0
-    for calls in by_session.values():
+    out: dict[str, tuple[int, int]] = {}
+    for sid, calls in by_session.items():
         seen: set[str] = set()
         seen_tokens = total = 0
         for c in sorted(calls, key=lambda c: (c.timings.submit_ns, c.seq)):
             blocks = trace.blocks(c)
+            if f > 1:
+                blocks = blocks[f - 1 :: f]  # chained: the last hash of a group is the group
             lo = seen_blocks(blocks, seen)
-            seen_tokens += bs * lo
+            seen_tokens += bs * f * lo
             seen.update(blocks[lo:])
             total += c.usage.prompt_tokens_ours
-        if total:
-            shares.append(seen_tokens / total)
-        seen_all += seen_tokens
-        total_all += total
-    return shares, seen_all, total_all
+        out[sid] = (seen_tokens, total)
+    return out
+
+
+def _reuse(trace: Trace) -> tuple[list[float], int, int]:
+    """Per session the share of prompt tokens already seen in it, and the pooled sums."""
+    sums = reuse_by_session(trace).values()
+    shares = [seen / total for seen, total in sums if total]
+    return shares, sum(s for s, _ in sums), sum(t for _, t in sums)
 
 
 def _cross_session(trace: Trace, roots: list[str]) -> list[float]:

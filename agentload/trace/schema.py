@@ -23,9 +23,10 @@ prompt from its block ids (``agentload.trace.synth``).
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from agentload.trace.events import EventKind, EventPayload
 
@@ -33,6 +34,7 @@ __all__ = [
     "MAX_CALL_TOKENS",
     "SCHEMA",
     "SCHEMA_MAJOR",
+    "SCHEMA_MINOR",
     "AgentRecord",
     "BlobRecord",
     "ClockAnchor",
@@ -51,133 +53,27 @@ __all__ = [
     "TokenCalibration",
     "ToolCallRecord",
     "ToolCallRef",
+    "TurnKind",
     "Usage",
+    "WaitsInfo",
     "record_adapter",
 ]
 
-SCHEMA_MAJOR = 1
-SCHEMA = f"agentload.trace/{SCHEMA_MAJOR}"
+from agentload.trace.header import (  # the header, re-exported: one module of the format
+    MAX_CALL_TOKENS,
+    SCHEMA,
+    SCHEMA_MAJOR,
+    SCHEMA_MINOR,
+    ClockAnchor,
+    Header,
+    HostFacts,
+    RecordModel,
+    SourceInfo,
+    TokenCalibration,
+    WaitsInfo,
+)
 
-MAX_CALL_TOKENS = 1 << 24
-"""The largest token count one call may hold (16,777,216: above every model's context today);
-a larger one is a named error when a trace is read, so nothing is sized by it (replay
-synthesizes a content-free prompt of that many tokens)."""
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=False)
-
-
-class ClockAnchor(_Model):
-    """One instant read on both clocks, to turn monotonic ns into wall-clock time."""
-
-    unix_ns: int = Field(description="time.time_ns() at the anchor instant")
-    mono_ns: int = Field(description="time.perf_counter_ns() at the same instant")
-
-
-class HostFacts(_Model):
-    """The machine that recorded the trace."""
-
-    python: str = Field(description="Python version")
-    os: str = Field(description="platform string")
-    cpu_count: int = Field(description="logical CPUs")
-    hostname: str | None = Field(default=None, description="host name, when not redacted")
-
-
-class TokenCalibration(_Model):
-    """How many server tokens one token of ours is, measured once before the sessions."""
-
-    server_per_ours: float = Field(
-        gt=0, description="server tokens per token of ours (1.0 when not measured)"
-    )
-    sample_tokens_ours: int | None = Field(
-        default=None, ge=0, description="our count of the calibration sample"
-    )
-    sample_tokens_server: int | None = Field(
-        default=None, ge=0, description="the server's usage.prompt_tokens for it"
-    )
-    error: str | None = Field(
-        default=None, description="why the ratio was not measured (1.0 is used), if so"
-    )
-
-
-class SourceInfo(_Model):
-    """Where an imported trace came from (``agentload trace import``)."""
-
-    format: str = Field(
-        description="source format: weka, tracelab, mooncake (content-free); claude-code, "
-        "codex (full content)"
-    )
-    files: list[str] = Field(
-        description="the source files' names, in the order read (the first 1,000; "
-        "files_total counts them all)"
-    )
-    files_total: int | None = Field(
-        default=None, ge=0, description="source files read, when more than ``files`` names"
-    )
-    block_size: int | None = Field(
-        default=None,
-        ge=1,
-        description="tokens per block of the source's hash ids (content-free imports only)",
-    )
-    hash_id_scope: str | None = Field(
-        default=None,
-        description="content-free imports: 'local': a hash id means one block within one source "
-        "conversation (ids are prefixed per conversation in llm_call.prefix); 'global': across "
-        "the whole source",
-    )
-    records: int = Field(default=0, ge=0, description="source records read (lines, requests)")
-    derived: dict[str, str] = Field(
-        default_factory=dict,
-        description="what replay needs that the source does not hold, and how the import "
-        "derived it (field -> how), e.g. 'tools': 'the names the model called, empty schemas'",
-    )
-    deviations: dict[str, int] = Field(
-        default_factory=dict,
-        description="departures from the source's schema that lose no meaning, accepted and "
-        "counted (kind -> count), e.g. 'subagent_type: null'",
-    )
-
-
-class Header(_Model):
-    """First record of every trace."""
-
-    type: Literal["header"] = "header"
-    schema_: str = Field(default=SCHEMA, alias="schema", description="'agentload.trace/MAJOR'")
-    tool_version: str = Field(description="agentload version that wrote the file")
-    created_at: str = Field(description="UTC ISO-8601 creation time")
-    clock: ClockAnchor = Field(description="wall-clock anchor of the monotonic ns timestamps")
-    tokenizer: str = Field(description="tokenizer of our own token counts, e.g. o200k_base")
-    block_size: int = Field(
-        default=16, ge=1, description="tokens per prefix block in llm_call.prefix"
-    )
-    endpoint: str | None = Field(
-        default=None, description="endpoint base URL, credentials stripped"
-    )
-    model: str | None = Field(default=None, description="model name sent to the endpoint")
-    scenario: str | None = Field(default=None, description="scenario name")
-    scenario_hash: str | None = Field(
-        default=None, description="content hash of the full scenario config"
-    )
-    scenario_config: dict[str, Any] | None = Field(
-        default=None, description="the resolved scenario"
-    )
-    seed: int | None = Field(default=None, description="seed of the generating run")
-    host: HostFacts | None = Field(default=None, description="host facts")
-    redacted: bool = Field(
-        default=False,
-        description="no message text in this trace (imported or redacted): replay synthesizes "
-        "each prompt from its block ids",
-    )
-    source: SourceInfo | None = Field(
-        default=None, description="the source format and files of an imported trace"
-    )
-    token_calibration: TokenCalibration | None = Field(
-        default=None,
-        description="generate's server/ours token ratio (absent in traces before it existed)",
-    )
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+_Model = RecordModel
 
 
 class SessionRecord(_Model):
@@ -341,6 +237,17 @@ class PrefixInfo(_Model):
     blocks: list[str] = Field(default_factory=list, description="new block hashes (16 hex chars)")
 
 
+class TurnKind(StrEnum):
+    """What a call's prompt appends after its agent's previous call."""
+
+    USER = "user"
+    """A person's message: a session's first request, a follow-up (a user turn)."""
+    TOOL = "tool"
+    """Tool results (a sub-agent's summary included), with or without other text."""
+    BRIEF = "brief"
+    """A sub-agent's first request: the task its parent handed it."""
+
+
 class LLMCallRecord(_Model):
     """One chat-completion call."""
 
@@ -360,6 +267,18 @@ class LLMCallRecord(_Model):
     )
     prefix: PrefixInfo | None = Field(default=None, description="prompt block hashes")
     error: str | None = Field(default=None, description="why the call failed, if it did")
+    turn: TurnKind | None = Field(
+        default=None,
+        description="what the prompt appends after the agent's previous call: user (a user "
+        "turn), tool (tool results), brief (a sub-agent's first request); absent: derived "
+        "from the messages (agentload.trace.timeline.turn_of)",
+    )
+    wait_ns: int | None = Field(
+        default=None,
+        ge=0,
+        description="a modeled wait before this call (header.waits): the time a real agent's "
+        "loop would have waited beyond the measured gap (a person, a permission prompt)",
+    )
 
 
 class ToolCallRecord(_Model):

@@ -165,6 +165,10 @@ class Trace:
             self._tool_keys[(rec.session_id, rec.id)] = key
         self.tool_calls[key] = rec
 
+    def share_tool_index(self, other: Trace) -> None:
+        """Look tool calls up by ``other``'s keys (a copy of ``other`` with the same keys)."""
+        self._tool_keys = dict(other._tool_keys)
+
     def tool_call(self, session_id: str, tool_id: str) -> ToolCallRecord | None:
         """The tool call ``tool_id`` of session ``session_id``, if the trace has it."""
         key = self._tool_keys.get((session_id, tool_id))

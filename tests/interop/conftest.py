@@ -41,10 +41,13 @@ _SNAPSHOT = "0" * 40
 @pytest.fixture(scope="session")
 def generated_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real ``generate -s quick`` run (two sessions, each an orchestrator with parallel
-    sub-agents; local sandbox, ~20K-token context target so it takes ~10 s), once per run."""
+    sub-agents, several of one kind: it delegates in most rounds; local sandbox, ~20K-token
+    context target so it takes ~10 s), once per run."""
     out = tmp_path_factory.mktemp("generated")
     opts = GenerateOptions(
-        scenario=load_scenario("quick", ["context_target=20000"]),
+        scenario=load_scenario(
+            "quick", ["context_target=20000", "orchestrator.delegate_weight=0.6"]
+        ),
         out=out,
         sessions=2,
         parallel=2,

@@ -285,39 +285,3 @@ def test_compare_bad_input_is_one_line(
 )
 def test_tool_kinds(name: str, kind: str) -> None:
     assert tool_kind(name) == kind
-
-
-def test_realism_script_against_the_published_figures(
-    trace_a: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """scripts/realism.py (the docs/realism.md table): our medians against the cited real
-    ones of scripts/realism_reference.json, with every statistic and its source."""
-    import importlib.util
-    import json
-    import sys
-
-    path = Path(__file__).resolve().parents[2] / "scripts" / "realism.py"
-    spec = importlib.util.spec_from_file_location("realism", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["realism"] = mod
-    spec.loader.exec_module(mod)
-    reference = json.loads((path.parent / "realism_reference.json").read_text())
-    assert mod.main([str(trace_a), "--json"]) == 0
-    rows = {r["statistic"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
-    assert set(reference["statistics"]) <= set(rows)
-    for name, ref in reference["statistics"].items():
-        assert ref["source"] in reference["sources"], name  # every figure is cited
-    out = rows["output_tokens_per_call"]
-    assert out["p50"] == 40.0  # as trace stats --compare counts it (EXPECTED_A)
-    assert out["ratio"] == pytest.approx(40.0 / reference["statistics"][out["statistic"]]["median"])
-    assert out["within"] is False
-    assert rows["prefix_reuse"]["p50"] == pytest.approx(240 / 496)  # token-weighted
-    assert rows["tool_latency_s"]["n"] == 3  # every kind pooled
-    # the markdown table: one row per statistic, then the sources
-    assert mod.main([str(trace_a), "--real", str(trace_a)]) == 0
-    text = capsys.readouterr().out
-    assert text.count("\n| ") >= len(reference["statistics"])
-    assert "- TL-len: " in text
-    assert mod.main([str(tmp_path / "missing.agentload.jsonl.zst")]) == 2
-    assert "realism: " in capsys.readouterr().err

@@ -12,6 +12,7 @@ from agentload.agents.tracing import SessionStats, SessionStatus
 from agentload.trace import EventRecord, TraceWriter, read_trace
 from agentload.trace.events import (
     PAYLOADS,
+    ContextRefresh,
     Continue,
     Error,
     Eval,
@@ -73,6 +74,7 @@ CASES: list[tuple[EventPayload, dict[str, Any]]] = [
     (Continue(after="c7"), {"after": "c7"}),
     (Continue(after=None), {"after": None}),
     (FollowUp(index=2), {"index": 2}),
+    (ContextRefresh(call_id="s0.orch.7", count=1), {"call_id": "s0.orch.7", "count": 1}),
     (
         Eval(passed=True, exit_code=0, timed_out=False, duration_s=2.5, output_tail="ok"),
         {

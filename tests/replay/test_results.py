@@ -72,7 +72,7 @@ def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
             None,
             _set("schema", "agentload.replay-results/2"),
             "schema: results schema 'agentload.replay-results/2' is not supported by this "
-            "agentload (reads agentload.replay-results/1); upgrade agentload to read it",
+            "agentload (reads agentload.replay-results/1.1); upgrade agentload to read it",
         ),
         (
             None,
