@@ -185,7 +185,7 @@ DIRECT_TOOLS: Final = tuple(n for n, s in TOOLS.items() if s.timeout_key is not 
 """The tools that run on the workspace (everything but ``delegate``), in registry order."""
 SUBAGENT_TOOLS: Final[dict[str, tuple[str, ...]]] = {
     CODE_SEARCH: (SEARCH_CODE, READ_FILE, LIST_FILES),
-    TEST_RUNNER: (RUN_TESTS, READ_FILE, SEARCH_CODE),
+    TEST_RUNNER: (RUN_TESTS, READ_FILE),
     FILE_READER: (READ_FILE, LIST_FILES),
 }
 """Each sub-agent role's usual tools, in the order the shipped presets offer them."""

@@ -36,6 +36,7 @@ The session-scoped pieces (endpoint client, toolbox, recorder) come in as the ru
 from __future__ import annotations
 
 import functools
+import hashlib
 from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
@@ -45,7 +46,13 @@ from langgraph.types import Send
 
 from agentload import contract
 from agentload.agents.limits import EndReason, SessionEnd
-from agentload.agents.runtime import AgentRuntime, AgentSettings, orchestrator_id, subagent_id
+from agentload.agents.runtime import (
+    AgentRuntime,
+    AgentSettings,
+    agent_call_id,
+    orchestrator_id,
+    subagent_id,
+)
 from agentload.agents.steps import (
     ToolOutcome,
     call_model,
@@ -62,7 +69,7 @@ from agentload.agents.subagents import (
     subagent_graph,
 )
 from agentload.agents.tracing import ToolFacts
-from agentload.trace.events import FollowUp
+from agentload.trace.events import ContextRefresh, FollowUp
 
 __all__ = [
     "OrchestratorState",
@@ -121,12 +128,14 @@ async def orchestrator_agent(
     now = rt.clock()
     if rt.last_orch_end_ns is not None:
         rt.recorder.stats.orch_wait_ns += now - rt.last_orch_end_ns
+    agent_id = orchestrator_id(rt.session_id)
+    await maybe_refresh(rt, agent_call_id(agent_id, seq), agent_id)
     turn = await call_model(
         rt,
-        agent_id=orchestrator_id(rt.session_id),
+        agent_id=agent_id,
         role=contract.ORCHESTRATOR,
         seq=seq,
-        messages=state["messages"],
+        messages=refreshed(state["messages"], rt.refreshes),
         tools=s.schemas(s.orchestrator_tools),
         depends_on=state.get("depends_on", []),
         max_tokens=s.max_tokens,
@@ -153,6 +162,39 @@ async def orchestrator_agent(
         "seq": seq + 1,
         "cuts": cuts,
     }
+
+
+REFRESH_NOTE = (
+    "\n\n# Session state (refreshed {count} times)\n"
+    "The workspace may have changed since the session started: read a file again before you "
+    "edit it, and run the tests again before you rely on an earlier result."
+)
+"""What a refresh of the orchestrator's system message appends to it (``maybe_refresh``)."""
+
+
+async def maybe_refresh(rt: AgentRuntime, call_id: str, agent_id: str) -> None:
+    """Before call ``call_id`` (not the first), with the odds ``context_refresh_per_call``
+    (drawn from the seed, the session's and the call's id): refresh the orchestrator's system
+    message, so this call's prompt and every later one differ from that point on, as a real
+    agent's does when its system prompt, tools or memory change mid-session (the corpus's
+    prefix breaks: ``realism.fit``). Recorded as a ``context_refresh`` event."""
+    odds = rt.settings.context_refresh_per_call
+    if odds <= 0 or call_id.endswith(".0"):
+        return
+    digest = hashlib.blake2b(f"{rt.settings.seed}|{call_id}|refresh".encode(), digest_size=8)
+    if int.from_bytes(digest.digest(), "big") / 2**64 >= odds:
+        return
+    rt.refreshes += 1
+    await rt.recorder.event(ContextRefresh(call_id=call_id, count=rt.refreshes), agent_id=agent_id)
+
+
+def refreshed(messages: list[dict[str, Any]], count: int) -> list[dict[str, Any]]:
+    """``messages`` with the system message refreshed ``count`` times (``REFRESH_NOTE``)."""
+    if not count or not messages or messages[0].get("role") != "system":
+        return messages
+    first = messages[0]
+    note = REFRESH_NOTE.format(count=count)
+    return [{**first, "content": f"{first.get('content') or ''}{note}"}, *messages[1:]]
 
 
 def _follow_ups_left(state: OrchestratorState, settings: AgentSettings) -> bool:

@@ -26,6 +26,7 @@ from agentload import contract
 from agentload.agents.limits import Deadline
 from agentload.agents.llm import ChatClient
 from agentload.agents.tracing import SessionRecorder
+from agentload.fitted import SessionWaits
 
 __all__ = [
     "AgentRuntime",
@@ -90,6 +91,9 @@ class AgentSettings:
     """Server tokens per token of ours (``generate.calibrate``): for replies without usage."""
     tool_descriptions: Mapping[str, str] = field(default_factory=dict)
     """The scenario's ``tool_descriptions`` (full manuals by tool name)."""
+    context_refresh_per_call: float = 0.0
+    """Odds that the system message is refreshed before an orchestrator call (a prefix break:
+    ``Scenario.pacing``)."""
 
     def schemas(self, names: tuple[str, ...]) -> list[dict[str, Any]]:
         """The ``tools`` list the agents send for ``names``, with the scenario's descriptions."""
@@ -109,6 +113,14 @@ class AgentRuntime:
     clock: Callable[[], int] = time.perf_counter_ns
     delegations: asyncio.Semaphore = field(init=False)
     last_orch_end_ns: int | None = None
+    waits: SessionWaits | None = None
+    """The session's modeled waits (``agentload.fitted``), drawn before each call."""
+    pace_real: bool = False
+    """Sleep through each modeled wait (``generate --pace real``) instead of recording it only."""
+    last_end_ns: dict[str, int] = field(default_factory=dict)
+    """Per agent, when its last call ended (the measured part of the next gap)."""
+    refreshes: int = 0
+    """How many times the orchestrator's system message was refreshed (``graphs``)."""
 
     def __post_init__(self) -> None:
         self.delegations = asyncio.Semaphore(max(1, self.settings.max_parallel_delegations))

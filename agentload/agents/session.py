@@ -35,6 +35,7 @@ from agentload.agents.runtime import (
     orchestrator_id,
 )
 from agentload.agents.tracing import SessionRecorder, SessionStats, SessionStatus
+from agentload.fitted import SessionWaits
 from agentload.protocols import TraceSink
 from agentload.tokenizer import ChatTokenCounter
 from agentload.trace.capture import CallCapture
@@ -68,6 +69,8 @@ class SessionSetup:
     task: str | None = None
     """The eval task the session runs (``evals.tasks``; its scenario is ``for_task``'s)."""
     attempt: int = 0
+    pace_real: bool = False
+    """Sleep through the scenario's modeled waits (``generate --pace real``)."""
 
 
 def agent_settings(
@@ -96,6 +99,9 @@ def agent_settings(
         follow_ups=tuple(scenario.follow_ups),
         token_ratio=token_ratio,
         tool_descriptions=dict(scenario.tool_descriptions),
+        context_refresh_per_call=(
+            scenario.pacing.context_refresh_per_call or 0.0 if scenario.pacing else 0.0
+        ),
     )
 
 
@@ -342,6 +348,9 @@ async def run_session(
             ending.started = True
             stats.status = SessionStatus.RUNNING
             rt = _runtime(place, scenario, settings, client, recorder, clock)
+            if scenario.waits is not None:
+                rt.waits = SessionWaits(scenario.waits, setup.index)
+                rt.pace_real = setup.pace_real
             ending.reason = await _run_to_end(rt, prompt)
             if setup.evaluate:
                 stats.status = SessionStatus.EVAL

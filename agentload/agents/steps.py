@@ -21,18 +21,22 @@ from agentload import contract
 from agentload.agents.limits import SessionEnd
 from agentload.agents.llm import LLMResult
 from agentload.agents.runtime import AgentRuntime, AgentSettings, agent_call_id, tool_call_id
-from agentload.agents.tracing import LiveCall, ToolFacts
+from agentload.agents.tracing import Follows, LiveCall, ToolFacts
+from agentload.fitted import WaitKind
 from agentload.tools.arguments import read_arguments
 from agentload.trace.capture import assistant_message
 from agentload.trace.events import Error, Retry
+from agentload.trace.schema import TurnKind
 
 __all__ = [
     "ModelTurn",
     "ToolOutcome",
     "call_model",
+    "modeled_wait",
     "run_tool",
     "run_tools",
     "tool_message",
+    "turn_of_messages",
 ]
 
 
@@ -82,11 +86,18 @@ async def call_model(
     depends_on: list[str],
     max_tokens: int | None = None,
 ) -> ModelTurn:
-    """Send the agent's whole history; record the call; raise ``SessionEnd`` on limits."""
+    """Send the agent's whole history; record the call; raise ``SessionEnd`` on limits.
+
+    Before it, the call's modeled wait (``modeled_wait``) is drawn, and slept through with
+    ``--pace real``; the record carries it and what the prompt appends (``turn_of_messages``)."""
     rt.deadline.check()
     body = _request_body(rt.settings, messages, tools, max_tokens)
     call_id = agent_call_id(agent_id, seq)
+    turn = turn_of_messages(messages, sub=role != contract.ORCHESTRATOR)
+    wait_ns = await modeled_wait(rt, agent_id, turn, root=role == contract.ORCHESTRATOR)
     result = await _complete(rt, body, agent_id=agent_id, call_id=call_id)
+    t = result.timings  # the answer's end as the trace records it: the next gap starts there
+    rt.last_end_ns[agent_id] = t.last_token_ns or t.first_token_ns or t.submit_ns
     read = [_read_call(tc, call_id, i, result) for i, tc in enumerate(result.tool_calls)]
     calls = [sent for sent, _ in read]
     rec = await rt.recorder.llm_call(
@@ -97,7 +108,7 @@ async def call_model(
         body=body,
         result=result,
         tool_calls=calls,
-        depends_on=depends_on,
+        follows=Follows(depends_on, turn, wait_ns),
     )
     prompt = result.prompt_tokens
     return ModelTurn(
@@ -107,6 +118,41 @@ async def call_model(
         prompt_tokens=prompt if prompt is not None else rec.usage.prompt_tokens_ours,
         result=result,
     )
+
+
+def turn_of_messages(messages: list[dict[str, Any]], *, sub: bool) -> TurnKind:
+    """What a request appends after its agent's previous reply: tool results (the last message
+    is a tool's), else a user message: a sub-agent's first request is its brief."""
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        return TurnKind.TOOL
+    if sub and not any(m.get("role") == "assistant" for m in messages):
+        return TurnKind.BRIEF
+    return TurnKind.USER
+
+
+async def modeled_wait(
+    rt: AgentRuntime, agent_id: str, turn: TurnKind, *, root: bool
+) -> int | None:
+    """The modeled wait (ns) before the agent's next call (``agentload.fitted``): drawn for
+    the gap ``turn`` follows, less the time measured since the agent's previous call; slept with
+    ``--pace real`` (never past the session's wall budget). None without modeled waits or for
+    an agent's first call."""
+    prev = rt.last_end_ns.get(agent_id)
+    if rt.waits is None or prev is None:
+        return None
+    if turn is TurnKind.TOOL:
+        kind = WaitKind.TOOL if root else WaitKind.SUBAGENT_TOOL
+    elif turn is TurnKind.USER and root:
+        kind = WaitKind.USER
+    else:
+        return None
+    wait = rt.waits.wait_ns(kind, agent_id, rt.clock() - prev)
+    if wait and rt.pace_real:
+        left = rt.deadline.remaining_s()
+        await asyncio.sleep(wait / 1e9 if left is None else min(wait / 1e9, left))
+        rt.deadline.check()
+    return wait
 
 
 def _request_body(

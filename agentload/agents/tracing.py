@@ -33,10 +33,11 @@ from agentload.trace.schema import (
     LLMCallRecord,
     SessionRecord,
     ToolCallRecord,
+    TurnKind,
 )
 from agentload.trace.trace import completion_of, prompt_of
 
-__all__ = ["LiveCall", "SessionRecorder", "SessionStats", "SessionStatus", "ToolFacts"]
+__all__ = ["Follows", "LiveCall", "SessionRecorder", "SessionStats", "SessionStatus", "ToolFacts"]
 
 
 @dataclass
@@ -133,6 +134,17 @@ class SessionStats:
         return self.tool_busy_ns / wall if wall > 0 else None
 
 
+@dataclass(frozen=True)
+class Follows:
+    """What a model call follows: the tool calls and sub-agents whose results its prompt
+    appends (``depends_on``), what kind of turn that is, and its modeled wait
+    (``agentload.fitted``), if any."""
+
+    depends_on: list[str]
+    turn: TurnKind | None = None
+    wait_ns: int | None = None
+
+
 class SessionRecorder:
     """Writes one session's records (see the module docstring)."""
 
@@ -214,7 +226,7 @@ class SessionRecorder:
         body: dict[str, Any],
         result: LLMResult,
         tool_calls: list[dict[str, Any]],
-        depends_on: list[str],
+        follows: Follows,
     ) -> LLMCallRecord:
         """Record a model call; ``tool_calls`` as the history carries them (agents' ids)."""
         rec = await self.capture.record(
@@ -229,7 +241,9 @@ class SessionRecorder:
                 finish_reason=result.finish_reason,
                 usage=result.usage,
                 timings=result.timings,
-                depends_on=depends_on,
+                depends_on=follows.depends_on,
+                turn=follows.turn,
+                wait_ns=follows.wait_ns,
             )
         )
         s = self.stats

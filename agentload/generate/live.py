@@ -51,7 +51,8 @@ from agentload.options.replay import ReplayConfig
 from agentload.replay.capacity_run import search_capacity
 from agentload.replay.plan import build_plans
 from agentload.trace.paths import TRACE_SUFFIXES
-from agentload.trace.trace import load_trace
+from agentload.trace.timeline import describe_waits
+from agentload.trace.trace import Trace, load_trace
 
 __all__ = [
     "live_results",
@@ -167,11 +168,21 @@ def _config(
             "sessions": opts.sessions,
             "salt_at": "off",
             "start_at": "zero",
+            "gaps": "modeled" if opts.pace == "real" else "measured",
             "timeout_s": opts.call_timeout_s,
             "seed": first.seed if first.seed is not None else 0,
             **opts.model_dump(include=set(CapacityOptions.model_fields) - {"capacity"}),
         }
     )
+
+
+def _slept_waits(traces: Sequence[Trace]) -> dict[str, Any]:
+    """``PlanInfo``'s gaps: the agents slept through their modeled waits (``--pace real``), so
+    the run's timeline holds them; else the measured gaps alone."""
+    slept = [t for t in traces if t.header.waits is not None and t.header.waits.slept]
+    if not slept:
+        return {"gaps": "measured"}
+    return {"gaps": "modeled", "modeled_waits": describe_waits(slept[0])}
 
 
 def live_results(
@@ -202,6 +213,7 @@ def live_results(
         plan=PlanInfo(
             sessions=len(plans),
             calls=sum(len(p.calls) for p in plans),
+            **_slept_waits(traces),
             max_context=None,
             excluded_sessions=[],
             truncated_traces=[

@@ -150,6 +150,15 @@ class GenerateOptions(CapacityOptions):
     ] = False
     """The built-in simulator applies each task's reference fix (``--oracle``)."""
     keep_workspaces: Annotated[bool, Flag("Keep the sessions' workspace copies.")] = False
+    pace: Annotated[
+        Literal["fast", "real"],
+        Flag(
+            "fast: the scenario's modeled waits (a person, a permission prompt: see "
+            "docs/realism.md) are drawn and recorded in the trace, not waited for; real: the "
+            "agents sleep through them too (a default session then takes about an hour)."
+        ),
+    ] = "fast"
+    """``--pace``: whether the agents sleep through the modeled waits they record."""
     sweep: Annotated[
         list[Annotated[int, Field(ge=1, le=MAX_LEVEL)]] | None,
         Flag(

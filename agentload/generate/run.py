@@ -46,7 +46,7 @@ from agentload.tokenizer import ChatTokenCounter
 from agentload.trace import make_header
 from agentload.trace.capture import CallCapture
 from agentload.trace.paths import TRACE_SUFFIXES
-from agentload.trace.schema import Header
+from agentload.trace.schema import Header, WaitsInfo
 from agentload.trace.writer import TraceWriter
 
 if TYPE_CHECKING:
@@ -216,9 +216,13 @@ def run_header(
 ) -> Header:
     """The run's trace header: the endpoint, the resolved scenario and its hash, the seed, how
     the run was asked for (``generator``) and the token calibration."""
+    from agentload.products.registry import product
     from agentload.scenarios import scenario_hash
 
     s = spec.opts.scenario
+    waits = None
+    if s.waits is not None and product(spec.opts.agent) is None:  # our agents draw them
+        waits = WaitsInfo(model=s.waits, seed=spec.seed, slept=spec.opts.pace == "real")
     return make_header(
         endpoint=base_url,
         model=model,
@@ -228,6 +232,7 @@ def run_header(
         seed=spec.seed,
         generator=generator,
         token_calibration=tokens.record(),
+        waits=waits,
     )
 
 
@@ -339,6 +344,7 @@ def session_setup(
         keep_workspace=opts.keep_workspaces,
         task=task,
         attempt=attempt,
+        pace_real=opts.pace == "real",
     )
 
 

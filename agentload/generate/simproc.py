@@ -40,12 +40,29 @@ def scenario_pacing(scenario: Scenario) -> dict[str, Any]:
 
     weights = PolicyConfig().orchestrator_weights
     weights[DELEGATE] = scenario.orchestrator.delegate_weight
-    return {
+    out: dict[str, Any] = {
         "context_target": scenario.context_target,
         "max_rounds": scenario.orchestrator.max_rounds,
         "orchestrator_weights": weights,
         "subagent_max_turns": {k: v.max_turns for k, v in scenario.subagents.items()},
     }
+    orch = scenario.orchestrator
+    if orch.whole_file_prob is not None:
+        out["whole_file_prob"] = orch.whole_file_prob
+    if orch.read_window is not None:
+        out["read_window"] = orch.read_window
+    pacing = scenario.pacing
+    if pacing is not None:
+        fields = {
+            "turn_calls": "turn_calls",
+            "subagent_calls": "subagent_calls",
+            "answer_tokens": "final_answer_tokens",
+        }
+        for name, knob in fields.items():
+            dist = getattr(pacing, name)
+            if dist is not None:
+                out[knob] = dist.model_dump(include={"median", "p90", "min", "max"})
+    return out
 
 
 def _child(

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from agentload import contract
 from agentload.errors import ConfigError
+from agentload.fitted import Pacing, WaitModel
 
 if TYPE_CHECKING:
     from agentload.evals.tasks import Task
@@ -93,6 +94,18 @@ class OrchestratorSpec(_Model):
         description="the built-in simulator's pacing: the model's relative odds of delegating "
         "in a round after the first, against its odds of each direct tool "
         "(``PolicyConfig.orchestrator_weights``)",
+    )
+    whole_file_prob: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="the built-in simulator's reading habit: odds that a direct read_file reads "
+        "a whole file (null: the simulator's default, ``PolicyConfig.whole_file_prob``)",
+    )
+    read_window: tuple[int, int] | None = Field(
+        default=None,
+        description="the built-in simulator's reading habit: lines before/after a location "
+        "that a ranged read_file covers (null: the simulator's default)",
     )
     max_tokens: int = Field(
         default=4096,
@@ -234,6 +247,23 @@ class Scenario(_Model):
     endpoint: EndpointSpec = Field(
         default_factory=EndpointSpec, description="default endpoint settings"
     )
+    waits: WaitModel | None = Field(
+        default=None,
+        description="modeled waits (agentload.fitted): the gap before each call drawn from "
+        "distributions fitted to real sessions, recorded as llm_call.wait_ns (slept only with "
+        "`generate --pace real`); null: none",
+    )
+    pacing: Pacing | None = Field(
+        default=None,
+        description="the built-in simulator's pacing fitted to real sessions: calls per user "
+        "turn (the model answers, the next follow-up comes) and calls per sub-agent; null: "
+        "the model works on until the context target",
+    )
+    by_design: dict[str, str] = Field(
+        default_factory=dict,
+        description="realism statistics (docs/realism.md) this scenario departs from real "
+        "sessions on purpose, and why: `agentload realism` shows them as by design",
+    )
 
     @field_validator("subagents")
     @classmethod
@@ -281,10 +311,11 @@ class Scenario(_Model):
             }
         )
 
-    @field_validator("tool_descriptions", mode="before")
+    @field_validator("tool_descriptions", "by_design", mode="before")
     @classmethod
     def _null_is_none(cls, v: object) -> object:
-        # `tool_descriptions: null` in a file that `extends` another drops the inherited ones
+        # `tool_descriptions: null` (or `by_design: null`) in a file that `extends` another drops
+        # the inherited ones
         # (an empty mapping would merge into them and keep them)
         return {} if v is None else v
 

@@ -18,11 +18,12 @@ from agentload.scenarios import (
 
 
 def test_presets_ship_with_the_documented_budgets() -> None:
-    assert {"coding-session", "quick"} <= set(list_scenarios())
+    assert {"coding-session", "quick", "typical-session"} <= set(list_scenarios())
     cs = load_scenario("coding-session")
     assert cs.orchestrator.initial_context_tokens == 60_000
     assert cs.context_target == 400_000
-    assert cs.tool_output_max_chars == 30_000
+    assert cs.tool_output_max_chars == 100_000  # Claude Code's Read: 25K tokens
+    assert cs.waits is not None and cs.pacing is not None and cs.by_design
     assert cs.workspace.recipe == "stdlib:email" and cs.workspace.fault == "qp-header-decode"
     assert set(cs.subagents) == set(contract.SUBAGENT_ROLES)
     assert contract.DELEGATE in cs.orchestrator.tools
@@ -32,6 +33,14 @@ def test_presets_ship_with_the_documented_budgets() -> None:
     assert quick.task == cs.task and quick.test_command == cs.test_command
     assert quick.subagents["code_search"].max_turns == 4
     assert quick.subagents["code_search"].tools == cs.subagents["code_search"].tools
+    assert quick.waits is None and quick.pacing is None  # a replay of a quick trace is quick
+    typical = load_scenario("typical-session")
+    assert (typical.orchestrator.initial_context_tokens, typical.context_target) == (
+        24_000,
+        133_000,
+    )
+    assert typical.waits == cs.waits and typical.by_design == {}  # `by_design: null` drops them
+    assert contract.DELEGATE not in typical.orchestrator.tools
 
 
 def test_overrides_parse_values_as_yaml() -> None:

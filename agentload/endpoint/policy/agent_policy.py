@@ -1,12 +1,14 @@
 """The policy for agentload's own agents: a competent coding agent that reads its tool outputs.
 
-* **orchestrator** — plans, then each round either delegates (1–3 parallel ``delegate`` calls
+* **orchestrator** — plans (its first working call hands ``first_round_delegations`` sub-tasks
+  out in parallel), then each round either delegates (1–3 parallel ``delegate`` calls
   to code_search / file_reader / test_runner) or uses direct tools: ``read_file`` at the
   locations that searches, tracebacks and summaries reported (a window around the line, or the
   whole file), ``search_code`` for identifiers from the task and the results, ``run_tests``,
   ``list_files``. It answers without tool calls once the request's prompt tokens reach its
   ``PolicyConfig.context_target`` or its rounds reach ``max_rounds`` (its own pacing: the
-  request carries no limit).
+  request carries no limit), and at the last call of a user turn (``turn_calls``: a turn's
+  length drawn per turn; the user's next follow-up opens the next).
 * **code_search** — searches identifiers from its task, reads the code at the real hits, follows
   definitions it finds there, then summarises.
 * **file_reader** — reads the files its task names (or lists a directory and reads from it),
@@ -138,11 +140,13 @@ def _orchestrator(ctx: Ctx) -> Decision:
     conv, cfg, rng = ctx.conv, ctx.policy.config, ctx.rng
     if conv.prompt_tokens >= cfg.context_target or conv.turns >= cfg.max_rounds:
         return final_answer(ctx)
+    if _turn_done(ctx):
+        return final_answer(ctx)
     if cfg.oracle and oracle_done(ctx):
         return final_answer(ctx)
     calls: list[Call] = []
     max_par = cfg.max_parallel_delegations
-    if conv.turns == 0 and DELEGATE in ctx.offered:
+    if DELEGATE in ctx.offered and not conv.calls():  # its first working call
         taken: set[str] = set()
         kinds = [TEST_RUNNER, CODE_SEARCH, FILE_READER][
             : max(1, min(max_par, cfg.first_round_delegations))
@@ -158,7 +162,7 @@ def _orchestrator(ctx: Ctx) -> Decision:
     attempts = 0
     while not calls and attempts < 6:
         attempts += 1
-        calls = _orch_round(ctx, max_par)
+        calls = _orch_round(ctx, max_par, delegate=attempts == 1)
     if not calls:
         return final_answer(ctx)
     prose = prose_for(ctx)
@@ -166,9 +170,31 @@ def _orchestrator(ctx: Ctx) -> Decision:
     return Decision(text, calls, prose.reasoning, "tool")
 
 
-def _orch_round(ctx: Ctx, max_par: int) -> list[Call]:
+def _turn_done(ctx: Ctx) -> bool:
+    """This call is the last of the user's turn (``PolicyConfig.turn_calls``): the turn's
+    length is drawn once per turn (seeded by the conversation up to its user message) and the
+    calls made since that message count towards it."""
+    dist = ctx.policy.config.turn_calls
+    msgs = ctx.conv.messages
+    if dist is None or ctx.policy.config.oracle:  # the oracle works until its fix is in
+        return False
+    user = max((i for i, m in enumerate(msgs) if m.get("role") == "user"), default=-1)
+    if user < 0:
+        return False
+    made = sum(1 for m in msgs[user:] if m.get("role") == "assistant")
+    return made + 1 >= dist.sample(ctx.policy.turn_rng(ctx.conv, user))
+
+
+def _orch_round(ctx: Ctx, max_par: int, *, delegate: bool = True) -> list[Call]:
+    """One round's calls: an action drawn by ``orchestrator_weights`` and its arguments (none
+    when it has nothing to act on). A retry of a round that found nothing (``delegate`` False)
+    does not draw a delegation again, so the odds of delegating stay the weight's per round."""
     cfg, rng = ctx.policy.config, ctx.rng
-    weights = {k: w for k, w in cfg.orchestrator_weights.items() if k in ctx.offered}
+    weights = {
+        k: w
+        for k, w in cfg.orchestrator_weights.items()
+        if k in ctx.offered and (delegate or k != DELEGATE)
+    }
     if not weights:
         return []
     action = rng.choices(list(weights), weights=list(weights.values()))[0]

@@ -70,6 +70,12 @@ class BasePolicy:
             role=infer_role(messages, list(schemas)),
         )
 
+    def turn_rng(self, conv: Conversation, upto: int) -> random.Random:
+        """A generator seeded by the conversation's messages after the first (a system message
+        the harness may refresh) up to ``upto`` (inclusive): the same for every request of one
+        user turn when ``upto`` is that turn's user message."""
+        return random.Random(_digest(self.seed, conv.mids[1 : upto + 1], "turn"))
+
     # -- any other conversation --------------------------------------------------------------
     def vocab_for(self, conv: Conversation, facts: Facts | None = None) -> Vocab:
         f = facts or conv.facts()

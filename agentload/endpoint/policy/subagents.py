@@ -171,8 +171,12 @@ _SUB = {
 def subagent(ctx: Ctx) -> Decision:
     conv, cfg = ctx.conv, ctx.policy.config
     max_turns = cfg.subagent_max_turns.get(conv.role or "", 6)
-    lo, hi = cfg.subagent_turns
-    planned = max(0, min(max_turns - 1, conv.stable_rng.randint(lo, hi)))
+    if cfg.subagent_calls is not None:  # calls, its summary included: tool turns are one fewer
+        planned = cfg.subagent_calls.sample(conv.stable_rng) - 1
+    else:
+        lo, hi = cfg.subagent_turns
+        planned = conv.stable_rng.randint(lo, hi)
+    planned = max(0, min(max_turns - 1, planned))
     if conv.turns >= planned:
         return summary_reply(ctx)
     calls = _SUB[conv.role or contract.CODE_SEARCH](ctx)

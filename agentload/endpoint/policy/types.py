@@ -29,8 +29,8 @@ class LengthDist(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    median: int = Field(description="Median length in tokens.")
-    p90: int = Field(description="90th percentile in tokens (>= median).")
+    median: float = Field(gt=0, description="Median length in tokens.")
+    p90: float = Field(gt=0, description="90th percentile in tokens (>= median).")
     min: int = Field(default=1, description="Lower clip.")
     max: int = Field(default=8192, description="Upper clip.")
 
@@ -103,6 +103,18 @@ class PolicyConfig(BaseModel):
     subagent_turns: tuple[int, int] = Field(
         default=(8, 22),
         description="Range of tool-calling turns a sub-agent takes before summarising.",
+    )
+    subagent_calls: LengthDist | None = Field(
+        default=None,
+        description="Calls a sub-agent makes, its summary included (a scenario's "
+        "pacing.subagent_calls, fitted to real sessions); null: subagent_turns.",
+    )
+    turn_calls: LengthDist | None = Field(
+        default=None,
+        description="Calls the orchestrator makes in one user turn, its answer included (a "
+        "scenario's pacing.turn_calls, fitted to real sessions): it answers without tool calls "
+        "at the turn's last, and the user's next follow-up opens the next; null: it works on "
+        "until the context target.",
     )
     subagent_whole_file_prob: float = Field(
         default=0.25, ge=0, le=1, description="Odds that a file_reader reads a whole file."
