@@ -6,6 +6,7 @@
 * ``sandbox build|cleanup``          — agentload.sandboxes.cli
 * ``generate``, ``eval``             — agentload.generate.cli
 * ``replay``, ``report``, ``compare``  — agentload.replay.cli (``compare`` reads eval.json too)
+* ``realism``                        — agentload.realism.cli
 
 Any ``AgentloadError`` and any usage error (an unknown option, a value of the wrong type)
 becomes one line on stderr and exit code 2; anything else is a bug and shows a traceback.
@@ -52,6 +53,7 @@ _AREAS = (
     "agentload.sandboxes.cli",
     "agentload.generate.cli",
     "agentload.replay.cli",
+    "agentload.realism.cli",
 )
 
 
