@@ -123,7 +123,10 @@ class WaitsInfo(RecordModel):
     ``llm_call.wait_ns`` was drawn from, and whether the recorded times include them."""
 
     model: WaitModel = Field(description="the distributions, their parameters and source")
-    seed: int = Field(description="the seed of the draws (with each session's and call's id)")
+    seed: int = Field(
+        description="the run's seed (the draws themselves follow each session's index in the "
+        "run and each agent's count of gaps: agentload.fitted.SessionWaits)"
+    )
     slept: bool = Field(
         default=False,
         description="the agents slept through the waits (generate --pace real), so the "
