@@ -220,7 +220,8 @@ class CountModel(BaseModel):
     max: int = Field(default=100_000, ge=1, description="a draw is at most this")
     n: int | None = Field(default=None, ge=0, description="counts the fit used")
 
-    def draw(self, rng: random.Random) -> int:
+    def sample(self, rng: random.Random) -> int:
+        """One count drawn from ``rng``."""
         sigma = math.log(max(self.p90, self.median) / self.median) / 1.2816
         x = rng.lognormvariate(math.log(self.median), sigma) if sigma > 0 else self.median
         return int(min(self.max, max(self.min, round(x))))

@@ -27,6 +27,7 @@ from agentload.tools.arguments import read_arguments
 from agentload.trace.capture import assistant_message
 from agentload.trace.events import Error, Retry
 from agentload.trace.schema import TurnKind
+from agentload.trace.timeline import appended_turn
 
 __all__ = [
     "ModelTurn",
@@ -96,8 +97,8 @@ async def call_model(
     turn = turn_of_messages(messages, sub=role != contract.ORCHESTRATOR)
     wait_ns = await modeled_wait(rt, agent_id, turn, root=role == contract.ORCHESTRATOR)
     result = await _complete(rt, body, agent_id=agent_id, call_id=call_id)
-    t = result.timings  # the answer's end as the trace records it: the next gap starts there
-    rt.last_end_ns[agent_id] = t.last_token_ns or t.first_token_ns or t.submit_ns
+    rt.last_end_ns[agent_id] = result.timings.end_ns  # as the trace records it: the next gap
+    # starts there
     read = [_read_call(tc, call_id, i, result) for i, tc in enumerate(result.tool_calls)]
     calls = [sent for sent, _ in read]
     rec = await rt.recorder.llm_call(
@@ -121,14 +122,10 @@ async def call_model(
 
 
 def turn_of_messages(messages: list[dict[str, Any]], *, sub: bool) -> TurnKind:
-    """What a request appends after its agent's previous reply: tool results (the last message
-    is a tool's), else a user message: a sub-agent's first request is its brief."""
-    last = messages[-1] if messages else {}
-    if last.get("role") == "tool":
-        return TurnKind.TOOL
-    if sub and not any(m.get("role") == "assistant" for m in messages):
-        return TurnKind.BRIEF
-    return TurnKind.USER
+    """What a request appends after its agent's previous reply (``trace.timeline``'s reading):
+    tool results, a user message, or a sub-agent's brief (its first request)."""
+    first = sub and not any(m.get("role") == "assistant" for m in messages)
+    return appended_turn(messages, first_of_sub=first) or TurnKind.USER
 
 
 async def modeled_wait(

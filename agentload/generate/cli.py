@@ -177,14 +177,14 @@ def _print_summary(opts: GenerateOptions, ran: _Ran, rows: list[dict[str, Any]])
     result = ran.runs[0]
     if result.tokens is not None:
         out.print(token_line(result.tokens), markup=False, highlight=False, soft_wrap=True)
-    from agentload.products.registry import product
+    from agentload.generate.run import modeled_waits
 
-    waits = opts.scenario.waits
-    if waits is not None and product(opts.agent) is None:  # our agents draw them
-        how = "slept through (--pace real)" if opts.pace == "real" else "recorded, not slept"
+    waits = modeled_waits(opts, 0)
+    if waits is not None:
+        how = "slept through (--pace real)" if waits.slept else "recorded, not slept"
         out.print(
             f"modeled waits: {how}; replay plays them (--gaps measured leaves them out); "
-            f"fitted to {waits.source}",
+            f"fitted to {waits.model.source}",
             markup=False,
             highlight=False,
             soft_wrap=True,

@@ -110,7 +110,7 @@ def _stream_end(c: LLMCallRecord) -> int:
     t = c.timings
     if t.chunk_offsets_ns:
         return t.submit_ns + max(t.chunk_offsets_ns)
-    return t.last_token_ns or t.first_token_ns or t.submit_ns
+    return t.end_ns
 
 
 def _itl(c: LLMCallRecord) -> list[int]:

@@ -60,6 +60,7 @@ __all__ = [
     "check_endpoint",
     "generate",
     "generator_info",
+    "modeled_waits",
     "open_endpoint",
     "run_header",
     "run_spec",
@@ -216,13 +217,9 @@ def run_header(
 ) -> Header:
     """The run's trace header: the endpoint, the resolved scenario and its hash, the seed, how
     the run was asked for (``generator``) and the token calibration."""
-    from agentload.products.registry import product
     from agentload.scenarios import scenario_hash
 
     s = spec.opts.scenario
-    waits = None
-    if s.waits is not None and product(spec.opts.agent) is None:  # our agents draw them
-        waits = WaitsInfo(model=s.waits, seed=spec.seed, slept=spec.opts.pace == "real")
     return make_header(
         endpoint=base_url,
         model=model,
@@ -232,8 +229,19 @@ def run_header(
         seed=spec.seed,
         generator=generator,
         token_calibration=tokens.record(),
-        waits=waits,
+        waits=modeled_waits(spec.opts, spec.seed),
     )
+
+
+def modeled_waits(opts: GenerateOptions, seed: int) -> WaitsInfo | None:
+    """The run's modeled waits (the trace header's ``waits``): the scenario's, when agentload's
+    own agents run (they draw them; an agent product keeps its own pace); None otherwise."""
+    from agentload.products.registry import product
+
+    waits = opts.scenario.waits
+    if waits is None or product(opts.agent) is not None:
+        return None
+    return WaitsInfo(model=waits, seed=seed, slept=opts.pace == "real")
 
 
 async def calibrated_header(

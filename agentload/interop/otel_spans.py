@@ -36,6 +36,7 @@ from agentload.interop.genai_parts import (
     tool_definitions,
 )
 from agentload.trace.events import EventKind
+from agentload.trace.samples import call_end_ns
 from agentload.trace.schema import AgentRecord, LLMCallRecord, ToolCallRecord
 from agentload.trace.trace import Trace, completion_of
 
@@ -130,11 +131,6 @@ def session_ids(trace: Trace) -> list[str]:
     return list(ids)
 
 
-def _call_end(c: LLMCallRecord) -> int:
-    t = c.timings
-    return t.last_token_ns or t.first_token_ns or t.submit_ns
-
-
 def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
@@ -183,7 +179,7 @@ def _spans(cx: _Ctx) -> Iterator[ReadableSpan]:
     tools = [tc for tc in trace.tool_calls.values() if tc.session_id == sid]
     sess = trace.sessions.get(sid)
     times = [a.start_ns for a in agents] + [c.timings.submit_ns for c in calls]
-    ends = [a.end_ns or a.start_ns for a in agents] + [_call_end(c) for c in calls]
+    ends = [a.end_ns or a.start_ns for a in agents] + [call_end_ns(c) for c in calls]
     ends += [tc.end_ns for tc in tools]
     start = sess.start_ns if sess is not None else min(times, default=0)
     end = sess.end_ns if sess is not None and sess.end_ns is not None else max(ends, default=start)
@@ -214,7 +210,7 @@ def _spans(cx: _Ctx) -> Iterator[ReadableSpan]:
     agent_ctx = {a.id: cx.span_ctx("agent", a.id) for a in agents}
     agent_end: dict[str, int] = {}
     for c in calls:
-        agent_end[c.agent_id] = max(agent_end.get(c.agent_id, 0), _call_end(c))
+        agent_end[c.agent_id] = max(agent_end.get(c.agent_id, 0), call_end_ns(c))
     for tc in tools:
         agent_end[tc.agent_id] = max(agent_end.get(tc.agent_id, 0), tc.end_ns)
     server = _server_attrs(trace.header.endpoint)
@@ -326,7 +322,7 @@ def _chat_span(
             ctx,
             parent,
             t.submit_ns,
-            _call_end(c),
+            call_end_ns(c),
             attrs,
             kind=SpanKind.CLIENT,
             status=status,

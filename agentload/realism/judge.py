@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from agentload.quantiles import percentile
 from agentload.realism.statistics import STATISTICS, Observations, statistic
+from agentload.trace.comparison import ks
 
 __all__ = ["SCHEMA", "RealismDocument", "Row", "Side", "Spread", "Verdict", "judge", "row_keys"]
 
@@ -112,15 +113,6 @@ def _spread(units: Sequence[float], calls: int | None, full: bool) -> Spread:
     return Spread(n=len(units), calls=calls, **values)
 
 
-def _ks(a: Sequence[float], b: Sequence[float]) -> tuple[float | None, float | None]:
-    if len(a) < 2 or len(b) < 2:
-        return None, None
-    from scipy.stats import ks_2samp
-
-    res = ks_2samp(list(a), list(b))
-    return float(res.statistic), float(res.pvalue)
-
-
 def row_keys(ours: Observations, corpus: Observations) -> list[str]:
     """The statistics in table order, the per-tool-kind gaps after the gap they refine."""
     out: list[str] = []
@@ -156,7 +148,7 @@ def judge(
             verdict = Verdict.IN
         else:
             verdict = Verdict.BY_DESIGN if why else Verdict.OUT
-        d, p = _ks(pa, pb)
+        distance = ks(pa, pb)
         rows.append(
             Row(
                 key=key,
@@ -169,8 +161,8 @@ def judge(
                 verdict=verdict,
                 band="p10-p90" if wide else "p25-p75",
                 why=why if verdict is Verdict.BY_DESIGN else None,
-                ks_d=d,
-                ks_p=p,
+                ks_d=distance["d"] if distance else None,
+                ks_p=distance["p"] if distance else None,
             )
         )
     return rows

@@ -53,8 +53,10 @@ from agentload.replay.reuse import (
 from agentload.replay.salt import SaltAt
 from agentload.tokenizer import ChatTokenCounter
 from agentload.trace.prefix import seen_blocks
+from agentload.trace.samples import call_end_ns
 from agentload.trace.schema import LLMCallRecord
 from agentload.trace.synth import Synthesizer
+from agentload.trace.timeline import delegating_call, dependencies
 from agentload.trace.trace import Trace, completion_of
 
 __all__ = ["CallPlan", "Edge", "Selector", "SessionPlan", "build_plans", "traffic_body"]
@@ -74,11 +76,6 @@ _CONTROLLED = frozenset(
         "n",
     }
 )
-
-
-def _last_ns(c: LLMCallRecord) -> int:
-    t = c.timings
-    return t.last_token_ns or t.first_token_ns or t.submit_ns
 
 
 def traffic_body(trace: Trace, call: LLMCallRecord, expected_tokens: int) -> dict[str, Any]:
@@ -288,7 +285,7 @@ def _call_plans(
             prompt_tokens_ours=ours,
             ceiling_tokens=n * block,
             rel_submit_ns=c.timings.submit_ns - t0,
-            rel_end_ns=_last_ns(c) - t0,
+            rel_end_ns=call_end_ns(c) - t0,
             synth=syn,
             rel_trace_submit_ns=c.timings.submit_ns - trace_t0,
             api=c.request.api,
@@ -309,65 +306,28 @@ def _check_acyclic(trace: Trace, sid: str, plans: dict[str, CallPlan]) -> None:
         ) from None
 
 
-def _delegating_call(
-    trace: Trace, agent_id: str, by_agent: dict[str, list[LLMCallRecord]]
-) -> LLMCallRecord | None:
-    """The parent's call that started ``agent_id`` (its delegate tool call's emitting call)."""
-    agent = trace.agents.get(agent_id)
-    tc = None
-    if agent is not None and agent.parent_tool_call_id:
-        tc = trace.tool_call(agent.session_id, agent.parent_tool_call_id)
-    if tc is None:
-        tc = next((t for t in trace.tool_calls.values() if t.child_agent_id == agent_id), None)
-    if tc is not None and tc.llm_call_id in trace.calls:
-        return trace.calls[tc.llm_call_id]
-    if agent is None or agent.parent_agent_id is None:
-        return None
-    first = by_agent[agent_id][0].timings.submit_ns
-    before = [c for c in by_agent.get(agent.parent_agent_id, []) if _last_ns(c) <= first]
-    return before[-1] if before else None
-
-
-def _child_agents(trace: Trace, session_id: str, deps: list[str]) -> tuple[set[str], list[int]]:
-    """(child agent ids, end ns of the non-delegate tool deps) named by ``depends_on``."""
-    children: set[str] = set()
-    tool_ends: list[int] = []
-    for d in deps:
-        if d in trace.agents:
-            children.add(d)
-            continue
-        tc = trace.tool_call(session_id, d)
-        if tc is None:
-            continue
-        if tc.child_agent_id:
-            children.add(tc.child_agent_id)
-        else:
-            tool_ends.append(tc.end_ns)
-    return children, tool_ends
-
-
 def _link(
     trace: Trace, by_agent: dict[str, list[LLMCallRecord]], plans: dict[str, CallPlan]
 ) -> None:
     for agent_id, lst in by_agent.items():
         first = lst[0]
-        parent = _delegating_call(trace, agent_id, by_agent)
+        parent = delegating_call(trace, agent_id, lambda a: by_agent.get(a, []))
         if parent is not None and parent.id in plans:
-            gap = first.timings.submit_ns - _last_ns(parent)
+            gap = first.timings.submit_ns - call_end_ns(parent)
             plans[first.id].preds.append(Edge(parent.id, max(0, gap)))
         for prev, cur in itertools.pairwise(lst):
-            children, tool_ends = _child_agents(trace, cur.session_id, cur.depends_on)
+            children, tool_ends = dependencies(trace, cur.session_id, cur.depends_on)
             children = {a for a in children if a in by_agent and a != agent_id}
             p = plans[cur.id]
-            full_gap = max(0, cur.timings.submit_ns - _last_ns(prev))
+            full_gap = max(0, cur.timings.submit_ns - call_end_ns(prev))
             p.recorded_gap_ns = full_gap
             if not children:
                 p.preds.append(Edge(prev.id, full_gap))
                 continue
-            tool_gap = max(tool_ends) - _last_ns(prev) if tool_ends else 0
+            tool_gap = max(tool_ends) - call_end_ns(prev) if tool_ends else 0
             p.preds.append(Edge(prev.id, max(0, tool_gap)))
             lasts = [by_agent[a][-1] for a in children]
-            post = max(0, cur.timings.submit_ns - max(_last_ns(c) for c in lasts))
+            post = max(0, cur.timings.submit_ns - max(call_end_ns(c) for c in lasts))
             for c in lasts:
                 p.preds.append(Edge(c.id, post))
     for p in plans.values():

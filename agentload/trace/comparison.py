@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_TOLERANCE",
     "compare",
     "format_value",
+    "ks",
     "render_comparison",
     "statistic_rows",
     "summarize",
@@ -71,7 +72,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
-def _ks(a: Sequence[float], b: Sequence[float]) -> dict[str, float] | None:
+def ks(a: Sequence[float], b: Sequence[float]) -> dict[str, float] | None:
+    """The two-sample Kolmogorov-Smirnov distance ``d`` and its p-value ``p`` (None with
+    fewer than two samples a side)."""
     if len(a) < 2 or len(b) < 2:
         return None
     from scipy.stats import ks_2samp
@@ -97,7 +100,7 @@ def compare(
             "b": sb,
             "ratio": ratio,
             "within": None if ratio is None else abs(ratio - 1) <= tolerance + 1e-12,
-            "ks": _ks(va, vb),
+            "ks": ks(va, vb),
         }
         if stat == "prefix_reuse":
             for side, s in (("a", a), ("b", b)):

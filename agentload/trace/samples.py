@@ -169,8 +169,7 @@ def completion_tokens(call: LLMCallRecord) -> int:
 
 def call_end_ns(call: LLMCallRecord) -> int:
     """When the call's answer ended: its last token, else its first, else its submit."""
-    t = call.timings
-    return t.last_token_ns or t.first_token_ns or t.submit_ns
+    return call.timings.end_ns
 
 
 def is_tool_time(tc: ToolCallRecord) -> bool:

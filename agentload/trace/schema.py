@@ -221,6 +221,11 @@ class Timings(_Model):
         default_factory=list, description="arrival of each chunk, ns after submit_ns"
     )
 
+    @property
+    def end_ns(self) -> int:
+        """When the answer ended: its last token, else its first, else the submit."""
+        return self.last_token_ns or self.first_token_ns or self.submit_ns
+
 
 class PrefixInfo(_Model):
     """Chained block hashes of the prompt's token sequence, stored incrementally.

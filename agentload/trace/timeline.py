@@ -27,12 +27,25 @@ it is not known (None).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 from enum import StrEnum
+from typing import Any
 
+from agentload.trace.samples import call_end_ns
 from agentload.trace.schema import LLMCallRecord, Timings, TurnKind
 from agentload.trace.trace import Trace
 
-__all__ = ["GapMode", "call_shifts", "describe_waits", "has_waits", "turn_of", "with_gaps"]
+__all__ = [
+    "GapMode",
+    "appended_turn",
+    "call_shifts",
+    "delegating_call",
+    "dependencies",
+    "describe_waits",
+    "has_waits",
+    "turn_of",
+    "with_gaps",
+]
 
 
 class GapMode(StrEnum):
@@ -59,26 +72,51 @@ def has_waits(trace: Trace) -> bool:
     return trace.header.waits is not None and any(c.wait_ns for c in trace.calls.values())
 
 
-def _delegating_call(trace: Trace, agent_id: str) -> str | None:
-    """The id of the call whose tool call started agent ``agent_id``, if the trace says."""
+def delegating_call(
+    trace: Trace,
+    agent_id: str,
+    calls_of: Callable[[str], Sequence[LLMCallRecord]] | None = None,
+) -> LLMCallRecord | None:
+    """The parent's call that started agent ``agent_id``: its delegate tool call's emitting
+    call (by the agent's ``parent_tool_call_id``, else by the tool call naming it as its
+    child), else the parent's last call that ended before the agent's first; ``calls_of``: an
+    agent's calls in order (default: all of them, ``Trace.calls_of``)."""
     agent = trace.agents.get(agent_id)
-    if agent is None or agent.parent_tool_call_id is None:
+    tc = None
+    if agent is not None and agent.parent_tool_call_id:
+        tc = trace.tool_call(agent.session_id, agent.parent_tool_call_id)
+    if tc is None:
+        tc = next((t for t in trace.tool_calls.values() if t.child_agent_id == agent_id), None)
+    if tc is not None and tc.llm_call_id in trace.calls:
+        return trace.calls[tc.llm_call_id]
+    if agent is None or agent.parent_agent_id is None:
         return None
-    tc = trace.tool_call(agent.session_id, agent.parent_tool_call_id)
-    return tc.llm_call_id if tc is not None else None
+    calls = calls_of or trace.calls_of
+    mine = calls(agent_id)
+    if not mine:
+        return None
+    first = mine[0].timings.submit_ns
+    before = [c for c in calls(agent.parent_agent_id) if call_end_ns(c) <= first]
+    return before[-1] if before else None
 
 
-def _children(trace: Trace, call: LLMCallRecord) -> list[str]:
-    """The child agents whose results ``call`` waited for (``depends_on``)."""
-    out: list[str] = []
-    for d in call.depends_on:
+def dependencies(trace: Trace, session_id: str, deps: Sequence[str]) -> tuple[set[str], list[int]]:
+    """What ``depends_on`` names: the child agents a call waited for (named, or by their
+    delegate tool call), and the end ns of its other tool calls."""
+    children: set[str] = set()
+    tool_ends: list[int] = []
+    for d in deps:
         if d in trace.agents:
-            out.append(d)
+            children.add(d)
             continue
-        tc = trace.tool_call(call.session_id, d)
-        if tc is not None and tc.child_agent_id:
-            out.append(tc.child_agent_id)
-    return out
+        tc = trace.tool_call(session_id, d)
+        if tc is None:
+            continue
+        if tc.child_agent_id:
+            children.add(tc.child_agent_id)
+        else:
+            tool_ends.append(tc.end_ns)
+    return children, tool_ends
 
 
 def call_shifts(
@@ -100,9 +138,12 @@ def call_shifts(
         last_of[aid] = calls[-1].id
     order = sorted(trace.calls.values(), key=lambda c: (c.timings.submit_ns, c.seq))
     for c in order:
-        pred = prev_of.get(c.id) or _delegating_call(trace, c.agent_id)
+        pred = prev_of.get(c.id)
+        if pred is None:
+            parent = delegating_call(trace, c.agent_id)
+            pred = parent.id if parent is not None else None
         b = shift.get(pred, 0) if pred is not None else 0
-        for child in _children(trace, c):
+        for child in dependencies(trace, c.session_id, c.depends_on)[0]:
             last = last_of.get(child)
             if last is not None and last in shift:
                 b = max(b, shift[last])
@@ -187,7 +228,18 @@ def turn_of(trace: Trace, call: LLMCallRecord) -> TurnKind | None:
         return TurnKind.BRIEF if sub else TurnKind.USER
     if not call.messages:
         return TurnKind.TOOL if call.depends_on else None
-    messages = trace.messages(call)
+    return appended_turn(trace.messages(call))
+
+
+def appended_turn(
+    messages: Sequence[dict[str, Any]], *, first_of_sub: bool = False
+) -> TurnKind | None:
+    """What a request appends after its agent's last reply, read from its messages (what
+    follows the last assistant message): a sub-agent's first request (``first_of_sub``) is its
+    brief; tool results among them make it ``tool``; else a user message makes it ``user``;
+    None when neither is there."""
+    if first_of_sub:
+        return TurnKind.BRIEF
     tail_start = 0
     for i, m in enumerate(messages):
         if m.get("role") == "assistant":

@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from agentload.errors import AgentloadError, ConfigError
+from agentload.trace.samples import call_end_ns
 from agentload.trace.schema import AgentRecord, LLMCallRecord, ToolCallRecord
 from agentload.trace.stats import completion_tokens
 from agentload.trace.trace import Trace
@@ -132,10 +133,6 @@ def _tools_of(trace: Trace) -> dict[str, list[ToolCallRecord]]:
     return by_call
 
 
-def _end_ns(c: LLMCallRecord) -> int:
-    return c.timings.last_token_ns or c.timings.first_token_ns or c.timings.submit_ns
-
-
 def render_agent(trace: Trace, agent_id: str, console: Console) -> None:
     """One agent's calls as a table."""
     a = trace.agents.get(agent_id)
@@ -153,7 +150,7 @@ def render_agent(trace: Trace, agent_id: str, console: Console) -> None:
     for c in calls:
         t = c.timings
         u = c.usage
-        gap = c.timings.submit_ns - _end_ns(prev) if prev is not None else None
+        gap = c.timings.submit_ns - call_end_ns(prev) if prev is not None else None
         new = trace.prompt_tokens(c) - trace.prompt_tokens(prev) if prev is not None else None
         names = [tc.name for tc in c.response.tool_calls]
         done = {tc.id: tc for tc in tools.get(c.id, [])}

@@ -8,7 +8,6 @@ role it plays, inferred by ``roles``); ``Decision`` is its reply before length l
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,25 +18,19 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentload.contract import CODE_SEARCH, FILE_READER, SUBAGENT_ROLES, TEST_RUNNER
 from agentload.endpoint.policy.facts import Facts, extract
+from agentload.fitted import CountModel
 from agentload.tokenizer import _content_text
 
 __all__ = ["Conversation", "Decision", "LengthDist", "PolicyConfig", "call_of"]
 
 
-class LengthDist(BaseModel):
-    """Log-normal token-count distribution given by its median and 90th percentile."""
+class LengthDist(CountModel):
+    """Log-normal token-count distribution given by its median and 90th percentile (the one
+    log-normal count of ``agentload.fitted``, its sampler included)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=False)
 
-    median: float = Field(gt=0, description="Median length in tokens.")
-    p90: float = Field(gt=0, description="90th percentile in tokens (>= median).")
-    min: int = Field(default=1, description="Lower clip.")
-    max: int = Field(default=8192, description="Upper clip.")
-
-    def sample(self, rng: random.Random) -> int:
-        sigma = math.log(max(self.p90, self.median) / self.median) / 1.2816
-        v = rng.lognormvariate(math.log(self.median), sigma) if sigma > 0 else self.median
-        return int(min(self.max, max(self.min, round(v))))
+    max: int = Field(default=8192, ge=1, description="Upper clip.")
 
 
 class PolicyConfig(BaseModel):
