@@ -4,6 +4,7 @@ exit 2."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,27 @@ def test_a_file_of_no_known_format_is_one_line(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "x.jsonl" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "key"),
+    [
+        ("samples_fullcontent/otel_openinference.json", "otel", "resourceSpans"),
+        ("samples_fullcontent/harbor_atif_terminus2_linear_history.json", "atif", "steps"),
+        ("samples/weka_sample_trace_with_subagent.json", "weka", "requests"),
+    ],
+)
+def test_a_one_object_file_larger_than_the_peek_is_told_from_its_first_bytes(
+    tmp_path: Path, name: str, fmt: str, key: str
+) -> None:
+    """A real conversation runs to megabytes (kv-cache-tester's files are 1-2 MB): each real
+    sample, its own records repeated past the 1 MB peek, is still told apart."""
+    doc = json.loads((HERE / name).read_text())
+    records = doc[key]
+    while len(json.dumps(doc)) < 1_200_000:
+        doc[key] = doc[key] + records
+    big = tmp_path / f"big-{Path(name).name}"
+    big.write_text(json.dumps(doc, indent=1))
+    assert big.stat().st_size > 1 << 20
+    found, why = detect_format([big])
+    assert found == fmt, why

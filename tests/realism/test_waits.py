@@ -17,7 +17,7 @@ from agent_runs import agentload, run_generate
 from agentload.endpoint import SimulatorServer
 from agentload.measure.results import load_results
 from agentload.trace.schema import TurnKind
-from agentload.trace.timeline import GapMode, with_gaps
+from agentload.trace.timeline import GapMode, turn_of, with_gaps
 from agentload.trace.trace import Trace, load_trace
 
 WAIT_S = 0.4
@@ -160,3 +160,49 @@ def test_the_weka_export_writes_them_as_think_time(solo: Trace, tmp_path: Path) 
     assert {c.id: (c.turn, c.wait_ns) for c in copy.calls.values()} == {
         c.id: (c.turn, c.wait_ns) for c in trace.calls.values()
     }
+
+
+def test_the_mooncake_export_times_them_too(solo: Trace, tmp_path: Path) -> None:
+    out = tmp_path / "m.jsonl"
+    r = agentload("trace", "export", "mooncake", solo.path, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "timestamps include modeled waits" in r.stdout + r.stderr
+    stamps = [json.loads(line)["timestamp"] for line in out.read_text().splitlines()]
+    calls = sorted(solo.calls.values(), key=lambda c: c.timings.submit_ns)
+    measured_ms = (calls[-1].timings.submit_ns - calls[0].timings.submit_ns) / 1e6
+    waited_ms = sum(c.wait_ns or 0 for c in calls) / 1e6
+    assert max(stamps) == pytest.approx(measured_ms + waited_ms, abs=5)
+
+
+def test_files_of_the_earlier_schemas_still_load(solo: Trace, tmp_path: Path) -> None:
+    """A trace of agentload.trace/1 (no turn, no wait, no header.waits) and a results.json of
+    agentload.replay-results/1 (no plan.gaps) read as before: turns from the messages, the
+    measured timeline, gaps 'measured'."""
+    import zstandard
+
+    with Path(solo.path).open("rb") as f, zstandard.ZstdDecompressor().stream_reader(f) as z:
+        raw = z.read()
+    lines = []
+    for line in raw.decode().splitlines():
+        rec = json.loads(line)
+        if rec["type"] == "header":
+            rec["schema"] = "agentload.trace/1"
+            rec.pop("waits", None)
+        rec.pop("turn", None)
+        rec.pop("wait_ns", None)
+        lines.append(json.dumps(rec))
+    old = tmp_path / "old.jsonl"
+    old.write_text("\n".join(lines) + "\n")
+    trace = load_trace(old)
+    assert trace.header.waits is None and with_gaps(trace, GapMode.MODELED) is trace
+    assert [turn_of(trace, c) for c in trace.calls.values()] == [
+        c.turn for c in solo.calls.values()
+    ]
+    with SimulatorServer(profile="instant", model="agentload-sim", seed=0) as sim:
+        _, doc = _replay(sim, old, tmp_path / "r")
+    assert doc.plan.gaps == "modeled" and doc.plan.modeled_waits is None  # nothing to add
+    data = json.loads((tmp_path / "r" / "results.json").read_text())
+    data["schema"] = "agentload.replay-results/1"
+    del data["plan"]["gaps"], data["plan"]["modeled_waits"]
+    (tmp_path / "r" / "results.json").write_text(json.dumps(data))
+    assert load_results(tmp_path / "r").plan.gaps == "measured"
