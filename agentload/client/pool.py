@@ -65,6 +65,8 @@ class ConnectionPool:
         self.lean = not target.https and sys.platform != "win32"
         self.backend = AsyncioBackend(stamps)
         self.paths = {api: _path(url) for api, url in target.urls.items()}
+        self.gemini: dict[str, tuple[str, str]] = {}
+        """Gemini's URL and request target per model (the model is in the path)."""
         self.shared = self.new_client(4)
         """The client of the probes (``/models``, the API checks)."""
         # One connection per concurrent stream, reused LIFO.
@@ -134,22 +136,35 @@ class ConnectionPool:
         headers: Mapping[str, str] | None,
         stamp: Callable[[], None],
         due: Due | None = None,
+        model: str = "",
     ) -> Answer:
-        """POST ``body`` to ``api``'s URL on ``conn``; the answer with its body still to read
-        (``stamp`` is called as the request's first bytes go out; with ``due``, they go at
-        its time: written by its gate on a lean connection, else sent once it passed)."""
+        """POST ``body`` to ``api``'s URL on ``conn`` (Gemini's for ``model``); the answer with
+        its body still to read (``stamp`` is called as the request's first bytes go out; with
+        ``due``, they go at its time: written by its gate on a lean connection, else sent once
+        it passed)."""
+        url, path = self._where(api, model)
         if isinstance(conn, LeanConnection):
-            return await conn.request("POST", self.paths[api], body, headers, stamp, due)
+            return await conn.request("POST", path, body, headers, stamp, due)
         if due is not None:
             await due[0].fire_at(due[1], _none_sent)
         req = conn.build_request(
             "POST",
-            self.target.urls[api],
+            url,
             content=body,
             headers=headers,
             extensions={"trace": _stamper(stamp)},
         )
         return HttpxAnswer(await self.send(conn, req))
+
+    def _where(self, api: str, model: str) -> tuple[str, str]:
+        """The URL and request target (path and query) of ``api`` (Gemini's: of ``model``)."""
+        if api != "gemini":
+            return self.target.urls[api], self.paths[api]
+        got = self.gemini.get(model)
+        if got is None:
+            url = self.target.url(api, model)
+            got = self.gemini[model] = (url, _path(url))
+        return got
 
     async def send(self, client: httpx.AsyncClient, req: httpx.Request) -> httpx.Response:
         """Send ``req`` on ``client``, streaming; once more on a new connection when a

@@ -19,7 +19,7 @@ import httpx
 import orjson
 
 from agentload.auth import refused_key_message
-from agentload.client.target import Target
+from agentload.client.target import Target, gemini_url
 from agentload.errors import (
     ConfigError,
     EndpointError,
@@ -150,19 +150,20 @@ async def _get_models(
 async def speaks(
     client: httpx.AsyncClient, target: Target, api: str, model: str, limit: float
 ) -> tuple[bool, str]:
-    """Whether the target answers ``api`` (``responses``, ``messages``): one small
+    """Whether the target answers ``api`` (``responses``, ``messages``, ``gemini``): one small
     non-streamed request within ``limit`` seconds; (answered, what it said)."""
-    small: dict[str, Any] = (
-        {"model": model, "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}
-        if api == "messages"
-        else {"model": model, "max_output_tokens": 16, "input": "hi"}
-    )
-    headers = target.messages_headers if api == "messages" else None
+    url = target.urls.get(api, "")
+    small: dict[str, Any] = {"model": model, "max_output_tokens": 16, "input": "hi"}
+    if api == "messages":
+        small = {"model": model, "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}
+    elif api == "gemini":
+        url = gemini_url(target.base_url, model, stream=False)
+        small = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+                 "generationConfig": {"maxOutputTokens": 1}}  # fmt: skip
+    headers = target.api_headers(api) or None
     try:
         async with asyncio.timeout(limit):
-            r = await client.post(
-                target.urls[api], content=orjson.dumps(small), headers=headers, timeout=limit
-            )
+            r = await client.post(url, content=orjson.dumps(small), headers=headers, timeout=limit)
     except (TimeoutError, httpx.HTTPError) as exc:
         return False, target.hide(f"{type(exc).__name__}")
     return r.status_code == 200, f"HTTP {r.status_code}"

@@ -150,7 +150,7 @@ class StreamClient:
         return await self._pool.warm(n, parallel, self.probe_timeout_s)
 
     async def speaks(self, api: str, model: str) -> tuple[bool, str]:
-        """Whether the target answers ``api`` (``responses``, ``messages``): one small
+        """Whether the target answers ``api`` (``responses``, ``messages``, ``gemini``): one small
         non-streamed request within ``probe_timeout_s``; (answered, what it said)."""
         return await answers_api(self._pool.shared, self._target, api, model, self.probe_timeout_s)
 
@@ -163,13 +163,14 @@ class StreamClient:
         reply: ChunkHook | bool = False,
         limit_s: float | None = None,
         due: Due | None = None,
+        model: str = "",
     ) -> Outcome:
-        """Send one streaming request (in ``api``: chat, or a call's recorded Responses or
-        Messages), within ``limit_s`` (default ``timeout_s``) from now (a wait for a free
-        connection and for ``due`` included); never raises for endpoint failures. With
-        ``reply``, the answer itself is kept in ``Outcome.reply`` (see
-        ``streams.read_answer``). With ``due``, the request goes at its time, written by its
-        gate (``client.gate``)."""
+        """Send one streaming request (in ``api``: chat, or a call's recorded Responses,
+        Messages or Gemini; a Gemini call to ``model``, which its path names), within
+        ``limit_s`` (default ``timeout_s``) from now (a wait for a free connection and for
+        ``due`` included); never raises for endpoint failures. With ``reply``, the answer
+        itself is kept in ``Outcome.reply`` (see ``streams.read_answer``). With ``due``, the
+        request goes at its time, written by its gate (``client.gate``)."""
         clock = self.clock
         out = Outcome(send_ns=clock())
         pool = self._pool
@@ -180,10 +181,10 @@ class StreamClient:
             async with asyncio.timeout(limit), pool.slots:
                 conn = pool.take()
                 out.send_ns = clock()
-                if api == "messages":
-                    headers = {**self._target.messages_headers, **(headers or {})}
+                if api in ("messages", "gemini"):
+                    headers = {**self._target.api_headers(api), **(headers or {})}
                 try:
-                    await self._exchange(conn, body, headers, out, api, reply, due)
+                    await self._exchange(conn, body, headers, out, (api, model), reply, due)
                 finally:
                     pool.put(conn)
         except TimeoutError:
@@ -200,19 +201,21 @@ class StreamClient:
         body: bytes,
         headers: Mapping[str, str] | None,
         out: Outcome,
-        api: str,
+        route: tuple[str, str],
         reply: ChunkHook | bool,
         due: Due | None,
     ) -> None:
-        """Send one request on ``conn`` and read its answer into ``out``; a failure of the
-        connection becomes its error kind, never an exception."""
+        """Send one request on ``conn`` to ``route`` (its API, and the model a Gemini path
+        names) and read its answer into ``out``; a failure of the connection becomes its error
+        kind, never an exception."""
         clock = self.clock
+        api, model = route
 
         def stamp() -> None:
             out.send_ns = clock()
 
         try:
-            resp = await self._pool.open(conn, api, body, headers, stamp, due)
+            resp = await self._pool.open(conn, api, body, headers, stamp, due, model)
             try:
                 await read_answer(resp, out, api, clock, reply)
             finally:

@@ -1,9 +1,11 @@
 """Where replay's requests go and which secrets they carry: URLs, headers, what may be shown.
 
 Request URLs are the base URL's path plus the endpoint's (``/models``, ``/chat/completions``,
-``/responses``, ``/messages``) with the base URL's query kept after it
+``/responses``, ``/messages``; Gemini's ``/models/{model}:streamGenerateContent?alt=sse``, the
+model in the path) with the base URL's query kept after it
 (``…/v1/chat/completions?api-version=…``) and its ``user:password@`` sent nowhere (the key
-travels as ``Authorization: Bearer``, and as ``x-api-key`` to Messages). A URL is shown only
+travels as ``Authorization: Bearer``, and as ``x-api-key`` to Messages, ``x-goog-api-key`` to
+Gemini). A URL is shown only
 through ``agentload.auth.redact_url``, and ``Target.hide`` scrubs the credentials the URL or
 the API key carry out of any text.
 """
@@ -12,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from agentload.auth import split_base_url
 from agentload.masking import hide_secrets, mask_text
 
-__all__ = ["ANTHROPIC_VERSION", "Target", "endpoint_url"]
+__all__ = ["ANTHROPIC_VERSION", "Target", "endpoint_url", "gemini_url"]
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header sent with Messages requests."""
@@ -30,6 +32,16 @@ def endpoint_url(base_url: str, path: str) -> str:
     return clean + path + (f"?{urlencode(query)}" if query else "")
 
 
+def gemini_url(base_url: str, model: str, stream: bool = True) -> str:
+    """A Gemini call's URL: ``…/models/{model}:streamGenerateContent?alt=sse`` after the base
+    URL's path (``:generateContent`` when not ``stream``), the base URL's query kept."""
+    clean, query = split_base_url(base_url)
+    name = quote(model.removeprefix("models/"), safe="")
+    method = "streamGenerateContent" if stream else "generateContent"
+    query = {**query, "alt": "sse"} if stream else query
+    return f"{clean}/models/{name}:{method}" + (f"?{urlencode(query)}" if query else "")
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """The endpoint's URLs, the headers every request carries, and the secrets to hide."""
@@ -37,12 +49,15 @@ class Target:
     base_url: str
     """The base URL as given, without a trailing ``/``."""
     urls: Mapping[str, str]
-    """The streaming endpoint of each API (``chat``, ``responses``, ``messages``)."""
+    """The streaming endpoint of each API (``chat``, ``responses``, ``messages``; Gemini's,
+    which names the model, is ``url("gemini", model)``)."""
     models_url: str
     headers: dict[str, str]
     """Sent with every request (content type, accept, the key as a bearer token, extras)."""
     messages_headers: dict[str, str]
     """Added for Messages requests (the version, the key as ``x-api-key``)."""
+    gemini_headers: dict[str, str]
+    """Added for Gemini requests (the key as ``x-goog-api-key``)."""
     key: list[str]
     """The API key, when there is one (masked however short; the URL's: by policy)."""
 
@@ -69,8 +84,19 @@ class Target:
             models_url=endpoint_url(base_url, "/models"),
             headers=hdrs,
             messages_headers=messages_headers,
+            gemini_headers={"x-goog-api-key": api_key} if api_key else {},
             key=[api_key] if api_key else [],
         )
+
+    def url(self, api: str, model: str = "") -> str:
+        """The streaming endpoint of ``api`` (Gemini's for ``model``)."""
+        return gemini_url(self.base_url, model) if api == "gemini" else self.urls[api]
+
+    def api_headers(self, api: str) -> dict[str, str]:
+        """The headers ``api``'s requests add to every request's (Messages', Gemini's)."""
+        if api == "messages":
+            return self.messages_headers
+        return self.gemini_headers if api == "gemini" else {}
 
     @property
     def https(self) -> bool:

@@ -11,6 +11,7 @@ it (``server`` → ``timing`` → ``policy``):
   * ``sse``      — response bodies: SSE chunk streams (paced by token) and non-streaming JSON
   * ``messages_api`` — ``POST /v1/messages``: Anthropic Messages on the chat pipeline
   * ``responses_api`` — ``POST /v1/responses``: OpenAI Responses answered through chat
+  * ``gemini_api`` — ``POST …/models/{model}:generateContent``: Google's Gemini API through chat
   * ``metrics``  — ``/metrics``: Prometheus text named after vLLM's, read from the engine
   * ``server``   — ``SimulatorServer``: uvicorn in a background thread (``ServeOptions``:
     address, TLS, API key)

@@ -58,14 +58,14 @@ class EndpointOptions(BaseModel):
     api: Annotated[
         Literal["auto", "chat"],
         Flag(
-            "auto: calls recorded in Responses or Messages (agentload record) go in that "
-            "API when the target answers it, else as Chat Completions; chat: all as chat."
+            "auto: calls recorded in Responses, Messages or Gemini (agentload record) go in "
+            "that API when the target answers it, else as Chat Completions; chat: all as chat."
         ),
     ] = Field(
         default="auto",
-        description="auto: a call recorded in OpenAI Responses or Anthropic Messages is sent in "
-        "that API when the target answers it (one probe per API), else as its Chat Completions "
-        "translation; chat: every call as Chat Completions (--api)",
+        description="auto: a call recorded in OpenAI Responses, Anthropic Messages or Google's "
+        "Gemini API is sent in that API when the target answers it (one probe per API), else as "
+        "its Chat Completions translation; chat: every call as Chat Completions (--api)",
     )
 
     @field_validator("engine")

@@ -138,7 +138,7 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 """An RFC 9110 token: what a header name is."""
 RESERVED_HEADERS = frozenset(
     {"accept", "anthropic-version", "authorization", "connection", "content-length"}
-    | {"content-type", "host", "transfer-encoding", "x-api-key"}
+    | {"content-type", "host", "transfer-encoding", "x-api-key", "x-goog-api-key"}
 )
 """Headers replay (or HTTP itself) sets on every request: --session-header may not be one."""
 BODY_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
@@ -150,9 +150,11 @@ RESERVED_BODY_FIELDS = frozenset(
     | {"ignore_eos", "min_tokens", "input", "instructions", "max_output_tokens", "text"}
     | {"previous_response_id", "store", "truncation", "include", "system", "thinking"}
     | {"metadata", "modalities", "audio", "prediction", "service_tier", "background"}
+    | {"contents", "systemInstruction", "generationConfig", "toolConfig"}
+    | {"safetySettings", "cachedContent"}
 )
-"""Body fields of a request replay sends (Chat Completions, Responses, Messages), and the
-extras it adds: --session-field may not overwrite one (``user``, an end-user id meant for
+"""Body fields of a request replay sends (Chat Completions, Responses, Messages, Gemini), and
+the extras it adds: --session-field may not overwrite one (``user``, an end-user id meant for
 routing, is allowed)."""
 
 

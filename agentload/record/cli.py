@@ -103,8 +103,8 @@ def _serve_until_stopped(rs: RecordServer, upstream: str) -> bool:
     def started() -> None:
         typer.echo(
             f"agentload record on {rs.url} -> {redact_url(upstream)}  trace: {rs.trace_path}\n"
-            f"  point agents at OPENAI_BASE_URL={rs.url}/v1 or ANTHROPIC_BASE_URL={rs.url}"
-            "  (Ctrl-C stops)",
+            f"  point agents at OPENAI_BASE_URL={rs.url}/v1, ANTHROPIC_BASE_URL={rs.url} or "
+            f"GOOGLE_GEMINI_BASE_URL={rs.url}  (Ctrl-C stops)",
             err=True,
         )
 

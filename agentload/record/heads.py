@@ -73,7 +73,10 @@ def switch_head(head: Head) -> bytes:
 
 
 def error_json(api: Api | None, status: int, message: str) -> bytes:
-    """An error body in the shape of ``api`` (Messages' or OpenAI's)."""
+    """An error body in the shape of ``api`` (Messages', Gemini's or OpenAI's)."""
+    if api == "gemini":
+        status_name = "UNAVAILABLE" if status >= 500 else "INVALID_ARGUMENT"
+        return orjson.dumps({"error": {"code": status, "message": message, "status": status_name}})
     if api == "messages":
         kind = "api_error" if status >= 500 else "invalid_request_error"
         return orjson.dumps({"type": "error", "error": {"type": kind, "message": message}})

@@ -11,9 +11,9 @@ saw things happen and writes the trace exactly as before.
 * ``RecorderProcess`` is the proxy's end: ``start()`` (the trace is open when it returns),
   ``begin`` / ``end`` (non-blocking), ``close()`` (the trace is closed; the counts).
 * Frames: 4-byte big-endian length + a pickle of a tuple: ``("b", cid, api, body, headers,
-  submit_ns, credentials)``, ``("e", cid, Answer fields...)``, ``("n", event, ns)`` (an event's
-  payload: a WebSocket's unread message, its end), ``("s", SessionOutcome)`` (how a session a
-  listener stood for ended); the first frame is the configuration.
+  submit_ns, credentials, path)``, ``("e", cid, Answer fields...)``, ``("n", event, ns)`` (an
+  event's payload: a WebSocket's unread message, its end), ``("s", SessionOutcome)`` (how a
+  session a listener stood for ended); the first frame is the configuration.
 * Status lines on its stdout: ``ready``, ``sessions N`` as sessions appear, ``recorded {json}``
   for each call written and each request that closed tool runs (``sink.Recorded``: what
   ``generate --agent`` shows live), ``done {json}`` at the end, ``error ...`` (one line) when it
@@ -152,7 +152,7 @@ class RecorderProcess:
             stdin.write(frame)
 
     def begin(self, cid: int, api: Api, body: bytes, headers: list[tuple[bytes, bytes]],
-              submit_ns: int, session: str | None = None) -> None:  # fmt: skip
+              submit_ns: int, session: str | None = None, path: str = "") -> None:  # fmt: skip
         """A recorded request went out. The session and agent headers are passed on (the
         listener's ``session``, when it stands for one, as the session header); the values of
         credential headers too, only so that the recorder masks them wherever an answer echoes
@@ -166,7 +166,7 @@ class RecorderProcess:
                 creds.append(v.decode("latin-1"))
         if session is not None and self.session_header:
             picked[self.session_header] = session
-        self._send(_frame(("b", cid, api, body, picked, submit_ns, creds)))
+        self._send(_frame(("b", cid, api, body, picked, submit_ns, creds, path)))
 
     def end(self, cid: int, a: Answer) -> None:
         """A recorded call is over."""
@@ -325,10 +325,10 @@ async def _serve() -> int:
             except asyncio.IncompleteReadError:
                 break  # the proxy closed its end (or died)
             if msg[0] == "b":
-                _, cid, api, body, headers, now, creds = msg
+                _, cid, api, body, headers, now, creds, path = msg
                 remember(*creds)
                 try:
-                    pending[cid] = rec.begin(api, body, headers, now)
+                    pending[cid] = rec.begin(api, body, headers, now, path)
                 except Exception as exc:  # recording never gets in the agent's way
                     pending[cid] = None
                     rec.note(RecordError(where="begin", error=describe(exc)), now)

@@ -3,8 +3,9 @@
 * Every request is forwarded to the upstream with its headers (credentials included:
   ``Authorization`` and ``x-api-key`` pass through, they never reach the trace), less the
   hop-by-hop ones, and with ``accept-encoding: identity`` so the recorder can read the answer.
-  ``POST`` to a Chat Completions, Responses or Messages path (``agentload.wire.api_for_path``) is
-  also recorded; anything else (``/v1/models``, ``/v1/messages/count_tokens``, ...) is not.
+  ``POST`` to a Chat Completions, Responses, Messages or Gemini ``generateContent`` path
+  (``agentload.wire.api_for_path``) is also recorded; anything else (``/v1/models``,
+  ``/v1/messages/count_tokens``, a Gemini ``:countTokens``, ...) is not.
 * The answer's bytes go to the agent as the upstream framed them, each read written on before
   anything else is done with it, so a streamed answer reaches the agent chunk by chunk as it
   arrives. The relay parses only the framing (``http1``) to know where the answer ends, and

@@ -15,7 +15,19 @@ from agentload.hashing import canonical_json, sha256_hex
 from agentload.replay.salt import SaltAt
 from agentload.trace.synth import Layout, Synthesizer
 
-__all__ = ["CallPlan", "Edge", "SessionPlan"]
+__all__ = ["CallPlan", "Edge", "SessionPlan", "pin_length"]
+
+
+def pin_length(api: str, body: dict[str, Any], tokens: int) -> dict[str, Any]:
+    """A copy of a body in ``api`` (not chat) whose output length is pinned to ``tokens``:
+    Responses' ``max_output_tokens``, Messages' ``max_tokens``, Gemini's
+    ``generationConfig.maxOutputTokens``."""
+    if api == "gemini":
+        config = body.get("generationConfig")
+        config = dict(config) if isinstance(config, dict) else {}
+        return {**body, "generationConfig": {**config, "maxOutputTokens": tokens}}
+    key = "max_output_tokens" if api == "responses" else "max_tokens"
+    return {**body, key: tokens}
 
 
 @dataclass(frozen=True)
@@ -74,7 +86,7 @@ class CallPlan:
     """Recorded submit time, relative to the earliest submit of its trace (``--schedule
     recorded``)."""
     api: str = "chat"
-    """The API the call was recorded in (``chat``, ``responses``, ``messages``)."""
+    """The API the call was recorded in (``chat``, ``responses``, ``messages``, ``gemini``)."""
     native: dict[str, Any] | None = None
     """The body as recorded in ``api`` when that is not chat (``request.native``)."""
     send_api: str = "chat"
@@ -94,8 +106,7 @@ class CallPlan:
         """The unsalted traffic body, messages included (built anew for a synthesized call); in
         its recorded API when sent in it (``send_api``), length pinned to ``expected_tokens``."""
         if self.send_api != "chat" and self.native is not None:
-            key = "max_output_tokens" if self.send_api == "responses" else "max_tokens"
-            return {**self.native, key: self.expected_tokens}
+            return pin_length(self.send_api, self.native, self.expected_tokens)
         if self.synth is None:
             return self.traffic
         synth, layout = self.synth

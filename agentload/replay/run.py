@@ -356,8 +356,8 @@ def build_document(
 async def choose_apis(
     client: StreamClient, plans: Sequence[SessionPlan], cfg: ReplayConfig
 ) -> None:
-    """``--api auto``: each call recorded in Responses or Messages goes in that API when the
-    target answers one small request of it, else as its chat translation (``--api chat``)."""
+    """``--api auto``: each call recorded in Responses, Messages or Gemini goes in that API when
+    the target answers one small request of it, else as its chat translation (``--api chat``)."""
     wanted = {c.api for p in plans for c in p.calls.values() if c.native is not None}
     wanted.discard("chat")
     if cfg.api == "chat" or not wanted:

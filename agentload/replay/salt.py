@@ -45,6 +45,7 @@ __all__ = [
     "make_salt",
     "new_nonce",
     "new_run_id",
+    "salt_gemini",
     "salt_messages",
     "salt_native",
     "salt_target",
@@ -211,9 +212,11 @@ def salt_native(api: str, body: dict[str, Any], salt: str, at: SaltAt = "start")
     Messages' first ``messages`` item (its string content or first text block; a text block
     added first when it has none), ``system`` untouched; Responses' first input item that is
     not a system/developer message (a string ``input``: in front), ``instructions`` untouched.
-    ``off``: the body unchanged."""
+    Gemini: ``salt_gemini``. ``off``: the body unchanged."""
     if at == "off":
         return body
+    if api == "gemini":
+        return salt_gemini(body, salt, at)
     out = dict(body)
     if api == "messages":
         if at == "after-system":
@@ -241,3 +244,36 @@ def salt_native(api: str, body: dict[str, Any], salt: str, at: SaltAt = "start")
     else:  # after-system without input: nothing follows the instructions; append to them
         out["instructions"] = str(out.get("instructions") or "") + salt
     return out
+
+
+def salt_gemini(body: dict[str, Any], salt: str, at: SaltAt = "start") -> dict[str, Any]:
+    """A copy of a Gemini body with ``salt`` where ``salt_messages`` puts it in the chat form:
+    in front of the first text part of ``systemInstruction`` (``start``; without one, of the
+    first content) or of the first content (``after-system``; with no content, at the end of
+    the ``systemInstruction``); a content without a text part gets one first."""
+    out = dict(body)
+    contents = out.get("contents")
+    given = out.get("systemInstruction")
+    system: dict[str, Any] = given if isinstance(given, dict) else {}
+    has_system = isinstance(system.get("parts"), list)
+    if at == "start" and has_system:
+        out["systemInstruction"] = _salt_parts(system, salt, append=False)
+    elif isinstance(contents, list) and contents and isinstance(contents[0], dict):
+        out["contents"] = [_salt_parts(contents[0], salt, append=False), *contents[1:]]
+    elif has_system:
+        out["systemInstruction"] = _salt_parts(system, salt, append=True)
+    return out
+
+
+def _salt_parts(content: dict[str, Any], salt: str, *, append: bool) -> dict[str, Any]:
+    """A copy of a Gemini content with ``salt`` in front of its first text part (or at the end
+    of its last, ``append``); a text part holding the salt added when it has none."""
+    parts = [dict(p) if isinstance(p, dict) else p for p in content.get("parts") or ()]
+    texts = [k for k, p in enumerate(parts) if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")]  # fmt: skip
+    if not texts:
+        parts.insert(len(parts) if append else 0, {"text": salt})
+    elif append:
+        parts[texts[-1]]["text"] += salt
+    else:
+        parts[texts[0]]["text"] = salt + parts[texts[0]]["text"]
+    return {**content, "parts": parts}

@@ -421,7 +421,8 @@ class PointRunner(PointAccount):
         serial = self._serial = self._serial + 1
         self.inflight[serial] = (inst.index, call.key, phase, scheduled, self.clock(), expected)
         try:
-            out = await self.client.chat(body, headers, call.send_api, due=due)
+            model = self.builder.model  # a Gemini call's path names it
+            out = await self.client.chat(body, headers, call.send_api, due=due, model=model)
         finally:
             st.inflight -= 1
             del self.inflight[serial]

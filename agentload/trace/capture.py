@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from agentload.tokenizer import ChatTokenCounter
 from agentload.trace.prefix import PrefixHasher, PromptPrefix, hash_prompt
@@ -30,6 +30,7 @@ from agentload.trace.schema import (
     ResponseRecord,
     Timings,
     ToolCallRef,
+    TraceApi,
     TurnKind,
     Usage,
 )
@@ -68,7 +69,7 @@ class ObservedCall:
     timings: Timings
     depends_on: list[str] | None = None
     error: str | None = None
-    api: Literal["chat", "responses", "messages"] = "chat"
+    api: TraceApi = "chat"
     native: NativeRequest | None = None
     turn: TurnKind | None = None
     wait_ns: int | None = None
@@ -235,7 +236,7 @@ def _real(value: Any) -> float | None:
 def request_params(
     body: dict[str, Any],
     tools_id: str | None,
-    api: Literal["chat", "responses", "messages"] = "chat",
+    api: TraceApi = "chat",
     native: NativeRequest | None = None,
 ) -> RequestParams:
     """The request's parameters; fields we do not model are kept under ``extra``, and so is a

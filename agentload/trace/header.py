@@ -29,11 +29,12 @@ __all__ = [
 ]
 
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 1
+SCHEMA_MINOR = 2
 SCHEMA = f"agentload.trace/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 """The schema id new traces carry. 1.1 added ``llm_call.turn``, ``llm_call.wait_ns`` and
-``header.waits`` (all optional); a 1.x reader reads any 1.y file, a field it does not know
-included (records allow extra keys), and a file of 1 (``agentload.trace/1``) is 1.0."""
+``header.waits`` (all optional); 1.2 added ``gemini`` to ``llm_call.request.api`` (Google's
+Gemini API, which a 1.1 reader refuses); a 1.x reader reads any 1.y file, a field it does not
+know included (records allow extra keys), and a file of 1 (``agentload.trace/1``) is 1.0."""
 
 MAX_CALL_TOKENS = 1 << 24
 """The largest token count one call may hold (16,777,216: above every model's context today);

@@ -35,6 +35,7 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_MAJOR",
     "SCHEMA_MINOR",
+    "SIDE_ROLE",
     "AgentRecord",
     "BlobRecord",
     "ClockAnchor",
@@ -53,6 +54,7 @@ __all__ = [
     "TokenCalibration",
     "ToolCallRecord",
     "ToolCallRef",
+    "TraceApi",
     "TurnKind",
     "Usage",
     "WaitsInfo",
@@ -75,6 +77,10 @@ from agentload.trace.header import (  # the header, re-exported: one module of t
 
 _Model = RecordModel
 
+TraceApi = Literal["chat", "responses", "messages", "gemini"]
+"""The API a call used (``llm_call.request.api``; ``gemini`` since 1.2); ``agentload.wire``
+reads each into the chat form."""
+
 
 class SessionRecord(_Model):
     """Start (or end, when ``end_ns`` is set) of one session; a session may be written twice."""
@@ -92,6 +98,11 @@ class SessionRecord(_Model):
     sandbox: str | None = Field(default=None, description="sandbox kind: docker or local")
     eval_passed: bool | None = Field(default=None, description="success check result (eval runs)")
     meta: dict[str, Any] = Field(default_factory=dict, description="free-form facts")
+
+
+SIDE_ROLE = "side"
+"""The role of a side agent: a root agent that made calls of its own during a session (a title,
+a summary, a small-model check) beside the session's main agent (``agentload record``)."""
 
 
 class AgentRecord(_Model):
@@ -124,10 +135,10 @@ class BlobRecord(_Model):
 
 
 class NativeRequest(_Model):
-    """A request body in the API the agent sent it in (Responses, Messages), as blobs.
+    """A request body in the API the agent sent it in (Responses, Messages, Gemini), as blobs.
 
     The body is ``{name: blob(id).content for name, id in fields.items()}`` with the field
-    ``items_field`` (``input`` or ``messages``) set to ``[blob(i).content for i in items]``:
+    ``items_field`` (``input``, ``messages`` or ``contents``) set to ``[blob(i).content for i in items]``:
     each conversation item is stored once, as each chat message is, so a long session stays
     small. Its chat translation is the call's ``messages`` / ``request`` (``agentload.wire``).
     """
@@ -152,10 +163,11 @@ class RequestParams(_Model):
     tool_choice: Any = Field(default=None, description="tool_choice as sent")
     stream: bool = Field(default=True, description="whether the response was streamed")
     extra: dict[str, Any] = Field(default_factory=dict, description="other body fields sent")
-    api: Literal["chat", "responses", "messages"] = Field(
+    api: TraceApi = Field(
         default="chat",
         description="the API the call used: chat (OpenAI Chat Completions), responses (OpenAI "
-        "Responses), messages (Anthropic Messages); the other fields are its chat translation",
+        "Responses), messages (Anthropic Messages), gemini (Google's Gemini API, since 1.2); the "
+        "other fields are its chat translation",
     )
     native: NativeRequest | None = Field(
         default=None, description="the body as sent, for a call not in chat (api != chat)"

@@ -1,12 +1,17 @@
 """A scripted "model" for the real-agent tests: an HTTP server on 127.0.0.1 that speaks
-Anthropic Messages, OpenAI Responses and Chat Completions (each streamed or not) and answers
-every request with the turn a test's script picks from the conversation so far.
+Anthropic Messages, OpenAI Responses, Chat Completions and Google's Gemini API (each streamed or
+not) and answers every request with the turn a test's script picks from the conversation so
+far.
 
 A script is a function of the request (``Asked``: its API, headers and body) to a ``Turn``: some
 text and/or tool calls. The server renders the turn in the request's own API, the way the real
 services do (Messages SSE events with ``input_json_delta``, Responses ``response.*`` events with
-``function_call`` items, Chat chunks with ``tool_calls`` deltas), and keeps every request it
-served, in order, so a test can compare the trace with what the agent really sent.
+``function_call`` items, Chat chunks with ``tool_calls`` deltas, Gemini
+``GenerateContentResponse`` SSE events with ``functionCall`` parts, without an ``id`` as the
+real service sends them unless ``gemini_call_ids``), and keeps every request it served, in
+order, so a test can compare the trace with what the agent really sent. A Gemini request is
+``POST …/models/{model}:generateContent`` or ``:streamGenerateContent?alt=sse`` (the path
+says the model and whether it streams).
 
 A request for anything else (a WebSocket upgrade, ``/api/hello``, a model list) gets a 404, as
 from a server without those features; the agents then fall back on plain HTTP.
@@ -21,6 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from agentload.wire.apis import GEMINI_CALLS, gemini_target
 
 
 @dataclass(frozen=True)
@@ -52,12 +59,15 @@ class Asked:
     turn: Turn | None = None
 
     def texts(self) -> list[str]:
-        """Every text of the request's conversation (system, messages or input items)."""
+        """Every text of the request's conversation (system, messages, input items, or
+        Gemini's ``systemInstruction`` and ``contents``: text parts, call arguments, results)."""
         out: list[str] = []
         _strings(self.body.get("system"), out)
         _strings(self.body.get("instructions"), out)
         _strings(self.body.get("messages"), out)
         _strings(self.body.get("input"), out)
+        _gemini_strings(self.body.get("systemInstruction"), out)
+        _gemini_strings(self.body.get("contents"), out)
         return out
 
     def first_user_text(self) -> str:
@@ -66,7 +76,12 @@ class Asked:
         return texts[0] if texts else ""
 
     def user_texts(self) -> list[str]:
-        """The text of each user message (or user input item), in order."""
+        """The text of each user message (or user input item, or Gemini ``user`` content
+        with text parts: one that carries only function responses is no user text), in
+        order."""
+        if self.api == "gemini":
+            return [t for c in _contents(self.body) if c.get("role", "user") == "user"
+                    for t in [_gemini_text(c)] if t]  # fmt: skip
         items = self.body.get("messages") or self.body.get("input") or []
         if isinstance(items, str):
             return [items]
@@ -98,6 +113,13 @@ class Asked:
                     part = []
                     _strings(it.get("output"), part)
                     out.append("\n".join(part))
+        for p in _parts(self.body):
+            resp = p.get("functionResponse")
+            if isinstance(resp, dict):
+                value = resp.get("response")
+                if isinstance(value, dict) and list(value) == ["output"]:
+                    value = value["output"]
+                out.append(value if isinstance(value, str) else json.dumps(value))
         return out
 
     def calls_made(self) -> list[str]:
@@ -120,6 +142,8 @@ class Asked:
                 for it in inp
                 if isinstance(it, dict) and it.get("type") in ("function_call", "custom_tool_call")
             ]
+        out += [str(p["functionCall"].get("name")) for p in _parts(self.body)
+                if isinstance(p.get("functionCall"), dict)]  # fmt: skip
         return out
 
 
@@ -135,6 +159,42 @@ def _strings(value: Any, out: list[str]) -> None:
             _strings(v, out)
 
 
+def _contents(body: dict[str, Any]) -> list[dict[str, Any]]:
+    contents = body.get("contents")
+    return [c for c in contents if isinstance(c, dict)] if isinstance(contents, list) else []
+
+
+def _parts(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every part of a Gemini request's ``contents``, in order."""
+    return [p for c in _contents(body) for p in c.get("parts") or () if isinstance(p, dict)]
+
+
+def _gemini_text(content: dict[str, Any]) -> str:
+    """A Gemini content's text parts (thoughts left out), joined with newlines."""
+    texts = [p["text"] for p in content.get("parts") or ()
+             if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")]  # fmt: skip
+    return "\n".join(texts)
+
+
+def _gemini_strings(value: Any, out: list[str]) -> None:
+    """The texts of a Gemini content (or a list of them, or a string): text parts, function
+    calls' arguments and function responses."""
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, list):
+        for v in value:
+            _gemini_strings(v, out)
+    elif isinstance(value, dict):
+        for p in value.get("parts") or ():
+            if not isinstance(p, dict):
+                continue
+            if isinstance(p.get("text"), str):
+                out.append(p["text"])
+            for key, inner in (("functionCall", "args"), ("functionResponse", "response")):
+                if isinstance(p.get(key), dict):
+                    out.append(json.dumps(p[key].get(inner)))
+
+
 Script = Callable[[Asked], Turn]
 
 
@@ -143,6 +203,9 @@ class ScriptedUpstream:
     """The running server (see the module docstring): ``url`` is its root (no ``/v1``)."""
 
     script: Script
+    gemini_call_ids: bool = False
+    """Whether a Gemini ``functionCall`` part carries an ``id`` (the real service usually sends
+    none; the simulator sends one)."""
     asked: list[Asked] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     """``METHOD path`` of each request it answered 404, `` (upgrade: websocket)`` added to a
@@ -198,6 +261,7 @@ class ScriptedUpstream:
         n = int(h.headers.get("content-length") or 0)
         body = json.loads(h.rfile.read(n) or b"{}")
         path = h.path.split("?")[0]
+        target = gemini_target(path)
         api = (
             "messages"
             if path.endswith("/messages")
@@ -205,6 +269,8 @@ class ScriptedUpstream:
             if path.endswith("/responses")
             else "chat"
             if path.endswith("/chat/completions")
+            else "gemini"
+            if target is not None and target[1] in GEMINI_CALLS
             else ""
         )
         if not api or not isinstance(body, dict):
@@ -216,6 +282,16 @@ class ScriptedUpstream:
             asked.turn = turn
             self.asked.append(asked)
             n_id = next(self._ids)
+        if api == "gemini" and target is not None:
+            stream = target[1] == "streamGenerateContent"
+            events = _gemini(turn, n_id, target[0], self.gemini_call_ids, stream)
+            if not stream:
+                _send(h, 200, "application/json", json.dumps(events[0]).encode())
+            elif "alt=sse" in h.path:
+                _send(h, 200, "text/event-stream", _sse([(None, e) for e in events]))
+            else:
+                _send(h, 200, "application/json", json.dumps(events).encode())
+            return
         render = {"messages": _messages, "responses": _responses, "chat": _chat}[api]
         stream = bool(body.get("stream"))
         payload = render(turn, n_id, str(body.get("model", "scripted")), stream)
@@ -361,3 +437,28 @@ def _chat(turn: Turn, n: int, model: str, stream: bool) -> bytes:
     ev.append((None, {**chunk, "choices": [], "usage": usage}))
     ev.append((None, "[DONE]"))
     return _sse(ev)
+
+
+# -- Google Gemini -----------------------------------------------------------------------------------
+def _gemini(turn: Turn, n: int, model: str, ids: bool, stream: bool) -> list[dict[str, Any]]:
+    """The ``GenerateContentResponse`` chunks of a streamed answer: the text, then the calls
+    whole, the last chunk with ``finishReason: STOP`` (calls too) and the usage. Not
+    streamed, the answer is one ``GenerateContentResponse`` with every part."""
+    parts: list[dict[str, Any]] = [{"text": turn.text}] if turn.text or not turn.calls else []
+    for i, c in enumerate(turn.calls):
+        call: dict[str, Any] = {"name": c.name, "args": c.arguments}
+        if ids:
+            call["id"] = f"gc_{n:04d}_{i}"
+        parts.append({"functionCall": call})
+    p, o = _usage(turn)
+    usage = {"promptTokenCount": p, "candidatesTokenCount": o, "totalTokenCount": p + o}
+    tail = {"modelVersion": model, "responseId": f"resp_{n:04d}"}
+
+    def response(chunk: list[dict[str, Any]], last: bool) -> dict[str, Any]:
+        cand: dict[str, Any] = {"content": {"parts": chunk, "role": "model"}, "index": 0}
+        if not last:
+            return {"candidates": [cand], **tail}
+        return {"candidates": [{**cand, "finishReason": "STOP"}], "usageMetadata": usage, **tail}
+
+    chunks = [parts[:1], parts[1:]] if stream and turn.text and turn.calls else [parts]
+    return [response(c, i == len(chunks) - 1) for i, c in enumerate(chunks)]

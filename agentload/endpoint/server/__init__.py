@@ -1,8 +1,8 @@
 """agentload.endpoint.server: the simulated server's HTTP surface and how it is run.
 
 * ``app`` — ``Simulator`` (one server's state: profile, engine, policy, caches) and
-  ``build_app`` (the Starlette application: chat completions, messages, responses, text completions, models,
-  health, metrics);
+  ``build_app`` (the Starlette application: chat completions, messages, responses, Gemini,
+  text completions, models, health, metrics);
 * ``request`` — validation of chat- and text-completion bodies, OpenAI-shaped errors;
 * ``lengths`` — a chat reply fitted to ``max_tokens``, ``min_tokens``, ``stop``, ``ignore_eos``;
 * ``sse`` — response bodies: SSE chunk streams (and their pacing) and non-streaming JSON;
@@ -11,7 +11,11 @@
 * ``responses_api`` — ``POST /v1/responses``: a Responses request read into chat
   (``agentload.wire.responses``), answered by ``Simulator.admit``, rendered as a ``response``
   object or its ``response.*`` event stream;
-* ``answering`` — ``Answering``: the part of ``Simulator`` those two handlers use (a protocol);
+* ``gemini_api`` — ``POST …/models/{model}:generateContent`` (``/v1beta``, ``/v1``): Google's
+  Gemini API read into chat (``agentload.wire.gemini``), answered by ``Simulator.admit``,
+  rendered as a ``GenerateContentResponse`` or its SSE events; ``:countTokens``, the model
+  list, Google's errors;
+* ``answering`` — ``Answering``: the part of ``Simulator`` those handlers use (a protocol);
 * ``metrics`` — ``/metrics``: Prometheus text named after vLLM's metrics;
 * ``server`` — ``SimulatorServer``: uvicorn in a background thread (tests, ``generate``), and
   ``ServeOptions`` (its address, TLS files and API key);

@@ -1,4 +1,4 @@
-"""``Answering``: what the ``/v1/messages`` and ``/v1/responses`` handlers use of
+"""``Answering``: what the ``/v1/messages``, ``/v1/responses`` and Gemini handlers use of
 ``app.Simulator`` (a protocol, so those modules and ``app`` do not import each other)."""
 
 from __future__ import annotations
@@ -24,6 +24,10 @@ class Answering(Protocol):
     """``/v1/responses``' stored conversations (``previous_response_id``), oldest first."""
 
     def admit(self, req: ChatRequest, param: str = ...) -> tuple[Reply, Sequence]: ...
+
+    def prompt(self, req: ChatRequest) -> tuple[list[str], int, list[str]]:
+        """Message content ids, prompt tokens and prompt block hashes of a request."""
+        ...
 
     def response_id(self, prefix: str) -> str: ...
 

@@ -1,4 +1,5 @@
-"""The simulated server's HTTP surface (Starlette): chat and text completions, models, health,
+"""The simulated server's HTTP surface (Starlette): chat and text completions, Responses,
+Messages and Gemini (``messages_api``, ``responses_api``, ``gemini_api``), models, health,
 metrics.
 
 ``Simulator`` holds one server's state (profile, engine, policy, token and prefix caches);
@@ -29,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from agentload.endpoint.policy import Policy
 from agentload.endpoint.policy.textgen import text_tokens
 from agentload.endpoint.policy.types import PolicyConfig
-from agentload.endpoint.server import messages_api
+from agentload.endpoint.server import gemini_api, messages_api
 from agentload.endpoint.server.lengths import extend, fit_reply
 from agentload.endpoint.server.metrics import metrics_registry, metrics_text
 from agentload.endpoint.server.request import (
@@ -55,6 +56,7 @@ from agentload.endpoint.timing.profiles import Profile, load_profile
 from agentload.hashing import content_id
 from agentload.tokenizer import DEFAULT_TOKENIZER, ChatTokenCounter
 from agentload.trace.prefix import PrefixHasher, hash_prompt
+from agentload.wire.apis import gemini_target
 
 __all__ = ["Simulator", "build_app"]
 
@@ -264,10 +266,11 @@ class Simulator:
 
 
 def build_app(sim: Simulator, api_key: str | None = None) -> ASGIApp:
-    """The ASGI application serving ``sim``; with ``api_key``, every ``/v1/`` request must
-    carry ``Authorization: Bearer <api_key>`` (else 401, as vLLM's ``--api-key`` does), while
-    ``/health`` and ``/metrics`` stay open; ``/v1/messages`` also takes ``x-api-key: <api_key>``
-    (what Anthropic's SDK sends)."""
+    """The ASGI application serving ``sim``; with ``api_key``, every ``/v1/`` and ``/v1beta/``
+    request must carry ``Authorization: Bearer <api_key>`` (else 401, as vLLM's ``--api-key``
+    does), while ``/health`` and ``/metrics`` stay open; ``/v1/messages`` also takes
+    ``x-api-key: <api_key>`` (what Anthropic's SDK sends), a Gemini path
+    ``x-goog-api-key: <api_key>`` (what Google's SDKs send)."""
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return Response(
@@ -289,6 +292,7 @@ def build_app(sim: Simulator, api_key: str | None = None) -> ASGIApp:
         Route("/v1/messages", partial(messages_api.messages, sim), methods=["POST"]),
         Route("/v1/responses", partial(responses, sim), methods=["POST"]),
         Route("/v1/models", sim.models, methods=["GET"]),
+        *_gemini_routes(sim),
         Route("/health", sim.health, methods=["GET"]),
         Route("/metrics", sim.metrics, methods=["GET"]),
     ]
@@ -301,11 +305,17 @@ def build_app(sim: Simulator, api_key: str | None = None) -> ASGIApp:
     refused = error_body(401, "Incorrect API key provided", None, "invalid_api_key")
 
     async def keyed(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
-            headers = dict(scope["headers"])
+        if scope["type"] == "http" and scope["path"].startswith(("/v1/", "/v1beta/")):
+            path, headers = scope["path"], dict(scope["headers"])
+            own = (
+                b"x-api-key"
+                if path == "/v1/messages"
+                else b"x-goog-api-key"
+                if path.startswith("/v1beta/") or gemini_target(path)
+                else None
+            )
             ok = hmac.compare_digest(headers.get(b"authorization", b""), expected) or (
-                scope["path"] == "/v1/messages"
-                and hmac.compare_digest(headers.get(b"x-api-key", b""), key)
+                own is not None and hmac.compare_digest(headers.get(own, b""), key)
             )
             if not ok:
                 await Response(refused, status_code=401, media_type="application/json")(
@@ -315,3 +325,15 @@ def build_app(sim: Simulator, api_key: str | None = None) -> ASGIApp:
         await app(scope, receive, send)
 
     return keyed
+
+
+def _gemini_routes(sim: Simulator) -> list[Route]:
+    """Gemini's calls (``gemini_api``) under ``/v1beta`` and ``/v1``; its model list under
+    ``/v1beta`` (``/v1/models`` is OpenAI's)."""
+    call = partial(gemini_api.gemini, sim)
+    return [
+        Route("/v1beta/models/{target}", call, methods=["POST"]),
+        Route("/v1/models/{target}", call, methods=["POST"]),
+        Route("/v1beta/models/{target}", partial(gemini_api.gemini_model, sim), methods=["GET"]),
+        Route("/v1beta/models", partial(gemini_api.gemini_models, sim), methods=["GET"]),
+    ]
