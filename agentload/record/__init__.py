@@ -17,15 +17,18 @@ and its LLM calls land in an ordinary agentload trace: replayable, exportable, r
 * ``websocket`` — WebSocket upgrades checked and tunnelled frame by frame, a tunnel's messages
   and end noted as events
 * ``recorder_process`` — the recorder process, at a lower CPU priority: reads each recorded call's
-  request and answer (Chat Completions, Responses, Messages: ``agentload.wire``) and writes the
+  request and answer (Chat Completions, Responses, Messages, Gemini: ``agentload.wire``) and writes the
   trace, so that recording never delays forwarding
 * ``threads``  — sessions and agents rebuilt from the conversations (the rules are in its
   docstring and in docs/record.md), tool calls observed from replies and later requests
 * ``parents``  — rules 3 and 5: the call a new thread is a sub-agent of (by name, by id, by
-  task text)
+  task text; a fork that comes before its parent's next request)
+* ``sides``    — rule 7: the session a headerless side call (a title, a summary) belongs to,
+  and the side agents of each session once the recording is over
 * ``ledger``   — the bookkeeping under those rules: agents, sessions, tool calls outstanding
   and answered, where a request was placed (``Placement``)
-* ``matching`` — the comparisons the rules make on messages (``same_reply``,
+* ``matching`` — the comparisons the rules make on messages (``reply_match``: a turn carried
+  back exactly or changed, ``same_reply``,
   ``delegation_like``, a task's text, the names a result gives)
 * ``native``   — the session and agent an agent's own headers name (Claude Code, Codex)
 * ``transcribe`` — one request and its answer → trace records (``CallCapture``, as ``generate``;

@@ -25,13 +25,26 @@ from collections.abc import Callable
 from typing import Protocol
 
 from agentload.client.http1 import Body, Head, HeadError
+from agentload.errortext import clip
 from agentload.record.answer import AnswerRelay
 from agentload.record.heads import error_json, json_response, request_head
 from agentload.record.sink import CLIENT_LEFT, Sink, describe
 from agentload.record.upstream import Upstream, UpstreamConn
+from agentload.trace.events import UnreadRequest
 from agentload.wire import Api, api_for_path
 
-__all__ = ["AgentConn", "Exchange", "RelayHub"]
+__all__ = ["AgentConn", "Exchange", "RelayHub", "unread_call"]
+
+_WITH_BODY = (b"POST", b"PUT", b"PATCH")
+_ABOUT_A_CALL = ("/count_tokens", ":countTokens")
+"""Paths that ask about a call without making one (a prompt's token count): not unread."""
+
+
+def unread_call(method: bytes, path: str) -> bool:
+    """Whether a request the proxy does not read as a call is one it must say it did not read:
+    one with a body (a ``GET`` of the models, a health check, carry none) that does not ask
+    about a call (``/v1/messages/count_tokens``, Gemini's ``:countTokens``)."""
+    return method in _WITH_BODY and not path.rstrip("/").endswith(_ABOUT_A_CALL)
 
 
 class RelayHub(Protocol):
@@ -98,6 +111,10 @@ class Exchange:
         path = target.split(b"?", 1)[0].decode("latin-1")
         self.api: Api | None = api_for_path(path) if method == b"POST" else None
         self.record = self.api is not None and relay.sink is not None
+        self.path = path
+        self.unread = relay.sink is not None and self.api is None and unread_call(method, path)
+        """A request with a body to a path that is no API the proxy reads: noted when it ends."""
+        self.answered_bytes = 0
         self.cid = relay.cid() if self.record else 0
         self._parts: list[bytes] = []
         self.request = b""
@@ -169,7 +186,7 @@ class Exchange:
             self.begun = True
             assert self.relay.sink is not None and self.api is not None
             self.relay.sink.begin(self.cid, self.api, self.request, self.head.headers,
-                                  self.submit_ns, self.client.session)  # fmt: skip
+                                  self.submit_ns, self.client.session, self.path)  # fmt: skip
             if self.client.on_call is not None:
                 self.client.on_call()
 
@@ -190,6 +207,7 @@ class Exchange:
 
     def to_agent(self, data: bytes) -> None:
         """Write on to the agent (the answer as it comes)."""
+        self.answered_bytes += len(data)
         self.client.transport.write(data)
 
     def switch(self, head: Head, rest: bytes) -> None:
@@ -247,9 +265,18 @@ class Exchange:
         self.end(time.perf_counter_ns(), why, keep_client=False)
 
     def settle(self) -> None:
-        """The exchange is over: it no longer counts as in flight."""
+        """The exchange is over: it no longer counts as in flight (a request the proxy could
+        not read as a call is noted now, with its answer's status and size)."""
         self.finished = True
         self.relay.in_flight -= 1
+        if self.unread and self.relay.sink is not None:
+            self.unread = False
+            method = self.method.decode("latin-1")
+            self.relay.sink.note(UnreadRequest(
+                api=None, path=clip(self.path, 200), method=method, status=self.answer.status,
+                request_bytes=len(self.request), answer_bytes=self.answered_bytes,
+                error=clip(f"{method} {self.path}: not a path of an API agentload records", 240),
+            ), time.perf_counter_ns())  # fmt: skip
 
     def hand_over(self, end_ns: int, error: str | None) -> None:
         """A recorded call's answer goes to the sink, once: before its last bytes go to the

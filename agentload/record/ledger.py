@@ -41,7 +41,7 @@ __all__ = [
 _SAFE = re.compile(r"[^A-Za-z0-9_.:-]")
 _KEEP_ANSWERED = 4096
 """Answered delegation-like calls remembered for rule 3 (the oldest are forgotten first)."""
-_KEEP_UNCLAIMED = 256
+KEEP_UNCLAIMED = 256
 """Of those, the ones without a sub-agent yet that rule 5 may match (the oldest forgotten)."""
 
 
@@ -146,12 +146,13 @@ class Prefixes:
 
 def _role(parent: Outstanding | None) -> str:
     """``agent`` for a root; for a sub-agent its kind when the delegating call names one
-    (``subagent_type``, ``agent_type``, ``kind``, ``agent``, ``role`` arguments), else the tool's name."""
+    (``subagent_type``, ``agent_type``, ``agent_name`` (Gemini CLI's ``invoke_agent``), ``kind``,
+    ``agent``, ``role`` arguments), else the tool's name."""
     if parent is None:
         return "agent"
     args = args_value(parent.arguments)
     if isinstance(args, dict):
-        for key in ("subagent_type", "agent_type", "kind", "agent", "role"):
+        for key in ("subagent_type", "agent_type", "agent_name", "kind", "agent", "role"):
             v = args.get(key)
             if isinstance(v, str) and 0 < len(v) <= 40:
                 return v
@@ -178,6 +179,17 @@ class Ledger:
         self._reply_of: dict[str, int] = {}  # agent id → its key in _by_reply (rule 6)
 
     # -- sessions, agents and their tool calls -------------------------------------------------
+    def _finished(self, agent_id: str) -> bool:
+        """Whether a sub-agent counts as done when its call's result comes: a fresh one always
+        (its parent waited for it; ``generate`` may cut one at its call budget); a fork when it
+        is not in flight and its last reply called no tool. A fork still working (running in
+        the background, its spawn answered "started" at once) is no dependency of its parent's
+        next call, and not ended by it."""
+        a = self.agents.get(agent_id)
+        if a is None or a.record.context_policy != "forked":
+            return a is not None
+        return not a.in_flight and not (a.last_reply or {}).get("tool_calls")
+
     def _delegating(self, o: Outstanding) -> bool:
         """Whether a call may have sub-agents: delegation-like, or its tool already spawned one."""
         return delegation_like(o.name, o.arguments) or o.name in self._spawners
@@ -260,7 +272,12 @@ class Ledger:
             closed.append(done)
             for child in o.children:
                 c = self.agents.get(child)
-                if c is not None and c.record.end_ns is None and not c.in_flight:
+                if (
+                    c is not None
+                    and c.record.end_ns is None
+                    and not c.in_flight
+                    and self._finished(child)
+                ):
                     c.record.end_ns = c.last_end_ns or now_ns
                     ended.append(c.record)
             if self._delegating(o):
@@ -269,7 +286,7 @@ class Ledger:
                     linked.extend(self._link_by_name(o, done.result))
                 if not o.children:
                     self._unclaimed[o.server_id] = done
-                    while len(self._unclaimed) > _KEEP_UNCLAIMED:
+                    while len(self._unclaimed) > KEEP_UNCLAIMED:
                         self._unclaimed.popitem(last=False)
         return closed, ended, linked
 

@@ -19,10 +19,12 @@ __all__ = [
     "content_text",
     "delegation_like",
     "names_in",
+    "reply_match",
     "same_reply",
     "static_ids",
     "strings_in",
     "thread_text",
+    "user_texts",
 ]
 
 _DELEGATION_NAME = re.compile(r"^(task|delegate.*|transfer_to_.*|handoff.*|spawn.*|.*agent.*)$")
@@ -76,14 +78,26 @@ def _covers(mine: Any, theirs: Any) -> bool:
 
 
 def same_reply(reply: dict[str, Any], carried: dict[str, Any]) -> bool:
-    """Whether ``carried`` (a message of a later request) is ``reply`` as the agent carries it
-    on (rule 2 of the module docstring)."""
-    if carried.get("role") != "assistant":
-        return False
-    a, b = reply.get("tool_calls") or [], carried.get("tool_calls") or []
+    """Whether ``carried`` (a message of a later request) is ``reply`` exactly as the agent
+    carries it on (rule 2 of the module docstring): its calls, arguments and text."""
+    return reply_match(reply, carried) == EXACT
+
+
+EXACT, CHANGED, OTHER = 2, 1, 0
+"""``reply_match``'s answers: the reply as carried, the reply carried changed, another one."""
+
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_SPACE = re.compile(r"\s+")
+
+
+def _calls_match(a: list[dict[str, Any]], b: list[dict[str, Any]], by_id: bool) -> bool:
+    """The same tool calls: count, names and arguments (covered), or (``by_id``) the model's
+    own id carried back for a call."""
     if len(a) != len(b):
         return False
     for x, y in zip(a, b, strict=True):
+        if by_id and x.get("id") and x.get("id") == y.get("id"):
+            continue
         fx, fy = x.get("function") or {}, y.get("function") or {}
         if fx.get("name") != fy.get("name"):
             return False
@@ -92,9 +106,40 @@ def same_reply(reply: dict[str, Any], carried: dict[str, Any]) -> bool:
             continue  # malformed (cut at max_tokens, not an object): agents repair it their way
         if not _covers(mine, args_value(str(fy.get("arguments", "")))):
             return False
-    return (
-        content_text(reply.get("content")).strip() == content_text(carried.get("content")).strip()
-    )
+    return True
+
+
+def _plain(content: Any) -> str:
+    """A turn's text without reasoning markup, its whitespace collapsed."""
+    return _SPACE.sub(" ", _THINK.sub("", content_text(content))).strip()
+
+
+def reply_match(reply: dict[str, Any], carried: dict[str, Any]) -> int:
+    """How ``carried`` (a message of a later request) stands to ``reply``: ``EXACT`` (the same
+    calls, arguments covered, and text up to surrounding whitespace), ``CHANGED`` (the agent
+    changed the turn but it is this one: its tool calls, each the model's own id or the same
+    name and arguments, with the text dropped or reworded; a text-only turn whose text was
+    dropped, cut, or stripped of reasoning), else ``OTHER``."""
+    if carried.get("role") != "assistant":
+        return OTHER
+    a, b = reply.get("tool_calls") or [], carried.get("tool_calls") or []
+    text_a, text_b = content_text(reply.get("content")), content_text(carried.get("content"))
+    if _calls_match(a, b, by_id=False) and text_a.strip() == text_b.strip():
+        return EXACT
+    if a:
+        return CHANGED if _calls_match(a, b, by_id=True) else OTHER
+    if b:
+        return OTHER
+    plain_a, plain_b = _plain(reply.get("content")), _plain(carried.get("content"))
+    if not plain_b or plain_a == plain_b:
+        return CHANGED
+    if len(plain_b) >= _MIN_TEXT and (plain_a.startswith(plain_b) or plain_b.startswith(plain_a)):
+        return CHANGED
+    return OTHER
+
+
+_MIN_TEXT = 24
+"""The shortest text of a cut turn that still tells it (a shorter one might begin any reply)."""
 
 
 def thread_text(messages: list[dict[str, Any]], start: int) -> str:
@@ -133,3 +178,18 @@ def strings_in(value: Any) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in strings_in(v)]
     return []
+
+
+SIDE_MIN_CHARS = 16
+"""The shortest user text that ties a side call to its session (rule 7)."""
+
+
+def user_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The texts of a request's user messages, each stripped, of ``SIDE_MIN_CHARS`` or more."""
+    out = []
+    for m in messages:
+        if m.get("role") == "user":
+            text = content_text(m.get("content")).strip()
+            if len(text) >= SIDE_MIN_CHARS:
+                out.append(text)
+    return out

@@ -57,6 +57,34 @@ class Parents(Ledger):
             self._unclaimed.pop(parent.server_id, None)
         return parent, answered
 
+    def _fork_of(
+        self, agent: AgentState, messages: list[dict[str, Any]], new_from: int
+    ) -> Outstanding | None:
+        """Rule 3, a fork that came first: a call that continues ``agent`` (its last request and
+        reply) but whose new messages carry, outside the tool results, the task text of a
+        delegation-like call of that reply still waiting for its result is that call's forked
+        sub-agent (Qwen Code forks an ``agent`` call with the parent's whole history, the
+        spawn's "Fork started" result and then the directive; the fork's first request may
+        come before the parent's next one). The parent's own next call carries the results
+        only."""
+        reply = agent.last_reply or {}
+        pending: list[tuple[Outstanding, Closed | None]] = [
+            (o, None)
+            for tc in reply.get("tool_calls") or ()
+            if (o := self.outstanding.get(str(tc.get("id", "")))) is not None
+            and self._delegating(o)
+        ]
+        if not pending:
+            return None
+        told = "\n".join(
+            content_text(m.get("content")) for m in messages[new_from:] if m.get("role") != "tool"
+        )
+        found = _best_by_text(pending, told)
+        if found is None:
+            return None
+        self._spawners.add(found[0].name)
+        return found[0]
+
     def _parent_by_name(
         self, names: tuple[str, ...], session_id: str | None
     ) -> tuple[Outstanding | None, Closed | None]:
@@ -132,8 +160,14 @@ class Parents(Ledger):
             for c in self._unclaimed.values()
             if session_id is None or c.call.session_id == session_id
         )
-        if not pending or (session_id is None and static and static in self._root_static):
-            return None, None  # nothing delegated, or another session of a root agent
+        if not pending:
+            return None, None
+        if session_id is None and static and static in self._root_static:
+            # another session of a root agent quotes its task; a sub-agent under its parent's
+            # own instructions (opencode's) is given the task itself as its user message
+            asked = {content_text(m.get("content")).strip()
+                     for m in messages[start:] if m.get("role") == "user"}  # fmt: skip
+            pending = [p for p in pending if asked & set(strings_in(args_value(p[0].arguments)))]
         return _best_by_text(pending, thread_text(messages, start)) or (None, None)
 
 

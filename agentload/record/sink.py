@@ -27,9 +27,10 @@ class Sink(Protocol):
     """Where the facts of a recorded call go (the recorder process)."""
 
     def begin(self, cid: int, api: Api, body: bytes, headers: list[tuple[bytes, bytes]],
-              submit_ns: int, session: str | None = None) -> None:  # fmt: skip
+              submit_ns: int, session: str | None = None, path: str = "") -> None:  # fmt: skip
         """A recorded request went out; ``session``: the session its listener stands for
-        (``Relay.listen``), which outranks whatever its headers say."""
+        (``Relay.listen``), which outranks whatever its headers say; ``path``: its request
+        path (a Gemini call's model and streaming are there)."""
 
     def end(self, cid: int, answer: Answer) -> None: ...
 
@@ -41,13 +42,17 @@ class Sink(Protocol):
 class SessionOutcome:
     """How a session that a listener stood for ended (``generate --agent``): the agent's end
     (``end_reason``), the success check's ``eval`` event, more facts for the session record's
-    ``meta``; ``ns``: when it ended."""
+    ``meta``; ``ns``: when it ended. A session that made no call still gets its record."""
 
     session: str
     ns: int
     end_reason: str
     eval: Eval | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    start_ns: int | None = None
+    """When it started (the session record of one that made no call starts there)."""
+    sandbox: str | None = None
+    """The sandbox it ran in: ``docker`` or ``local``."""
 
 
 @dataclass(frozen=True)

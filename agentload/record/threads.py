@@ -9,7 +9,9 @@ can tell which agent sent it. The rules, in this order (docs/record.md):
    agent header too, to that agent of it (created at its first call). The rules below then
    apply within that session only.
 2. **Continuation.** A call whose messages start with an agent's previous request followed by
-   that request's reply is that agent's next call (``seq`` + 1). The reply is compared as the
+   that request's reply is that agent's next call (``seq`` + 1); a reply carried back changed
+   (``reply_match``: its text dropped, reworded or in parts, its calls matched by the model's
+   own ids or by name and arguments) still is, below one carried exactly. The reply is compared as the
    agent carries it on (``same_reply``): the same tool-call count and names; each argument the
    model gave there with an equal value (strings up to surrounding whitespace; extra keys, the
    defaults a client fills in, allowed; malformed arguments, not a JSON object, match whatever
@@ -17,7 +19,13 @@ can tell which agent sent it. The rules, in this order (docs/record.md):
    differ (agents, ``generate`` among them, renumber them). After a failed call (no reply) the
    same prompt, or any extension of it, continues the agent. The longest match wins. An exact
    repeat of a prompt whose reply came back continues nothing (two sessions that start alike).
-3. **Child by id.** A call that continues no agent and whose history carries the id of a call
+3. **Forks that come first.** A call that continues an agent by rule 2 but whose new messages
+   carry, outside the tool results, the task text of a delegation-like call of that agent's
+   reply still waiting for its result is that call's forked sub-agent (``Parents._fork_of``:
+   Qwen Code's fork is the parent's history, the spawn's "Fork started", then the directive);
+   it closes none of its parent's calls. A fork still working when its call's result comes
+   is no dependency of the parent's next call (``Ledger._finished``).
+   **Child by id.** A call that continues no agent and whose history carries the id of a call
    of the model (an assistant message's tool-call id, a tool message's ``tool_call_id``) that
    is still outstanding (emitted, no result seen yet), or that was a delegation-like call
    answered already (Codex's ``spawn_agent`` is answered at once; the last 4,096 are kept), is a
@@ -52,8 +60,12 @@ can tell which agent sent it. The rules, in this order (docs/record.md):
    rebuilt what comes before it (aider re-sends its repository map and the files in the chat
    as they are now, and moves its reminder to its newest message). The latest such reply in
    the call wins.
-7. **New session.** Anything else starts a new session with a root agent (a new root agent of
-   the session a header names).
+7. **Side calls, new session.** Without a session header, a thread that would start a new
+   session joins the latest session whose root agent, under other instructions, wraps its user
+   texts or is wrapped by them (``Ledger.side_session``: a title "for this conversation:" and
+   the user's request). Anything else starts a new session with a root agent (a new root agent
+   of the session a header names). At the end, every root agent of a session but its main one
+   (the most calls) that delegated nothing is a side agent, role ``side`` (``side_agents``).
 
 A sub-agent's ``parent_tool_call_id`` is its call. A tool result (a ``tool`` message answering
 an outstanding call) in any request closes that call: it becomes a ``tool_call`` record, timed
@@ -72,14 +84,14 @@ from __future__ import annotations
 from typing import Any
 
 from agentload.record.ledger import AgentState, Closed, Outstanding, Placement, Prefixes
-from agentload.record.matching import same_reply
-from agentload.record.parents import Parents
+from agentload.record.matching import CHANGED, OTHER, reply_match, static_ids
+from agentload.record.sides import Sides
 from agentload.trace.schema import AgentRecord, SessionRecord
 
 __all__ = ["Threads"]
 
 
-class Threads(Parents):
+class Threads(Sides):
     """The sessions and agents of one recording (see the module docstring): ``route`` places a
     request by the rules; the search for a new thread's parent (rules 3 and 5) is ``Parents``';
     the bookkeeping, and ``answered`` for its reply, are ``Ledger``'s."""
@@ -106,7 +118,10 @@ class Threads(Parents):
         )
         relinked: list[Closed] = []
         placement_new: AgentRecord | None = None
-        if agent is None:
+        forked = self._forked(agent, messages, new_from, now_ns, names, carried, agent_hint)
+        if forked is not None:  # rule 3: a fork that came first
+            agent, placement_new, carried = forked, forked.record, None
+        elif agent is None:
             parent, answered = self._parent(messages, ids, session_id, names, retry)
             if answered is not None:
                 relinked.append(answered)
@@ -117,19 +132,22 @@ class Threads(Parents):
                 agent, new_from = rebuilt  # rule 6: it rebuilt what comes before its reply
             else:
                 if parent is None and session_id is None:
-                    session_id, new_session = self._new_session(now_ns)
+                    session_id, new_session = self._root_session(messages, ids, now_ns)
                 agent = self._new_thread(session_id, parent, now_ns, agent_hint, names)
+                if parent is not None and _carries_call(messages, parent.id, parent.server_id):
+                    agent.record.context_policy = "forked"  # its parent's history, the spawn in it
                 placement_new = agent.record
         if carried is not None and agent.last_reply is not None:
             self._learn_client_ids(agent.last_reply, carried)
         # An agent a header names closes only its own calls: a fork's history carries its
         # parent's results (Codex: "aborted" for a spawn still running), the parent the real ones.
-        own = agent.record.id if agent_hint else None
+        own = agent.record.id if agent_hint or forked is not None else None
         closed, ended, linked = self._close_results(messages[new_from:], now_ns, own)
         depends: list[str] = []
         for c in closed:
             if c.call.agent_id == agent.record.id:
-                depends.extend(c.call.children or [c.call.id])
+                done = [a for a in c.call.children if self._finished(a)]
+                depends.extend(done or [c.call.id])
         seq, call_id = self._next_call(agent, ids, hashes)
         return Placement(
             agent, call_id, seq, depends, new_session, placement_new, closed + relinked, ended,
@@ -174,11 +192,47 @@ class Threads(Parents):
             parent.children.append(agent.record.id)
         return agent
 
+    def _forked(
+        self,
+        agent: AgentState | None,
+        messages: list[dict[str, Any]],
+        new_from: int,
+        now_ns: int,
+        names: tuple[str, ...],
+        carried: dict[str, Any] | None,
+        agent_hint: str | None,
+    ) -> AgentState | None:
+        """Rule 3, a fork that came first: the new sub-agent, when the call continuing ``agent``
+        is its spawn's fork (``Parents._fork_of``); else None."""
+        if agent is None or carried is None or agent_hint:
+            return None
+        spawn = self._fork_of(agent, messages, new_from)
+        if spawn is None:
+            return None
+        fork = self._new_thread(agent.record.session_id, spawn, now_ns, None, names)
+        fork.record.context_policy = "forked"
+        return fork
+
+    def _root_session(
+        self, messages: list[dict[str, Any]], ids: list[str], now_ns: int
+    ) -> tuple[str, SessionRecord | None]:
+        """Rule 7 without a session header: the session a side call belongs to, else a new one
+        (whose root's instructions and user texts are noted for the side calls to come)."""
+        static = static_ids(messages, ids)
+        joined = self.side_session(static, messages)
+        if joined is not None:
+            self.opened(joined, static, messages)
+            return joined, None
+        sid, rec = self._new_session(now_ns)
+        self.opened(sid, static, messages)
+        return sid, rec
+
     def _next_call(self, agent: AgentState, ids: list[str], hashes: list[int]) -> tuple[int, str]:
         """Count a placed call against its agent (its ``seq`` and call id), which it leaves in
         flight and with the call's messages as its last request."""
         seq = agent.seq
         agent.seq += 1
+        agent.record.end_ns = None  # an agent ended with its call's result may go on (a fork)
         agent.in_flight += 1
         call_id = f"{agent.record.id}.{seq}"
         agent.last_ids, agent.last_reply, agent.last_call_id = list(ids), None, call_id
@@ -198,7 +252,7 @@ class Threads(Parents):
         if (
             agent.last_reply is not None
             and k < len(messages)
-            and same_reply(agent.last_reply, messages[k])
+            and reply_match(agent.last_reply, messages[k]) >= CHANGED
         ):
             return k + 1, messages[k]
         return k, None
@@ -210,6 +264,7 @@ class Threads(Parents):
         carried; else (None, 0, None, rule 4's agent and where its new messages start)."""
         retry: tuple[AgentState, int] | None = None
         for k in range(len(messages), 0, -1):
+            best: tuple[int, AgentState] | None = None
             for aid in self._prefixes.at(k, hashes[k]):
                 a = self.agents[aid]
                 if a.in_flight or (session_id is not None and a.record.session_id != session_id):
@@ -217,8 +272,21 @@ class Threads(Parents):
                 if a.last_reply is None:
                     return a, k, None, None
                 if k < len(messages):
-                    if same_reply(a.last_reply, messages[k]):
-                        return a, k + 1, messages[k], None
-                    if retry is None and messages[k].get("role") != "assistant":
+                    score = reply_match(a.last_reply, messages[k])
+                    if score > OTHER and (best is None or score > best[0]):
+                        best = (score, a)
+                    elif retry is None and messages[k].get("role") != "assistant":
                         retry = (a, k)
+            if best is not None:
+                return best[1], k + 1, messages[k], None
         return None, 0, None, retry
+
+
+def _carries_call(messages: list[dict[str, Any]], *ids: str) -> bool:
+    """Whether an assistant message of ``messages`` made the call of one of ``ids``."""
+    return any(
+        str(tc.get("id", "")) in ids
+        for m in messages
+        if m.get("role") == "assistant"
+        for tc in m.get("tool_calls") or ()
+    )

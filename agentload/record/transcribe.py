@@ -37,6 +37,7 @@ from agentload.trace.events import (
 )
 from agentload.trace.prefix import PrefixHasher
 from agentload.trace.schema import (
+    SIDE_ROLE,
     AgentRecord,
     EventRecord,
     NativeRequest,
@@ -51,7 +52,7 @@ from agentload.wire.responses import continue_from, previous_response_id
 
 __all__ = ["Pending", "Recorder", "tool_record"]
 
-_ITEMS = {"messages": "messages", "responses": "input"}
+_ITEMS = {"messages": "messages", "responses": "input", "gemini": "contents"}
 _KEEP_RESPONSES = 4096
 """Responses remembered for ``previous_response_id`` (the oldest are forgotten first)."""
 
@@ -99,14 +100,17 @@ class Recorder:
         (``previous_response_id`` continues from it)."""
 
     # -- arrival -----------------------------------------------------------------------------
-    def begin(self, api: Api, raw: bytes, headers: dict[str, str], now_ns: int) -> Pending | None:
+    def begin(
+        self, api: Api, raw: bytes, headers: dict[str, str], now_ns: int, path: str = ""
+    ) -> Pending | None:
         """Read and place one request (synchronous: requests are placed in arrival order);
-        None when its body cannot be read (noted as an event; the request is still sent)."""
+        None when its body cannot be read (noted as an event; the request is still sent).
+        ``path``: the request's path (a Gemini call's model and streaming are there)."""
         try:
             body = orjson.loads(raw)
             if not isinstance(body, dict):
                 raise WireError(f"body: expected a JSON object, got {type(body).__name__}")
-            chat = to_chat(api, body)
+            chat = to_chat(api, body, path)
             messages = chat.get("messages")
             if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
                 raise WireError("messages: expected a list of objects")
@@ -247,7 +251,13 @@ class Recorder:
     def close(self) -> None:
         """Write the end of every session and every agent still open."""
         threads = self.threads
-        waiting = {o.session_id for o in threads.unanswered()}
+        waiting = {  # a tool call of an agent still running (a sub-agent's last call, such as
+            o.session_id  # Gemini CLI's complete_task, is never answered: its spawn's is)
+            for o in threads.unanswered()
+            if (a := threads.agents.get(o.agent_id)) is None or a.record.end_ns is None
+        }
+        for side in threads.side_agents():
+            side.record.role = SIDE_ROLE
         last: dict[str, int] = {}
         for a in threads.agents.values():
             rec: AgentRecord = a.record
@@ -266,8 +276,16 @@ class Recorder:
                 update |= {"end_ns": max(s.start_ns, o.ns), "end_reason": o.end_reason}
                 update |= {"eval_passed": o.eval.passed if o.eval else None}
                 update |= {"meta": {**s.meta, **o.meta}}
+                if o.sandbox is not None:
+                    update["sandbox"] = o.sandbox
             done: SessionRecord = s.model_copy(update=update)
             self.writer.write_nowait(done)
+        for sid in [sid for sid in self._outcomes if sid not in threads.sessions]:
+            o = self._outcomes.pop(sid)  # it made no call (it failed to start): its end still
+            self.writer.write_nowait(SessionRecord(  # says how it went
+                id=sid, start_ns=o.start_ns or o.ns, end_ns=o.ns, end_reason=o.end_reason,
+                sandbox=o.sandbox, eval_passed=o.eval.passed if o.eval else None, meta=o.meta,
+            ))  # fmt: skip
 
     def forget(self) -> None:
         """``close`` and start afresh: what follows shares no session with what came before

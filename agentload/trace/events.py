@@ -172,12 +172,18 @@ class TraceEnd(EventPayload):
 @dataclass(frozen=True, kw_only=True)
 class UnreadRequest(EventPayload):
     """A request the recording proxy relayed but could not read (its API, the error); a
-    WebSocket message also names its path and transport."""
+    WebSocket message also names its path and transport; a request to a path that is no API
+    the proxy reads, its method, path (without the query), the answer's status and the bytes
+    each way."""
 
     kind: ClassVar[EventKind] = EventKind.UNREAD_REQUEST
     api: str | None
     path: str | None = absent()
     transport: str | None = absent()
+    method: str | None = absent()
+    status: int | None = absent()
+    request_bytes: int | None = absent()
+    answer_bytes: int | None = absent()
     error: str
 
 

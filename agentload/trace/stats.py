@@ -44,6 +44,9 @@ Extra keys: ``tokenizer``, ``model``, ``truncated`` (why the file ends early, or
 ``records`` (count per record type), ``prompt_tokens_total``, ``completion_tokens_total``,
 ``cached_tokens_total`` (server-reported; null when the server never reported it),
 ``roles`` (``{role: {agents, calls, prompt_tokens_max, completion_tokens_total}}``),
+``side_calls`` (calls of side agents: a title, a summary, a small-model check beside the
+session's main agent, role ``side``), ``unread_requests`` (requests the recording proxy relayed
+but did not read as calls: ``unread_request`` events),
 ``prompt_tokens_server_per_ours`` (``sum(usage.prompt_tokens) / sum(usage.prompt_tokens_ours)``
 over the calls whose server reported prompt tokens: how many server tokens one of ours was;
 null when no call has both), ``token_calibration`` (the ratio ``generate`` measured before the
@@ -59,12 +62,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentload.quantiles import percentile
+from agentload.trace.events import EventKind
 from agentload.trace.samples import (
     agent_ids,
     completion_tokens,
     session_spans,
     trace_samples,
 )
+from agentload.trace.schema import SIDE_ROLE
 from agentload.trace.trace import Trace
 
 __all__ = ["STATS_KEYS", "completion_tokens", "compute_stats"]
@@ -191,6 +196,8 @@ def compute_stats(trace: Trace) -> dict[str, Any]:
             sum(x for x in cached if x is not None) if any(x is not None for x in cached) else None
         ),
         "roles": _roles(trace, rows),
+        "side_calls": sum(r["calls"] for r in rows if r["role"] == SIDE_ROLE),
+        "unread_requests": sum(e.kind == EventKind.UNREAD_REQUEST for e in trace.events),
         "prompt_tokens_server_per_ours": _server_per_ours(trace),
         "token_calibration": cal.server_per_ours if cal is not None else None,
         "source": _source(trace),

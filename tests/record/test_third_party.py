@@ -375,6 +375,82 @@ def test_anthropic_streamed_tool_loop(simulator: Any, record_proxy: Any, tmp_pat
     check_replays(path, trace, simulator.base_url, MODEL, tmp_path / "replay")
 
 
+# -- the plain OpenAI client's tool loop ---------------------------------------------------------
+
+
+def _coding_tool(name: str, description: str, arg: str) -> dict[str, Any]:
+    schema = {"type": "object", "properties": {arg: {"type": "string"}}, "required": [arg]}
+    return {"type": "function",
+            "function": {"name": name, "description": description, "parameters": schema}}  # fmt: skip
+
+
+_CODING_TOOLS = [
+    _coding_tool("list_directory", "List the files of a directory.", "path"),
+    _coding_tool("read_file", "Read a file.", "path"),
+    _coding_tool("run_shell_command", "Run a shell command.", "command"),
+]
+
+
+def _stream_turn(client: Any, messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, str]]]:
+    """One streamed call: the text and the tool calls, put together from the deltas."""
+    text, calls = "", dict[int, dict[str, str]]()
+    for chunk in client.chat.completions.create(
+        model=MODEL, messages=messages, tools=_CODING_TOOLS, stream=True
+    ):
+        delta = chunk.choices[0].delta if chunk.choices else None
+        if delta is None:
+            continue
+        text += delta.content or ""
+        for tc in delta.tool_calls or []:
+            got = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
+            got["id"] += tc.id or ""
+            got["name"] += (tc.function.name or "") if tc.function else ""
+            got["arguments"] += (tc.function.arguments or "") if tc.function else ""
+    return text, list(calls.values())
+
+
+def test_openai_streamed_tool_loop_with_the_turn_carried_changed(
+    simulator: Any, record_proxy: Any, tmp_path: Path
+) -> None:
+    """The tool loop of the OpenAI docs: stream a tool call, append the assistant turn as
+    ``content: None`` with the tool calls (the text the model streamed before its calls is
+    dropped), the tools' results, call again. One agent, not a child agent named after a
+    tool at each call (issue 48: the turn came back changed)."""
+    import openai
+
+    proxy = record_proxy(upstream=simulator.base_url.removesuffix("/v1"))
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent working in /repo."},
+        {"role": "user", "content": "calc.py: add(2, 3) prints -1; fix it."},
+    ]
+    runs: list[ToolRun] = []
+    dropped = 0
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test", max_retries=0)
+    n = 0
+    for n in range(1, 20):  # noqa: B007
+        text, calls = _stream_turn(client, messages)
+        if not calls:
+            break
+        dropped += bool(text.strip())
+        turn = [{"id": c["id"], "type": "function",
+                 "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]  # fmt: skip
+        messages.append({"role": "assistant", "content": None, "tool_calls": turn})
+        for c in calls:
+            out = "def add(a, b):\n    return a - b\n" if c["name"] == "read_file" else "calc.py"
+            runs.append(ToolRun(c["id"], c["name"], out))
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
+    assert runs and dropped, (
+        len(runs),
+        dropped,
+    )  # the text before a call was dropped at least once
+    path = proxy.stop()
+    trace = load_checked(path, n_calls=n)
+    [root] = roots(trace)
+    assert children(trace, root) == []
+    assert sorted(c.seq for c in trace.calls.values()) == list(range(n))
+    check_tool_calls(trace, runs)
+
+
 # -- several runs of one Agents SDK app at once ------------------------------------------------
 WORD = "internationalization"
 

@@ -77,13 +77,72 @@ def test_arguments_carried_with_other_whitespace_or_nested_defaults_continue() -
 
 
 def test_a_changed_argument_or_a_missing_one_is_not_the_same_reply() -> None:
+    """Under an id of the agent's own, the arguments decide: a changed or missing one is
+    another turn. The model's own id carried back decides by itself (below)."""
     for carried_args in ({**EDIT, "new_string": "a = 3"}, {"file_path": "/repo/parser.py"}):
         threads = Threads()
         first = _route(threads, [SYSTEM, TASK], 1)
         threads.answered(first, _reply(_call("toolu_1", "Edit", EDIT)), 2)
-        carried = _reply(_call("toolu_1", "Edit", carried_args))
-        nxt = _route(threads, [SYSTEM, TASK, carried, _result("toolu_1", "edited")], 3)
+        carried = _reply(_call("agent_7", "Edit", carried_args))
+        nxt = _route(threads, [SYSTEM, TASK, carried, _result("agent_7", "edited")], 3)
         assert nxt.agent is not first.agent
+
+
+def _streamed_turn() -> dict[str, Any]:
+    return _reply(_call("call_1", "read_file", {"path": "/repo/parser.py"}), content="Reading.")
+
+
+def test_a_turn_carried_back_changed_still_continues_its_agent() -> None:
+    """The plain OpenAI-client tool loop appends the assistant turn with ``content: None``
+    (the text the model streamed before its call dropped); other clients send the text as
+    parts, reworded, re-serialize the arguments, or strip reasoning: still the next call."""
+    args = '{"path": "/repo/parser.py"}'
+    call = _call("call_1", "read_file", args)
+    changed = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Reading."}],
+            "tool_calls": [call],
+        },
+        {"role": "assistant", "content": "I will read it now.", "tool_calls": [call]},
+        _reply(_call("call_1", "read_file", {"path": "/repo/parser.py", "limit": None})),
+        _reply(_call("call_1", "read_file", {"path": "/elsewhere.py"})),  # its own id: the same
+    ]
+    for carried in changed:
+        threads = Threads()
+        first = _route(threads, [SYSTEM, TASK], 1)
+        threads.answered(first, _streamed_turn(), 2)
+        nxt = _route(threads, [SYSTEM, TASK, carried, _result("call_1", "text")], 3)
+        assert (nxt.agent, nxt.seq, nxt.new_agent) == (first.agent, 1, None), carried
+        assert nxt.depends_on == ["call_1"]
+    # a text-only turn: dropped, cut, or without its reasoning
+    said = "<think>the parser drops quotes</think>The parser drops the closing quote on line 12."
+    for text in (
+        "",
+        "The parser drops the closing quote",
+        "The parser drops the closing quote on line 12.",
+    ):
+        threads = Threads()
+        first = _route(threads, [SYSTEM, TASK], 1)
+        threads.answered(first, {"role": "assistant", "content": said}, 2)
+        more = {"role": "user", "content": "Now fix it."}
+        nxt = _route(threads, [SYSTEM, TASK, {"role": "assistant", "content": text}, more], 3)
+        assert nxt.agent is first.agent and nxt.seq == 1, text
+
+
+def test_of_two_agents_with_one_prompt_the_exact_turn_wins_over_a_changed_one() -> None:
+    threads = Threads()
+    a = _route(threads, [SYSTEM, TASK], 1)
+    threads.answered(a, {"role": "assistant", "content": "The parser drops the closing quote."}, 2)
+    b = _route(threads, [SYSTEM, TASK], 3)
+    threads.answered(b, {"role": "assistant", "content": "The parser drops the closing"}, 4)
+    carried = {"role": "assistant", "content": "The parser drops the closing quote."}
+    nxt = _route(threads, [SYSTEM, TASK, carried, {"role": "user", "content": "go on"}], 5)
+    assert nxt.agent is a.agent
+    other = {"role": "assistant", "content": "Something else entirely, at length here."}
+    new = _route(threads, [SYSTEM, TASK, other, {"role": "user", "content": "go on"}], 6)
+    assert new.agent not in (a.agent, b.agent)
 
 
 def test_an_exact_repeat_of_an_answered_prompt_is_a_new_session() -> None:
@@ -611,3 +670,130 @@ def test_a_rebuilt_history_is_matched_only_on_a_telling_reply_of_an_agent_that_w
     threads.answered(p1, {"role": "assistant", "content": ASK}, 2)
     p2 = _route(threads, second, 3, session_hint="b")
     assert p2.agent is not p1.agent and p2.agent.record.session_id != p1.agent.record.session_id
+
+
+# -- rule 3: a fork without headers that comes before its parent's next request -----------------
+
+FORK_TASK = "FORKTASK: read /repo/a.txt and report its first word"
+
+
+def _qwen_fork(threads: Threads) -> tuple[Placement, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Qwen Code (0.15.10) forks an ``agent`` call without ``subagent_type``: the spawn is
+    answered "Fork started" at once; the fork's request is the parent's history, that result,
+    the directive (which quotes the call's prompt), an acknowledgement and "Begin."; the
+    parent's next request is the history and the result. Both carry no header."""
+    first = _route(threads, [SYSTEM, TASK], 1)
+    spawn = _call("call_0000_0", "agent", {"description": "read a", "prompt": FORK_TASK})
+    threads.answered(first, _reply(spawn, content="I will fork."), 2)
+    parent = [SYSTEM, TASK, _reply(spawn, content="I will fork.")]
+    parent.append(_result("call_0000_0", "Fork started — processing in background"))
+    directive = f"<fork-boilerplate>\nYou are a forked worker.\n</fork-boilerplate>\n\nDirective: {FORK_TASK}"
+    fork = [*parent, {"role": "user", "content": directive}]
+    fork += [{"role": "assistant", "content": "Understood."}, {"role": "user", "content": "Begin."}]
+    return first, parent, fork
+
+
+def test_a_fork_that_comes_before_its_parents_next_request_is_the_spawns_child() -> None:
+    threads = Threads()
+    first, parent, fork = _qwen_fork(threads)
+    child = _route(threads, fork, 3)  # the fork first
+    rec = child.agent.record
+    assert child.agent is not first.agent and child.new_session is None and child.seq == 0
+    assert (rec.parent_agent_id, rec.parent_tool_call_id) == ("p0.a0", "call_0000_0")
+    assert rec.role == "agent" and rec.context_policy == "forked"
+    assert child.closed == [] and child.depends_on == []  # the spawn's result is the parent's
+    nxt = _route(threads, parent, 4)  # then the parent's own next request
+    assert (nxt.agent, nxt.seq, nxt.new_agent) == (first.agent, 1, None)
+    assert nxt.depends_on == ["call_0000_0"]  # in flight: a fork runs in the background
+    assert [c.call.id for c in nxt.closed] == ["call_0000_0"]
+    # each goes on as itself
+    threads.answered(child, _reply(_call("c_read", "read_file", {"path": "/repo/a.txt"})), 5)
+    threads.answered(nxt, _reply(_call("c_sh", "run_shell_command", {"command": "ls"})), 6)
+    read = _reply(_call("c_read", "read_file", {"path": "/repo/a.txt"}))
+    fork2 = _route(threads, [*fork, read, _result("c_read", "alpha")], 7)
+    sh = _reply(_call("c_sh", "run_shell_command", {"command": "ls"}))
+    parent2 = _route(threads, [*parent, sh, _result("c_sh", "a.txt")], 8)
+    assert (fork2.agent, fork2.seq) == (child.agent, 1)
+    assert (parent2.agent, parent2.seq) == (first.agent, 2)
+    assert child.agent.record.end_ns is None  # ended with the result, it went on
+
+
+def test_a_fork_that_comes_after_its_parents_next_request_is_the_spawns_child_too() -> None:
+    for answered in (False, True):
+        threads = Threads()
+        first, parent, fork = _qwen_fork(threads)
+        nxt = _route(threads, parent, 3)
+        if answered:
+            threads.answered(nxt, _reply(_call("c_sh", "run_shell_command", {"command": "ls"})), 4)
+        child = _route(threads, fork, 5)
+        rec = child.agent.record
+        assert (nxt.agent, nxt.seq) == (first.agent, 1)
+        assert (rec.parent_agent_id, rec.parent_tool_call_id) == ("p0.a0", "call_0000_0")
+        assert rec.context_policy == "forked"
+
+
+def test_a_parents_next_request_that_quotes_its_task_only_in_a_result_is_no_fork() -> None:
+    threads = Threads()
+    first, parent, _fork = _qwen_fork(threads)
+    quoted = [*parent[:3], _result("call_0000_0", f"Done: {FORK_TASK} -> alpha")]
+    nxt = _route(threads, quoted, 3)
+    assert (nxt.agent, nxt.seq, nxt.new_agent) == (first.agent, 1, None)
+
+
+# -- rule 7: a side call of a session, with no header -------------------------------------------
+
+OPENCODE = {"role": "system", "content": "You are opencode, an interactive CLI tool."}
+REQUEST = {"role": "user", "content": '"TASK-MAIN: fix the bug in calc.py"'}
+TITLER = {"role": "system", "content": "You are a title generator. You output ONLY a title."}
+TITLE_ASK = [
+    TITLER,
+    {"role": "user", "content": "Generate a title for this conversation:\n"},
+    REQUEST,
+]
+
+
+def test_a_title_call_before_or_after_the_main_agent_is_a_side_agent_of_its_session() -> None:
+    """opencode (1.18.33) asks its title generator with the user's request wrapped in its own
+    words, before the main agent's first request (in our runs) or after it: one session, the
+    title call a side agent (decided at the end: the root with fewer calls)."""
+    for title_first in (True, False):
+        threads = Threads()
+        placed = []
+        order = (
+            [TITLE_ASK, [OPENCODE, REQUEST]] if title_first else [[OPENCODE, REQUEST], TITLE_ASK]
+        )
+        for n, messages in enumerate(order):
+            p = _route(threads, messages, n)
+            threads.answered(p, {"role": "assistant", "content": f"reply {n}"}, n + 1)
+            placed.append(p)
+        main = placed[1] if title_first else placed[0]
+        more = [
+            OPENCODE,
+            REQUEST,
+            {"role": "assistant", "content": main.agent.last_reply["content"]},
+        ]
+        nxt = _route(threads, [*more, {"role": "user", "content": "go on"}], 9)
+        assert nxt.agent is main.agent and len(threads.sessions) == 1
+        [side] = threads.side_agents()
+        assert side is not main.agent and side.record.parent_agent_id is None
+
+
+def test_two_runs_with_the_same_request_under_other_instructions_stay_two_sessions() -> None:
+    threads = Threads()
+    a = _route(threads, [OPENCODE, REQUEST], 1)
+    b = _route(threads, [TITLER, REQUEST], 2)
+    assert a.agent.record.session_id != b.agent.record.session_id
+    assert threads.side_agents() == []
+
+
+def test_a_side_request_of_a_header_session_is_a_side_agent() -> None:
+    """Claude Code names its session in a header; its title request is a root agent of the
+    session, marked a side agent once the main agent made more calls."""
+    threads = Threads()
+    main = _route(threads, [SYSTEM, TASK], 1, session_hint="s1")
+    threads.answered(main, _reply(_call("c1", "Bash", {"command": "ls"})), 2)
+    title = _route(threads, [TITLER, TASK], 3, session_hint="s1")
+    threads.answered(title, {"role": "assistant", "content": "Fix quotes"}, 4)
+    carried = _reply(_call("c1", "Bash", {"command": "ls"}))
+    _route(threads, [SYSTEM, TASK, carried, _result("c1", "a.py")], 5, session_hint="s1")
+    assert [a.record.id for a in threads.side_agents()] == [title.agent.record.id]

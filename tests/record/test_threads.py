@@ -87,3 +87,19 @@ def test_two_sessions_delegating_the_same_task_each_get_their_own_sub_agent() ->
     assert second.agent.record.parent_tool_call_id == "del-2"
     assert first.agent.record.parent_tool_call_id == "del-1"
     assert second.agent.record.session_id == roots[1].agent.record.session_id
+
+
+def test_a_sub_agent_under_its_parents_instructions_given_the_task_itself_is_its_child() -> None:
+    """opencode (1.18.33) runs a ``task`` sub-agent under the main agent's own system prompt,
+    with the call's ``prompt`` as its user message: the child of that call, not a second
+    session (a second session merely quoting the task stays one, above)."""
+    threads = Threads()
+    first = _route(threads, [SYSTEM, {"role": "user", "content": REPO}], 1)
+    task = "SUBTASK: read email/header.py and report its first function."
+    threads.answered(first, _reply("call-1", "task", prompt=task, subagent_type="general"), 2)
+    child = _route(threads, [SYSTEM, {"role": "user", "content": task}], 3)
+    assert child.new_session is None
+    assert child.agent.record.parent_tool_call_id == "call-1"
+    assert child.agent.record.role == "general"
+    quoting = _route(threads, [SYSTEM, {"role": "user", "content": f"{REPO}\n{task}"}], 4)
+    assert quoting.new_session is not None

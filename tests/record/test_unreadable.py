@@ -109,3 +109,39 @@ def test_an_unread_request_is_counted_on_the_stop_line_and_by_validate(
     assert done.returncode == 0, done.stderr  # whole: still exit 0
     assert "WARNING: 2 requests were not recorded as calls" in done.stdout, done.stdout
     assert done.stdout.rstrip().endswith("OK: whole file")
+
+
+def test_a_request_to_a_path_no_api_reads_is_noted_counted_and_shown(
+    record_proxy: Callable[..., Any], simulator: Any
+) -> None:
+    """Issue 48: Gemini CLI's calls were forwarded, answered and recorded as nothing: the stop
+    line said "recorded 0 calls" and validate said OK. Every request with a body to a path the
+    proxy reads as no API call is an ``unread_request`` event with its method, path (no query),
+    status and sizes, counted on the stop line, by validate and by stats; a token count and a
+    ``GET`` are not calls and are not counted."""
+    from agentload.record.cli import stop_line
+    from agentload.trace.stats import compute_stats
+    from agentload.trace.validate import validate_trace
+
+    proxy = record_proxy(simulator.base_url)
+    sent = [("POST", "/embeddings", b'{"input": "hi"}'), ("PUT", "/api/chat", b"{}"),
+            ("POST", "/chat/completions/x?key=sekrit-key-1", b"{}")]  # fmt: skip
+    with httpx.Client(base_url=proxy.base_url, timeout=30) as client:
+        for method, path, body in sent:
+            client.request(method, path, content=body, headers={"content-type": "application/json"})
+        client.get("/models")
+        client.post("/messages/count_tokens", json={"messages": []})
+    path = proxy.stop()
+    st = proxy.server.stats
+    assert (st.calls, st.unread) == (0, 3)
+    line = stop_line(st, str(path), "stopped")
+    assert "; 3 requests not recorded (first: unread_request: POST /v1/embeddings: " in line, line
+    events = [e for e in load_trace(path).events if e.kind == "unread_request"]
+    assert [(e.details["method"], e.details["path"]) for e in events] == [
+        ("POST", "/v1/embeddings"), ("PUT", "/v1/api/chat"), ("POST", "/v1/chat/completions/x")
+    ]  # fmt: skip
+    assert all(e.details["status"] == 404 and e.details["answer_bytes"] > 0 for e in events)
+    assert [e.details["request_bytes"] for e in events] == [15, 2, 2]
+    assert b"sekrit-key-1" not in path.read_bytes()
+    assert validate_trace(path).not_recorded == {"unread_request": 3}
+    assert compute_stats(load_trace(path))["unread_requests"] == 3
