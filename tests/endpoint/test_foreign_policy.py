@@ -647,7 +647,9 @@ def test_claude_code_root_delegates_real_sub_tasks(sim: SimulatorServer) -> None
     assert 1 <= len(calls) <= 2 and {n for n, _ in calls} == {"Agent"}
     for _, args in calls:
         assert args["prompt"].startswith(SUBTASK) and "/work/repo" in args["prompt"]
-        assert args["run_in_background"] is False and args["subagent_type"] == "general-purpose"
+        # the listed agent type that suits the sub-task: an explorer finds, a general agent tests
+        kind = "Explore" if "find where" in args["prompt"] else "general-purpose"
+        assert args["run_in_background"] is False and args["subagent_type"] == kind
         assert 2 <= len(args["description"].split()) <= 5
     prompts = " ".join(a["prompt"] for _, a in calls)
     assert "run the tests" in prompts

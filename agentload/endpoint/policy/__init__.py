@@ -40,8 +40,10 @@ agents' harness enforces every limit itself, whatever the model does.
 * ``oracle`` — eval's oracle mode: the reference fix of a recognised eval task, through tools;
 * ``foreign`` — the foreign agent (root and sub-agent steps); ``foreign_oracle`` its oracle
   mode through the product's own edit tools; ``session`` — a foreign conversation read (task,
-  cwd, finish convention, calls and results); ``toolkinds`` — tools by capability, arguments
-  completed from their schemas; ``moves`` — an intention as a call of the offered tools;
+  cwd, finish convention, calls and results); ``toolkinds`` — tools by capability, and the
+  agent kinds a delegate tool takes; ``argfill`` — a call's arguments made valid for its tool's
+  JSON schema (required, enums, types, absolute paths); ``moves`` — an intention as a call of
+  the offered tools;
   ``report`` — the foreign agent's texts, quoting its results; ``editblocks`` — the text-edit
   agent;
 * ``roles`` — which agent a request comes from (the rules above);

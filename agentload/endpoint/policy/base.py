@@ -5,7 +5,8 @@ the request's seed and the message contents) and which of agentload's agents it 
 (``roles.infer_role``: from the tools offered and the system message). ``plain`` answers any conversation that is not one of agentload's own
 agents: plain text, and tool calls only when tools are offered (honouring ``tool_choice``:
 ``none``, ``auto``, ``required`` or a named function), their arguments filled from the tool's
-JSON schema. ``vocab_for``, ``prose`` and ``schema_args`` serve the agent policy as well.
+JSON schema (and made valid for it, ``argfill``). ``vocab_for``, ``prose`` and ``schema_args``
+serve the agent policy as well.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from agentload.endpoint.policy.argfill import Filler
 from agentload.endpoint.policy.facts import Facts
 from agentload.endpoint.policy.prose import Prose, Vocab
 from agentload.endpoint.policy.roles import infer_role
@@ -119,15 +121,15 @@ class BasePolicy:
         return Decision(prose.plain(n), [], prose.plain, "answer")
 
     def schema_args(self, conv: Conversation, name: str, vocab: Vocab) -> dict[str, Any]:
-        """Arguments for a tool from its JSON schema, filled from the conversation."""
-        params = conv.tool_schemas.get(name, {}).get("parameters") or {}
+        """Arguments for a tool from its JSON schema, filled from the conversation and made
+        valid for the schema (``argfill.Filler``)."""
+        fn = conv.tool_schemas.get(name, {})
+        params, desc = fn.get("parameters"), fn.get("description")
+        params = params if isinstance(params, dict) else {}
         props: dict[str, Any] = params.get("properties") or {}
         required = params.get("required") or list(props)[:1]
-        out: dict[str, Any] = {}
-        for key in required:
-            spec = props.get(key) or {}
-            out[key] = self._value(conv, key, spec, vocab)
-        return out
+        given = {key: self._value(conv, key, props.get(key) or {}, vocab) for key in required}
+        return Filler(params, desc if isinstance(desc, str) else "").fill(given)
 
     def _value(self, conv: Conversation, key: str, spec: dict[str, Any], vocab: Vocab) -> Any:
         rng = conv.rng

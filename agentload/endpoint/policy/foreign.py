@@ -2,12 +2,16 @@
 
 A conversation that is none of agentload's agents (``conv.role is None``) and is offered tools
 that do coding work (``toolkinds.classify``) is played as a competent, brief coding agent,
-whatever product sends it (Claude Code, Codex CLI, mini-swe-agent, an Agents SDK app). Each
-request's reply is decided afresh from what the conversation shows (``session``): what the
-agent was asked, where it works, and what its earlier calls returned.
+whatever product sends it (Claude Code, Codex CLI, Qwen Code, opencode, Gemini CLI,
+mini-swe-agent, an Agents SDK app). Each request's reply is decided afresh from what the
+conversation shows (``session``): what the agent was asked, where it works, and what its
+earlier calls returned. Every call it emits is valid for its tool's JSON schema (``moves``
+through ``Kit.call``, ``argfill``), paths absolute under the working directory it stated where
+the tool asks for them.
 
 **Root agent.** In this order, each at most once unless said: delegate 1–2 sub-tasks when a
-delegate tool is offered (``Find where `IDENT` is defined...``, ``Run the tests...``); wait
+delegate tool is offered (``Find where `IDENT` is defined...`` to an explorer kind of agent,
+``Run the tests...`` to a general one, where the tool names kinds); wait
 for the sub-agents (Codex ``wait_agent``, with the ids the spawn results gave, at most
 ``_MAX_WAITS`` times); list the files; search the task's main identifier; read the most
 relevant file (a location a result showed, else a listed file the task names or resembles);
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from agentload.endpoint.policy.base import BasePolicy
@@ -103,7 +108,7 @@ def _delegations(p: Play) -> list[Call]:
     where = p.s.cwd or "the current directory"
     wanted = [(
         f"{SUBTASK}: run the tests in {where} and report which fail, quoting the failure "
-        "message and its file:line.", "Run the test suite", "run_tests",
+        "message and its file:line.", "Run the test suite", "run_tests", "tests",
     )]  # fmt: skip
     if p.test_cmd != DEFAULT_TESTS:
         wanted[0] = (wanted[0][0].replace(" and report", f" with `{p.test_cmd}` and report"),
@@ -112,7 +117,7 @@ def _delegations(p: Play) -> list[Call]:
         wanted.insert(0, (
             f"{SUBTASK}: find where `{ident}` is defined in {where} and report the file and "
             "line, quoting the definition.", f"Find {ident} definition",
-            "find_" + re.sub(r"\W", "_", ident.lower()),
+            "find_" + re.sub(r"\W", "_", ident.lower()), "search",
         ))  # fmt: skip
     calls = [p.moves.delegate(*w) for w in wanted]
     return [c for c in calls if c is not None]
@@ -218,6 +223,7 @@ def _def_hit(p: Play, ident: str, hits: list[Location]) -> Location | None:
 
 def _play(policy: BasePolicy, conv: Conversation, kit: Kit) -> Play:
     s = read_session(conv)
+    kit = replace(kit, cwd=s.cwd)
     task = oracle_task(policy, s)
     test_cmd = s.test_command or (suite_command(task) if task else DEFAULT_TESTS)
     intents = [intent(kit, step, s, test_cmd) for step in s.steps]

@@ -63,6 +63,12 @@ def _hit_line(text: str, probe: str) -> int | None:
     return None
 
 
+def _asked(args: dict[str, object], probe: str) -> bool:
+    """Whether a search call's arguments looked for ``probe`` (as text or as a regex)."""
+    said = [v for v in args.values() if isinstance(v, str)]
+    return any(probe in v or re.escape(probe) in v for v in said)
+
+
 def oracle_move(p: Play) -> list[Call] | None:
     """The oracle's next calls: None when there is no task (the session's usual steps), none
     once the tests ran after the fix (the session answers)."""
@@ -84,7 +90,7 @@ def _next(p: Play, task: Task) -> Call | None:
     probe = fault.probe()
     searched = [s for s, what in zip(p.s.steps, p.intents, strict=True) if what == Intent.SEARCH]
     found = next((s for s in searched if s.result and probe in s.result), None)
-    if found is None and not any(probe in str(s.args) for s in searched):
+    if found is None and not any(_asked(s.args, probe) for s in searched):
         cmd = f"grep -rnF -e {shlex.quote(probe)} {shlex.quote(fault.path)}"
         if p.kit.grep is not None:
             return p.kit.call(

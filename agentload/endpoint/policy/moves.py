@@ -7,6 +7,11 @@ dedicated tool when there is one (``Read``, ``Grep``, ``Glob``, ``Edit``, ``appl
 else a shell command that does the same. ``intent`` reads a call back into the intention it
 served, so the policy knows what it has done whatever tools it used. ``Play`` is one request
 being decided: the conversation, its session, its tools and the intention of each earlier call.
+
+Every call is made valid for its tool's schema by ``Kit.call`` (``argfill``), with a note of
+what it is for (the text of a required string no move gives). A delegation names the kind of
+agent that suits its purpose where the tool takes one (``pick_kind``: an explorer for a search,
+a general agent otherwise), from the kinds the tool or the conversation lists.
 """
 
 from __future__ import annotations
@@ -21,10 +26,10 @@ from typing import Any
 from agentload.endpoint.policy.base import BasePolicy
 from agentload.endpoint.policy.facts import Facts, extract
 from agentload.endpoint.policy.session import Session, Step
-from agentload.endpoint.policy.toolkinds import Kit
+from agentload.endpoint.policy.toolkinds import NEW_KEYS, OLD_KEYS, PATH_KEYS, Kit
 from agentload.endpoint.policy.types import Conversation
 
-__all__ = ["Call", "Intent", "Moves", "Play", "intent"]
+__all__ = ["Call", "Intent", "Moves", "Play", "intent", "pick_kind"]
 
 Call = tuple[str, dict[str, Any]]
 
@@ -35,6 +40,26 @@ LIST_CMD = (
 DEFAULT_TESTS = "python3 -m pytest -q 2>&1 | tail -40"
 FALLBACK_TESTS = "python3 -m unittest -v 2>&1 | tail -40"
 """The tests when pytest is not installed (what the default's output then says)."""
+_DIR_KEYS = ("path", "dir_path", "directory", "dir")
+_EXPLORER = re.compile(r"explor", re.IGNORECASE)
+_GENERAL = re.compile(r"general|any task|all tools", re.IGNORECASE)
+
+
+def pick_kind(kinds: list[tuple[str, str]], purpose: str) -> str | None:
+    """The agent kind (``(name, what it is for)``) for a delegation: for a ``search``, one
+    named an explorer (Claude Code's and Qwen Code's ``Explore``, opencode's ``explore``); else
+    the general one (its name says general, else its text: ``general-purpose``, ``general``,
+    ``generalist``), else the first listed; None when there are none. A specialised kind
+    (Gemini CLI's ``codebase_investigator``, ``Plan``) brings a contract of its own — a pinned
+    model, a structured report to return — that a general agent does not."""
+    if not kinds:
+        return None
+    if purpose == "search":
+        explorer = next((n for n, _ in kinds if _EXPLORER.search(n)), None)
+        if explorer is not None:
+            return explorer
+    named = next((n for n, _ in kinds if _GENERAL.search(n)), None)
+    return named or next((n for n, what in kinds if _GENERAL.search(what)), kinds[0][0])
 
 
 class Intent(StrEnum):
@@ -102,19 +127,22 @@ class Moves:
         args = {**kit.shell_args(command), "description": description}
         if "test" in command:
             args.update(yield_time_ms=30000, timeout=600000)
-        return kit.call(kit.shell, args)
+        return kit.call(kit.shell, args, description)
 
     def list_files(self) -> Call | None:
+        what = "List the files of the repository"
         if self.kit.glob is not None:
-            return self.kit.call(self.kit.glob, {"pattern": "**/*", "path": self.session.cwd})
-        return self.shell(LIST_CMD, "List the files of the repository")
+            where = self.kit.glob.key(_DIR_KEYS) or "path"
+            return self.kit.call(self.kit.glob, {"pattern": "**/*", where: self.session.cwd}, what)
+        return self.shell(LIST_CMD, what)
 
     def search(self, ident: str) -> Call | None:
         kit, cwd = self.kit, self.session.cwd
         if kit.grep is not None:
             key = kit.grep.key(("pattern", "regex")) or "pattern"
-            args = {key: ident, "path": cwd, "output_mode": "content", "-n": True}
-            return kit.call(kit.grep, args)
+            where = kit.grep.key(_DIR_KEYS) or "path"
+            args = {key: ident, where: cwd, "output_mode": "content", "-n": True}
+            return kit.call(kit.grep, args, f"Search the code for {ident}")
         q = shlex.quote(ident)
         cmd = f"grep -rnIw --exclude-dir=.git --exclude-dir=node_modules -e {q} . | head -40"
         return self.shell(cmd, f"Search the code for {ident}")
@@ -123,12 +151,12 @@ class Moves:
         """Read ``path`` (relative): from line ``start``, ``count`` lines (0: the whole file)."""
         kit = self.kit
         if kit.read is not None:
-            key = kit.read.key(("file_path", "path", "filename", "file", "filepath")) or "path"
+            key = kit.read.key(PATH_KEYS) or "path"
             args: dict[str, Any] = {key: self.session.path(path)}
             if count:
                 win = {"offset": start, "limit": count, "start_line": start}
                 args.update(win, end_line=start + count - 1, view_range=[start, start + count - 1])
-            return kit.call(kit.read, args)
+            return kit.call(kit.read, args, f"Read {path}")
         end = f"{start + count - 1}" if count else "$"
         cmd = f"nl -ba {shlex.quote(path)} | sed -n '{start},{end}p'"
         return self.shell(cmd, f"Show {path.rsplit('/', 1)[-1]}")
@@ -145,14 +173,13 @@ class Moves:
         kit = self.kit
         if kit.edit is not None and not shell:
             t = kit.edit
-            keys = [t.key(ks) for ks in (("file_path", "path", "filename", "file"),
-                    ("old_string", "old_str", "old", "old_text", "search"),
-                    ("new_string", "new_str", "new", "new_text", "replace"))]  # fmt: skip
+            keys = [t.key(ks) for ks in (PATH_KEYS, OLD_KEYS, NEW_KEYS)]
             vals = (self.session.path(path), old, new)
-            return kit.call(t, {k: v for k, v in zip(keys, vals, strict=True) if k})
+            what = f"Replace the faulty line in {path}"
+            return kit.call(t, {k: v for k, v in zip(keys, vals, strict=True) if k}, what)
         if kit.patch is not None and not shell:
             key = kit.patch.key(("input", "patch")) or "input"
-            return kit.call(kit.patch, {key: patch_text(path, old, new)})
+            return kit.call(kit.patch, {key: patch_text(path, old, new)}, f"Edit {path}")
         script = (
             "python3 - <<'PY'\nimport pathlib\n"
             f"p = pathlib.Path({path!r})\ns = p.read_text()\nold = {old!r}\nnew = {new!r}\n"
@@ -161,15 +188,20 @@ class Moves:
         )
         return self.shell(script, f"Edit {path.rsplit('/', 1)[-1]}")
 
-    def delegate(self, text: str, short: str, name: str) -> Call | None:
+    def delegate(self, text: str, short: str, name: str, purpose: str = "tests") -> Call | None:
+        """Start a sub-agent on ``text`` (``short``: its title; ``name``: a task name where the
+        tool takes one; ``purpose``: ``search`` or ``tests``, which kind of agent suits it)."""
         kit = self.kit
         if kit.delegate is None:
             return None
         style = kit.delegate_style
         if style == "task":
             args: dict[str, Any] = {"description": short, "prompt": text}
-            if "general-purpose" in self.session.texts:
-                args["subagent_type"] = "general-purpose"
+            kind = pick_kind(kit.agent_kinds(self.session.texts), purpose)
+            if kind is None and kit.selector in kit.delegate.required:
+                kind = "general-purpose"  # none listed: the usual name of the default kind
+            if kit.selector and kind:
+                args[kit.selector] = kind
             args["run_in_background"] = False
         elif style == "spawn2":
             args = {"task_name": name, "message": text, "fork_turns": "none"}
@@ -178,7 +210,7 @@ class Moves:
         else:
             key = kit.delegate.key(("input", "task", "prompt", "message", "request", "query"))
             args = {key or "input": text}
-        return kit.call(kit.delegate, args)
+        return kit.call(kit.delegate, args, short)
 
     def wait(self, targets: list[str]) -> Call | None:
         kit = self.kit
@@ -187,7 +219,7 @@ class Moves:
         args: dict[str, Any] = {"timeout_ms": 30000}
         if "targets" in kit.wait.props:
             args["targets"] = targets
-        return kit.call(kit.wait, args)
+        return kit.call(kit.wait, args, "Wait for the sub-agents")
 
 
 def patch_text(path: str, old: str, new: str) -> str:

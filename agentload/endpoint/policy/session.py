@@ -3,10 +3,13 @@
 Any product's request holds the same things in its own words: ``read_session`` finds them.
 
 * **task** — the first user text once the product's wrappers are stripped (Claude Code's
-  ``<system-reminder>`` blocks, Codex's ``<environment_context>``...);
+  ``<system-reminder>`` blocks, Codex's ``<environment_context>``, Gemini CLI's
+  ``<session_context>``...), a context message aside (Qwen Code's "This is the Qwen Code. We
+  are setting up the context for our chat.", which its model acknowledges before the task);
 * **cwd** — the working directory the agent states: Claude Code's "Primary working directory:
-  /path", Codex's ``<cwd>/path</cwd>``, or any "working directory: /path" (mini-swe-agent
-  states none: paths stay relative to where it runs);
+  /path", Codex's ``<cwd>/path</cwd>``, Qwen Code's "I'm currently working in the directory:
+  /path", Gemini CLI's "Workspace Directories:" list (its first), or any "working directory:
+  /path" (opencode's; mini-swe-agent states none: paths stay relative to where it runs);
 * **finish** — a "finish by running X" convention in the instructions (mini-swe-agent's
   ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``), found by a regex, not by product;
 * **test command** — a backticked test command the task names;
@@ -35,13 +38,19 @@ SUBTASK = "Sub-task for a helper agent"
 
 _WRAPPERS = re.compile(
     r"<(system-reminder|environment_context|user_instructions|permissions instructions|"
-    r"skills_instructions|INSTRUCTIONS|turn_aborted|user_shell_command)>.*?</\1>",
+    r"skills_instructions|INSTRUCTIONS|turn_aborted|user_shell_command|session_context)>"
+    r".*?</\1>",
     re.DOTALL,
 )
+_PRIMER = re.compile(r"\AThis is the [^.\n]{1,40}\. We are setting up the context for our chat\.")
+"""A context message a product sends before the task (Qwen Code's)."""
 _CWD = (
     re.compile(r"Primary working directory: (/\S+)"),
     re.compile(r"<cwd>\s*(/[^<\n]+?)\s*</cwd>"),
     re.compile(r"(?:current |working )director(?:y|ies)(?: is)?:?\s+`?(/[\w.\-/]+)", re.I),
+    re.compile(
+        r"(?:working in the|workspace) director(?:y|ies)\**:?\**\s+(?:-\s+)?`?(/[\w.\-/]+)", re.I
+    ),
 )
 _FINISH = re.compile(
     r"(?:finish|submit|complete|end|done)\b[^.\n]{0,80}?\b(?:by|with)\s+(?:issuing|running|"
@@ -124,7 +133,7 @@ class Session:
 def _task(conv: Conversation, users: list[int]) -> str:
     for i in users:
         text = _WRAPPERS.sub("", conv.text(i)).strip()
-        if text:
+        if text and not _PRIMER.match(text):
             return text
     return ""
 

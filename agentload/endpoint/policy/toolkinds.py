@@ -3,17 +3,23 @@
 ``classify(conv)`` sorts the tools a request offers by capability, whatever the product calls
 them: **shell** (a required string ``command``/``cmd``, or an array of strings: Claude Code
 ``Bash``, Codex ``exec_command``/``shell``, mini-swe-agent ``bash``), **read** (a path and no
-old/new strings: ``Read{file_path}``, ``view``, ``read_file{path}``), **edit** (a path with
-old and new strings: ``Edit``, ``str_replace``), **patch** (Codex's freeform ``apply_patch``,
-whose chat form takes the patch text as ``input``), **grep** and **glob** (a ``pattern``),
-**delegate** (Claude Code ``Task``/``Agent`` {description, prompt}; Codex ``spawn_agent``,
+old/new strings: ``Read{file_path}``, ``view``, ``read_file{path}``, opencode
+``read{filePath}``), **edit** (a path with old and new strings: ``Edit``, ``str_replace``,
+Gemini CLI ``replace``, opencode ``edit{filePath, oldString, newString}``), **patch** (Codex's
+freeform ``apply_patch``, whose chat form takes the patch text as ``input``), **grep** and
+**glob** (a ``pattern``),
+**delegate** (Claude Code ``Task``/``Agent``, Qwen Code ``agent``, opencode ``task``
+{description, prompt}; Gemini CLI ``invoke_agent`` {agent_name, prompt}; Codex ``spawn_agent``,
 ``message`` with multi_agent_v1, ``task_name`` + ``message`` with v2; an Agents SDK
 agent-as-tool, one required string such as ``input``) and **wait** (``wait_agent``).
 
-``Kit.call(tool, given)`` completes arguments against the tool's schema: every required
-property present with a value of its type (an enum's first value, integers as integers,
-booleans as booleans), the given values coerced to their declared type, and nothing the
-schema does not name (a product's optional extras are passed only where it takes them).
+``Kit.call(tool, given, note)`` makes the arguments valid for the tool's JSON schema
+(``argfill.Filler``: required properties present, enums from their list, types as declared,
+no empty required string, a path absolute where the tool asks for one, joined to the working
+directory ``Kit.cwd``). The delegate tool's agent selector (``subagent_type``, ``agent_name``:
+``Kit.selector``) takes one of the kinds ``Kit.agent_kinds`` finds: its enum, else the kinds
+listed in the tool's description or the conversation ("Available agent types...: - explore:
+...", Gemini's ``<available_subagents>``).
 """
 
 from __future__ import annotations
@@ -22,15 +28,25 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentload.endpoint.policy.argfill import Filler
 from agentload.endpoint.policy.types import Conversation
 
-__all__ = ["Kit", "Tool", "classify"]
+__all__ = ["NEW_KEYS", "OLD_KEYS", "PATH_KEYS", "Kit", "Tool", "classify", "listed_kinds"]
 
-_PATH_KEYS = ("file_path", "path", "filename", "file", "filepath", "target_file")
-_OLD_KEYS = ("old_string", "old_str", "old", "old_text", "search")
-_NEW_KEYS = ("new_string", "new_str", "new", "new_text", "replace")
+PATH_KEYS = ("file_path", "path", "filePath", "filename", "file", "filepath", "target_file")
+"""A file tool's path property, by the names products give it (opencode's ``filePath``...)."""
+OLD_KEYS = ("old_string", "old_str", "oldString", "old", "old_text", "search")
+NEW_KEYS = ("new_string", "new_str", "newString", "new", "new_text", "replace")
 _AGENT_INPUT = ("input", "task", "prompt", "message", "request", "query", "question")
 _NOT_GREP = re.compile(r"tool|web|image|goal|skill", re.IGNORECASE)
+_SELECTOR = re.compile(r"^(?:sub_?)?agent_?(?:type|name|kind)$", re.IGNORECASE)
+"""The delegate tool's property that names the kind of agent to start."""
+_KIND_XML = re.compile(
+    r"<(?:sub)?agent>\s*<name>\s*([^<\s]+)\s*</name>\s*(?:<description>(.*?)</description>)?",
+    re.DOTALL,
+)
+_KIND_HEAD = re.compile(r"agent types|sub-?agents|available agents", re.IGNORECASE)
+_KIND_ITEM = re.compile(r"^\s*[-*]\s+(?:\*\*)?`?([\w.-]+)`?(?:\*\*)?\s*:\s*(.*)$")
 
 
 @dataclass(frozen=True)
@@ -39,6 +55,7 @@ class Tool:
 
     name: str
     params: dict[str, Any]
+    description: str = ""
 
     @property
     def props(self) -> dict[str, Any]:
@@ -75,6 +92,8 @@ class Kit:
     glob: Tool | None = None
     delegate: Tool | None = None
     wait: Tool | None = None
+    cwd: str = ""
+    """The agent's working directory (absolute paths where a tool asks for them)."""
 
     @property
     def useful(self) -> bool:
@@ -91,7 +110,7 @@ class Kit:
         d = self.delegate
         if d is None:
             return ""
-        if "prompt" in d.props and "description" in d.props:
+        if "prompt" in d.props and ("description" in d.props or self.selector):
             return "task"
         if "task_name" in d.props:
             return "spawn2"
@@ -106,47 +125,51 @@ class Kit:
             value = ["bash", "-lc", command]
         return {key or "command": value}
 
-    def call(self, tool: Tool, given: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """``(name, arguments)`` of a call of ``tool``, completed and typed by its schema."""
-        out = {k: _coerce(v, tool.props[k]) for k, v in given.items() if k in tool.props}
-        for k in tool.required:
-            if k not in out:
-                out[k] = _default(tool.props.get(k) or {})
-        return tool.name, out
+    @property
+    def selector(self) -> str | None:
+        """The delegate tool's property that names the kind of agent (``subagent_type``...)."""
+        d = self.delegate
+        return next((k for k in d.props if _SELECTOR.match(k)), None) if d else None
+
+    def agent_kinds(self, texts: str) -> list[tuple[str, str]]:
+        """The kinds of agent the delegate tool starts, each with what it is for: the
+        selector's enum, else those listed in the tool's description, else in ``texts`` (the
+        conversation's instructions)."""
+        key = self.selector
+        if self.delegate is None or key is None:
+            return []
+        spec = self.delegate.props[key]
+        enum = spec.get("enum") if isinstance(spec, dict) else None
+        if isinstance(enum, list) and enum:
+            listed = dict(listed_kinds(self.delegate.description) or listed_kinds(texts))
+            return [(str(e), listed.get(str(e), "")) for e in enum]
+        return listed_kinds(self.delegate.description) or listed_kinds(texts)
+
+    def call(self, tool: Tool, given: dict[str, Any], note: str = "") -> tuple[str, dict[str, Any]]:
+        """``(name, arguments)`` of a call of ``tool``, made valid for its schema
+        (``argfill.Filler``; ``note``: what the call is for, in words)."""
+        return tool.name, Filler(tool.params, tool.description, self.cwd, note).fill(given)
 
 
-def _coerce(value: Any, spec: dict[str, Any]) -> Any:
-    if not isinstance(spec, dict):
-        return value
-    enum = spec.get("enum")
-    if isinstance(enum, list) and enum and value not in enum:
-        return enum[0]
-    t = _type(spec)
-    if t == "integer" and not isinstance(value, bool):
-        return int(value) if isinstance(value, (int, float)) else _default(spec)
-    if t == "number" and not isinstance(value, (int, float)):
-        return _default(spec)
-    if t == "boolean":
-        return bool(value)
-    if t == "string" and not isinstance(value, str):
-        return str(value)
-    if t == "array" and not isinstance(value, list):
-        return [value]
-    return value
-
-
-def _default(spec: dict[str, Any]) -> Any:
-    """A valid value for a required property nobody gave."""
-    enum = spec.get("enum")
-    if isinstance(enum, list) and enum:
-        return enum[0]
-    if "default" in spec:
-        return spec["default"]
-    t = _type(spec)
-    if t in ("integer", "number"):
-        lo = spec.get("minimum", spec.get("exclusiveMinimum", 0))
-        return max(1, int(lo) + (1 if "exclusiveMinimum" in spec else 0))
-    return {"boolean": False, "array": [], "object": {}}.get(t, "")
+def listed_kinds(text: str) -> list[tuple[str, str]]:
+    """The agent kinds ``text`` lists: ``<subagent><name>N</name><description>D</description>``
+    elements, or the ``- N: D`` items (``**N**`` too) under a line about agent types."""
+    found = [(m.group(1), (m.group(2) or "").strip()) for m in _KIND_XML.finditer(text)]
+    if found:
+        return found
+    out: list[tuple[str, str]] = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if not _KIND_HEAD.search(line) or _KIND_ITEM.match(line):
+            continue
+        for item in lines[i + 1 :]:
+            m = _KIND_ITEM.match(item)
+            if m is None:
+                break
+            out.append((m.group(1), m.group(2).strip()))
+        if out:
+            return out
+    return out
 
 
 def _is_shell(t: Tool) -> bool:
@@ -166,17 +189,23 @@ def _is_agent_tool(t: Tool) -> bool:
     return len(t.props) == 1 and (k := t.key(_AGENT_INPUT)) is not None and k in t.required
 
 
+def _is_delegate(t: Tool) -> bool:
+    """A tool that starts an agent on a prompt: {description, prompt}, or a prompt and an
+    agent selector (``agent_name``)."""
+    return "prompt" in t.props and ("description" in t.props or any(map(_SELECTOR.match, t.props)))
+
+
 def _sort(kit: Kit, t: Tool) -> None:
     low = t.name.lower()
-    path = t.key(_PATH_KEYS)
+    path = t.key(PATH_KEYS)
     if _is_shell(t):
         preferred = kit.shell is not None and re.search(r"bash|shell|exec", kit.shell.name, re.I)
         kit.shell = kit.shell if preferred else t
     elif _is_patch(t):
         kit.patch = t
-    elif path and t.key(_OLD_KEYS) and t.key(_NEW_KEYS):
+    elif path and t.key(OLD_KEYS) and t.key(NEW_KEYS):
         kit.edit = kit.edit or t
-    elif {"prompt", "description"} <= set(t.props) or low.startswith("spawn"):
+    elif _is_delegate(t) or low.startswith("spawn"):
         kit.delegate = t
     elif low.startswith("wait") and "agent" in low:
         kit.wait = t
@@ -192,8 +221,11 @@ def classify(conv: Conversation) -> Kit:
     """The capabilities of ``conv``'s offered tools (see the module docstring)."""
     kit = Kit()
     for name in conv.tools:
-        params = conv.tool_schemas.get(name, {}).get("parameters")
-        kit.tools[name] = Tool(name, params if isinstance(params, dict) else {})
+        fn = conv.tool_schemas.get(name, {})
+        params, desc = fn.get("parameters"), fn.get("description")
+        kit.tools[name] = Tool(
+            name, params if isinstance(params, dict) else {}, desc if isinstance(desc, str) else ""
+        )
     agents = [t for t in kit.tools.values() if _is_agent_tool(t) and not _is_patch(t)]
     for t in kit.tools.values():
         if t not in agents:
