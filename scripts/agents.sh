@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The pinned real agents (Claude Code and Codex CLI from npm, mini-swe-agent and aider from PyPI) that
+# The pinned real agents (Claude Code, Codex CLI, Qwen Code, opencode and Gemini CLI from npm,
+# mini-swe-agent and aider from PyPI; ripgrep from apt, which opencode's tools run) that
 # `generate --agent` runs and tests/record/test_real_agents.py drives through `agentload record`.
 # The pins and the install live in agentload/products/install.py (stdlib only, so this runs with
 # the system Python before agentload's venv exists; CI starts it in the background).
@@ -18,6 +19,12 @@ run() { PYTHONPATH="$REPO" "$PY" -m agentload.products.install "$@"; }
 case "${1:-}" in
   install)
     command -v npm >/dev/null || { echo "agents.sh: error: npm is not installed (apt-get install nodejs npm)" >&2; exit 1; }
+    # opencode's grep and glob run ripgrep, which it would download on first use (offline: fails)
+    if ! command -v rg >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      apt() { apt-get -o DPkg::Lock::Timeout=600 "$@"; }  # CI installs Docker meanwhile
+      { apt install -y -qq ripgrep || { apt update -qq && apt install -y -qq ripgrep; }; } >&2 \
+        || echo "agents.sh: warning: apt-get install ripgrep failed (opencode's grep and glob need it)" >&2
+    fi
     run ;;
   path) [ -n "${2:-}" ] || { echo "usage: scripts/agents.sh path NAME@VERSION" >&2; exit 1; }; run --path "$2" ;;
   list) run --list ;;

@@ -148,6 +148,8 @@ def _json_summary(opts: GenerateOptions, ran: _Ran, rows: list[dict[str, Any]]) 
     }
     if result.ray is not None:
         payload["ray"] = result.ray
+    if result.sandbox:
+        payload["sandbox"] = result.sandbox
     if written:
         payload["traces"] = [str(run.trace_path) for run in ran.runs]
         payload["results"] = str(written[0])
@@ -175,6 +177,8 @@ def _print_summary(opts: GenerateOptions, ran: _Ran, rows: list[dict[str, Any]])
     if ran.doc is not None:
         _print_results(out, ran.doc, ran.folder, ran.written)
     result = ran.runs[0]
+    if result.sandbox:
+        out.print(f"sandbox: {result.sandbox}", markup=False, highlight=False, soft_wrap=True)
     if result.tokens is not None:
         out.print(token_line(result.tokens), markup=False, highlight=False, soft_wrap=True)
     from agentload.generate.run import modeled_waits

@@ -2,6 +2,12 @@
 each the product in a sandbox on the scenario's (or an eval task's) workspace, its LLM traffic
 recorded through one recording proxy into the run's one trace.
 
+Before anything starts, the sandbox is chosen once for the run (``sandboxes.choice``: ``auto``
+is ``docker`` when a daemon answers, else ``local``) and the product's program is checked
+against it (``products.placement``): a program that cannot run there is one line and exit 2.
+The choice and its reason are said on the start line, kept in ``RunResult.sandbox`` (the
+summary's ``sandbox:`` line) and in the header's ``generator.sandbox``.
+
 The proxy (``record.RecordServer``) forwards to the endpoint (default: the built-in simulator,
 which plays any agent) and writes the trace with the run's header (scenario, seed, the agent
 and its version in ``generator``); every session reaches it through a listener of its own
@@ -14,7 +20,9 @@ what the summary, eval.json and the live benchmark show is what the trace holds.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
+import sys
 import time
 from collections import Counter
 
@@ -32,17 +40,21 @@ from agentload.generate.run import (
 from agentload.masking import redact_url
 from agentload.products.install import AgentInstallError, Installed, install, spec_of
 from agentload.products.live import LiveCounts
+from agentload.products.placement import Placement, place
 from agentload.products.registry import Product
 from agentload.products.session import ProductRun, run_product_session
 from agentload.record.ledger import header_session_id
 from agentload.record.server import RecordOptions, RecordServer
+from agentload.sandboxes.choice import SandboxChoice, choose_sandbox
 from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
 from agentload.trace.trace import Trace, load_trace
 
 __all__ = ["counted", "installed_product", "no_key", "run_product"]
 
-_NO_KEY = "agentload"
-"""The key an agent sends when the user set none (agents refuse to start without one)."""
+_NO_KEY = "agentload-no-key"
+"""The key an agent sends when the user set none (agents refuse to start without one). It is
+masked in the trace like any key it sends: a word of its own, not one the trace's text holds
+("agentload" was: every workspace path of the trace read ``/tmp/[REDACTED]-ws-...``)."""
 
 
 def no_key() -> str:
@@ -61,11 +73,29 @@ async def installed_product(product: Product) -> Installed | None:
         raise AgentProductError(f"--agent {product.label}: {exc}") from None
 
 
+async def product_place(
+    spec: RunSpec, product: Product
+) -> tuple[SandboxChoice, Installed | None, Placement]:
+    """The run's sandbox, the product's install and what the sandbox needs for its program;
+    one line (``ConfigError``, ``DockerUnavailableError``, ``AgentProductError``) when it
+    cannot run there."""
+    opts = spec.opts
+    origin = "--sandbox" if opts.sandbox else "the scenario's sandbox.kind"
+    choice = await asyncio.to_thread(choose_sandbox, spec.kind, opts.scenario.sandbox, origin)
+    installed = await installed_product(product)
+    placement = place(product, installed.exe if installed is not None else None, choice)
+    mounted = f"; mounted read-only: {', '.join(placement.mounts)}" if placement.mounts else ""
+    print(f"agentload: --agent {product.label}: sandbox {choice}{mounted}",
+          file=sys.stderr, flush=True)  # fmt: skip
+    return choice, installed, placement
+
+
 async def run_product(spec: RunSpec, product: Product, progress: ProgressSink | None) -> RunResult:
     """The run of ``product`` (see the module docstring); the trace is closed and every
     sandbox removed in every case."""
+    choice, installed, placement = await product_place(spec, product)
+    spec = dataclasses.replace(spec, kind=choice.kind)
     opts = spec.opts
-    installed = await installed_product(product)
     plan = opts.session_plan()
     async with open_endpoint(opts, spec.seed) as (base_url, model):
         tokens, header = await calibrated_header(spec, base_url, model, len(plan))
@@ -75,7 +105,8 @@ async def run_product(spec: RunSpec, product: Product, progress: ProgressSink | 
         await asyncio.to_thread(proxy.start)
         workdir = owned_tempdir(WORKSPACES)  # a kill -9 leaves it to `agentload sandbox cleanup`
         key = api_key_from_env() or _NO_KEY
-        run = ProductRun(product, installed, model, key, proxy, opts.agent_max_tokens)
+        run = ProductRun(product, installed, model, key, proxy, opts.agent_max_tokens,
+                         choice, placement)  # fmt: skip
         gate = asyncio.Semaphore(opts.parallel)
 
         async def one(i: int) -> SessionStats:
@@ -109,6 +140,7 @@ async def run_product(spec: RunSpec, product: Product, progress: ProgressSink | 
         endpoint=redact_url(base_url),
         model=model,
         tokens=tokens,
+        sandbox=str(choice),
     )
 
 

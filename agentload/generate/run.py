@@ -93,6 +93,8 @@ class RunResult:
     """The run's server/ours token ratio (``generate.calibrate``)."""
     ray: dict[str, Any] | None = None
     """``--ray``: the cluster and its workers (the trace header's ``generator.ray``)."""
+    sandbox: str = ""
+    """An agent product's run: the sandbox it ran in and why (``docker: --sandbox docker``)."""
 
 
 async def check_endpoint(

@@ -30,16 +30,28 @@ PINS: dict[str, tuple[str, ...]] = {
     "codex": ("0.171.0", "0.169.0"),
     "mini-swe-agent": ("2.4.6",),
     "aider": ("0.86.2",),
+    "qwen-code": ("0.15.10",),
+    "opencode": ("1.18.33",),
+    "gemini-cli": ("0.61.0",),
 }
 """Each product's pinned versions; the first is the one ``generate --agent`` runs (the others
 are older releases the recording tests drive too)."""
-_NPM = {"claude-code": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
+_NPM = {
+    "claude-code": "@anthropic-ai/claude-code",
+    "codex": "@openai/codex",
+    "qwen-code": "@qwen-code/qwen-code",
+    "opencode": "opencode-ai",
+    "gemini-cli": "@google/gemini-cli",
+}
 _PYPI = {"mini-swe-agent": "mini-swe-agent", "aider": "aider-chat"}
 _EXE = {
     "claude-code": "node_modules/.bin/claude",
     "codex": "node_modules/.bin/codex",
     "mini-swe-agent": "venv/bin/mini",
     "aider": "venv/bin/aider",
+    "qwen-code": "node_modules/.bin/qwen",
+    "opencode": "node_modules/.bin/opencode",
+    "gemini-cli": "node_modules/.bin/gemini",
 }
 _MARKER = ".agentload-ok"
 

@@ -8,7 +8,10 @@ a task, pointed at an endpoint, and how its end is recognised.
 | ``codex`` | ``codex exec`` (npm ``@openai/codex``) | OpenAI Responses | a ``model_providers`` entry (``-c``): Codex ignores ``OPENAI_BASE_URL`` |
 | ``mini-swe-agent`` | ``mini -y --exit-immediately`` (PyPI ``mini-swe-agent``) | Chat Completions (LiteLLM) | ``model.model_kwargs.api_base`` (``-c``) |
 | ``aider`` | ``aider --message`` (PyPI ``aider-chat``), edits as SEARCH/REPLACE blocks, the task's tests after each edit | Chat Completions (LiteLLM) | ``--openai-api-base`` |
-| ``cmd:"..."`` | any agent started by a shell command line | any | ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL`` and ``AGENTLOAD_*`` in its environment |
+| ``qwen-code`` | ``qwen --yolo TASK`` (npm ``@qwen-code/qwen-code``) | Chat Completions | ``OPENAI_BASE_URL``, ``OPENAI_MODEL`` |
+| ``opencode`` | ``opencode run --auto TASK`` (npm ``opencode-ai``, a Bun binary) | Chat Completions | a provider (``@ai-sdk/openai-compatible``) in ``OPENCODE_CONFIG_CONTENT`` |
+| ``gemini-cli`` | ``gemini -p TASK --yolo`` (npm ``@google/gemini-cli``) | Gemini API | ``GOOGLE_GEMINI_BASE_URL``, ``GEMINI_MODEL`` |
+| ``cmd:"..."`` | any agent started by a shell command line | any | ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, ``GOOGLE_GEMINI_BASE_URL``, each API's key and model variable and ``AGENTLOAD_*`` in its environment |
 
 Each is started in the session's workspace (its working directory) with the task text as its
 prompt, and its end is its process's exit: exit 0 is ``done``; any other exit is ``error`` with
@@ -17,9 +20,11 @@ the last lines it printed; the session's wall budget ending it is ``wall_budget`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from agentload.errors import ConfigError
 
@@ -37,6 +42,9 @@ class ProductName(StrEnum):
     CODEX = "codex"
     MINI_SWE_AGENT = "mini-swe-agent"
     AIDER = "aider"
+    QWEN_CODE = "qwen-code"
+    OPENCODE = "opencode"
+    GEMINI_CLI = "gemini-cli"
     CMD = "cmd"
 
 
@@ -157,14 +165,98 @@ def _aider(c: LaunchContext) -> Launch:
     return Launch(["sh", "-c", _GIT_READY, c.exe, *args], env)
 
 
+_SETTINGS_SH = 'mkdir -p "${1%/*}" && printf "%s" "$2" > "$1" && shift 2 && exec "$@"'
+"""Writes a settings file in the agent's home (inside the sandbox), then runs the agent."""
+
+
+def _with_settings(path: str, settings: dict[str, Any], argv: list[str]) -> list[str]:
+    return ["sh", "-c", _SETTINGS_SH, "sh", path, json.dumps(settings), *argv]
+
+
+_QUIET = {
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+}
+"""Qwen Code's and Gemini CLI's settings (one lineage): no update check, usage statistics or
+telemetry."""
+
+
+def _qwen_code(c: LaunchContext) -> Launch:
+    argv = [c.exe, "--yolo", "--auth-type", "openai", "-m", c.model,
+            "--max-session-turns", str(MAX_TURNS), c.task]  # fmt: skip
+    env = {
+        "OPENAI_BASE_URL": c.root_url + "/v1",
+        "OPENAI_API_KEY": c.key,
+        "OPENAI_MODEL": c.model,
+        "QWEN_CODE_NO_RELAUNCH": "true",  # one Node process, not a second one to size its heap
+        "NO_COLOR": "1",
+    }
+    if c.max_tokens is not None:
+        env["QWEN_CODE_MAX_OUTPUT_TOKENS"] = str(c.max_tokens)
+    return Launch(_with_settings(c.home + "/.qwen/settings.json", _QUIET, argv), env)
+
+
+def _opencode(c: LaunchContext) -> Launch:
+    model: dict[str, Any] = {"name": c.model}
+    if c.max_tokens is not None:
+        model["limit"] = {"context": 1 << 20, "output": c.max_tokens}
+    provider = {
+        "npm": "@ai-sdk/openai-compatible",  # built into the binary: nothing is fetched
+        "name": "agentload",
+        "options": {"baseURL": c.root_url + "/v1", "apiKey": "{env:OPENAI_API_KEY}"},
+        "models": {c.model: model},
+    }
+    config = {"provider": {"agentload": provider}, "model": f"agentload/{c.model}",
+              "autoupdate": False, "share": "disabled"}  # fmt: skip
+    env = {
+        "OPENCODE_CONFIG_CONTENT": json.dumps(config),
+        "OPENAI_API_KEY": c.key,
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+        "NO_COLOR": "1",
+    }
+    argv = [c.exe, "run", "--auto", "--pure", "-m", f"agentload/{c.model}", c.task]
+    return Launch(argv, env)
+
+
+_GEMINI_SUBAGENTS = ("codebase_investigator", "generalist", "cli_help")
+"""Gemini CLI's own sub-agents, which otherwise ask for a Gemini model of their own
+(``gemini-3-flash-preview``): an endpoint serves one model."""
+
+
+def _gemini_cli(c: LaunchContext) -> Launch:
+    argv = [c.exe, "-p", c.task, "--yolo", "--skip-trust", "-m", c.model]
+    overrides = {a: {"modelConfig": {"model": c.model}} for a in _GEMINI_SUBAGENTS}
+    settings = {**_QUIET, "security": {"auth": {"selectedType": "gemini-api-key"}},
+                "agents": {"overrides": overrides}}  # fmt: skip
+    env = {
+        "GOOGLE_GEMINI_BASE_URL": c.root_url,
+        "GEMINI_API_KEY": c.key,
+        "GEMINI_MODEL": c.model,
+        "GEMINI_CLI_NO_RELAUNCH": "true",  # one Node process, not a second one to size its heap
+        "GEMINI_TELEMETRY_ENABLED": "false",
+        "NO_COLOR": "1",
+    }
+    return Launch(_with_settings(c.home + "/.gemini/settings.json", settings, argv), env)
+
+
 def _cmd(command: str) -> Callable[[LaunchContext], Launch]:
     def launch(c: LaunchContext) -> Launch:
         env = {
             "OPENAI_BASE_URL": c.root_url + "/v1",
             "OPENAI_API_BASE": c.root_url + "/v1",
             "OPENAI_API_KEY": c.key,
+            "OPENAI_MODEL": c.model,
             "ANTHROPIC_BASE_URL": c.root_url,
             "ANTHROPIC_API_KEY": c.key,
+            "ANTHROPIC_MODEL": c.model,
+            "GOOGLE_GEMINI_BASE_URL": c.root_url,
+            "GEMINI_API_KEY": c.key,
+            "GEMINI_MODEL": c.model,
             "AGENTLOAD_BASE_URL": c.root_url + "/v1",
             "AGENTLOAD_MODEL": c.model,
             "AGENTLOAD_TASK": c.task,
@@ -179,6 +271,9 @@ _PRODUCTS = {
     ProductName.CODEX: Product(ProductName.CODEX, _codex, subagents=True),
     ProductName.MINI_SWE_AGENT: Product(ProductName.MINI_SWE_AGENT, _mini_swe_agent, False),
     ProductName.AIDER: Product(ProductName.AIDER, _aider, subagents=False),
+    ProductName.QWEN_CODE: Product(ProductName.QWEN_CODE, _qwen_code, subagents=True),
+    ProductName.OPENCODE: Product(ProductName.OPENCODE, _opencode, subagents=True),
+    ProductName.GEMINI_CLI: Product(ProductName.GEMINI_CLI, _gemini_cli, subagents=True),
 }
 NAMES = (BUILTIN, *(p.value for p in _PRODUCTS), 'cmd:"..."')
 """What ``--agent`` takes."""

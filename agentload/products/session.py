@@ -12,8 +12,13 @@ out, its end and the success check.
   else is reachable. The local sandbox has no isolation: the agent gets a TCP listener of the
   proxy on the host's loopback. Either listener stands for the session, so the trace's sessions
   are exact.
+* **The program**: what ``placement`` found it needs (its folder mounted read-only in Docker,
+  a folder first on ``PATH``), checked before the run started.
 * **The end**: the agent's process exit (``registry``); the session's wall budget bounds it.
-  Then the success check (``--eval``) in the same sandbox, and the outcome sent to the trace.
+  Then the success check (``--eval``) in the same sandbox, and the outcome sent to the trace:
+  its session record carries the end reason, the exit code, the sandbox, and for a failure the
+  last lines the agent printed (``output_tail``, secrets masked) or why it could not start
+  (``error``), whether it made any call or none.
 """
 
 from __future__ import annotations
@@ -32,9 +37,12 @@ from typing import TYPE_CHECKING, Any
 from agentload.agents.limits import EndReason
 from agentload.agents.session import SessionPlace, SessionSetup, Verdict, success_check
 from agentload.agents.tracing import SessionStats, SessionStatus
+from agentload.masking import mask_text
 from agentload.products.install import Installed
+from agentload.products.placement import Placement
 from agentload.products.registry import LaunchContext, Product
 from agentload.record.sink import SessionOutcome
+from agentload.sandboxes.choice import SandboxChoice
 
 if TYPE_CHECKING:
     from agentload.record.server import RecordServer
@@ -48,6 +56,8 @@ _FORWARD = Path(__file__).with_name("forward.py")
 _ROUTE_DIR = "/opt/agentload"
 _NOBODY = 65534
 _TAIL_LINES = 3
+_RECORD_TAIL_LINES = 40
+_RECORD_TAIL_CHARS = 4000
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,10 @@ class ProductRun:
     key: str
     proxy: RecordServer
     max_tokens: int | None = None
+    sandbox: SandboxChoice | None = None
+    """The sandbox chosen for the run (None: each session's ``auto`` decides, on Ray)."""
+    placement: Placement | None = None
+    """What the sandbox needs for the product's program (``products.placement``)."""
 
 
 def _hand_over(root: Path) -> None:
@@ -95,9 +109,18 @@ def _tcp_listener() -> socket.socket:
     return sock
 
 
+def _lines(output: bytes) -> list[str]:
+    return [ln.strip() for ln in output.decode("utf-8", "replace").splitlines() if ln.strip()]
+
+
 def _tail(output: bytes) -> str:
-    lines = [ln.strip() for ln in output.decode("utf-8", "replace").splitlines() if ln.strip()]
-    return " | ".join(lines[-_TAIL_LINES:])[:600]
+    return " | ".join(_lines(output)[-_TAIL_LINES:])[:600]
+
+
+def _record_tail(output: bytes) -> str:
+    """The last lines a failed agent printed, as its session record keeps them (masked)."""
+    text = "\n".join(_lines(output)[-_RECORD_TAIL_LINES:])
+    return mask_text(text[-_RECORD_TAIL_CHARS:])
 
 
 class _Route:
@@ -166,12 +189,15 @@ class _Session:
         self.reason = EndReason.ERROR
         self.verdict: Verdict | None = None
         self.meta: dict[str, Any] = {}
+        self.sandbox_kind = run.sandbox.kind if run.sandbox is not None else None
 
     async def run(self) -> SessionStats:
         setup, run, stats = self.setup, self.run_, self.stats
         mounts = self.route.mounts()
         if run.installed is not None:
             mounts[str(run.installed.folder)] = str(run.installed.folder)
+        for folder in run.placement.mounts if run.placement is not None else ():
+            mounts[folder] = folder
         try:
             await self.route.open(run.proxy, setup.session_id)
             place = SessionPlace(
@@ -201,17 +227,19 @@ class _Session:
             self.route.close()
             self.route = _Route(self.route.folder, docker=False, stats=stats)
             await self.route.open(run.proxy, self.setup.session_id)
+        self.sandbox_kind = sandbox.kind
         exe = str(run.installed.exe) if run.installed is not None else ""
         root_url = self.route.root_url
         tests = f'TMPDIR="${{TMPDIR:-/tmp}}" {shlex.join(scenario.test_command)}'
         ctx = LaunchContext(exe, scenario.task, run.model, root_url, run.key, str(sandbox.home),
                             run.max_tokens, tests)  # fmt: skip
         launch = run.product.launch(ctx)
+        env = dict(launch.env)
+        if run.placement is not None and run.sandbox is not None:
+            env |= run.placement.env(run.sandbox)
         stats.status = SessionStatus.RUNNING
         argv = self.route.wrap(launch.argv)
-        res = await asyncio.to_thread(
-            sandbox.exec, argv, timeout_s=scenario.wall_budget_s, env=launch.env
-        )
+        res = await asyncio.to_thread(sandbox.exec, argv, timeout_s=scenario.wall_budget_s, env=env)
         self.meta = {"agent": run.product.label, "exit_code": res.exit_code,
                      "sandbox_id": str(sandbox.id), "agent_s": (res.end_ns - res.start_ns) / 1e9}  # fmt: skip
         if res.timed_out:
@@ -221,6 +249,8 @@ class _Session:
         else:
             self.reason = EndReason.ERROR
             stats.detail = f"{run.product.label} exited {res.exit_code}: {_tail(res.output)}"
+        if self.reason is not EndReason.DONE:
+            self.meta["output_tail"] = _record_tail(res.output)
 
     def _end(self) -> None:
         """The counters closed and the outcome sent to the trace, whatever ended it."""
@@ -231,9 +261,11 @@ class _Session:
         event = self.verdict.event if self.verdict else None
         stats.eval_passed = event.passed if event else None
         meta = _meta(self.setup, self.meta)
-        self.run_.proxy.outcome(
-            SessionOutcome(self.setup.session_id, stats.end_ns, self.reason.value, event, meta)
-        )
+        if stats.detail and "exit_code" not in meta:  # it never ran: why
+            meta["error"] = mask_text(stats.detail)
+        outcome = SessionOutcome(self.setup.session_id, stats.end_ns, self.reason.value, event,
+                                 meta, stats.start_ns, self.sandbox_kind)  # fmt: skip
+        self.run_.proxy.outcome(outcome)
         stats.status = SessionStatus.ENDED
 
 

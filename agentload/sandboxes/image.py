@@ -38,7 +38,9 @@ __all__ = [
     "check_image_tag",
     "default_image_tag",
     "ensure_image",
+    "host_mounts",
     "image_info",
+    "image_path",
 ]
 
 IMAGE_LABEL = "agentload.image"
@@ -101,6 +103,17 @@ def _host_mounts() -> tuple[list[str], list[tuple[str, str]]]:
     return mounts, links
 
 
+def host_mounts() -> list[str]:
+    """The host directories the offline image is run with, read-only at the same paths."""
+    return _host_mounts()[0]
+
+
+def image_path() -> str:
+    """The offline image's ``PATH``."""
+    prefix = _python_prefix()
+    return ":".join(dict.fromkeys([str(prefix / "bin"), "/usr/local/bin", "/usr/bin", "/bin"]))
+
+
 def _rootfs(links: list[tuple[str, str]]) -> bytes:
     buf = io.BytesIO()
     now = int(time.time())
@@ -154,7 +167,7 @@ def build_image(
     mounts, links = _host_mounts()
     say(f"building {tag}: root filesystem (host Python {prefix}, mounts {', '.join(mounts)})")
     rootfs = _rootfs(links)
-    path = ":".join(dict.fromkeys([str(prefix / "bin"), "/usr/local/bin", "/usr/bin", "/bin"]))
+    path = image_path()
     changes = [
         f"ENV PATH={path}",
         "ENV LANG=C.UTF-8",

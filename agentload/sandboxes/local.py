@@ -1,10 +1,13 @@
 """The local sandbox: a subprocess in the workspace, used only when no Docker daemon answers.
 
 Same interface and timeouts as the Docker sandbox, weaker isolation: each command runs in its own
-session (process group) with a clean environment (nothing of the user's, API keys included),
-``RLIMIT_AS`` = the memory cap, no core files and files of at most 1 GiB. There is **no network
-isolation and no pids cap** (``RLIMIT_NPROC`` counts every process of the user, not the sandbox's),
-which is why ``auto`` announces the fallback with a warning line.
+session (process group) with a clean environment (nothing of the user's, API keys included), no
+core files and files of at most 1 GiB. The memory cap is on what the command's processes hold
+**resident** (``memwatch``: past it they are killed, exit 137, and the output's last line says
+so), not on their address space: ``RLIMIT_AS`` killed Node and Bun agents, which reserve far more
+than they use. There is **no network isolation and no pids cap** (``RLIMIT_NPROC`` counts every
+process of the user, not the sandbox's), which is why ``auto`` announces the fallback with a
+warning line.
 
 **Nothing a command started outlives it.** ``exec`` returns when the command's own process exits
 (or times out), not when the last holder of its output lets go; before it returns, ``reap.sweep``
@@ -39,16 +42,18 @@ from agentload.sandboxes.capture import (
     check_command,
     pump,
 )
+from agentload.sandboxes.memwatch import MemoryWatch
 from agentload.sandboxes.reap import MARKER, new_exec_id, sweep
 from agentload.sandboxes.tempdirs import SANDBOX_HOMES, owned_tempdir
 from agentload.scenarios.models import SandboxSpec
 
-__all__ = ["LocalSandbox"]
+__all__ = ["LocalSandbox", "path_env"]
 
 _FSIZE = 1 << 30
 
 
-def _path_env() -> str:
+def path_env() -> str:
+    """The local sandbox's ``PATH``: the interpreter's folders and the system's, not the user's."""
     dirs = [str(Path(sys.base_prefix) / "bin"), str(Path(sys.executable).parent)]
     dirs += ["/usr/local/bin", "/usr/bin", "/bin"]
     return ":".join(dict.fromkeys(dirs))
@@ -80,7 +85,7 @@ class LocalSandbox:
         self._tmp = str(owned_tempdir(SANDBOX_HOMES))  # a kill -9 leaves it to `sandbox cleanup`
         self.home = self._tmp
         """The commands' private ``HOME`` (and ``TMPDIR``)."""
-        self._env = {**base_env(self._tmp), "PATH": _path_env()}
+        self._env = {**base_env(self._tmp), "PATH": path_env()}
         self._procs: dict[int, str] = {}  # pid of each running command -> its marker
         self._lock = threading.RLock()
         self._closed = False
@@ -92,8 +97,8 @@ class LocalSandbox:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _limits(self) -> None:  # runs in the child between fork and exec
-        resource.setrlimit(resource.RLIMIT_AS, (self._memory, self._memory))
+    @staticmethod
+    def _limits() -> None:  # runs in the child between fork and exec
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (_FSIZE, _FSIZE))
 
@@ -105,8 +110,54 @@ class LocalSandbox:
         check_command(self.id, self._closed, argv)
         marker = new_exec_id()
         start = time.perf_counter_ns()
+        proc = self._spawn(argv, env, marker, start)
+        if isinstance(proc, ExecResult):
+            return proc
+        with self._lock:
+            self._procs[proc.pid] = marker
+        cap = Capture(self._capture_bytes)
+        assert proc.stdout is not None
+        out = proc.stdout.fileno()
+        pidfd = -1
+        watch = MemoryWatch(marker, proc.pid, self._memory).start()
         try:
-            proc = subprocess.Popen(
+            pidfd = os.pidfd_open(proc.pid)  # readable once the command's own process exited
+            finished = _pump(out, cap, start + int(timeout_s * 1e9), until=pidfd)
+            watch.stop()
+            # the leader is not reaped yet, so its process group id cannot have been recycled
+            sweep(marker, proc.pid)
+            _pump(out, cap, time.perf_counter_ns() + 1_000_000_000)  # what is left in the pipe
+            try:
+                code: int | None = proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:  # unkillable (uninterruptible sleep): give up on it
+                code = None
+        except OSError as exc:  # no pidfd (out of file descriptors): the command cannot run
+            watch.stop()
+            sweep(marker, proc.pid)
+            proc.wait()
+            raise SandboxError(f"sandbox {self.id}: cannot watch the command: {exc}") from None
+        finally:
+            watch.stop()  # (already stopped, but for an exception on the way)
+            if pidfd >= 0:
+                os.close(pidfd)
+            proc.stdout.close()
+            with self._lock:
+                self._procs.pop(proc.pid, None)
+        end = time.perf_counter_ns()
+        if code is not None and code < 0:
+            code = 128 - code  # killed by a signal: report it the way a shell (and Docker) does
+        output = cap.output()
+        if watch.tripped is not None:
+            output += watch.note().encode()
+        return ExecResult(code, output, not finished, start, end, cap.dropped)
+
+    def _spawn(
+        self, argv: Sequence[str], env: Mapping[str, str] | None, marker: str, start: int
+    ) -> subprocess.Popen[bytes] | ExecResult:
+        """The command started in its own session, marked; a shell's answer when it cannot
+        start."""
+        try:
+            return subprocess.Popen(
                 list(argv),
                 cwd=self.workdir,
                 env={**self._env, **(env or {}), MARKER: marker},
@@ -121,36 +172,6 @@ class LocalSandbox:
             msg = f"{argv[0]}: {exc.strerror}\n".encode()
             missing = 127 if isinstance(exc, FileNotFoundError) else 126
             return ExecResult(missing, msg, False, start, end)
-        with self._lock:
-            self._procs[proc.pid] = marker
-        cap = Capture(self._capture_bytes)
-        assert proc.stdout is not None
-        out = proc.stdout.fileno()
-        pidfd = -1
-        try:
-            pidfd = os.pidfd_open(proc.pid)  # readable once the command's own process exited
-            finished = _pump(out, cap, start + int(timeout_s * 1e9), until=pidfd)
-            # the leader is not reaped yet, so its process group id cannot have been recycled
-            sweep(marker, proc.pid)
-            _pump(out, cap, time.perf_counter_ns() + 1_000_000_000)  # what is left in the pipe
-            try:
-                code: int | None = proc.wait(timeout=2.0)
-            except subprocess.TimeoutExpired:  # unkillable (uninterruptible sleep): give up on it
-                code = None
-        except OSError as exc:  # no pidfd (out of file descriptors): the command cannot run
-            sweep(marker, proc.pid)
-            proc.wait()
-            raise SandboxError(f"sandbox {self.id}: cannot watch the command: {exc}") from None
-        finally:
-            if pidfd >= 0:
-                os.close(pidfd)
-            proc.stdout.close()
-            with self._lock:
-                self._procs.pop(proc.pid, None)
-        end = time.perf_counter_ns()
-        if code is not None and code < 0:
-            code = 128 - code  # killed by a signal: report it the way a shell (and Docker) does
-        return ExecResult(code, cap.output(), not finished, start, end, cap.dropped)
 
     def close(self) -> None:
         """Kill every command still running and remove the private temp directory."""

@@ -8,6 +8,7 @@ exit; each session's calls must land in that session of the trace."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -65,13 +66,35 @@ def test_a_command_line_agent_is_recorded_session_by_session(
 
 
 def test_a_failing_agent_ends_its_session_error_with_its_last_words(tmp_path: Path) -> None:
+    """It made no call: the trace still holds its session, with the exit code, the sandbox and
+    the last lines it printed, the key it was given masked."""
+    key = "sk-agentload-test-0123456789abcdef"
     argv = [sys.executable, "-m", "agentload", "generate", "--agent",
-            "cmd:echo starting; echo 'no key configured' >&2; exit 3", "-s", "quick",
-            "--sandbox", "local", "-o", str(tmp_path), "--json"]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+            "cmd:echo starting; echo \"no key configured: $OPENAI_API_KEY\" >&2; exit 3",
+            "-s", "quick", "--sandbox", "local", "-o", str(tmp_path), "--json"]  # fmt: skip
+    env = {**os.environ, "OPENAI_API_KEY": key}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False, env=env)
     assert done.returncode == 1, done.stderr[-2000:]  # every session failed
-    row = json.loads(done.stdout.strip().splitlines()[-1])["sessions"][0]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    row = out["sessions"][0]
     assert row["end_reason"] == "error" and row["calls"] == 0
+    [session] = load_trace(Path(out["trace"])).sessions.values()
+    assert (session.id, session.end_reason, session.sandbox) == ("h-s0-0", "error", "local")
+    assert session.meta["exit_code"] == 3 and session.start_ns < (session.end_ns or 0)
+    tail = session.meta["output_tail"]
+    assert tail.startswith("starting\nno key configured: ") and key not in tail, tail
+
+
+def test_an_agent_that_cannot_start_leaves_its_session_record(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "agentload", "generate", "--agent",
+            "cmd:./not-in-the-workspace --task x", "-s", "quick", "--sandbox", "local",
+            "-o", str(tmp_path), "--json"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 1, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    [session] = load_trace(Path(out["trace"])).sessions.values()
+    assert session.end_reason == "error" and session.meta["exit_code"] == 127
+    assert "not-in-the-workspace: not found" in session.meta["output_tail"], session.meta
 
 
 def test_an_unknown_agent_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """``generate --agent NAME`` and ``eval --agent NAME --oracle`` with the real products: Claude
-Code, Codex CLI, mini-swe-agent and aider, pinned and installed by ``scripts/agents.sh``, each
-run in a Docker sandbox against the built-in simulator through the recording proxy.
+Code, Codex CLI, mini-swe-agent, aider, Qwen Code, opencode and Gemini CLI, pinned and installed
+by ``scripts/agents.sh``, each run in a Docker sandbox against the built-in simulator through the
+recording proxy; the Node (and Bun) ones also in the local sandbox, under its memory cap.
 
 A product's session must leave a trace of that product's calls (at least five; aider, which
 edits through text, at least three: asking for the file, the edit, the answer to the test run
@@ -13,26 +14,43 @@ the task's check must pass."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from real_agents import AIDER, CLAUDE_CODE, CODEX, MINI_SWE_AGENT, agent_exe
+from real_agents import AIDER, CLAUDE_CODE, CODEX, MINI_SWE_AGENT, agent_exe, agents_required
 
 from agentload.trace.trace import Trace, load_trace
 
 PRODUCTS = {"claude-code": CLAUDE_CODE[0], "codex": CODEX[0], "mini-swe-agent": MINI_SWE_AGENT,
-            "aider": AIDER}  # fmt: skip
-SUBAGENTS = {"claude-code", "codex"}
+            "aider": AIDER, "qwen-code": "qwen-code@0.15.10", "opencode": "opencode@1.18.33",
+            "gemini-cli": "gemini-cli@0.61.0"}  # fmt: skip
+SUBAGENTS = {"claude-code", "codex", "qwen-code", "opencode", "gemini-cli"}
 TEXT_EDITS = {"aider"}
+LOCAL = ("qwen-code", "opencode", "gemini-cli")
+"""Run in the local sandbox too: V8 and Bun reserve far more address space than they use."""
 TASK = "calendar-leapdays"
 
 
-def _run(command: str, name: str, tmp_path: Path, *extra: str) -> dict[str, Any]:
+def _needs_rg() -> None:
+    """opencode's grep and glob run ripgrep, which it downloads on first use (offline:
+    ``ripgrep execution failed``, so the oracle cannot find the line to fix);
+    ``scripts/agents.sh install`` installs it. Skips without it, or fails in CI."""
+    if shutil.which("rg", path="/usr/local/bin:/usr/bin:/bin") is None:
+        why = "opencode needs ripgrep in /usr/bin (scripts/agents.sh install: apt-get install ripgrep)"
+        if agents_required():
+            pytest.fail(f"{why} (AGENTLOAD_REQUIRE_AGENTS=1 turns this skip into a failure)")
+        pytest.skip(why)
+
+
+def _run(
+    command: str, name: str, tmp_path: Path, *extra: str, sandbox: str = "docker"
+) -> dict[str, Any]:
     agent_exe(PRODUCTS[name])  # installed by scripts/agents.sh (skips, or fails in CI)
-    argv = [sys.executable, "-m", "agentload", command, "--agent", name, "--sandbox", "docker",
+    argv = [sys.executable, "-m", "agentload", command, "--agent", name, "--sandbox", sandbox,
             "-o", str(tmp_path / "out"), "--json", *extra]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])
@@ -88,6 +106,8 @@ def test_generate_runs_the_real_product_in_its_sandbox_through_the_proxy(
 def test_eval_with_the_oracle_passes_the_task_through_the_product(
     name: str, docker_client: Any, tmp_path: Path
 ) -> None:
+    if name == "opencode":
+        _needs_rg()
     out = _run("eval", name, tmp_path, "--tasks", TASK, "--oracle")
     [row] = out["sessions"]
     assert row["eval_passed"] is True, row
@@ -96,3 +116,19 @@ def test_eval_with_the_oracle_passes_the_task_through_the_product(
     [session] = trace.sessions.values()
     assert session.eval_passed is True and session.meta["task"] == TASK
     _container_gone(docker_client, trace)
+
+
+@pytest.mark.parametrize("name", LOCAL)
+def test_a_node_product_runs_in_the_local_sandbox_under_its_memory_cap(
+    name: str, tmp_path: Path
+) -> None:
+    """Under the old address-space cap (RLIMIT_AS = the scenario's 2g) these died at start
+    (``WebAssembly.instantiate(): Out of memory``); the cap is now on resident memory."""
+    out = _run("generate", name, tmp_path, "-s", "quick", sandbox="local")
+    assert out["sandbox"] == "local (--sandbox local)"
+    [row] = out["sessions"]
+    assert row["end_reason"] == "done", row
+    trace = load_trace(Path(out["trace"]))
+    [session] = trace.sessions.values()
+    assert session.sandbox == "local" and session.meta["exit_code"] == 0
+    assert row["calls"] >= 3 and row["tool_calls"] >= 1, row
