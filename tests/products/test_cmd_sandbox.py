@@ -170,16 +170,20 @@ def test_a_cached_install_is_mounted_whole_for_its_bin_entry() -> None:
     assert placed.mounts == [str(exe.parents[2])] and placed.path == []  # node: /usr/bin
 
 
-def test_the_cached_qwen_code_runs_in_docker_as_a_command(
-    docker_client: Any, tmp_path: Path
+@pytest.mark.parametrize("sandbox", ["docker", "local"])
+def test_the_cached_qwen_code_runs_as_a_command_in_either_sandbox(
+    sandbox: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    """The issue's user: ``cmd:`` with the path of an installed product, in Docker."""
+    """The issue's user: ``cmd:`` with the path of an installed product, the first time, in
+    Docker (mounted read-only) and in the local sandbox (Node under its memory limit)."""
     from real_agents import agent_exe
 
+    if sandbox == "docker":
+        request.getfixturevalue("docker_client")
     exe = agent_exe("qwen-code@0.15.10")
-    done = _generate(tmp_path, f'cmd:{exe} --yolo "$AGENTLOAD_TASK"', "docker")
+    done = _generate(tmp_path, f'cmd:{exe} --yolo "$AGENTLOAD_TASK"', sandbox)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     [row] = out["sessions"]
     assert row["end_reason"] == "done" and row["calls"] >= 3, row
-    assert out["sandbox"] == "docker (--sandbox docker)"
+    assert out["sandbox"] == f"{sandbox} (--sandbox {sandbox})"
