@@ -104,17 +104,23 @@ def _read_after_fork(asked: Asked) -> bool:
 # -- opencode -----------------------------------------------------------------------------------------
 def run_opencode(exe: Path, base_url: str, work: Path, home: Path, key: str, tag: str,
                  model: str = "m", timeout: float = 240) -> Ran:  # fmt: skip
-    """``opencode run PROMPT`` in ``work``, its model a custom provider at ``base_url`` (with
-    ``/v1``) through ``@ai-sdk/openai-compatible``, written to ``$HOME/.config/opencode``."""
-    config = home / ".config" / "opencode"
-    config.mkdir(parents=True, exist_ok=True)
+    """``opencode run --pure PROMPT`` in ``work`` (no external plugins: nothing fetched from
+    npm), its model a custom provider at ``base_url`` (with ``/v1``) through
+    ``@ai-sdk/openai-compatible`` (built in), given in ``OPENCODE_CONFIG_CONTENT`` (a config
+    folder would have it install its plugin packages from npm)."""
     provider = {"npm": "@ai-sdk/openai-compatible", "name": "rec",
                 "options": {"baseURL": base_url, "apiKey": key}, "models": {model: {"name": model}}}  # fmt: skip
     doc = {"provider": {"rec": provider}, "model": f"rec/{model}", "autoupdate": False,
            "share": "disabled"}  # fmt: skip
-    (config / "opencode.json").write_text(json.dumps(doc))
-    env = _env(home, OPENCODE_DISABLE_AUTOUPDATE="1", OPENCODE_DISABLE_LSP_DOWNLOAD="true")
-    argv = [str(exe), "run", f"TASK-MAIN[{tag}]: fix the bug in calc.py"]
+    env = _env(
+        home,
+        OPENCODE_DISABLE_AUTOUPDATE="1",
+        OPENCODE_DISABLE_LSP_DOWNLOAD="true",
+        OPENCODE_DISABLE_DEFAULT_PLUGINS="true",
+        OPENCODE_DISABLE_MODELS_FETCH="true",
+    )
+    env["OPENCODE_CONFIG_CONTENT"] = json.dumps(doc)
+    argv = [str(exe), "run", "--pure", f"TASK-MAIN[{tag}]: fix the bug in calc.py"]
     return _run(argv, work, env, timeout)
 
 
