@@ -31,20 +31,18 @@ from agentload.record.heads import error_json, json_response, request_head
 from agentload.record.sink import CLIENT_LEFT, Sink, describe
 from agentload.record.upstream import Upstream, UpstreamConn
 from agentload.trace.events import UnreadRequest
-from agentload.wire import Api, api_for_path
+from agentload.wire import Api, api_for_path, counts_tokens
 
 __all__ = ["AgentConn", "Exchange", "RelayHub", "unread_call"]
 
 _WITH_BODY = (b"POST", b"PUT", b"PATCH")
-_ABOUT_A_CALL = ("/count_tokens", ":countTokens")
-"""Paths that ask about a call without making one (a prompt's token count): not unread."""
 
 
 def unread_call(method: bytes, path: str) -> bool:
     """Whether a request the proxy does not read as a call is one it must say it did not read:
     one with a body (a ``GET`` of the models, a health check, carry none) that does not ask
     about a call (``/v1/messages/count_tokens``, Gemini's ``:countTokens``)."""
-    return method in _WITH_BODY and not path.rstrip("/").endswith(_ABOUT_A_CALL)
+    return method in _WITH_BODY and not counts_tokens(path)
 
 
 class RelayHub(Protocol):

@@ -32,7 +32,7 @@ from types import ModuleType
 from typing import Any
 
 from agentload.wire import chat, gemini, messages, responses
-from agentload.wire.apis import API_PATHS, Api, api_for_path, gemini_auxiliary, gemini_target
+from agentload.wire.apis import API_PATHS, Api, api_for_path, counts_tokens, gemini_target
 from agentload.wire.reply import StreamReader, WireReply
 
 __all__ = [
@@ -41,7 +41,7 @@ __all__ = [
     "StreamReader",
     "WireReply",
     "api_for_path",
-    "gemini_auxiliary",
+    "counts_tokens",
     "gemini_target",
     "reply_from_json",
     "stream_reader",

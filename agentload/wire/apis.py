@@ -11,7 +11,7 @@ __all__ = [
     "GEMINI_CALLS",
     "Api",
     "api_for_path",
-    "gemini_auxiliary",
+    "counts_tokens",
     "gemini_target",
 ]
 
@@ -31,8 +31,9 @@ API_PATHS: dict[str, Api] = {
 
 GEMINI_CALLS = ("generateContent", "streamGenerateContent")
 """The Gemini methods that are LLM calls (``streamGenerateContent`` streams)."""
-_GEMINI_AUXILIARY = ("countTokens", "embedContent", "batchEmbedContents")
-"""Gemini methods on a model that are no LLM call (``:countTokens`` counts a prompt)."""
+_COUNTS_TOKENS = ("/count_tokens", ":countTokens")
+"""Paths that count a prompt's tokens: Anthropic's ``/v1/messages/count_tokens``, a Gemini
+model's ``:countTokens``."""
 _GEMINI = re.compile(r"/models/([^/:]+):([A-Za-z]+)$")
 """``…/models/{model}:{method}`` (``/v1beta/models/gemini-2.5-pro:generateContent``; any
 version or prefix before ``/models``)."""
@@ -46,18 +47,17 @@ def gemini_target(path: str) -> tuple[str, str] | None:
     return (m.group(1), m.group(2)) if m else None
 
 
-def gemini_auxiliary(path: str) -> bool:
-    """Whether ``path`` is a known Gemini method that is no LLM call (``:countTokens``,
-    ``:embedContent``, ``:batchEmbedContents``): proxied, never recorded as a call."""
-    target = gemini_target(path)
-    return target is not None and target[1] in _GEMINI_AUXILIARY
+def counts_tokens(path: str) -> bool:
+    """Whether ``path`` asks for a prompt's token count (``/v1/messages/count_tokens``, a
+    Gemini ``:countTokens``): about a call, no call itself."""
+    return path.rstrip("/").endswith(_COUNTS_TOKENS)
 
 
 def api_for_path(path: str) -> Api | None:
     """The API a ``POST`` to ``path`` speaks (``/v1/messages``; also under a prefix, as
     ``/openai/v1/chat/completions``; a Gemini model's ``:generateContent`` or
     ``:streamGenerateContent``, under any version); None for any other path (``/v1/models``,
-    ``/v1/messages/count_tokens``, a Gemini ``:countTokens``: ``gemini_auxiliary``)."""
+    ``/v1/messages/count_tokens``, a Gemini ``:countTokens``: ``counts_tokens``)."""
     path = path.rstrip("/")
     for suffix, api in API_PATHS.items():
         if path == suffix or path.endswith(suffix):

@@ -15,7 +15,7 @@ from agentload.errors import WireError
 from agentload.trace.capture import assistant_message
 from agentload.wire import (
     api_for_path,
-    gemini_auxiliary,
+    counts_tokens,
     gemini_target,
     reply_from_json,
     stream_reader,
@@ -65,9 +65,10 @@ def test_the_path_says_the_api(path: str, api: str | None) -> None:
 def test_the_path_names_the_model_and_what_is_no_call() -> None:
     assert gemini_target(STREAM) == ("gemini-2.5-pro", "streamGenerateContent")
     assert gemini_target("/v1/chat/completions") is None
-    assert gemini_auxiliary("/v1beta/models/gemini-2.5-pro:countTokens")
-    assert gemini_auxiliary("/v1beta/models/text-embedding-004:embedContent")
-    assert not gemini_auxiliary(PLAIN) and not gemini_auxiliary("/v1/messages/count_tokens")
+    assert counts_tokens("/v1beta/models/gemini-2.5-pro:countTokens")
+    assert counts_tokens("/v1/messages/count_tokens")
+    assert not counts_tokens(PLAIN)  # an LLM call
+    assert not counts_tokens("/v1beta/models/text-embedding-004:embedContent")  # unread
 
 
 def test_gemini_cli_first_request() -> None:
