@@ -12,6 +12,7 @@ the API key carry out of any text.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
@@ -25,21 +26,24 @@ ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header sent with Messages requests."""
 
 
-def endpoint_url(base_url: str, path: str) -> str:
-    """``path`` appended to the base URL's path, the base URL's query kept after it:
+def endpoint_url(base_url: str, path: str, extra: Mapping[str, str] | None = None) -> str:
+    """``path`` appended to the base URL's path, the base URL's query kept after it (with
+    ``extra`` parameters added):
     ``endpoint_url("http://h/v1?api-version=1", "/models")`` → ``http://h/v1/models?api-version=1``."""
     clean, query = split_base_url(base_url)  # no user:password@: it is sent nowhere
+    query = {**query, **extra} if extra else query
     return clean + path + (f"?{urlencode(query)}" if query else "")
 
 
+@functools.lru_cache(maxsize=256)
 def gemini_url(base_url: str, model: str, stream: bool = True) -> str:
     """A Gemini call's URL: ``…/models/{model}:streamGenerateContent?alt=sse`` after the base
-    URL's path (``:generateContent`` when not ``stream``), the base URL's query kept."""
-    clean, query = split_base_url(base_url)
+    URL's path (``:generateContent`` when not ``stream``), the base URL's query kept (built
+    once per model: replay asks at every request)."""
     name = quote(model.removeprefix("models/"), safe="")
-    method = "streamGenerateContent" if stream else "generateContent"
-    query = {**query, "alt": "sse"} if stream else query
-    return f"{clean}/models/{name}:{method}" + (f"?{urlencode(query)}" if query else "")
+    if stream:
+        return endpoint_url(base_url, f"/models/{name}:streamGenerateContent", {"alt": "sse"})
+    return endpoint_url(base_url, f"/models/{name}:generateContent")
 
 
 @dataclass(frozen=True, slots=True)
