@@ -33,7 +33,7 @@ from new_agents import (
     run_opencode,
     run_qwen_code,
 )
-from real_agents import agent_exe, fixed, scratch_repo
+from real_agents import Ran, agent_exe, fixed, scratch_repo
 from scripted_upstream import ScriptedUpstream
 
 from agentload.trace.schema import SIDE_ROLE, AgentRecord
@@ -86,23 +86,35 @@ def _kids(trace: Trace, parent: AgentRecord, spawn: str) -> dict[str, AgentRecor
     return {a.role: a for a in kids}
 
 
-def _run_with(script: Callable[..., Any], record_proxy: Any) -> tuple[ScriptedUpstream, Any]:
-    upstream = ScriptedUpstream(script).start()
-    return upstream, record_proxy(upstream=upstream.url)
+def _record(
+    upstream: ScriptedUpstream,
+    fixtures: tuple[Any, Any, Path],
+    run: Callable[[str, Path, Path], Ran],
+) -> Trace:
+    """One agent run (``run(proxy_url, work, home)``) through the proxy in front of ``upstream``
+    (``fixtures``: ``record_proxy``, ``simulator``, ``tmp_path``): it fixes ``calc.py`` and its
+    trace passes ``_recorded``."""
+    record_proxy, simulator, tmp_path = fixtures
+    try:
+        proxy = record_proxy(upstream=upstream.url)
+        work = scratch_repo(tmp_path / "repo")
+        run(proxy.url, work, tmp_path / "home").check()
+        assert fixed(work)
+        return _recorded(proxy, upstream, simulator, tmp_path)
+    finally:
+        upstream.stop()
+
+
+def _qwen(tag: str) -> Callable[[str, Path, Path], Ran]:
+    exe = agent_exe(QWEN_CODE)
+    return lambda url, work, home: run_qwen_code(exe, url + "/v1", work, home, KEY, tag)
 
 
 def test_qwen_code_with_a_sub_agent_and_a_fork_is_recorded_whole(
     record_proxy: Any, simulator: Any, tmp_path: Path
 ) -> None:
-    exe = agent_exe(QWEN_CODE)
-    upstream, proxy = _run_with(qwen_script, record_proxy)
-    try:
-        work = scratch_repo(tmp_path / "repo")
-        run_qwen_code(exe, proxy.url + "/v1", work, tmp_path / "home", KEY, "qw").check()
-        assert fixed(work)
-        trace = _recorded(proxy, upstream, simulator, tmp_path)
-    finally:
-        upstream.stop()
+    run = _qwen("qw")
+    trace = _record(ScriptedUpstream(qwen_script).start(), (record_proxy, simulator, tmp_path), run)
     main = _main(trace, ["agent", "agent"])
     tools = _tools(trace, main)
     assert tools[:4] == [["agent", "agent"], ["read_file"], ["edit"], ["run_shell_command"]], tools
@@ -120,14 +132,9 @@ def test_opencode_with_a_task_and_its_title_call_is_one_session(
     record_proxy: Any, simulator: Any, tmp_path: Path
 ) -> None:
     exe = agent_exe(OPENCODE)
-    upstream, proxy = _run_with(opencode_script, record_proxy)
-    try:
-        work = scratch_repo(tmp_path / "repo")
-        run_opencode(exe, proxy.url + "/v1", work, tmp_path / "home", KEY, "oc").check()
-        assert fixed(work)
-        trace = _recorded(proxy, upstream, simulator, tmp_path)
-    finally:
-        upstream.stop()
+    upstream = ScriptedUpstream(opencode_script).start()
+    trace = _record(upstream, (record_proxy, simulator, tmp_path),
+                    lambda url, work, home: run_opencode(exe, url + "/v1", work, home, KEY, "oc"))  # fmt: skip
     main = _main(trace, ["task"])
     assert _tools(trace, main) == [["task"], ["read"], ["edit"], ["bash"], []]
     kids = _kids(trace, main, "task")
@@ -142,15 +149,8 @@ def test_qwen_code_with_a_fork_alone_is_recorded_whole(
 ) -> None:
     """A fork alone: its first request and its parent's next one race (the fork came first in
     the runs issue 48 reported); either way the fork is the spawn's child."""
-    exe = agent_exe(QWEN_CODE)
-    upstream, proxy = _run_with(qwen_script, record_proxy)
-    try:
-        work = scratch_repo(tmp_path / "repo")
-        run_qwen_code(exe, proxy.url + "/v1", work, tmp_path / "home", KEY, "fork1").check()
-        assert fixed(work)
-        trace = _recorded(proxy, upstream, simulator, tmp_path)
-    finally:
-        upstream.stop()
+    run = _qwen("fork1")
+    trace = _record(ScriptedUpstream(qwen_script).start(), (record_proxy, simulator, tmp_path), run)
     main = _main(trace, ["agent"])
     assert _tools(trace, main)[:4] == [["agent"], ["read_file"], ["edit"], ["run_shell_command"]]
     [fork] = _kids(trace, main, "agent").values()
@@ -164,14 +164,8 @@ def _gemini_run(record_proxy: Any, simulator: Any, tmp_path: Path, ids: bool) ->
     the Gemini API."""
     exe = agent_exe(GEMINI_CLI)
     upstream = ScriptedUpstream(gemini_script, gemini_call_ids=ids).start()
-    proxy = record_proxy(upstream=upstream.url)
-    try:
-        work = scratch_repo(tmp_path / "repo")
-        run_gemini_cli(exe, proxy.url, work, tmp_path / "home", KEY, "gm").check()
-        assert fixed(work)
-        trace = _recorded(proxy, upstream, simulator, tmp_path)
-    finally:
-        upstream.stop()
+    trace = _record(upstream, (record_proxy, simulator, tmp_path),
+                    lambda url, work, home: run_gemini_cli(exe, url, work, home, KEY, "gm"))  # fmt: skip
     assert {c.request.api for c in trace.calls.values()} == {"gemini"}
     return trace
 
