@@ -24,7 +24,7 @@ from agentload.record.matching import (
     names_in,
     same_reply,
 )
-from agentload.trace.schema import AgentRecord, SessionRecord
+from agentload.trace.schema import AgentRecord, ContextPolicy, SessionRecord
 
 REBUILT_MIN_CHARS = 24
 """The shortest reply text that identifies its agent when a later call carries it (rule 6)."""
@@ -186,7 +186,7 @@ class Ledger:
         the background, its spawn answered "started" at once) is no dependency of its parent's
         next call, and not ended by it."""
         a = self.agents.get(agent_id)
-        if a is None or a.record.context_policy != "forked":
+        if a is None or a.record.context_policy != ContextPolicy.FORKED:
             return a is not None
         return not a.in_flight and not (a.last_reply or {}).get("tool_calls")
 

@@ -62,7 +62,7 @@ can tell which agent sent it. The rules, in this order (docs/record.md):
    the call wins.
 7. **Side calls, new session.** Without a session header, a thread that would start a new
    session joins the latest session whose root agent, under other instructions, wraps its user
-   texts or is wrapped by them (``Ledger.side_session``: a title "for this conversation:" and
+   texts or is wrapped by them (``Sides.side_session``: a title "for this conversation:" and
    the user's request). Anything else starts a new session with a root agent (a new root agent
    of the session a header names). At the end, every root agent of a session but its main one
    (the most calls) that delegated nothing is a side agent, role ``side`` (``side_agents``).
@@ -86,7 +86,7 @@ from typing import Any
 from agentload.record.ledger import AgentState, Closed, Outstanding, Placement, Prefixes
 from agentload.record.matching import CHANGED, OTHER, reply_match, static_ids
 from agentload.record.sides import Sides
-from agentload.trace.schema import AgentRecord, SessionRecord
+from agentload.trace.schema import AgentRecord, ContextPolicy, SessionRecord
 
 __all__ = ["Threads"]
 
@@ -135,7 +135,9 @@ class Threads(Sides):
                     session_id, new_session = self._root_session(messages, ids, now_ns)
                 agent = self._new_thread(session_id, parent, now_ns, agent_hint, names)
                 if parent is not None and _carries_call(messages, parent.id, parent.server_id):
-                    agent.record.context_policy = "forked"  # its parent's history, the spawn in it
+                    agent.record.context_policy = (
+                        ContextPolicy.FORKED
+                    )  # its parent's history, the spawn in it
                 placement_new = agent.record
         if carried is not None and agent.last_reply is not None:
             self._learn_client_ids(agent.last_reply, carried)
@@ -210,7 +212,7 @@ class Threads(Sides):
         if spawn is None:
             return None
         fork = self._new_thread(agent.record.session_id, spawn, now_ns, None, names)
-        fork.record.context_policy = "forked"
+        fork.record.context_policy = ContextPolicy.FORKED
         return fork
 
     def _root_session(

@@ -39,6 +39,7 @@ __all__ = [
     "AgentRecord",
     "BlobRecord",
     "ClockAnchor",
+    "ContextPolicy",
     "EventRecord",
     "Header",
     "HostFacts",
@@ -100,6 +101,15 @@ class SessionRecord(_Model):
     meta: dict[str, Any] = Field(default_factory=dict, description="free-form facts")
 
 
+class ContextPolicy(StrEnum):
+    """How an agent's context starts (``AgentRecord.context_policy``)."""
+
+    FRESH = "fresh"
+    """Its own instructions and task (a delegated brief)."""
+    FORKED = "forked"
+    """Its parent's history, the spawning call in it (Codex's and Qwen Code's forks)."""
+
+
 SIDE_ROLE = "side"
 """The role of a side agent: a root agent that made calls of its own during a session (a title,
 a summary, a small-model check) beside the session's main agent (``agentload record``)."""
@@ -114,7 +124,10 @@ class AgentRecord(_Model):
     parent_agent_id: str | None = Field(default=None, description="agent that delegated to it")
     parent_tool_call_id: str | None = Field(default=None, description="the delegate tool call")
     role: str = Field(description="orchestrator, code_search, test_runner, file_reader, ...")
-    context_policy: str = Field(default="fresh", description="how its context starts: fresh")
+    context_policy: str = Field(
+        default=ContextPolicy.FRESH,
+        description="how its context starts: fresh, or forked (its parent's history)",
+    )
     start_ns: int = Field(description="monotonic ns when it started")
     end_ns: int | None = Field(default=None, description="monotonic ns when it returned")
 
