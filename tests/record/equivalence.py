@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentload.tools.arguments import read_arguments
 from agentload.trace.schema import AgentRecord, LLMCallRecord
 from agentload.trace.trace import Trace
 
@@ -59,13 +60,18 @@ def tree_map(own: Trace, rec: Trace, amap: dict[str, str]) -> dict[str, str]:
 
 
 def call_facts(c: LLMCallRecord, amap: dict[str, str] | None = None) -> dict[str, Any]:
+    """What must agree between the two traces. The proxy keeps a reply's tool-call arguments as
+    the model wrote them; generate keeps them as its history carries them on (a malformed call
+    repaired, its own text under the tool call's ``raw_arguments``), so the proxy's side is read
+    as generate reads it (``amap`` is None on the proxy's side)."""
     deps = [amap.get(d, d) for d in c.depends_on] if amap else list(c.depends_on)
+    carried = (lambda a: a) if amap else (lambda a: read_arguments(a).sent)
     return {
         "seq": c.seq,
         "messages": list(c.messages),
         "tools": c.request.tools,
         "text_len": c.response.text_len,
-        "tool_calls": [(tc.name, tc.arguments) for tc in c.response.tool_calls],
+        "tool_calls": [(tc.name, carried(tc.arguments)) for tc in c.response.tool_calls],
         "finish": c.response.finish_reason,
         "prompt_ours": c.usage.prompt_tokens_ours,
         "completion_ours": c.usage.completion_tokens_ours,
@@ -126,8 +132,12 @@ def assert_same_story(own: Trace, rec: Trace, min_tool_calls: int) -> None:
     # The proxy sees every call whose result came back; the last calls of a session may have
     # none (generate stops the session there), and generate records those too.
     seen = {tc.id: tc for tc in rec.tool_calls.values()}
+    written = {r.id: r.arguments for c in rec.calls.values() for r in c.response.tool_calls}
     answered = 0
     for tc in own.tool_calls.values():
+        if tc.raw_arguments is not None and tc.model_call_id in written:
+            # a malformed call: the proxy kept what the model wrote, generate its repair
+            assert written[tc.model_call_id] == tc.raw_arguments
         got = seen.get(tc.id)
         if got is None:
             continue
