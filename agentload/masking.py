@@ -47,9 +47,11 @@ from agentload.hashing import canonical_json
 __all__ = [
     "API_KEY_ENV",
     "MASK",
+    "PLACEHOLDER_KEY",
     "PLAIN_PARAMS",
     "REDACTED",
     "MaskedStream",
+    "has_userinfo",
     "hide_secrets",
     "is_secret_header",
     "is_secret_param",
@@ -78,6 +80,12 @@ PLAIN_PARAMS = frozenset(
 )
 """Query parameters whose values are shown: every other query value is a secret."""
 
+PLACEHOLDER_KEY = "agentload-no-key"
+"""The key ``generate --agent`` gives an agent when the user set none (agents refuse to start
+without one). It is no secret and never learned as one: a recorded file or command that names
+it keeps it (learning the earlier placeholder, ``agentload``, masked the tool's own name in every
+workspace path of a trace)."""
+
 MIN_SECRET = 8
 """A learned value shorter than this is not masked wherever it appears: keys such as ``EMPTY``
 or ``dummy`` (usual for local servers) would mask words in prompts. Structure still masks them
@@ -86,6 +94,8 @@ in a URL."""
 _SECRET_HEADER = re.compile(r"(?i)authorization|cookie|key|token|secret|passw|credential|sign")
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]*[^\s'\"<>`:,.;)]")
 
+_QUERY_PAIR = re.compile(r"(?<=[?&])([A-Za-z0-9_.\-]+)=([^&\s'\"<>`#)]*[^&\s'\"<>`#):,.;])")
+"""A ``name=value`` pair of a query quoted without its URL (urllib3: ``url: /v1?token=abc``)."""
 _HOSTPORT = re.compile(r"(?:\[[0-9A-Fa-f:.]*\]|[^:@\[\]/]*)(?::[0-9]*)?\Z")
 _known: set[str] = set()
 _cache: tuple[tuple[object, int], tuple[tuple[str, ...], tuple[bytes, ...]]] | None = None
@@ -111,8 +121,10 @@ def url_secrets(url: str) -> list[str]:
     if not sep:
         return []
     userinfo, rest = _userinfo(rest)
-    # the whole, and each part between ":" and "/" (a library quotes "pass" of "u:pass/word")
-    found = [userinfo, *re.split(r"[:/]", userinfo)] if userinfo is not None else []
+    # the whole, and each part between ":", "/", "?" and "#" (a parser quotes "pass" of
+    # "u:pass/word" as a port)
+    found = [userinfo, *re.split(r"[:/?#]", userinfo)] if userinfo is not None else []
+    found += [s.lower() for s in found]  # a parser that took it for a host lowercased it
     query = rest.partition("?")[2].partition("#")[0]
     for piece in query.split("&"):
         name, eq, value = piece.partition("=")
@@ -122,9 +134,17 @@ def url_secrets(url: str) -> list[str]:
     return sorted({s for s in found if len(s) >= MIN_SECRET}, key=lambda s: (-len(s), s))
 
 
+def has_userinfo(url: str) -> bool:
+    """Whether ``url`` carries a user or password (as :func:`url_secrets` reads it)."""
+    _, sep, rest = url.partition("://")
+    return bool(sep) and _userinfo(rest)[0] is not None
+
+
 def remember(*values: str | None) -> None:
     """Learn ``values`` as secrets: from now on each is masked wherever it appears."""
     for value in values:
+        if value and value.rpartition(" ")[2] == PLACEHOLDER_KEY:
+            continue  # the placeholder, alone or as "Bearer <it>"
         if value and len(value) >= MIN_SECRET:
             _known.add(value)
             scheme, sep, token = value.partition(" ")
@@ -172,17 +192,28 @@ def _split_authority(rest: str) -> tuple[str, str, str]:
 
 def _userinfo(rest: str) -> tuple[str | None, str]:
     """``(userinfo, the rest after its "@")`` of what follows ``scheme://``; ``(None, rest)``
-    when there is none. A "@" after the first "/" counts when the authority before it does not
-    parse as host[:port] (``u:pass/word@h``): its author meant a password."""
+    when there is none. Its author meant a password also where a URL parser sees none:
+    a "@" after a "?" or "#" and before any "/" (``u:pa55#word@h``, ``hunter2?@h``: unless
+    what follows the "?" reads as a query, ``h?to=me@x``), and a "@" after the first "/" when
+    the authority before it does not parse as host[:port] (``u:pass/word@h``)."""
     authority = _split_authority(rest)[0]
+    head = rest.partition("/")[0]
     before_query = rest.partition("?")[0].partition("#")[0]
     if "@" in authority:
         cut = authority.rindex("@")
+    elif "@" in head and not _query_like(head[: head.rindex("@")]):
+        cut = head.rindex("@")
     elif "@" in before_query and not _HOSTPORT.match(authority):
         cut = before_query.rindex("@")
     else:
         return None, rest
     return rest[:cut], rest[cut + 1 :]
+
+
+def _query_like(text: str) -> bool:
+    """Whether what follows the first "?" or "#" of ``text`` reads as a query (``a=b``)."""
+    tail = re.split(r"[?#]", text, maxsplit=1)[-1]
+    return "=" in tail or "&" in tail
 
 
 def _redact_query(query: str) -> str:
@@ -224,7 +255,14 @@ def mask_text(text: str) -> str:
     """``text`` as it may be shown: each URL in it redacted, each known secret masked."""
     if "://" in text:
         text = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+    if "=" in text:
+        text = _QUERY_PAIR.sub(_mask_pair, text)
     return hide_secrets(text, known_secrets())
+
+
+def _mask_pair(m: re.Match[str]) -> str:
+    name = m.group(1)
+    return f"{name}={MASK}" if is_secret_param(name) and m.group(2) != MASK else m.group(0)
 
 
 class MaskedStream(io.TextIOBase):

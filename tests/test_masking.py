@@ -37,6 +37,11 @@ from agentload.masking import (
             "http://h/v1?access_token=***&SIG=***&Password=***&credential=***",
         ),
         ("http://user:pw@[::1]:9/v1", "http://***@[::1]:9/v1"),
+        # a password holding "#" or "?", or a userinfo ended by one: no parser sees them
+        ("http://u:pa55#word@h:9/v1", "http://***@h:9/v1"),
+        ("http://u:pa55?word@h/v1", "http://***@h/v1"),
+        ("http://hunter2?@h/v1", "http://***@h/v1"),
+        ("http://h:9?to=me@example.com", "http://h:9?to=***"),  # a query, not a password
         # a Git token is the whole userinfo, or its user part
         ("https://ghp_0123456789abcdef@github.com/o/r.git", "https://***@github.com/o/r.git"),
         ("https://TOKEN:x-oauth-basic@h/r", "https://***@h/r"),
@@ -127,3 +132,12 @@ def test_an_api_key_a_header_cannot_carry_is_one_line_that_never_shows_it(
         api_key_from_env()
     assert why in str(err.value) and "AGENTLOAD_API_KEY" in str(err.value)
     assert value not in str(err.value)
+
+
+def test_a_query_quoted_without_its_url_is_masked() -> None:
+    """urllib3 quotes ``url: /v1/traces?token=abc``: a value of any length is masked there, and
+    the punctuation after it kept."""
+    line = "Max retries exceeded with url: /v1/traces?token=ab1&api-version=2: refused"
+    assert mask_text(line) == (
+        "Max retries exceeded with url: /v1/traces?token=***&api-version=2: refused"
+    )

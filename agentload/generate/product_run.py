@@ -37,7 +37,7 @@ from agentload.generate.run import (
     open_endpoint,
     session_setup,
 )
-from agentload.masking import redact_url
+from agentload.masking import PLACEHOLDER_KEY, redact_url
 from agentload.products.install import AgentInstallError, Installed, install, spec_of
 from agentload.products.live import LiveCounts
 from agentload.products.placement import Placement, place
@@ -51,15 +51,10 @@ from agentload.trace.trace import Trace, load_trace
 
 __all__ = ["counted", "installed_product", "no_key", "run_product"]
 
-_NO_KEY = "agentload-no-key"
-"""The key an agent sends when the user set none (agents refuse to start without one). It is
-masked in the trace like any key it sends: a word of its own, not one the trace's text holds
-("agentload" was: every workspace path of the trace read ``/tmp/[REDACTED]-ws-...``)."""
-
 
 def no_key() -> str:
     """The key an agent sends when the user set none."""
-    return _NO_KEY
+    return PLACEHOLDER_KEY
 
 
 async def installed_product(product: Product) -> Installed | None:
@@ -104,7 +99,7 @@ async def run_product(spec: RunSpec, product: Product, progress: ProgressSink | 
         proxy = RecordServer(record, trace_path=spec.path, header=header, on_recorded=live)
         await asyncio.to_thread(proxy.start)
         workdir = owned_tempdir(WORKSPACES)  # a kill -9 leaves it to `agentload sandbox cleanup`
-        key = api_key_from_env() or _NO_KEY
+        key = api_key_from_env() or PLACEHOLDER_KEY
         run = ProductRun(product, installed, model, key, proxy, opts.agent_max_tokens,
                          choice, placement)  # fmt: skip
         gate = asyncio.Semaphore(opts.parallel)

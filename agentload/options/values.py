@@ -12,6 +12,8 @@ import re
 import httpx
 from pydantic_core import PydanticCustomError
 
+from agentload.masking import has_userinfo
+
 __all__ = [
     "MAX_CONTEXT",
     "MAX_GPUS",
@@ -164,6 +166,11 @@ def endpoint_problem(url: str) -> str | None:
     try:
         httpx.URL(url)
     except httpx.InvalidURL as exc:
+        if has_userinfo(url):  # the parser's words would quote a piece of the password
+            return (
+                "not a usable URL: its user:password part does not parse (percent-encode "
+                "'#' as %23, '?' as %3F, '@' as %40, '/' as %2F in a password)"
+            )
         return f"not a usable URL ({exc})"
     return None
 

@@ -18,6 +18,7 @@ import orjson
 import pytest
 import zstandard
 
+from agentload.masking import PLACEHOLDER_KEY
 from agentload.trace.trace import load_trace
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "reliability"))
@@ -201,6 +202,25 @@ def test_credentials_pass_through_and_never_reach_the_trace(
     t = load_trace(path)
     assert len(t.calls) == 2
     assert all(key not in (c.error or "") for c in t.calls.values())
+
+
+def test_the_placeholder_key_is_not_learned_as_a_secret(record_proxy: Callable[..., Any]) -> None:
+    """``generate --agent`` without a key gives the agent ``agentload-no-key``; what the agent
+    writes that names it (a config file, its workspace path ``/tmp/agentload-ws-1``) is kept."""
+    srv = _fault(chat=["ok"])
+    text = f"ls /tmp/agentload-ws-1  # the agent was given {PLACEHOLDER_KEY}"
+    try:
+        rp = record_proxy(srv.base_url)
+        body = {**_BODY, "messages": [{"role": "user", "content": text}]}
+        headers = {"Authorization": f"Bearer {PLACEHOLDER_KEY}"}
+        ok = httpx.post(rp.base_url + "/chat/completions", json=body, headers=headers, timeout=10)
+    finally:
+        srv.stop()
+    assert ok.status_code == 200
+    assert srv.requests[0][2]["authorization"] == f"Bearer {PLACEHOLDER_KEY}"
+    t = load_trace(rp.stop())
+    (call,) = t.calls.values()
+    assert t.messages(call)[0]["content"] == text, "the text was masked"
 
 
 class _GzipUpstream:
