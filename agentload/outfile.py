@@ -1,8 +1,9 @@
 """Writing an output file, the one way every command does it.
 
 * ``check_output(out, inputs, option=..., force=...)``, before anything is opened: ``out`` may not
-  be one of the inputs (the same file, however named), a directory, or anything but a regular
-  file; an existing ``out`` is replaced only when asked (``--force``).
+  be one of the inputs (the same file, however named) or an existing file in an input
+  directory, a directory, or anything but a regular file; an existing ``out`` is replaced only
+  when asked (``--force``).
 * ``atomic_output(...)``: the same checks, then a new temporary file beside ``out`` (same
   directory, so the rename is atomic; same last suffix, so a ``.zst`` is still compressed) that
   the caller writes; renamed over ``out`` only when the block ends normally, removed otherwise.
@@ -100,6 +101,14 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
+def _within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` lies in ``folder`` (an input directory, whose files are read)."""
+    try:
+        return folder.is_dir() and path.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError):  # a symlink loop
+        return False
+
+
 def check_output(
     out: Path, inputs: Iterable[Path] = (), *, option: str = "-o/--out", force: bool = False
 ) -> None:
@@ -108,7 +117,7 @@ def check_output(
     if st is None:
         return
     for src in inputs:
-        if _same(out, src):
+        if _same(out, src) or _within(out, src):
             raise ConfigError(
                 f"{_name(option, out)}: is an input of this command; write to another file"
             )

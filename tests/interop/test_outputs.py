@@ -10,7 +10,9 @@ it, the import failed, the clean-up removed the "partial output") and
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_helpers import one_line_exit_2, run, write_jsonl
@@ -46,6 +48,37 @@ def test_an_import_onto_its_own_source_is_refused_and_the_source_kept(
         line = one_line_exit_2(["trace", "import", "mooncake", str(src), "-o", str(alias)], capsys)
         assert "is an input of this command" in line
     assert _digest(src) == before and _listing(tmp_path) == ["a.jsonl"]
+
+
+SAMPLES = Path(__file__).parent / "samples_agents"
+
+
+def _weka_dir(folder: Path) -> Path:
+    from test_import_weka import conv_a
+
+    folder.mkdir()
+    return write_jsonl(folder / "a.json", [conv_a()])
+
+
+def _claude_dir(folder: Path) -> Path:
+    shutil.copytree(SAMPLES / "claude-code-2.1.197", folder)
+    return next(folder.rglob("agent-*.jsonl"))  # a sub-agent's log, two folders down
+
+
+@pytest.mark.parametrize(("fmt", "make"), [("weka", _weka_dir), ("claude-code", _claude_dir)])
+def test_an_import_onto_a_file_of_its_input_directory_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, make: Any
+) -> None:
+    """``trace import weka DIR -o DIR/a.json --force`` replaced the Weka file it was reading:
+    a file in an input directory, at any depth, is an input (Claude Code's logs: the folder of
+    a project, a sub-agent's log inside)."""
+    folder = tmp_path / "in"
+    src = make(folder)
+    before = _digest(src)
+    for alias in (src, src.parent / ".." / src.parent.name / src.name):
+        argv = ["trace", "import", fmt, str(folder), "-o", str(alias), "--force"]
+        assert "is an input of this command" in one_line_exit_2(argv, capsys)
+    assert _digest(src) == before and ".partial" not in " ".join(_listing(src.parent))
 
 
 def test_an_export_or_redact_onto_its_trace_is_refused(
