@@ -15,7 +15,9 @@ becomes one line on stderr and exit code 2; anything else is a bug and shows a t
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import TextIO, cast
@@ -23,8 +25,8 @@ from typing import TextIO, cast
 import typer
 
 from agentload import __version__
-from agentload.errors import AgentloadError
-from agentload.errortext import ONE_LINE_CHARS, one_line
+from agentload.errors import AgentloadError, OutputStreamError
+from agentload.errortext import ONE_LINE_CHARS, clip, one_line
 from agentload.masking import MaskedStream, mask_text, remember_urls_in
 
 __all__ = ["ONE_LINE_CHARS", "app", "main", "one_line"]
@@ -124,8 +126,8 @@ def main(argv: list[str] | None = None) -> None:
 def masked_output() -> Iterator[None]:
     """stdout and stderr masked (``agentload.masking``) while the command runs."""
     shown = sys.stdout, sys.stderr
-    sys.stdout = cast(TextIO, MaskedStream(shown[0]))
-    sys.stderr = cast(TextIO, MaskedStream(shown[1]))
+    sys.stdout = cast(TextIO, MaskedStream(shown[0], "stdout"))
+    sys.stderr = cast(TextIO, MaskedStream(shown[1], "stderr"))
     try:
         yield
     finally:
@@ -139,7 +141,23 @@ def _run(run: Callable[..., object], args: list[str]) -> None:
     try:
         rv = run(args=args, prog_name="agentload", standalone_mode=False)
     except AgentloadError as exc:
-        print(f"agentload: error: {one_line(mask_text(str(exc)))}", file=sys.stderr)
+        if isinstance(exc, OutputStreamError):
+            _quiet_stdout()
+        with contextlib.suppress(Exception):  # stderr itself may be what failed
+            print(f"agentload: error: {one_line(mask_text(str(exc)))}", file=sys.stderr)
+        sys.exit(2)
+    except BrokenPipeError:  # the reader of stdout went away (``| head``): as any tool does
+        _quiet_stdout()
+        sys.exit(141)
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:  # a bug of ours: the traceback says where
+            raise
+        name = clip(str(exc.filename or ""), 120)
+        print(
+            f"agentload: error: {mask_text(name)}: file name too long (a name in a path has "
+            "at most 255 bytes)",
+            file=sys.stderr,
+        )
         sys.exit(2)
     except typer.Abort:
         print("agentload: aborted", file=sys.stderr)
@@ -153,6 +171,15 @@ def _run(run: Callable[..., object], args: list[str]) -> None:
         print("agentload: interrupted", file=sys.stderr)
         sys.exit(130)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _quiet_stdout() -> None:
+    """stdout pointed at ``/dev/null`` once it failed, so that nothing left in its buffer
+    fails again at exit (a second message, a traceback)."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
 
 
 if __name__ == "__main__":

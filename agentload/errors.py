@@ -35,6 +35,7 @@ __all__ = [
     "EndpointError",
     "EndpointUnreachableError",
     "ModelNotFoundError",
+    "OutputStreamError",
     "ReplayError",
     "ResultsFormatError",
     "SandboxError",
@@ -49,6 +50,10 @@ __all__ = [
 
 class AgentloadError(Exception):
     """Base of every error a user can cause; the CLI prints it as one line and exits 2."""
+
+
+class OutputStreamError(AgentloadError):
+    """Standard output cannot be written (closed, a full disk, ``/dev/full``)."""
 
 
 class ConfigError(AgentloadError):

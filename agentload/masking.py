@@ -42,6 +42,7 @@ from urllib.parse import unquote
 
 import orjson
 
+from agentload.errors import OutputStreamError
 from agentload.hashing import canonical_json
 
 __all__ = [
@@ -270,9 +271,10 @@ class MaskedStream(io.TextIOBase):
     a partial line is held until its newline (or a flush), so a secret split over two writes is
     still seen whole."""
 
-    def __init__(self, inner: IO[str]) -> None:
+    def __init__(self, inner: IO[str] | None, name: str = "output") -> None:
         super().__init__()
         self.inner = inner
+        self.name = name
         self._pending = ""
 
     @property
@@ -284,9 +286,11 @@ class MaskedStream(io.TextIOBase):
         return getattr(self.inner, "errors", None)
 
     def isatty(self) -> bool:
-        return self.inner.isatty()
+        return self.inner is not None and self.inner.isatty()
 
     def fileno(self) -> int:
+        if self.inner is None:  # started with the descriptor closed
+            raise io.UnsupportedOperation("closed")
         return self.inner.fileno()
 
     def writable(self) -> bool:
@@ -296,7 +300,7 @@ class MaskedStream(io.TextIOBase):
         self._pending += text
         if "\n" in self._pending:
             whole, _, self._pending = self._pending.rpartition("\n")
-            self.inner.write(mask_text(whole + "\n"))
+            self._put(mask_text(whole + "\n"))
             if self._pending.startswith("\r") or len(self._pending) > 65536:
                 self.flush()
         elif "\r" in text:  # a progress line redrawn in place
@@ -305,9 +309,27 @@ class MaskedStream(io.TextIOBase):
 
     def flush(self) -> None:
         if self._pending:
-            self.inner.write(mask_text(self._pending))
+            self._put(mask_text(self._pending))
             self._pending = ""
-        self.inner.flush()
+        self._put(None)
+
+    def _put(self, text: str | None) -> None:
+        """Write ``text`` (None: flush) to the inner stream; ``OutputStreamError`` (one line)
+        when it cannot be written: closed, ``/dev/full``, a full disk (``BrokenPipeError``,
+        a reader that went away, passes as it is)."""
+        try:
+            if self.inner is None:
+                raise ValueError("closed")
+            if text is None:
+                self.inner.flush()
+            else:
+                self.inner.write(text)
+        except BrokenPipeError:
+            raise
+        except (OSError, ValueError) as exc:  # ValueError: a closed file
+            why = getattr(exc, "strerror", None) or "closed"
+            self._pending = ""
+            raise OutputStreamError(f"{self.name}: cannot write ({why})") from None
 
 
 # -- masking in traces ----------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from agentload.errors import AgentloadError, ConfigError, TraceFormatError
+from agentload.infile import why_unreadable
 from agentload.interop.content_free import At, Deviations, Progress
 from agentload.outfile import atomic_output
 from agentload.record.native import AGENT_HEADER, SESSION_HEADER
@@ -274,7 +275,7 @@ def jsonl_files(paths: Iterable[Path], pattern: str) -> Iterator[Path]:
         elif p.is_file():
             yield p
         else:
-            raise ConfigError(f"{p}: no such file or directory")
+            raise ConfigError(f"{p}: {why_unreadable(p)}")
 
 
 def full_header(fmt: str, files: list[Path], records: int, tally: Tally, t0_ns: int) -> Header:

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from agentload.errors import ConfigError, TraceFormatError
+from agentload.infile import why_unreadable
 from agentload.interop.content_free import Deviations, Progress, show
 from agentload.outfile import atomic_output
 from agentload.trace import make_header
@@ -52,7 +53,7 @@ def need_file(path: Path) -> Path:
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory (give the JSONL file)")
     if not path.is_file():
-        raise ConfigError(f"{path}: no such file")
+        raise ConfigError(f"{path}: {why_unreadable(path)}")
     return path
 
 

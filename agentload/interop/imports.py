@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from agentload.errors import ConfigError
+from agentload.infile import why_unreadable
 from agentload.outfile import check_output
 
 __all__ = ["FORMATS", "detect_format", "import_trace"]
@@ -94,8 +95,8 @@ def _first_file(paths: list[Path]) -> Path:
                 found = next((q for q in sorted(p.rglob(pattern)) if q.is_file()), None)
                 if found is not None:
                     return found
-        elif not p.exists():
-            raise ConfigError(f"{p}: no such file or directory")
+        elif not p.is_file():
+            raise ConfigError(f"{p}: {why_unreadable(p)}")
     raise ConfigError(
         f"{', '.join(map(str, paths))}: no *.jsonl or *.json file to detect the format from"
     )

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from agentload.errors import ConfigError, TraceFormatError, WireError
+from agentload.infile import why_unreadable
 from agentload.interop.content_free import At
 from agentload.interop.exchanges import (
     Exchange,
@@ -343,7 +344,7 @@ def _files(paths: list[Path]) -> Iterator[tuple[Path, bool]]:
         elif p.is_file():
             yield p, True
         else:
-            raise ConfigError(f"{p}: no such file or directory")
+            raise ConfigError(f"{p}: {why_unreadable(p)}")
 
 
 def import_otel(paths: list[Path], out: Path, *, force: bool = False) -> str:

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from agentload.errors import ConfigError, TraceFormatError
-from agentload.infile import MAX_DOCUMENT_BYTES, read_bytes
+from agentload.infile import MAX_DOCUMENT_BYTES, read_bytes, why_unreadable
 from agentload.interop.content_free import At, Deviations, Progress, need_tokens, show
 from agentload.interop.import_io import (
     ContentFreeCall,
@@ -72,7 +72,7 @@ def _sources(files: list[Path]) -> list[Path]:
         elif f.is_file():
             out.append(f)
         else:
-            raise ConfigError(f"{f}: no such file or directory")
+            raise ConfigError(f"{f}: {why_unreadable(f)}")
     return out
 
 

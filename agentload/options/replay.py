@@ -25,6 +25,7 @@ from agentload.options.values import (
     MAX_CONTEXT,
     MAX_WORKERS,
     bad_value,
+    endpoint_problem,
     one_of,
 )
 from agentload.tokenizer import is_tokenizer_name
@@ -141,6 +142,18 @@ class ReplayConfig(CapacityOptions, LoadOptions, EndpointOptions):
     @classmethod
     def _fit_word(cls, v: Any) -> Any:
         return one_of(v, FIT_MODES)
+
+    @field_validator("scrape_metrics")
+    @classmethod
+    def _scrape_url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not v.lower().startswith(("http://", "https://")):
+            raise bad_value("not an http(s):// URL (the server's Prometheus /metrics)")
+        problem = endpoint_problem(v)
+        if problem is not None:
+            raise bad_value(problem)
+        return v
 
     @field_validator("tokenizer")
     @classmethod

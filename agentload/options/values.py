@@ -164,7 +164,12 @@ def endpoint_problem(url: str) -> str | None:
     """Why the HTTP client cannot send to ``url`` (None when it can): a host that is no valid
     internationalized name (a bidi control, a disallowed character ...)."""
     try:
-        httpx.URL(url)
+        host = httpx.URL(url).host  # decoded (IDNA) when first read
+        if host and not host.startswith("[") and ":" not in host:
+            host.encode("idna")  # what the resolver will do: a label of 64+ characters fails
+    except UnicodeError as exc:  # an IDN label that does not decode, a label of 64+ characters
+        why = str(exc).rpartition("UnicodeError: ")[2].rstrip(")")[:160]
+        return f"not a usable URL (its host is no valid domain name: {why})"
     except httpx.InvalidURL as exc:
         if has_userinfo(url):  # the parser's words would quote a piece of the password
             return (

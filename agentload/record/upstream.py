@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from agentload.errors import ConfigError
 from agentload.masking import redact_url, remember_url
+from agentload.options.values import endpoint_problem
 
 __all__ = ["AnswerReader", "Upstream", "UpstreamConn", "nodelay"]
 
@@ -50,6 +51,9 @@ class Upstream:
             u = urlsplit(url)
         except ValueError:
             raise ConfigError(f"--upstream {shown!r}: its host does not parse") from None
+        problem = endpoint_problem(url) if u.scheme in ("http", "https") else None
+        if problem is not None:
+            raise ConfigError(f"--upstream {shown!r}: {problem}")
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ConfigError(
                 f"--upstream {shown!r}: expected an http(s):// URL, http(s)://HOST[:PORT][/PATH]"

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from agentload.errors import ScenarioError
 from agentload.hashing import content_id
-from agentload.infile import check_yaml_nodes, read_bytes, safe_load
+from agentload.infile import BoundedLoader, load_bounded, read_bytes, safe_load
 from agentload.scenarios.models import Scenario
 
 __all__ = [
@@ -101,9 +101,7 @@ def _read(path: Path) -> _Source:
             f"{label}: not a YAML text file (byte {exc.start} is not UTF-8)"
         ) from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        check_yaml_nodes(node, label, ScenarioError)
-        data = yaml.load(text, Loader=_loader(path.parent, label))  # a SafeLoader subclass
+        node, data = load_bounded(text, label, ScenarioError, _loader(path.parent, label))
     except RecursionError:
         raise ScenarioError(f"{label}: invalid YAML: nested too deeply") from None
     except yaml.YAMLError as exc:
@@ -118,12 +116,12 @@ def _read(path: Path) -> _Source:
     return _Source(label, data, node)
 
 
-def _loader(folder: Path, label: str) -> type[yaml.SafeLoader]:
+def _loader(folder: Path, label: str) -> type[BoundedLoader]:
     """A SafeLoader that also reads ``!include FILE`` (or ``!include [FILE, ...]``, joined by a
     blank line): the text of files next to the scenario (``folder``), so long prompts and tool
     manuals live in their own files. A file that cannot be read is one ScenarioError line."""
 
-    class _Loader(yaml.SafeLoader):
+    class _Loader(BoundedLoader):
         pass
 
     def include(loader: yaml.SafeLoader, node: yaml.Node) -> str:

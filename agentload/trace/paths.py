@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentload.errors import ConfigError
+from agentload.infile import why_unreadable
 
 __all__ = ["TRACE_SUFFIXES", "trace_files"]
 
@@ -36,5 +37,6 @@ def trace_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
         elif p.is_file():
             out[p] = None
         else:
-            raise ConfigError(f"{p}: no such trace file or directory")
+            why = why_unreadable(p)
+            raise ConfigError(f"{p}: {why.replace('such file', 'such trace file')}")
     return list(out)

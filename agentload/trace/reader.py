@@ -14,10 +14,11 @@ truncated too. Line numbers count lines of the decompressed stream, 1-based.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 import zstandard
@@ -136,10 +137,7 @@ class TraceReader:
         self.header = None
         self.count = 0
         self.ended = False
-        try:
-            f = self.path.open("rb")
-        except OSError as exc:
-            raise TraceFormatError(f"{self.path}: cannot open: {exc.strerror or exc}") from None
+        f = self._open()
         with f:
             head = f.read(4)
             f.seek(0)
@@ -290,6 +288,18 @@ class TraceReader:
                 self._far(where, rtype, "end_ns", rec.end_ns, anchor)
         elif isinstance(rec, EventRecord) and not lo <= rec.ns <= hi:
             self._far(where, rtype, "ns", rec.ns, anchor)
+
+    def _open(self) -> BinaryIO:
+        """The trace file, opened without blocking (a FIFO never hangs the reader) and only
+        when it is a regular file (``/dev/zero``, a FIFO or a socket is refused)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise TraceFormatError(f"{self.path}: cannot open: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise TraceFormatError(f"{self.path}: not a regular file (a trace is a file)")
+        return os.fdopen(fd, "rb")
 
     @staticmethod
     def _far(where: str, rtype: str, name: str, value: int, anchor: int) -> None:
