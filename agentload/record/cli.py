@@ -127,10 +127,13 @@ def _serve_until_stopped(rs: RecordServer, upstream: str) -> bool:
 
 def stop_line(st: RecordStats, path: str, why: str) -> str:
     """``recorded N calls in S sessions (F failed)``, then what was not recorded, if anything:
-    ``; U requests not recorded (first: REASON)`` and ``; W WebSocket connections relayed``."""
+    ``; U requests not recorded (first: REASON)``, ``; E embeddings requests (no LLM calls)`` and
+    ``; W WebSocket connections relayed``."""
     line = f"recorded {st.calls} calls in {st.sessions} sessions ({st.errors} failed)"
     if st.unread:
         line += f"; {st.unread} requests not recorded (first: {st.unread_first})"
+    if st.embeddings:
+        line += f"; {st.embeddings} embeddings requests (no LLM calls)"
     if st.websockets:
         line += f"; {st.websockets} WebSocket connections relayed"
     return f"{line} -> {path}  [{why}]"

@@ -30,10 +30,18 @@ from agentload.record.answer import AnswerRelay
 from agentload.record.heads import error_json, json_response, request_head
 from agentload.record.sink import CLIENT_LEFT, Sink, describe
 from agentload.record.upstream import Upstream, UpstreamConn
-from agentload.trace.events import UnreadRequest
-from agentload.wire import Api, api_for_path, counts_tokens
+from agentload.trace.events import Embedding, EventPayload, UnreadRequest
+from agentload.wire import (
+    UNRECORDED,
+    Api,
+    Unrecorded,
+    api_for_path,
+    counts_tokens,
+    match_path,
+    unrecorded_api,
+)
 
-__all__ = ["AgentConn", "Exchange", "RelayHub", "unread_call"]
+__all__ = ["AgentConn", "Exchange", "RelayHub", "unread_call", "unread_event"]
 
 _WITH_BODY = (b"POST", b"PUT", b"PATCH")
 
@@ -43,6 +51,23 @@ def unread_call(method: bytes, path: str) -> bool:
     one with a body (a ``GET`` of the models, a health check, carry none) that does not ask
     about a call (``/v1/messages/count_tokens``, Gemini's ``:countTokens``)."""
     return method in _WITH_BODY and not counts_tokens(path)
+
+
+def unread_event(
+    method: str, path: str, known: Unrecorded | None, status: int | None, sizes: tuple[int, int]
+) -> EventPayload:
+    """The event of a request recorded as no call: an ``Embedding`` for an embeddings request,
+    else an ``UnreadRequest`` that says why (``known``: the known API it speaks, if any);
+    ``sizes``: the request's and the answer's bytes."""
+    path = clip(path, 200)
+    if known == "embeddings":
+        return Embedding(method=method, path=path, status=status,
+                         request_bytes=sizes[0], answer_bytes=sizes[1])  # fmt: skip
+    why = UNRECORDED[known] if known else "not a path of an API agentload records"
+    return UnreadRequest(
+        api=None, request_kind=known, path=path, method=method, status=status,
+        request_bytes=sizes[0], answer_bytes=sizes[1], error=clip(f"{method} {path}: {why}", 240),
+    )  # fmt: skip
 
 
 class RelayHub(Protocol):
@@ -112,6 +137,8 @@ class Exchange:
         self.path = path
         self.unread = relay.sink is not None and self.api is None and unread_call(method, path)
         """A request with a body to a path that is no API the proxy reads: noted when it ends."""
+        self.known = unrecorded_api(path) if self.unread and method == b"POST" else None
+        """The known API such a request speaks (embeddings, legacy Completions, Ollama's)."""
         self.answered_bytes = 0
         self.cid = relay.cid() if self.record else 0
         self._parts: list[bytes] = []
@@ -184,7 +211,8 @@ class Exchange:
             self.begun = True
             assert self.relay.sink is not None and self.api is not None
             self.relay.sink.begin(self.cid, self.api, self.request, self.head.headers,
-                                  self.submit_ns, self.client.session, self.path)  # fmt: skip
+                                  self.submit_ns, self.client.session,
+                                  match_path(self.path))  # fmt: skip
             if self.client.on_call is not None:
                 self.client.on_call()
 
@@ -269,12 +297,10 @@ class Exchange:
         self.relay.in_flight -= 1
         if self.unread and self.relay.sink is not None:
             self.unread = False
-            method = self.method.decode("latin-1")
-            self.relay.sink.note(UnreadRequest(
-                api=None, path=clip(self.path, 200), method=method, status=self.answer.status,
-                request_bytes=len(self.request), answer_bytes=self.answered_bytes,
-                error=clip(f"{method} {self.path}: not a path of an API agentload records", 240),
-            ), time.perf_counter_ns())  # fmt: skip
+            sizes = (len(self.request), self.answered_bytes)
+            event = unread_event(self.method.decode("latin-1"), self.path, self.known,
+                                 self.answer.status, sizes)  # fmt: skip
+            self.relay.sink.note(event, time.perf_counter_ns())
 
     def hand_over(self, end_ns: int, error: str | None) -> None:
         """A recorded call's answer goes to the sink, once: before its last bytes go to the

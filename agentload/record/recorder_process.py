@@ -34,7 +34,6 @@ import pickle
 import signal
 import sys
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +41,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from agentload.errors import EndpointError
+from agentload.errors import EndpointError, WireError
 from agentload.errortext import clip
 from agentload.masking import is_secret_header, known_secrets, remember
+from agentload.record.decoding import Decoder
 from agentload.record.native import NATIVE_HEADERS
 from agentload.record.sink import CLIENT_LEFT, Answer, Recorded, SessionOutcome, describe
 from agentload.trace.events import EventPayload, RecordError
@@ -57,9 +57,6 @@ __all__ = ["NICE", "RecordStats", "RecorderProcess", "main"]
 
 NICE = 10
 """How much lower the recorder's CPU priority is than the proxy's."""
-_DECODERS = {"gzip", "x-gzip", "deflate"}
-"""Content encodings the recorder can read (an upstream that compresses although it was asked
-not to); the agent gets the bytes as sent either way."""
 
 
 @dataclass
@@ -75,6 +72,8 @@ class RecordStats:
     """Why the first of them was not."""
     websockets: int = 0
     """WebSocket connections relayed (their messages are among ``unread``)."""
+    embeddings: int = 0
+    """Embeddings requests relayed (no calls, and not among ``unread``)."""
 
 
 def _frame(obj: tuple[Any, ...] | dict[str, Any]) -> bytes:
@@ -99,6 +98,7 @@ class RecorderProcess:
 
     def __post_init__(self) -> None:
         self._wanted = {h.encode() for h in (self.session_header, self.agent_header) if h}
+        self._wanted.add(b"content-encoding")  # a compressed body is read decoded
         if self.session_header:  # the headers agents name themselves by (record/native.py)
             self._wanted |= {h.encode() for h in NATIVE_HEADERS}
 
@@ -214,14 +214,12 @@ def read_answer(
     offsets: list[int] = []
     parse_error: str | None = None
     payload: list[tuple[int, bytes]] = pieces
-    if coding in _DECODERS:
-        unzip = zlib.decompressobj(wbits=47)
-        try:
-            payload = [(t, unzip.decompress(p)) for t, p in pieces]
-        except zlib.error as exc:
-            parse_error = f"answer not readable: {coding}: {exc}"
-    elif coding not in ("identity", ""):
-        parse_error = f"answer not readable: content-encoding {coding[:40]}"
+    try:
+        decoder = Decoder(coding)
+        if not decoder.identity:
+            payload = [(t, decoder.feed(p)) for t, p in pieces]
+    except WireError as exc:
+        parse_error = f"answer {exc}"
     if status is None:
         pass
     elif parse_error is not None:
@@ -347,7 +345,7 @@ async def _serve() -> int:
         rec.close()
         await writer.close()
     stats = RecordStats(rec.calls, len(rec.threads.sessions), rec.errors, rec.unread,
-                        rec.unread_first, rec.websockets)  # fmt: skip
+                        rec.unread_first, rec.websockets, rec.embeddings)  # fmt: skip
     _say("done " + orjson.dumps(stats.__dict__).decode())
     return 0
 

@@ -30,7 +30,8 @@ class Sink(Protocol):
               submit_ns: int, session: str | None = None, path: str = "") -> None:  # fmt: skip
         """A recorded request went out; ``session``: the session its listener stands for
         (``Relay.listen``), which outranks whatever its headers say; ``path``: its request
-        path (a Gemini call's model and streaming are there)."""
+        path in ``wire.match_path``'s form (a Gemini call's model and streaming, an Azure
+        deployment are there)."""
 
     def end(self, cid: int, answer: Answer) -> None: ...
 

@@ -22,6 +22,7 @@ import orjson
 
 from agentload.errors import WireError
 from agentload.errortext import clip
+from agentload.record.decoding import decode
 from agentload.record.ledger import Closed, Placement, header_session_id
 from agentload.record.native import identity
 from agentload.record.sink import Recorded, SessionOutcome
@@ -91,6 +92,8 @@ class Recorder:
         self.unread = 0
         """Requests not turned into calls (``NOT_RECORDED`` events), for the stop line."""
         self.unread_first: str | None = None
+        self.embeddings = 0
+        """Embeddings requests relayed (``embedding`` events): no calls, not unread either."""
         self.websockets = 0
         self.on_recorded: Callable[[Recorded], None] | None = None
         """Told what was written of each call and of the tool runs a request closed."""
@@ -105,9 +108,10 @@ class Recorder:
     ) -> Pending | None:
         """Read and place one request (synchronous: requests are placed in arrival order);
         None when its body cannot be read (noted as an event; the request is still sent).
-        ``path``: the request's path (a Gemini call's model and streaming are there)."""
+        ``path``: the request's path (a Gemini call's model and streaming are there); a body
+        sent compressed (``content-encoding``) is read decoded (``decoding``)."""
         try:
-            body = orjson.loads(raw)
+            body = orjson.loads(decode(raw, headers.get("content-encoding", "")))
             if not isinstance(body, dict):
                 raise WireError(f"body: expected a JSON object, got {type(body).__name__}")
             chat = to_chat(api, body, path)
@@ -238,6 +242,8 @@ class Recorder:
                 self.unread_first = clip(f"{where}: {details.get('error', kind)}", 160)
         elif kind == EventKind.WEBSOCKET:
             self.websockets += 1
+        elif kind == EventKind.EMBEDDING:
+            self.embeddings += 1
         self.writer.write_nowait(rec)
 
     def outcome(self, o: SessionOutcome) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "PAYLOADS",
     "ContextRefresh",
     "Continue",
+    "Embedding",
     "Error",
     "Eval",
     "EventKind",
@@ -54,6 +55,7 @@ class EventKind(StrEnum):
     UNKNOWN_PREVIOUS_RESPONSE = "unknown_previous_response"
     RECORD_ERROR = "record_error"
     WEBSOCKET = "websocket"
+    EMBEDDING = "embedding"
 
 
 NOT_RECORDED = frozenset({EventKind.UNREAD_REQUEST, EventKind.RECORD_ERROR})
@@ -174,10 +176,12 @@ class UnreadRequest(EventPayload):
     """A request the recording proxy relayed but could not read (its API, the error); a
     WebSocket message also names its path and transport; a request to a path that is no API
     the proxy reads, its method, path (without the query), the answer's status and the bytes
-    each way."""
+    each way; a request of a known API that is recorded as no call (legacy Completions, Ollama's
+    native API) names it in ``request_kind`` (since 1.3)."""
 
     kind: ClassVar[EventKind] = EventKind.UNREAD_REQUEST
     api: str | None
+    request_kind: str | None = absent()
     path: str | None = absent()
     transport: str | None = absent()
     method: str | None = absent()
@@ -221,6 +225,21 @@ class WebSocket(EventPayload):
     end: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class Embedding(EventPayload):
+    """An embeddings request the recording proxy relayed (OpenAI's or Azure's ``embeddings``,
+    Gemini's ``:embedContent``, Ollama's ``/api/embed``): no LLM call and not unread, counted
+    apart (since 1.3); its method, path (without the query), the answer's status and the bytes
+    each way."""
+
+    kind: ClassVar[EventKind] = EventKind.EMBEDDING
+    method: str
+    path: str
+    status: int | None
+    request_bytes: int
+    answer_bytes: int
+
+
 PAYLOADS: dict[EventKind, type[EventPayload]] = {
     p.kind: p
     for p in (
@@ -235,6 +254,7 @@ PAYLOADS: dict[EventKind, type[EventPayload]] = {
         UnknownPreviousResponse,
         RecordError,
         WebSocket,
+        Embedding,
     )
 }
 """The payload class of each kind."""

@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 2
+SCHEMA_MINOR = 3
 SCHEMA = f"agentload.trace/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 """The schema id new traces carry. 1.1 added ``llm_call.turn``, ``llm_call.wait_ns`` and
 ``header.waits`` (all optional); 1.2 added ``gemini`` to ``llm_call.request.api`` (Google's

@@ -46,7 +46,8 @@ Extra keys: ``tokenizer``, ``model``, ``truncated`` (why the file ends early, or
 ``roles`` (``{role: {agents, calls, prompt_tokens_max, completion_tokens_total}}``),
 ``side_calls`` (calls of side agents: a title, a summary, a small-model check beside the
 session's main agent, role ``side``), ``unread_requests`` (requests the recording proxy relayed
-but did not read as calls: ``unread_request`` events),
+but did not read as calls: ``unread_request`` events), ``embedding_requests`` (embeddings
+requests it relayed: ``embedding`` events, no calls),
 ``prompt_tokens_server_per_ours`` (``sum(usage.prompt_tokens) / sum(usage.prompt_tokens_ours)``
 over the calls whose server reported prompt tokens: how many server tokens one of ours was;
 null when no call has both), ``token_calibration`` (the ratio ``generate`` measured before the
@@ -198,6 +199,7 @@ def compute_stats(trace: Trace) -> dict[str, Any]:
         "roles": _roles(trace, rows),
         "side_calls": sum(r["calls"] for r in rows if r["role"] == SIDE_ROLE),
         "unread_requests": sum(e.kind == EventKind.UNREAD_REQUEST for e in trace.events),
+        "embedding_requests": sum(e.kind == EventKind.EMBEDDING for e in trace.events),
         "prompt_tokens_server_per_ours": _server_per_ours(trace),
         "token_calibration": cal.server_per_ours if cal is not None else None,
         "source": _source(trace),

@@ -327,7 +327,7 @@ def _summary_table(stats: dict[str, Any]) -> Table:
         summary.add_row(key, _fmt(stats[key]))
     for key in ("gaps_s", "output_tokens_per_call", "appended_tokens_per_call"):
         summary.add_row(key, "  ".join(f"{k} {_fmt(v)}" for k, v in stats[key].items()))
-    for key in ("side_calls", "unread_requests"):
+    for key in ("side_calls", "unread_requests", "embedding_requests"):
         if stats.get(key):
             summary.add_row(key, _fmt(stats[key]))
     summary.add_row("prompt_tokens_total", _fmt(stats.get("prompt_tokens_total")))

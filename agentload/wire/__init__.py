@@ -32,20 +32,35 @@ from types import ModuleType
 from typing import Any
 
 from agentload.wire import chat, gemini, messages, responses
-from agentload.wire.apis import API_PATHS, Api, api_for_path, counts_tokens, gemini_target
+from agentload.wire.apis import (
+    API_PATHS,
+    UNRECORDED,
+    Api,
+    Unrecorded,
+    api_for_path,
+    azure_deployment,
+    counts_tokens,
+    gemini_target,
+    match_path,
+    unrecorded_api,
+)
 from agentload.wire.reply import StreamReader, WireReply
 
 __all__ = [
     "API_PATHS",
+    "UNRECORDED",
     "Api",
     "StreamReader",
+    "Unrecorded",
     "WireReply",
     "api_for_path",
     "counts_tokens",
     "gemini_target",
+    "match_path",
     "reply_from_json",
     "stream_reader",
     "to_chat",
+    "unrecorded_api",
 ]
 
 _MODULES: dict[str, ModuleType] = {
@@ -58,10 +73,14 @@ _MODULES: dict[str, ModuleType] = {
 
 def to_chat(api: Api, body: dict[str, Any], path: str = "") -> dict[str, Any]:
     """The Chat Completions body a request of ``api`` to ``path`` means (a chat body: a shallow
-    copy; ``path`` matters to Gemini only, whose model and streaming it names)."""
+    copy; ``path`` names a Gemini call's model and streaming, and an Azure deployment, the model
+    of a body that names none)."""
     if api == "gemini":
         return gemini.to_chat(body, path)
     out: dict[str, Any] = _MODULES[api].to_chat(body)
+    deployment = azure_deployment(path) if "model" not in out else None
+    if deployment is not None:
+        out["model"] = deployment
     return out
 
 

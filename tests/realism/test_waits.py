@@ -51,7 +51,7 @@ def test_generate_records_the_modeled_waits_without_sleeping(fast: tuple[float, 
     wall, trace = fast
     info = trace.header.waits
     assert info is not None and not info.slept and info.model.source == "a fixed test model"
-    assert trace.header.schema_ == "agentload.trace/1.2"
+    assert trace.header.schema_ == "agentload.trace/1.3"
     calls = sorted(trace.calls.values(), key=lambda c: c.timings.submit_ns)
     tools = [c for c in calls if c.turn is TurnKind.TOOL]
     assert len(tools) >= 5 and all(c.wait_ns is not None for c in tools)

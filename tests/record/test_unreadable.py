@@ -124,7 +124,7 @@ def test_a_request_to_a_path_no_api_reads_is_noted_counted_and_shown(
     from agentload.trace.validate import validate_trace
 
     proxy = record_proxy(simulator.base_url)
-    sent = [("POST", "/embeddings", b'{"input": "hi"}'), ("PUT", "/api/chat", b"{}"),
+    sent = [("POST", "/files", b'{"input": "hi"}'), ("PUT", "/api/chat", b"{}"),
             ("POST", "/chat/completions/x?key=sekrit-key-1", b"{}")]  # fmt: skip
     with httpx.Client(base_url=proxy.base_url, timeout=30) as client:
         for method, path, body in sent:
@@ -135,10 +135,10 @@ def test_a_request_to_a_path_no_api_reads_is_noted_counted_and_shown(
     st = proxy.server.stats
     assert (st.calls, st.unread) == (0, 3)
     line = stop_line(st, str(path), "stopped")
-    assert "; 3 requests not recorded (first: unread_request: POST /v1/embeddings: " in line, line
+    assert "; 3 requests not recorded (first: unread_request: POST /v1/files: " in line, line
     events = [e for e in load_trace(path).events if e.kind == "unread_request"]
     assert [(e.details["method"], e.details["path"]) for e in events] == [
-        ("POST", "/v1/embeddings"), ("PUT", "/v1/api/chat"), ("POST", "/v1/chat/completions/x")
+        ("POST", "/v1/files"), ("PUT", "/v1/api/chat"), ("POST", "/v1/chat/completions/x")
     ]  # fmt: skip
     assert all(e.details["status"] == 404 and e.details["answer_bytes"] > 0 for e in events)
     assert [e.details["request_bytes"] for e in events] == [15, 2, 2]

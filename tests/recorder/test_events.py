@@ -14,6 +14,7 @@ from agentload.trace.events import (
     PAYLOADS,
     ContextRefresh,
     Continue,
+    Embedding,
     Error,
     Eval,
     EventKind,
@@ -139,6 +140,22 @@ CASES: list[tuple[EventPayload, dict[str, Any]]] = [
         {"previous_response_id": "resp_1"},
     ),
     (RecordError(where="begin", error="KeyError: x"), {"where": "begin", "error": "KeyError: x"}),
+    (
+        UnreadRequest(api=None, request_kind="ollama", path="/api/chat", error="not recorded"),
+        {"api": None, "request_kind": "ollama", "path": "/api/chat", "error": "not recorded"},
+    ),
+    (
+        Embedding(
+            method="POST", path="/v1/embeddings", status=200, request_bytes=9, answer_bytes=40
+        ),
+        {
+            "method": "POST",
+            "path": "/v1/embeddings",
+            "status": 200,
+            "request_bytes": 9,
+            "answer_bytes": 40,
+        },
+    ),
     (
         WS,
         {

@@ -167,7 +167,7 @@ async def test_header_fields_present(tmp_path: Path) -> None:
     data = zstandard.ZstdDecompressor().decompressobj().decompress(path.read_bytes())
     raw = orjson.loads(data.split(b"\n")[0])
     assert raw["type"] == "header"
-    assert raw["schema"] == SCHEMA == "agentload.trace/1.2"
+    assert raw["schema"] == SCHEMA == "agentload.trace/1.3"
     for key in (
         "tool_version",
         "created_at",
