@@ -33,7 +33,7 @@ from agentload.errors import ConfigError
 from agentload.interop.blockids import BlockNumbers, group_factor, max_ids
 from agentload.interop.import_io import ns
 from agentload.interop.weka import FINISH
-from agentload.outfile import output_dir
+from agentload.outfile import NewFiles, new_files
 from agentload.trace.schema import AgentRecord, LLMCallRecord, TurnKind
 from agentload.trace.stats import completion_tokens
 from agentload.trace.timeline import GapMode, describe_waits, has_waits, turn_of, with_gaps
@@ -236,7 +236,6 @@ def session_document(
 
 
 def _check_out(out: Path) -> None:
-    output_dir(out, option="-o/--out")
     old = sorted(p.name for p in out.glob("*.json"))
     if old:
         raise ConfigError(
@@ -255,19 +254,15 @@ def _unique_id(session_id: str, stats: _Stats) -> str:
     return doc_id
 
 
-def _write(out: Path, doc: dict[str, Any]) -> None:
-    path = out / f"{_UNSAFE.sub('_', doc['id'])}.json"
-    tmp = path.with_name(path.name + ".part")
+def _write(files: NewFiles, doc: dict[str, Any]) -> None:
+    path = files.add(files.folder / f"{_UNSAFE.sub('_', doc['id'])}.json")
+    tmp = files.add(path.with_name(path.name + ".part"))
     tmp.write_bytes(orjson.dumps(doc))
     os.replace(tmp, path)
 
 
-def export_weka(traces: Sequence[Path], out: Path) -> list[str]:
-    """Write one Weka file per session of ``traces`` into the directory ``out``; returns the
-    summary line."""
-    _check_out(out)
-    stats = _Stats()
-    notes: list[str] = []
+def _export_all(traces: Sequence[Path], files: NewFiles, stats: _Stats, notes: list[str]) -> None:
+    """One Weka file per session of ``traces`` into ``files.folder`` (counted in ``stats``)."""
     for i, path in enumerate(traces):
         trace = load_trace(path)
         if trace.truncated is not None:
@@ -287,10 +282,20 @@ def export_weka(traces: Sequence[Path], out: Path) -> list[str]:
             if doc is None:
                 stats.empty_sessions += 1
                 continue
-            _write(out, doc)
+            _write(files, doc)
             stats.files += 1
             stats.requests += doc["totals"]["requests"]
             stats.subagents += sum(1 for r in doc["requests"] if r["type"] == "subagent")
+
+
+def export_weka(traces: Sequence[Path], out: Path) -> list[str]:
+    """Write one Weka file per session of ``traces`` into the directory ``out``; returns the
+    summary line. A failure (a full disk) leaves none of them (``outfile.new_files``)."""
+    stats = _Stats()
+    notes: list[str] = []
+    with new_files(out, option="-o/--out") as files:
+        _check_out(out)
+        _export_all(traces, files, stats, notes)
     empty = (
         f"; {stats.empty_sessions} session(s) without calls skipped" if stats.empty_sessions else ""
     )

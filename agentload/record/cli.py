@@ -14,10 +14,11 @@ from agentload.errors import ConfigError
 from agentload.record.native import AGENT_HEADER, SESSION_HEADER
 
 if TYPE_CHECKING:
+    from agentload.record.diskguard import DiskGuard
     from agentload.record.recorder_process import RecordStats
     from agentload.record.server import RecordServer
 
-__all__ = ["record", "register", "stop_line"]
+__all__ = ["disk_line", "record", "register", "stop_line"]
 
 
 UpstreamOpt = Annotated[
@@ -87,11 +88,14 @@ def record(
         idle_timeout_s=idle_timeout,
         tokenizer=tokenizer,
     )
-    rs = RecordServer(opts)
+    rs = RecordServer(opts, warn=lambda line: typer.echo(line, err=True))
     rs.bind()
     interrupted = _serve_until_stopped(rs, upstream)
     why = "interrupted" if interrupted else (rs.stop_reason or "stopped")
     typer.echo(stop_line(rs.stats, str(rs.trace_path), why), err=True)
+    line = disk_line(rs.guard, rs.stats)
+    if line is not None:
+        typer.echo(line, err=True)
 
 
 def _serve_until_stopped(rs: RecordServer, upstream: str) -> bool:
@@ -137,6 +141,25 @@ def stop_line(st: RecordStats, path: str, why: str) -> str:
     if st.websockets:
         line += f"; {st.websockets} WebSocket connections relayed"
     return f"{line} -> {path}  [{why}]"
+
+
+def disk_line(guard: DiskGuard, st: RecordStats) -> str | None:
+    """What a full disk did, if it did anything: the calls refused (507) and the disk, the
+    trace lines written late, or never."""
+    from agentload.record.diskguard import disk_of
+
+    parts = []
+    if guard.refused:
+        parts.append(f"{guard.refused} calls refused with 507: the disk of {disk_of(guard.folder)} "
+                     f"was {guard.first}")  # fmt: skip
+    if st.delayed:
+        parts.append(f"{st.delayed} trace lines written late, once the disk took them")
+    if st.lost:
+        parts.append(f"{st.lost} trace lines NOT written ({st.disk_error}): the trace ends at "
+                     "its last whole frame")  # fmt: skip
+    elif parts:
+        parts.append("every call answered is in the trace")
+    return "agentload record: " + "; ".join(parts) if parts else None
 
 
 def _check_headers(options: dict[str, str]) -> None:

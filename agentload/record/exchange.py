@@ -7,6 +7,8 @@
 * The answer: read and relayed as it comes by the exchange's ``answer.AnswerRelay`` (its head
   read and rebuilt for the agent, each read of the body written on as framed before anything
   else is done with it); a recorded call's ``Answer`` goes to the relay's sink at the end.
+* A full disk: a recorded call is not forwarded while the trace's disk is full
+  (``diskguard``): the agent gets a 507 in the API's error shape, and nothing is recorded.
 * Failures: an upstream that cannot be reached, or that fails before anything went to the
   agent, is a 502 in the API's error shape; one that breaks the answer after that closes the
   agent's connection without the rest. The upstream's checked 101 turns both connections into
@@ -80,6 +82,8 @@ class RelayHub(Protocol):
     stopping: bool
 
     def cid(self) -> int: ...
+
+    def refusal(self) -> str | None: ...
 
     def take_idle(self) -> UpstreamConn | None: ...
 
@@ -175,6 +179,10 @@ class Exchange:
             self.request = b"".join(self._parts)
             self._parts = []
             self.submit_ns = time.perf_counter_ns()
+            refused = self.relay.refusal() if self.record else None
+            if refused is not None:  # the trace could not hold it: never forwarded
+                self._refused(refused)
+                return
             self._go()
 
     def _go(self) -> None:
@@ -215,6 +223,12 @@ class Exchange:
                                   match_path(self.path))  # fmt: skip
             if self.client.on_call is not None:
                 self.client.on_call()
+
+    def _refused(self, message: str) -> None:
+        """A 507 in the API's error shape, of the relay's own: the call was not forwarded."""
+        body = error_json(self.api, 507, message)
+        self.client.transport.write(json_response(b"507 Insufficient Storage", body, close=False))
+        self.end(time.perf_counter_ns(), message, keep_client=self.keep_alive)
 
     def _unreachable(self, message: str) -> None:
         if self.finished:

@@ -16,8 +16,10 @@ saw things happen and writes the trace exactly as before.
   session a listener stood for ended); the first frame is the configuration.
 * Status lines on its stdout: ``ready``, ``sessions N`` as sessions appear, ``recorded {json}``
   for each call written and each request that closed tool runs (``sink.Recorded``: what
-  ``generate --agent`` shows live), ``done {json}`` at the end, ``error ...`` (one line) when it
-  cannot start.
+  ``generate --agent`` shows live), ``disk REASON`` when a trace write failed (a full disk: the
+  writer holds the lines in memory and tries again) and ``disk`` once one went through again,
+  ``done {json}`` at the end, ``error ...`` (one line) when it cannot start. The proxy refuses
+  new calls while a write fails (``diskguard``).
 * It ignores SIGINT and SIGTERM (Ctrl-C reaches the whole process group; the proxy stops first
   and then closes its stdin). If the proxy dies (``kill -9``), its stdin ends and it closes the
   trace with everything it was sent; if both die, the trace is readable to its last complete
@@ -74,6 +76,12 @@ class RecordStats:
     """WebSocket connections relayed (their messages are among ``unread``)."""
     embeddings: int = 0
     """Embeddings requests relayed (no calls, and not among ``unread``)."""
+    delayed: int = 0
+    """Trace lines a full disk refused at first, written later (at the latest at close)."""
+    lost: int = 0
+    """Trace lines never written: the disk still refused them at close."""
+    disk_error: str | None = None
+    """Why the trace's last write failed, if the disk refused it."""
 
 
 def _frame(obj: tuple[Any, ...] | dict[str, Any]) -> bytes:
@@ -95,6 +103,8 @@ class RecorderProcess:
     _proc: asyncio.subprocess.Process | None = None
     _lines: asyncio.Task[None] | None = None
     _done: bool = False
+    disk_error: str | None = None
+    """Why the recorder's last trace write failed, while it holds lines (``disk`` lines)."""
 
     def __post_init__(self) -> None:
         self._wanted = {h.encode() for h in (self.session_header, self.agent_header) if h}
@@ -138,6 +148,8 @@ class RecorderProcess:
                     self.on_recorded(Recorded(**orjson.loads(rest)))
             elif kind == "sessions":
                 self.stats.sessions = int(rest)
+            elif kind == "disk":
+                self.disk_error = rest or None
             elif kind == "done":
                 self.stats = RecordStats(**orjson.loads(rest))
                 self._done = True
@@ -279,6 +291,15 @@ def _say(line: str) -> None:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (and no error at exit's flush)
 
 
+def _why(exc: OSError | None) -> str | None:
+    return None if exc is None else (exc.strerror or describe(exc))
+
+
+def _say_disk(exc: OSError | None) -> None:
+    """The trace's writes fail (``exc``), or go through again (None)."""
+    _say(f"disk {_why(exc) or ''}".rstrip())
+
+
 async def _end_call(rec: Recorder, p: Pending, fields: tuple[Any, ...]) -> None:
     """Read a call's answer (an ``e`` frame's ``Answer`` fields) and write the call; a failure
     is noted in the trace, never raised (the agent already has its answer)."""
@@ -305,7 +326,9 @@ async def _serve() -> int:
     try:
         cfg = await _read_frame(reader)
         remember(*cfg["secrets"])
-        writer = TraceWriter(Path(cfg["path"]), Header.model_validate(cfg["header"]))
+        writer = TraceWriter(
+            Path(cfg["path"]), Header.model_validate(cfg["header"]), on_disk=_say_disk, sync=True
+        )
         await writer.open()
     except Exception as exc:
         _say(f"error {describe(exc)}")
@@ -345,7 +368,8 @@ async def _serve() -> int:
         rec.close()
         await writer.close()
     stats = RecordStats(rec.calls, len(rec.threads.sessions), rec.errors, rec.unread,
-                        rec.unread_first, rec.websockets, rec.embeddings)  # fmt: skip
+                        rec.unread_first, rec.websockets, rec.embeddings, writer.delayed,
+                        writer.lost, _why(writer.write_error))  # fmt: skip
     _say("done " + orjson.dumps(stats.__dict__).decode())
     return 0
 

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from enum import Enum
 
 from agentload.client.http1 import Head, HeadError, body_for, split_head
+from agentload.record.diskguard import DiskGuard
 from agentload.record.exchange import AgentConn, Exchange
 from agentload.record.heads import error_json, json_response, switch_head
 from agentload.record.sink import Sink
@@ -63,9 +64,13 @@ GRACE_S = 5.0
 class Relay:
     """The proxy: serves agents on a listening socket, forwards to one upstream."""
 
-    def __init__(self, upstream: Upstream, sink: Sink | None) -> None:
+    def __init__(
+        self, upstream: Upstream, sink: Sink | None, guard: DiskGuard | None = None
+    ) -> None:
         self.upstream = upstream
         self.sink = sink
+        self.guard = guard
+        """Asked before each recorded call goes upstream (a full disk refuses it: a 507)."""
         self.in_flight = 0
         self.last_activity_ns = time.perf_counter_ns()
         self.stopping = False
@@ -116,6 +121,10 @@ class Relay:
             up.transport.abort()
         self._idle.clear()
         await asyncio.sleep(0)  # let the aborts' connection_lost callbacks run
+
+    def refusal(self) -> str | None:
+        """Why a recorded call may not go upstream now (``DiskGuard``), else None."""
+        return self.guard.refusal() if self.guard is not None else None
 
     def cid(self) -> int:
         self._next_cid += 1

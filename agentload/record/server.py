@@ -10,6 +10,12 @@ told to stop.
 and quiet for ``QUIET_S``. The trace is written as ``generate`` writes one (complete zstd frames
 every second) by the recorder process, so a proxy killed at any moment leaves it readable to
 its last complete record (and closed, with all it was sent, when only the proxy was killed).
+
+A full disk loses no answered call: the proxy refuses to start on a disk with less than
+``RecordOptions.min_free`` free, and refuses each new recorded call with a 507 (never forwarded)
+once the disk is that full or a trace write failed (``diskguard``); what the recorder could not
+write of the calls already answered it holds in memory and writes as soon as it can, at the
+latest at close (``RecordStats.delayed``, ``lost``).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from agentload.endpoint.server.server import bind_socket
 from agentload.errors import ConfigError, EndpointError
 from agentload.masking import redact_url
 from agentload.outfile import output_dir
+from agentload.record.diskguard import DiskGuard
 from agentload.record.native import AGENT_HEADER, SESSION_HEADER
 from agentload.record.recorder_process import RecorderProcess, RecordStats
 from agentload.record.relay import Relay
@@ -42,6 +49,8 @@ from agentload.trace.schema import ClockAnchor, Header, HostFacts
 
 __all__ = ["QUIET_S", "RecordOptions", "RecordServer", "parse_listen"]
 
+MIN_FREE = 64 << 20
+"""``--min-free``'s default: room for what the recorder writes of the calls in flight."""
 QUIET_S = 2.0
 """With ``--max-sessions``: how long the recorded sessions must send nothing before the proxy
 stops."""
@@ -61,6 +70,8 @@ class RecordOptions:
     idle_timeout_s: float | None = None
     tokenizer: str = DEFAULT_TOKENIZER
     name: str = "record"
+    min_free: int = MIN_FREE
+    """Free bytes the trace's disk must keep: below, new calls are refused (``diskguard``)."""
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -81,16 +92,19 @@ class RecordServer:
         trace_path: Path | None = None,
         header: Header | None = None,
         on_recorded: Callable[[Recorded], None] | None = None,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         """``trace_path`` / ``header``: the trace file and its header when the caller has its
         own (``generate --agent``: the run's); by default a new file under ``opts.out`` and a
         recording's header. ``on_recorded`` (run in the proxy's thread) is told what the
-        recorder wrote of each call as it wrote it (``generate --agent``'s live progress)."""
+        recorder wrote of each call as it wrote it (``generate --agent``'s live progress);
+        ``warn`` is told the line of the first call a full disk refused (``diskguard``)."""
         self._on_recorded = on_recorded
         self.opts = opts
         self.upstream = Upstream.from_url(opts.upstream)  # checked once: a ConfigError line
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        output_dir(opts.out, option="--out")  # a bad --out: one line before listening
+        # a bad or full --out: one line before listening
+        output_dir(opts.out, option="--out", need=opts.min_free)
         self.trace_path = trace_path or (
             opts.out / f"{opts.name}-{stamp}-{os.getpid()}.agentload.jsonl.zst"
         )
@@ -105,6 +119,8 @@ class RecordServer:
         self._sock: socket.socket | None = None
         self._stop = threading.Event()
         self._errors: list[BaseException] = []
+        self.guard = DiskGuard(self.trace_path.parent, opts.min_free, warn=warn)
+        """Refuses new calls while the trace's disk is full; ``refused`` counts them."""
         self.stop_reason: str | None = None
 
     @property
@@ -146,7 +162,9 @@ class RecordServer:
         self.recorder = RecorderProcess(self.trace_path, header, o.session_header, o.agent_header,
                                         on_recorded=self._on_recorded)  # fmt: skip
         await self.recorder.start()
-        self.relay = Relay(self.upstream, self.recorder)
+        recorder = self.recorder
+        self.guard.recorder_error = lambda: recorder.disk_error
+        self.relay = Relay(self.upstream, self.recorder, self.guard)
         try:
             await self.relay.start(self._sock)
             if on_started is not None:

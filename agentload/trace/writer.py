@@ -19,6 +19,14 @@ with ``write_encoded`` (a blob it holds already is dropped, so each blob is stil
 
 The header is the file's first frame on its own: ``replace_header`` swaps it for another once
 the file is closed (an import knows what it derived and what it met only at the end).
+
+A write that fails (a full disk: ENOSPC, EDQUOT, EFBIG) never leaves half a frame: the file is
+cut back to its last whole frame. By default the error is raised (``flush``, ``close``, or the
+next ``write``'s ``flush``). With ``on_disk`` (the recorder) the writer holds on instead: the
+lines that could not be written stay in memory (up to ``max_held`` bytes; past it the newest are
+dropped and counted in ``lost``), are tried again every ``flush_interval_s`` and at ``close``,
+and ``on_disk`` is told each change (the error, then None once a write went through again). A
+file that could not be opened, or whose header could not be written, is removed.
 """
 
 from __future__ import annotations
@@ -33,7 +41,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import aiofiles
 import orjson
 import zstandard
 from pydantic import BaseModel
@@ -52,6 +59,8 @@ _UNKNOWN: Any = object()
 
 _STOP = object()
 _MAX_FRAME = 8 << 20  # a burst of records is cut into frames of at most ~8 MiB (bounded memory)
+MAX_HELD = 64 << 20
+"""With ``on_disk``: the bytes of lines a writer keeps in memory while the disk refuses them."""
 
 
 def encode_record(record: BaseModel | dict[str, Any], *, scrub: bool = True) -> bytes:
@@ -115,7 +124,13 @@ class TraceWriter:
         flush_interval_s: float = 1.0,
         level: int = 3,
         tee: Callable[[bytes, str | None], None] | None = None,
+        on_disk: Callable[[OSError | None], None] | None = None,
+        sync: bool = False,
+        max_held: int = MAX_HELD,
     ) -> None:
+        """``on_disk``: hold lines a failed write could not write, and say so (see the module
+        docstring); ``sync``: fsync after every frame (a disk that refuses a write only at
+        fsync is then seen at once)."""
         self.path = Path(path)
         self.header = header
         self.compressed = self.path.name.endswith(".zst")
@@ -125,7 +140,18 @@ class TraceWriter:
         self._buf: list[bytes] = []
         self._buf_bytes = 0
         self._task: asyncio.Task[None] | None = None
-        self._file: Any = None
+        self._fd: int | None = None
+        self._on_disk = on_disk
+        self._sync = sync
+        self._max_held = max_held
+        self._held: list[bytes] = []
+        """Lines whose write failed (with ``on_disk``), oldest first."""
+        self.write_error: OSError | None = None
+        """Why the last write failed, while the disk refuses them (with ``on_disk``)."""
+        self.lost = 0
+        self.delayed = 0
+        """Lines written late: held while the disk refused them, then written."""
+        """Lines never written: dropped past ``max_held``, or still refused at ``close``."""
         self._contents = _ContentMemory()
         self.records_written = 0
         self.bytes_written = 0
@@ -142,11 +168,23 @@ class TraceWriter:
         await self.close()
 
     async def open(self) -> None:
+        """Create the file and write its header; a failure leaves no file behind."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = await aiofiles.open(self.path, "wb")
-        self._buf.append(encode_record(self.header))
-        self.records_written += 1
-        await self._write_frame()
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        self._fd = os.open(self.path, flags, 0o666)
+        try:
+            self._buf.append(encode_record(self.header))
+            self.records_written += 1
+            data = self._encode(self._buf)
+            self._buf.clear()
+            await asyncio.to_thread(self._write_all, data)
+        except BaseException:
+            os.close(self._fd)
+            self._fd = None
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            raise
+        self.bytes_written += len(data)
         self.header_bytes = self.bytes_written
         """The size of the header's frame (``replace_header``)."""
         self._task = asyncio.create_task(self._run(), name=f"trace-writer:{self.path.name}")
@@ -228,10 +266,16 @@ class TraceWriter:
             time.perf_counter_ns() if end_ns is None else end_ns,
         )
         self._buf.append(encode_record(end))
-        await self._write_frame()
-        await self._file.flush()
-        await asyncio.to_thread(os.fsync, self._file.fileno())
-        await self._file.close()
+        fd, self._fd = self._fd, None
+        assert fd is not None
+        try:
+            await self._write_frame(fd)
+            self.lost += len(self._held)  # still refused: the file ends at its last whole frame
+            self._held.clear()
+            if not self._sync:  # (with ``sync``, every frame written was fsynced)
+                await asyncio.to_thread(os.fsync, fd)
+        finally:
+            os.close(fd)
 
     def _check_open(self) -> None:
         if self._task is None:
@@ -256,7 +300,7 @@ class TraceWriter:
                 return
             if isinstance(item, asyncio.Future):
                 await self._write_frame()
-                deadline = None
+                deadline = loop.time() + self._interval if self._held else None
                 if not item.done():
                     item.set_result(None)
                 continue
@@ -267,22 +311,70 @@ class TraceWriter:
                 self._buf_bytes += len(item)
             if deadline is not None and (loop.time() >= deadline or self._buf_bytes >= _MAX_FRAME):
                 await self._write_frame()
-                deadline = None
+                deadline = loop.time() + self._interval if self._held else None  # try again
 
-    async def _write_frame(self) -> None:
-        if not self._buf:
+    def _encode(self, lines: list[bytes]) -> bytes:
+        data = b"".join(lines)
+        return self._cctx.compress(data) if self.compressed else data
+
+    async def _write_frame(self, fd: int | None = None) -> None:
+        """Write the held lines and the buffer as one frame (see the module docstring for a
+        write that fails)."""
+        if not self._buf and not self._held:
             return
-        data = b"".join(self._buf)
+        lines = self._held + self._buf if self._held else list(self._buf)
         self._buf.clear()
         self._buf_bytes = 0
-        if self.compressed:
-            if len(data) > 1 << 16:
-                data = await asyncio.to_thread(self._cctx.compress, data)
-            else:
-                data = self._cctx.compress(data)
-        await self._file.write(data)
-        await self._file.flush()
+        data = (
+            self._encode(lines) if len(lines) < 64 else await asyncio.to_thread(self._encode, lines)
+        )
+        try:
+            await asyncio.to_thread(self._write_all, data, fd)
+        except OSError as exc:
+            if self._on_disk is None:
+                raise
+            self._hold(lines, exc)
+            return
         self.bytes_written += len(data)
+        if self._held:
+            self.delayed += len(self._held)
+            self._held = []
+        if self.write_error is not None and self._on_disk is not None:
+            self.write_error = None
+            self._on_disk(None)
+
+    def _hold(self, lines: list[bytes], exc: OSError) -> None:
+        """Keep the lines a write refused (the newest dropped past ``max_held``)."""
+        assert self._on_disk is not None
+        size = 0
+        for n, line in enumerate(lines):
+            size += len(line)
+            if size > self._max_held:
+                self.lost += len(lines) - n
+                lines = lines[:n]
+                break
+        self._held = lines
+        if self.write_error is None:
+            self._on_disk(exc)
+        self.write_error = exc
+
+    def _write_all(self, data: bytes, fd: int | None = None) -> None:
+        """Write ``data`` at the end of the file (fsynced with ``sync``); if any of it fails,
+        the file is cut back to what it was (never half a frame) and the error raised."""
+        fd = self._fd if fd is None else fd
+        assert fd is not None
+        start = self.bytes_written
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+            if self._sync:
+                os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+                os.lseek(fd, start, os.SEEK_SET)
+            raise
 
 
 def replace_header(path: Path, header_bytes: int, header: Header, level: int = 3) -> None:
