@@ -117,15 +117,18 @@ class SessionPlace:
         stats: SessionStats,
         mounts: dict[str, str] | None = None,
         before_sandbox: Callable[[Path], None] | None = None,
+        egress: tuple[int, ...] | None = None,
     ) -> None:
         """``mounts``: more host paths a Docker sandbox sees read-only (``open_sandbox``);
         ``before_sandbox``: called with the workspace root once it exists, before the sandbox
-        opens (``generate --agent`` hands the workspace to the sandbox's user there)."""
+        opens (``generate --agent`` hands the workspace to the sandbox's user there);
+        ``egress``: a local sandbox confines its commands, these loopback ports their way out."""
         self.setup = setup
         self.scenario = scenario
         self.stats = stats
         self.mounts = mounts
         self.before_sandbox = before_sandbox
+        self.egress = egress
         self.dir = setup.workdir / setup.session_id
         self.sandbox: Any = None
         self.root = self.dir
@@ -167,6 +170,7 @@ class SessionPlace:
                 self.scenario.sandbox,
                 self.setup.session_id,
                 mounts=self.mounts,
+                egress=self.egress,
             )
         )
         try:

@@ -3,8 +3,10 @@ each the product in a sandbox on the scenario's (or an eval task's) workspace, i
 recorded through one recording proxy into the run's one trace.
 
 Before anything starts, the sandbox is chosen once for the run (``sandboxes.choice``: ``auto``
-is ``docker`` when a daemon answers, else ``local``) and the product's program is checked
-against it (``products.placement``): a program that cannot run there is one line and exit 2.
+is ``docker`` when a daemon answers, else ``local``, which confines the agent in namespaces and
+refuses, one line and exit 2, where the kernel does not allow them) and the product's program is
+checked against it (``products.placement``): a program that cannot run there is one line and
+exit 2.
 The choice and its reason are said on the start line, kept in ``RunResult.sandbox`` (the
 summary's ``sandbox:`` line) and in the header's ``generator.sandbox``.
 
@@ -28,7 +30,7 @@ from collections import Counter
 
 from agentload.agents.tracing import SessionStats
 from agentload.auth import api_key_from_env
-from agentload.errors import AgentProductError
+from agentload.errors import AgentProductError, SandboxError
 from agentload.generate.run import (
     ProgressSink,
     RunResult,
@@ -46,6 +48,7 @@ from agentload.products.session import ProductRun, run_product_session
 from agentload.record.ledger import header_session_id
 from agentload.record.server import RecordOptions, RecordServer
 from agentload.sandboxes.choice import SandboxChoice, choose_sandbox
+from agentload.sandboxes.confine import unavailable
 from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
 from agentload.trace.trace import Trace, load_trace
 
@@ -77,6 +80,11 @@ async def product_place(
     opts = spec.opts
     origin = "--sandbox" if opts.sandbox else "the scenario's sandbox.kind"
     choice = await asyncio.to_thread(choose_sandbox, spec.kind, opts.scenario.sandbox, origin)
+    if choice.kind == "local" and (why := await asyncio.to_thread(unavailable)) is not None:
+        raise SandboxError(
+            f"--agent {product.label}: sandbox {choice}: cannot confine the agent here ({why}); "
+            "an agent never runs unconfined: use --sandbox docker (scripts/docker-up.sh)"
+        )
     installed = await installed_product(product)
     placement = place(product, installed.exe if installed is not None else None, choice)
     mounted = f"; mounted read-only: {', '.join(placement.mounts)}" if placement.mounts else ""

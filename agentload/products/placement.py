@@ -10,7 +10,9 @@ chosen sandbox (``sandboxes.choice``) and says what the sandbox needs for it:
   installed product's folder is: the install folder for anything under the agents' cache
   (``/var/tmp/agentload-agents/NAME@VERSION``), the ``node_modules`` folder of a Node package's
   ``.bin`` entry, the prefix of a ``bin`` folder (a venv, ``~/.local``, a Node install), else
-  the program's own folder. A folder that would expose too much (``/`` or a folder just under
+  the program's own folder. The confined local sandbox sees the whole host read-only but for
+  its private ``/tmp``, ``/var/tmp`` (``SandboxChoice.hidden``): a program there is mounted the
+  same way. A folder that would expose too much (``/`` or a folder just under
   it, the home folder) is refused instead, and so is a program the sandbox's user cannot reach
   (when agentload runs as root that user is ``nobody``: every folder on the way must be open to
   others).
@@ -146,6 +148,12 @@ class _Placer:
             raise self.refuse(f"its interpreter {interp} (#!) does not exist on this host")
         self.see(interp)
 
+    def where(self) -> tuple[str, str]:
+        """The sandbox's name in a refusal, and the other sandbox to try."""
+        if self.choice.kind == "docker":
+            return "the Docker sandbox", ", or use --sandbox local"
+        return "the confined local sandbox", ", or use --sandbox docker"
+
     def see(self, path: Path) -> None:
         """Mount what the sandbox needs to see ``path`` (and what it links to)."""
         if self.choice.sees(path):
@@ -155,17 +163,18 @@ class _Placer:
                 continue
             folder = _folder_of(p)
             home = Path(os.path.expanduser("~"))
+            where, other = self.where()
             if len(folder.parts) < 3 or folder == home or folder in home.parents:
                 raise self.refuse(
-                    f"{path} is not in the Docker sandbox, and mounting {folder} would expose "
+                    f"{path} is not in {where}, and mounting {folder} would expose "
                     "too much of the host: install it in a folder of its own (e.g. /opt/NAME)"
-                    ", or use --sandbox local"
+                    f"{other}"
                 )  # fmt: skip
             closed = _closed_to_others(p) if os.geteuid() == 0 else None
             if closed is not None:  # as root, the sandbox's user is nobody
                 raise self.refuse(
-                    f"{path}: the Docker sandbox's user (nobody) cannot reach it ({closed} is not "
-                    "open to others: chmod o+rx it), or use --sandbox local"
+                    f"{path}: {where}'s user (nobody) cannot reach it ({closed} is not "
+                    f"open to others: chmod o+rx it){other}"
                 )
             if str(folder) not in self.out.mounts:
                 self.out.mounts.append(str(folder))

@@ -9,9 +9,10 @@ out, its end and the success check.
 * **The way out** (``route``): in Docker the container has no network; the agent's base URL is
   ``http://127.0.0.1:8100`` inside, where ``forward.py`` (started with the agent) pipes every
   connection to a Unix socket of the run's recording proxy, mounted into the container: nothing
-  else is reachable. The local sandbox has no isolation: the agent gets a TCP listener of the
-  proxy on the host's loopback. Either listener stands for the session, so the trace's sessions
-  are exact.
+  else is reachable. The local sandbox is confined (``sandboxes.confine``): the agent gets a TCP
+  listener of the proxy on the host's loopback, bridged into the sandbox's own network namespace
+  at the same ``127.0.0.1:PORT``, and nothing else. Either listener stands for the session, so
+  the trace's sessions are exact.
 * **The program**: what ``placement`` found it needs (its folder mounted read-only in Docker,
   a folder first on ``PATH``), checked before the run started.
 * **The end**: the agent's process exit (``registry``); the session's wall budget bounds it.
@@ -136,6 +137,11 @@ class _Route:
         port = INSIDE_PORT if self.docker else self.sock.getsockname()[1]
         return f"http://127.0.0.1:{port}"
 
+    def ports(self) -> tuple[int, ...]:
+        """What a confined local sandbox bridges in: the TCP listener's port (none for Docker's
+        route: ``auto`` falling back on local gets its port in ``_agent``)."""
+        return () if self.docker else (self.sock.getsockname()[1],)
+
     def mounts(self) -> dict[str, str]:
         return {str(self.folder): _ROUTE_DIR + "/route", str(_FORWARD): _ROUTE_DIR + "/forward.py"}
 
@@ -200,9 +206,8 @@ class _Session:
             mounts[folder] = folder
         try:
             await self.route.open(run.proxy, setup.session_id)
-            place = SessionPlace(
-                setup, self.scenario, stats, mounts=mounts, before_sandbox=_hand_over
-            )
+            place = SessionPlace(setup, self.scenario, stats, mounts=mounts,
+                                 before_sandbox=_hand_over, egress=self.route.ports())  # fmt: skip
             async with place:
                 await self._agent(place.sandbox)
                 if setup.evaluate:
@@ -227,6 +232,7 @@ class _Session:
             self.route.close()
             self.route = _Route(self.route.folder, docker=False, stats=stats)
             await self.route.open(run.proxy, self.setup.session_id)
+            sandbox.egress = self.route.ports()
         self.sandbox_kind = sandbox.kind
         exe = str(run.installed.exe) if run.installed is not None else ""
         root_url = self.route.root_url

@@ -4,7 +4,8 @@
 
 * ``docker`` — a container of the scenario's image, or of the offline image built from the host's
   Python on first use (``agentload sandbox build``);
-* ``local`` — a subprocess in the workspace (weaker isolation);
+* ``local`` — a subprocess in the workspace, confined in namespaces for an agent product
+  (``egress``), plain for our own tools (``docs/sandboxes.md`` says what each promises);
 * ``auto`` — ``docker`` when a daemon answers, else ``local`` announced by one warning line.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,10 +73,14 @@ def open_sandbox(
     progress: Callable[[str], None] | None = None,
     docker_client: Any = None,
     mounts: Mapping[str, str] | None = None,
+    egress: Sequence[int] | None = None,
 ) -> Sandbox:
     """Open a sandbox over ``workspace``; close it with ``.close()`` or a ``with`` block.
     ``mounts``: more host directories a Docker sandbox sees read-only (host path → path
-    inside; a local sandbox sees the host anyway)."""
+    inside; a local sandbox sees the host anyway, and a confined one those at their own path).
+    ``egress``: a local sandbox confines its commands (``local`` module docstring), the host's
+    ``127.0.0.1:PORT`` of each port their only way out; None: unconfined (our own tools). A
+    Docker sandbox has no network either way."""
     settings = settings or SandboxSpec()
     if kind not in SANDBOX_KINDS:
         raise ConfigError(f"unknown sandbox kind {kind!r}; valid: {', '.join(SANDBOX_KINDS)}")
@@ -107,5 +112,5 @@ def open_sandbox(
             )  # fmt: skip
             return sandbox
     cls = get_sandbox_class("local")
-    local: Sandbox = cls(Path(workspace), settings, session_id)
+    local: Sandbox = cls(Path(workspace), settings, session_id, egress=egress, mounts=mounts)
     return local

@@ -4,7 +4,7 @@
 ``local``); ``"docker"`` without a daemon is ``DockerUnavailableError`` (one line) before anything
 starts. The choice also says what a command sees of the host there: ``visible`` (the host
 folders a Docker sandbox mounts read-only at the same paths; ``None``: all of the host, the local
-sandbox) and ``path`` (the ``PATH`` its commands start with; ``None``: not known, an image of the
+sandbox, but for its ``hidden`` private scratch folders) and ``path`` (the ``PATH`` its commands start with; ``None``: not known, an image of the
 user's), which is what ``products.placement`` checks a ``cmd:`` command line against.
 
     choice = choose_sandbox(opts.sandbox or scenario.sandbox.kind, scenario.sandbox, "--sandbox")
@@ -34,19 +34,22 @@ class SandboxChoice:
     path: tuple[str, ...] | None = None
     """The folders of the ``PATH`` its commands start with; None: not known (an image of the
     user's, whose own PATH applies)."""
+    hidden: tuple[str, ...] = ()
+    """Host folders a command does not see, even where ``visible`` is None (the confined local
+    sandbox's private ``/tmp``, ``/var/tmp`` ...): a program there is mounted like Docker's."""
 
     def __str__(self) -> str:
         return f"{self.kind} ({self.reason})"
 
     def sees(self, path: Path) -> bool:
         """Whether a command in the sandbox sees the host's ``path`` (and what it links to)."""
+        real = Path(os.path.realpath(path))
+        paths = (Path(os.path.abspath(path)), real)
+        if any(p == Path(h) or Path(h) in p.parents for h in self.hidden for p in paths):
+            return False
         if self.visible is None:
             return True
-        real = Path(os.path.realpath(path))
-        return all(
-            any(p == Path(m) or Path(m) in p.parents for m in self.visible)
-            for p in (Path(os.path.abspath(path)), real)
-        )
+        return all(any(p == Path(m) or Path(m) in p.parents for m in self.visible) for p in paths)
 
 
 def choose_sandbox(kind: str, settings: SandboxSpec, origin: str = "--sandbox") -> SandboxChoice:
@@ -54,14 +57,16 @@ def choose_sandbox(kind: str, settings: SandboxSpec, origin: str = "--sandbox") 
     ``ConfigError`` for another kind, ``DockerUnavailableError`` for ``docker`` without a
     daemon."""
     from agentload.sandboxes import SANDBOX_KINDS
+    from agentload.sandboxes.confine import HIDDEN, SCRATCH
     from agentload.sandboxes.local import path_env
 
     asked = f"{origin} {kind}"
     if kind not in SANDBOX_KINDS:
         raise ConfigError(f"unknown sandbox kind {kind!r}; valid: {', '.join(SANDBOX_KINDS)}")
     local_path = tuple(path_env().split(":"))
+    hidden = (*SCRATCH, *HIDDEN)
     if kind == "local":
-        return SandboxChoice("local", asked, None, local_path)
+        return SandboxChoice("local", asked, None, local_path, hidden)
     from agentload.sandboxes.docker_host import connect_docker
 
     try:
@@ -70,7 +75,7 @@ def choose_sandbox(kind: str, settings: SandboxSpec, origin: str = "--sandbox") 
         if kind == "docker":
             raise
         why = f"{asked}: no Docker daemon answers; no network isolation: scripts/docker-up.sh"
-        return SandboxChoice("local", why, None, local_path)
+        return SandboxChoice("local", why, None, local_path, hidden)
     try:
         visible, path = _image_view(client, settings.image)
     finally:

@@ -1,18 +1,30 @@
-"""The local sandbox: a subprocess in the workspace, used only when no Docker daemon answers.
+"""The local sandbox: a subprocess in the workspace, used when no Docker daemon answers or when
+asked for (``docs/sandboxes.md`` has a table of what each sandbox promises).
 
-Same interface and timeouts as the Docker sandbox, weaker isolation: each command runs in its own
-session (process group) with a clean environment (nothing of the user's, API keys included), no
-core files and files of at most 1 GiB. The memory cap is on what the command's processes hold
-**resident** (``memwatch``: past it they are killed, exit 137, and the output's last line says
-so), not on their address space: ``RLIMIT_AS`` killed Node and Bun agents, which reserve far more
-than they use. There is **no network isolation and no pids cap** (``RLIMIT_NPROC`` counts every
-process of the user, not the sandbox's), which is why ``auto`` announces the fallback with a
-warning line.
+Same interface and timeouts as the Docker sandbox. Each command runs in its own session (process
+group) with a clean environment (nothing of the user's, API keys included), no core files and
+files of at most 1 GiB. The memory cap is on what the command's processes hold **resident**
+(``memwatch``: past it they are killed, exit 137, and the output's last line says so), not on
+their address space: ``RLIMIT_AS`` killed Node and Bun agents, which reserve far more than they
+use. There is no pids cap (``RLIMIT_NPROC`` counts every process of the user).
+
+Two modes:
+
+* **confined** (``egress`` given: ``generate --agent``): every command runs in its own mount,
+  network and pid namespaces (``confine``): the host's files read-only but for the workspace and
+  the private ``HOME``, private ``/tmp``, ``/var/tmp`` and ``/dev/shm``, ``/run`` and the Docker
+  socket masked, only ``lo`` up with the proxy's ``127.0.0.1:PORT`` bridged in, ``nobody`` when
+  agentload runs as root; when the command's own process exits the kernel kills every process
+  left in its pid namespace. Where the kernel refuses the namespaces, opening one is
+  ``SandboxError``.
+* **unconfined** (our own tools): a plain subprocess with **no network or file isolation**, which
+  is why ``auto`` announces the fallback with a warning line.
 
 **Nothing a command started outlives it.** ``exec`` returns when the command's own process exits
 (or times out), not when the last holder of its output lets go; before it returns, ``reap.sweep``
 kills the command's process group and every process that carries the command's marker in its
-environment, daemons that ``setsid`` included. Only those processes are ever signalled: the marker
+environment, daemons that ``setsid`` included (confined: the pid namespace's end has killed them
+all already). Only those processes are ever signalled: the marker
 is a random id of this one command, checked again through a pidfd just before the kill, and the
 group leader stays unreaped until the sweep is done so its group id cannot be recycled. Concurrent
 commands have different markers and never kill each other's processes. (Linux: it reads ``/proc``
@@ -42,6 +54,7 @@ from agentload.sandboxes.capture import (
     check_command,
     pump,
 )
+from agentload.sandboxes.confine import Bridge, start, unavailable
 from agentload.sandboxes.memwatch import MemoryWatch
 from agentload.sandboxes.reap import MARKER, new_exec_id, sweep
 from agentload.sandboxes.tempdirs import SANDBOX_HOMES, owned_tempdir
@@ -50,6 +63,7 @@ from agentload.scenarios.models import SandboxSpec
 __all__ = ["LocalSandbox", "path_env"]
 
 _FSIZE = 1 << 30
+_NOBODY = 65534
 
 
 def path_env() -> str:
@@ -71,10 +85,25 @@ class LocalSandbox:
         session_id: str,
         *,
         capture_bytes: int = DEFAULT_CAPTURE_BYTES,
+        egress: Sequence[int] | None = None,
+        mounts: Mapping[str, str] | None = None,
     ) -> None:
+        """``egress``: confine every command (see the module docstring), the host's
+        ``127.0.0.1:PORT`` of each port reachable inside at the same address; None: unconfined.
+        ``mounts``: host folders a confined command sees read-only (those mounted at their own
+        path; the rest of the host stays visible too, but ``/tmp``, ``/var/tmp`` are masked)."""
         root = Path(workspace).resolve()
         if not root.is_dir():
             raise SandboxError(f"workspace {root} is not a directory")
+        why = None if egress is None else unavailable()
+        if why is not None:
+            raise SandboxError(
+                f"the local sandbox cannot confine a command here ({why}): "
+                "use --sandbox docker (start Docker: scripts/docker-up.sh) or run as root"
+            )
+        self.egress = None if egress is None else tuple(egress)
+        """Confined: the loopback ports bridged in (read at each ``exec``); None: unconfined."""
+        self._readable = [s for s, d in (mounts or {}).items() if s == d and Path(s).is_dir()]
         self.workspace = root
         self.workdir = str(root)
         self.session_id = session_id
@@ -84,6 +113,8 @@ class LocalSandbox:
         self._capture_bytes = capture_bytes
         self._tmp = str(owned_tempdir(SANDBOX_HOMES))  # a kill -9 leaves it to `sandbox cleanup`
         self.home = self._tmp
+        if self.egress is not None and os.geteuid() == 0:  # the confined command runs as nobody
+            os.chown(self._tmp, _NOBODY, _NOBODY)
         """The commands' private ``HOME`` (and ``TMPDIR``)."""
         self._env = {**base_env(self._tmp), "PATH": path_env()}
         self._procs: dict[int, str] = {}  # pid of each running command -> its marker
@@ -109,20 +140,21 @@ class LocalSandbox:
         process has exited and every process it started is dead."""
         check_command(self.id, self._closed, argv)
         marker = new_exec_id()
-        start = time.perf_counter_ns()
-        proc = self._spawn(argv, env, marker, start)
-        if isinstance(proc, ExecResult):
-            return proc
+        t0 = time.perf_counter_ns()
+        spawned = self._spawn(argv, env, marker, t0)
+        if isinstance(spawned, ExecResult):
+            return spawned
+        proc, bridge, pidns = spawned
         with self._lock:
             self._procs[proc.pid] = marker
         cap = Capture(self._capture_bytes)
         assert proc.stdout is not None
         out = proc.stdout.fileno()
         pidfd = -1
-        watch = MemoryWatch(marker, proc.pid, self._memory).start()
+        watch = MemoryWatch(marker, proc.pid, self._memory, pidns).start()
         try:
             pidfd = os.pidfd_open(proc.pid)  # readable once the command's own process exited
-            finished = _pump(out, cap, start + int(timeout_s * 1e9), until=pidfd)
+            finished = _pump(out, cap, t0 + int(timeout_s * 1e9), until=pidfd)
             watch.stop()
             # the leader is not reaped yet, so its process group id cannot have been recycled
             sweep(marker, proc.pid)
@@ -138,6 +170,8 @@ class LocalSandbox:
             raise SandboxError(f"sandbox {self.id}: cannot watch the command: {exc}") from None
         finally:
             watch.stop()  # (already stopped, but for an exception on the way)
+            if bridge is not None:
+                bridge.close()
             if pidfd >= 0:
                 os.close(pidfd)
             proc.stdout.close()
@@ -149,18 +183,27 @@ class LocalSandbox:
         output = cap.output()
         if watch.tripped is not None:
             output += watch.note().encode()
-        return ExecResult(code, output, not finished, start, end, cap.dropped)
+        return ExecResult(code, output, not finished, t0, end, cap.dropped)
 
     def _spawn(
-        self, argv: Sequence[str], env: Mapping[str, str] | None, marker: str, start: int
-    ) -> subprocess.Popen[bytes] | ExecResult:
-        """The command started in its own session, marked; a shell's answer when it cannot
-        start."""
+        self, argv: Sequence[str], env: Mapping[str, str] | None, marker: str, t0: int
+    ) -> tuple[subprocess.Popen[bytes], Bridge | None, str | None] | ExecResult:
+        """The command started in its own session, marked (confined, with its bridge and pid
+        namespace, when ``egress`` is set); a shell's answer when it cannot start."""
+        full_env = {**self._env, **(env or {}), MARKER: marker}
+        if self.egress is not None:
+            try:
+                c = start(argv, cwd=self.workdir, env=full_env, writable=[self.workdir, self._tmp],
+                          readable=self._readable, ports=self.egress, tmpfs_bytes=self._memory,
+                          preexec=self._limits)  # fmt: skip
+            except SandboxError as exc:
+                raise SandboxError(f"sandbox {self.id}: {exc}") from None
+            return c.proc, c.bridge, c.pidns
         try:
-            return subprocess.Popen(
+            proc = subprocess.Popen(
                 list(argv),
                 cwd=self.workdir,
-                env={**self._env, **(env or {}), MARKER: marker},
+                env=full_env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -171,7 +214,8 @@ class LocalSandbox:
             end = time.perf_counter_ns()
             msg = f"{argv[0]}: {exc.strerror}\n".encode()
             missing = 127 if isinstance(exc, FileNotFoundError) else 126
-            return ExecResult(missing, msg, False, start, end)
+            return ExecResult(missing, msg, False, t0, end)
+        return proc, None, None
 
     def close(self) -> None:
         """Kill every command still running and remove the private temp directory."""

@@ -10,7 +10,8 @@ limit), the resident anonymous and shared-memory pages (``RssAnon`` + ``RssShmem
 kills them all (``reap.sweep``) and the command's result says why (``MemoryWatch.note``).
 
 A process is the command's when it carries the command's marker in its environment (daemons that
-``setsid`` included) or is in the command's session (one that cleared its environment). Each pid
+``setsid`` included), is in the command's session (one that cleared its environment) or, for a
+confined command (``confine``), lives in its pid namespace. Each pid
 is classified once, when first seen; one whose environment reads empty (caught in ``execve``, or a
 kernel thread, a zombie, another user's) is looked at once more before it counts as not ours.
 
@@ -70,8 +71,8 @@ class MemoryWatch:
     processes when their resident memory passes ``limit`` bytes. The caller keeps ``leader``
     unreaped until ``stop()`` returned (``reap.sweep``'s rule)."""
 
-    def __init__(self, exec_id: str, leader: int, limit: int) -> None:
-        self.exec_id, self.leader, self.limit = exec_id, leader, limit
+    def __init__(self, exec_id: str, leader: int, limit: int, pidns: str | None = None) -> None:
+        self.exec_id, self.leader, self.limit, self.pidns = exec_id, leader, limit, pidns
         self.needle = f"\0{MARKER}={exec_id}\0".encode()
         self.peak = 0
         self.tripped: int | None = None
@@ -108,6 +109,15 @@ class MemoryWatch:
                 return
             period = FAST_PERIOD_S if used > self.limit // 2 else PERIOD_S
 
+    def _in_pidns(self, pid: str) -> bool:
+        """Whether ``pid`` lives in the confined command's pid namespace (if it has one)."""
+        if self.pidns is None:
+            return False
+        try:
+            return os.readlink(f"/proc/{pid}/ns/pid") == self.pidns
+        except OSError:
+            return False
+
     def _members(self) -> list[str]:
         """The command's live processes (each pid classified when first seen)."""
         try:
@@ -118,7 +128,7 @@ class MemoryWatch:
         for pid in pids:
             if known.get(pid) is not None:
                 continue
-            if _session_of(pid) == self.leader:
+            if _session_of(pid) == self.leader or self._in_pidns(pid):
                 known[pid] = True
                 continue
             environ = _read(f"/proc/{pid}/environ")

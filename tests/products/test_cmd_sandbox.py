@@ -95,8 +95,10 @@ def test_a_program_that_cannot_run_is_one_line_and_exit_2(
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
-def test_an_interpreter_the_sandbox_lacks_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    exe = tmp_path / "agent"
+def test_an_interpreter_the_sandbox_lacks_is_one_line_and_exit_2(
+    agent_prefix: Path, tmp_path: Path
+) -> None:
+    exe = agent_prefix / "agent"  # open to the confined sandbox's user (pytest's folder is not)
     exe.write_text("#!/usr/bin/env agentload-no-such-node\nconsole.log('hi')\n")
     exe.chmod(0o755)
     done = _generate(tmp_path / "out", f"cmd:{exe}", "local")
