@@ -3,9 +3,10 @@
 ``choose_sandbox("auto", ...)`` asks for a Docker daemon now (``docker`` when one answers, else
 ``local``); ``"docker"`` without a daemon is ``DockerUnavailableError`` (one line) before anything
 starts. The choice also says what a command sees of the host there: ``visible`` (the host
-folders a Docker sandbox mounts read-only at the same paths; ``None``: all of the host, the local
-sandbox, but for its ``hidden`` private scratch folders) and ``path`` (the ``PATH`` its commands start with; ``None``: not known, an image of the
-user's), which is what ``products.placement`` checks a ``cmd:`` command line against.
+folders a Docker sandbox mounts read-only at the same paths; ``None``: all of the host, the
+local sandbox, but for its ``hidden`` private scratch folders) and ``path`` (the ``PATH`` its
+commands start with; ``None``: not known, an image of the user's), which is what
+``products.placement`` checks a ``cmd:`` command line against.
 
     choice = choose_sandbox(opts.sandbox or scenario.sandbox.kind, scenario.sandbox, "--sandbox")
     print(f"sandbox: {choice}")        # "local (--sandbox auto: no Docker daemon answers; ...)"
@@ -74,7 +75,10 @@ def choose_sandbox(kind: str, settings: SandboxSpec, origin: str = "--sandbox") 
     except DockerUnavailableError:
         if kind == "docker":
             raise
-        why = f"{asked}: no Docker daemon answers; no network isolation: scripts/docker-up.sh"
+        why = (
+            f"{asked}: no Docker daemon answers; the local sandbox (an agent confined in "
+            "namespaces, our own tools not: docs/sandboxes.md; Docker: scripts/docker-up.sh)"
+        )
         return SandboxChoice("local", why, None, local_path, hidden)
     try:
         visible, path = _image_view(client, settings.image)

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import shutil
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agentload.agents.tracing import SessionStats
 from agentload.generate.dispatch import generate
@@ -84,9 +89,27 @@ class _Sink:
         pass
 
 
-def test_a_products_counters_move_while_it_runs(simulator: Any, tmp_path: Path) -> None:
-    go = tmp_path / "go"
-    command = f"cmd:python3 -c {shlex.quote(AGENT)} {shlex.quote(str(go))}"
+@pytest.fixture
+def agent_folder() -> Iterator[Path]:
+    """The agent's own folder, open to the sandbox's user: the confined local sandbox mounts
+    it back (read-only, live), so the ``go`` file the test makes there reaches the agent
+    (pytest's temp folder is the host's private ``/tmp``, which the sandbox does not see)."""
+    folder = Path(tempfile.mkdtemp(prefix="agentload-test-live-", dir="/var/tmp"))
+    try:
+        folder.chmod(0o755)
+        exe = folder / "agent"
+        exe.write_text("#!/usr/bin/env python3\n" + AGENT)
+        exe.chmod(0o755)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_products_counters_move_while_it_runs(
+    simulator: Any, tmp_path: Path, agent_folder: Path
+) -> None:
+    go = agent_folder / "go"
+    command = f"cmd:{shlex.quote(str(agent_folder / 'agent'))} {shlex.quote(str(go))}"
     opts = GenerateOptions(
         scenario=load_scenario("quick", []), out=tmp_path / "out", agent=command,
         sandbox="local", endpoint=simulator.base_url, model="agentload-sim",
