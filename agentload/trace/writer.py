@@ -149,9 +149,9 @@ class TraceWriter:
         self.write_error: OSError | None = None
         """Why the last write failed, while the disk refuses them (with ``on_disk``)."""
         self.lost = 0
+        """Lines never written: dropped past ``max_held``, or still refused at ``close``."""
         self.delayed = 0
         """Lines written late: held while the disk refused them, then written."""
-        """Lines never written: dropped past ``max_held``, or still refused at ``close``."""
         self._contents = _ContentMemory()
         self.records_written = 0
         self.bytes_written = 0
