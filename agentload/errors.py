@@ -52,8 +52,13 @@ class AgentloadError(Exception):
     """Base of every error a user can cause; the CLI prints it as one line and exits 2."""
 
 
-class OutputStreamError(AgentloadError):
-    """Standard output cannot be written (closed, a full disk, ``/dev/full``)."""
+class OutputStreamError(AgentloadError, OSError):
+    """Standard output cannot be written (closed, a full disk, ``/dev/full``). An ``OSError``
+    too, built as ``OutputStreamError(errno, message)``: code that survives a failed write
+    (``logging``) still does; its message is ``args[1]``."""
+
+    def __str__(self) -> str:
+        return str(self.args[1]) if len(self.args) > 1 else super().__str__()
 
 
 class ConfigError(AgentloadError):

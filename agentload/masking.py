@@ -33,6 +33,7 @@ cloned, and the recording proxy hands the recorder process the credential header
 
 from __future__ import annotations
 
+import errno
 import functools
 import io
 import os
@@ -314,22 +315,24 @@ class MaskedStream(io.TextIOBase):
         self._put(None)
 
     def _put(self, text: str | None) -> None:
-        """Write ``text`` (None: flush) to the inner stream; ``OutputStreamError`` (one line)
-        when it cannot be written: closed, ``/dev/full``, a full disk (``BrokenPipeError``,
-        a reader that went away, passes as it is)."""
+        """Write ``text`` (None: flush) to the inner stream; ``OutputStreamError`` (one line;
+        an ``OSError`` too, for those who catch that) when the descriptor cannot take it:
+        closed from the start, ``/dev/full``, a full disk. A reader that went away
+        (``BrokenPipeError``) and a file closed by its owner (``ValueError``) pass as they are."""
+        if self.inner is None:
+            self._pending = ""
+            raise OutputStreamError(errno.EBADF, f"{self.name}: cannot write (closed)")
         try:
-            if self.inner is None:
-                raise ValueError("closed")
             if text is None:
                 self.inner.flush()
             else:
                 self.inner.write(text)
         except BrokenPipeError:
             raise
-        except (OSError, ValueError) as exc:  # ValueError: a closed file
-            why = getattr(exc, "strerror", None) or "closed"
+        except OSError as exc:
             self._pending = ""
-            raise OutputStreamError(f"{self.name}: cannot write ({why})") from None
+            why = exc.strerror or str(exc)
+            raise OutputStreamError(exc.errno, f"{self.name}: cannot write ({why})") from None
 
 
 # -- masking in traces ----------------------------------------------------------------------------

@@ -96,7 +96,13 @@ class Bridge:
                 continue
             up.settimeout(None)
             with self._lock:
-                self._conns |= {conn, up}
+                closed = self._closed  # (``close`` may have taken its list since the check)
+                if not closed:
+                    self._conns |= {conn, up}
+            if closed:
+                conn.close()
+                up.close()
+                continue
             for src, dst in ((conn, up), (up, conn)):
                 threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
 

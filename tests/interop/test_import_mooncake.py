@@ -88,7 +88,7 @@ def test_cut_and_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     code, _, err = run(
         ["trace", "import", "mooncake", str(tmp_path / "none.jsonl"), "-o", out], capsys
     )
-    assert code == 2 and err.strip().endswith("none.jsonl: no such file")
+    assert code == 2 and err.strip().endswith("none.jsonl: no such file or directory")
     bad_out = str(src / "x.agentload.jsonl.zst")  # under a file
     code, _, err = run(["trace", "import", "mooncake", str(src), "-o", bad_out], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot write there" in err

@@ -32,7 +32,7 @@ def _cli(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "agentload", *argv],
         capture_output=kw.pop("capture", True),  # type: ignore[arg-type]
         text=True,
-        timeout=60,
+        timeout=180,  # (a hang is the failure; the YAML refusal takes ~8 s, more under load)
         **kw,  # type: ignore[call-overload]
     )
 
