@@ -10,7 +10,8 @@ as it streams. So these are small incremental readers:
   large.
 * ``Body``: one body by its framing (``Content-Length``, ``chunked``, up to the connection's
   end, or none): ``feed(data)`` → the payload bytes in ``data``; ``done`` once it ended;
-  ``extra`` any bytes past its end (the next message on the connection).
+  ``extra`` any bytes past its end (the next message on the connection); ``wanted`` the bytes
+  still to come when a ``Content-Length`` tells.
 * ``field_line(name, value)``: one header line to write, checked as a read one is.
 
 They are strict, as an intermediary must be (RFC 9112 §2.2, §3, §5, §6.3, §7.1): lines end in
@@ -165,6 +166,13 @@ class Body:
         self._buf = b""
         self.done = not chunked and not to_close and length == 0
         self.extra = b""
+
+    @property
+    def wanted(self) -> int | None:
+        """Bytes still to come when its framing tells (a ``Content-Length``), else None."""
+        if self.chunked or self.to_close:
+            return None
+        return self._left
 
     def feed(self, data: bytes) -> bytes:
         if self.done:

@@ -4,6 +4,9 @@
   agent's next request), then the request goes upstream (``heads.request_head``) on the
   relay's last idle connection or a new one; a reused connection that the upstream closed
   before answering is retried once on a fresh one.
+* A large body: one that grows past ``MAX_HELD_BODY`` before its end goes upstream as it
+  arrives, on a fresh connection (the agent's connection is not read while the upstream takes
+  no more), and is not recorded: an ``UnreadRequest`` counts it (the stop line says so).
 * The answer: read and relayed as it comes by the exchange's ``answer.AnswerRelay`` (its head
   read and rebuilt for the agent, each read of the body written on as framed before anything
   else is done with it); a recorded call's ``Answer`` goes to the relay's sink at the end.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
@@ -43,9 +47,15 @@ from agentload.wire import (
     unrecorded_api,
 )
 
-__all__ = ["AgentConn", "Exchange", "RelayHub", "unread_call", "unread_event"]
+__all__ = ["MAX_HELD_BODY", "AgentConn", "Exchange", "RelayHub", "unread_call", "unread_event"]
+
+MAX_HELD_BODY = 64 << 20
+"""The largest request body the proxy holds whole and records: a larger one is forwarded as it
+arrives and counted as a request not recorded (``UnreadRequest``)."""
 
 _WITH_BODY = (b"POST", b"PUT", b"PATCH")
+_SLICE = 256 << 10
+"""A held body is written upstream this much at a time, as the connection takes it."""
 
 
 def unread_call(method: bytes, path: str) -> bool:
@@ -56,18 +66,19 @@ def unread_call(method: bytes, path: str) -> bool:
 
 
 def unread_event(
-    method: str, path: str, known: Unrecorded | None, status: int | None, sizes: tuple[int, int]
-) -> EventPayload:
+    method: str, path: str, known: Unrecorded | None, status: int | None, sizes: tuple[int, int],
+    api: Api | None = None, why: str | None = None,
+) -> EventPayload:  # fmt: skip
     """The event of a request recorded as no call: an ``Embedding`` for an embeddings request,
-    else an ``UnreadRequest`` that says why (``known``: the known API it speaks, if any);
-    ``sizes``: the request's and the answer's bytes."""
+    else an ``UnreadRequest`` that says why (``known``: the known API it speaks, if any; ``why``:
+    why a request of ``api`` was not recorded); ``sizes``: the request's and the answer's bytes."""
     path = clip(path, 200)
     if known == "embeddings":
         return Embedding(method=method, path=path, status=status,
                          request_bytes=sizes[0], answer_bytes=sizes[1])  # fmt: skip
-    why = UNRECORDED[known] if known else "not a path of an API agentload records"
+    why = why or (UNRECORDED[known] if known else "not a path of an API agentload records")
     return UnreadRequest(
-        api=None, request_kind=known, path=path, method=method, status=status,
+        api=api, request_kind=known, path=path, method=method, status=status,
         request_bytes=sizes[0], answer_bytes=sizes[1], error=clip(f"{method} {path}: {why}", 240),
     )  # fmt: skip
 
@@ -112,6 +123,8 @@ class AgentConn(Protocol):
 
     def body_whole(self) -> None: ...
 
+    def flow(self) -> None: ...
+
     def refuse(self, message: str, *, status: int = 400) -> None: ...
 
     def upgraded(self) -> None: ...
@@ -145,9 +158,19 @@ class Exchange:
         """The known API such a request speaks (embeddings, legacy Completions, Ollama's)."""
         self.answered_bytes = 0
         self.cid = relay.cid() if self.record else 0
-        self._parts: list[bytes] = []
+        self._parts: deque[bytes] = deque()
+        """The body's reads held: until it is whole, or a streamed body's until written."""
         self.request = b""
-        """The request's body, once it is whole."""
+        """The request's body, once it is whole (never held past ``MAX_HELD_BODY``)."""
+        self.request_bytes = 0
+        self.streaming = False
+        """The body goes upstream as it arrives (it grew past ``MAX_HELD_BODY``)."""
+        self.sent = False
+        """The body was written upstream to its end."""
+        self._offset = 0
+        """How much of a held body (``request``) was written upstream."""
+        self.oversize = False
+        """The body is over ``MAX_HELD_BODY``: forwarded, not recorded, counted when it ends."""
         self.up: UpstreamConn | None = None
         self.reused = False
         self.retried = False
@@ -171,22 +194,85 @@ class Exchange:
             self.client.refuse(f"bad request body: {exc}")
             return
         if payload:
+            self.request_bytes += len(payload)
             self._parts.append(payload)
+        if not self.streaming and self.request_bytes > MAX_HELD_BODY and not self.body.done:
+            self._stream()
         if self.body.done:
             self.client.body_whole()
             if self.body.extra:  # the agent's next request, pipelined
                 self.client.buf[:0] = self.body.extra
-            self.request = b"".join(self._parts)
-            self._parts = []
-            self.submit_ns = time.perf_counter_ns()
-            refused = self.relay.refusal() if self.record else None
-            if refused is not None:  # the trace could not hold it: never forwarded
-                self._refused(refused)
-                return
-            self._go()
+            if not self.streaming:
+                self._whole()
+        if self.streaming:
+            self._drain()
+
+    def _whole(self) -> None:
+        """The body is whole (and held): the request goes upstream, or is refused."""
+        parts, self._parts = self._parts, deque()
+        self.request = parts[0] if len(parts) == 1 else b"".join(parts)
+        del parts
+        self.submit_ns = time.perf_counter_ns()
+        if self.request_bytes > MAX_HELD_BODY:  # whole in its last read: forwarded, not recorded
+            self.oversize, self.record = True, False
+        refused = self.relay.refusal() if self.record else None
+        if refused is not None:  # the trace could not hold it: never forwarded
+            self._refused(refused)
+            return
+        self._go()
+
+    def _stream(self) -> None:
+        """The body grew past ``MAX_HELD_BODY`` before its end: from now on it goes upstream as
+        it arrives, on a fresh connection (a request sent in part is never sent again), and the
+        call is not recorded (``settle`` counts it)."""
+        self.streaming, self.oversize, self.record = True, True, False
+        self.submit_ns = time.perf_counter_ns()
+        self._go()
+        self.client.flow()
+
+    @property
+    def holding(self) -> bool:
+        """A streamed body waits for its upstream (connecting, or its writes paused): the
+        agent's connection is not read meanwhile."""
+        return self.streaming and not self.body.done and (self.up is None or self.up.full)
+
+    def up_flow(self) -> None:
+        """The upstream connection's writes were paused or resumed."""
+        if not self.finished:
+            self._drain()
+            self.client.flow()
+
+    def _drain(self) -> None:
+        """Write the body upstream until the connection's writes pause, so that the transport
+        never holds a copy of more than a slice of it: a held body a slice at a time, a
+        streamed body's reads as they came (each freed once written; one that came chunked goes
+        as a chunk of our own), then its end."""
+        up = self.up
+        if up is None or self.finished or self.sent:
+            return
+        t, parts, chunked = up.transport, self._parts, self.body.chunked
+        if not self.streaming:
+            view = memoryview(self.request)
+            while self._offset < len(view) and not up.full:
+                t.write(view[self._offset : self._offset + _SLICE])
+                self._offset += _SLICE
+            self.sent = self._offset >= len(view)
+            return
+        while parts and not up.full:
+            payload = parts.popleft()
+            if chunked:
+                t.write(b"%x\r\n" % len(payload))
+                t.write(payload)
+                t.write(b"\r\n")
+            else:
+                t.write(payload)
+        if self.body.done and not parts and not self.sent:
+            self.sent = True
+            if chunked:
+                t.write(b"0\r\n\r\n")
 
     def _go(self) -> None:
-        up = None if self.retried else self.relay.take_idle()
+        up = None if self.retried or self.streaming else self.relay.take_idle()
         if up is not None:
             self._send(up, reused=True)
         else:
@@ -210,8 +296,16 @@ class Exchange:
         """Write the whole request on ``up`` (a kept-alive connection if ``reused``)."""
         self.up, self.reused = up, reused
         up.exchange = self
-        head = request_head(self.relay.upstream, self.head, self.target, self.ws_key, self.request)
-        up.transport.write(head + self.request)
+        if not self.streaming:
+            length: int | None = len(self.request)
+        else:
+            length = None if self.body.chunked else self.request_bytes + (self.body.wanted or 0)
+        head = request_head(self.relay.upstream, self.head, self.target, self.ws_key, length)
+        up.transport.write(head)
+        self._offset, self.sent = 0, False
+        self._drain()
+        if self.streaming:
+            self.client.flow()
         self._begin()
 
     def _begin(self) -> None:
@@ -243,6 +337,8 @@ class Exchange:
     # -- the answer --------------------------------------------------------------------------
     def up_data(self, data: bytes) -> None:
         """A read from the upstream: the answer's (``AnswerRelay``)."""
+        if not self.body.done:  # an answer before the body's end: the agent's connection ends
+            self.keep_alive = False
         self.answer.data(data)
 
     def to_agent(self, data: bytes) -> None:
@@ -309,11 +405,13 @@ class Exchange:
         not read as a call is noted now, with its answer's status and size)."""
         self.finished = True
         self.relay.in_flight -= 1
-        if self.unread and self.relay.sink is not None:
-            self.unread = False
-            sizes = (len(self.request), self.answered_bytes)
+        too_large = self.oversize and self.api is not None
+        if (self.unread or too_large) and self.relay.sink is not None:
+            self.unread = self.oversize = False
+            why = f"request body over {MAX_HELD_BODY >> 20} MiB: forwarded, not recorded"
             event = unread_event(self.method.decode("latin-1"), self.path, self.known,
-                                 self.answer.status, sizes)  # fmt: skip
+                                 self.answer.status, (self.request_bytes, self.answered_bytes),
+                                 self.api, why if too_large else None)  # fmt: skip
             self.relay.sink.note(event, time.perf_counter_ns())
 
     def hand_over(self, end_ns: int, error: str | None) -> None:
@@ -329,6 +427,11 @@ class Exchange:
         for reuse or dropped, a recorded call's answer goes to the sink, the agent's connection
         reads its next request or is closed."""
         self.settle()
+        self.request = b""
+        if not self.body.done:  # answered before its body was whole: the rest is not read
+            self.up_keep = keep_client = False
+        if not self.sent:  # nor written: that connection is out of step
+            self.up_keep = False
         relay = self.relay
         relay.last_activity_ns = time.perf_counter_ns()
         up, self.up = self.up, None

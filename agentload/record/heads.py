@@ -2,9 +2,10 @@
 
 Nothing the relay did not read reaches the other side (``http1``): it forwards a request's head
 rebuilt for the upstream (its target, ``host``, ``accept-encoding: identity``, its own
-``content-length``), an answer's head rebuilt for the agent, and an upstream's checked
-WebSocket 101; each without the hop-by-hop headers. Its own answers (a 502 for an upstream it
-cannot reach, a 400 or 408 for a request it cannot read) are JSON in the API's error shape.
+``content-length``, or its own chunks for a large chunked body it streams), an answer's head
+rebuilt for the agent, and an upstream's checked WebSocket 101; each without the hop-by-hop
+headers. Its own answers (a 502 for an upstream it cannot reach, a 400 or 408 for a request it
+cannot read) are JSON in the API's error shape.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ _HOP = _HOP_OUT | {b"transfer-encoding", b"host", b"content-length", b"accept-en
 
 
 def request_head(
-    upstream: Upstream, head: Head, target: bytes, ws_key: bytes | None, body: bytes
+    upstream: Upstream, head: Head, target: bytes, ws_key: bytes | None, length: int | None
 ) -> bytes:
-    """The head of the agent's request as sent upstream, to ``target`` (its origin form) with
-    ``body`` (the request's, whole); ``ws_key``: a checked WebSocket upgrade's key, else None."""
+    """The head of the agent's request as sent upstream, to ``target`` (its origin form) with a
+    body of ``length`` bytes (None: of a length not known yet, sent in chunks as it arrives);
+    ``ws_key``: a checked WebSocket upgrade's key, else None."""
     method = head.start[0]
     named = head.tokens(b"connection")
     lines = [method + b" " + upstream.target(target) + b" HTTP/1.1",
@@ -47,8 +49,10 @@ def request_head(
     lines.append(b"accept-encoding: identity")
     if ws_key is not None:
         lines += [b"connection: upgrade", b"upgrade: websocket"]
-    if body or method not in (b"GET", b"HEAD", b"DELETE", b"OPTIONS"):
-        lines.append(b"content-length: %d" % len(body))
+    if length is None:
+        lines.append(b"transfer-encoding: chunked")
+    elif length or method not in (b"GET", b"HEAD", b"DELETE", b"OPTIONS"):
+        lines.append(b"content-length: %d" % length)
     return b"\r\n".join(lines) + b"\r\n\r\n"
 
 

@@ -10,10 +10,12 @@ saw things happen and writes the trace exactly as before.
 
 * ``RecorderProcess`` is the proxy's end: ``start()`` (the trace is open when it returns),
   ``begin`` / ``end`` (non-blocking), ``close()`` (the trace is closed; the counts).
-* Frames: 4-byte big-endian length + a pickle of a tuple: ``("b", cid, api, body, headers,
-  submit_ns, credentials, path)``, ``("e", cid, Answer fields...)``, ``("n", event, ns)`` (an
-  event's payload: a WebSocket's unread message, its end), ``("s", SessionOutcome)`` (how a
-  session a listener stood for ended); the first frame is the configuration.
+* Frames: 4-byte big-endian length + a pickle of a tuple: ``("b", cid, api, body size,
+  headers, submit_ns, credentials, path)`` followed by the body's bytes as they are (never
+  copied into a pickle), ``("e", cid, Answer fields...)``, ``("n", event, ns)`` (an event's
+  payload: a WebSocket's unread message, its end), ``("s", SessionOutcome)`` (how a session a
+  listener stood for ended); the first frame is the configuration. They are written as the
+  pipe takes them, a slice at a time (``_flush``), so a large body is never copied whole.
 * Status lines on its stdout: ``ready``, ``sessions N`` as sessions appear, ``recorded {json}``
   for each call written and each request that closed tool runs (``sink.Recorded``: what
   ``generate --agent`` shows live), ``disk REASON`` when a trace write failed (a full disk: the
@@ -36,6 +38,7 @@ import pickle
 import signal
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +62,8 @@ __all__ = ["NICE", "RecordStats", "RecorderProcess", "main"]
 
 NICE = 10
 """How much lower the recorder's CPU priority is than the proxy's."""
+_PIPE_SLICE = 256 << 10
+"""Frames go to the recorder's stdin this much at a time, as its pipe takes them."""
 
 
 @dataclass
@@ -103,6 +108,9 @@ class RecorderProcess:
     _proc: asyncio.subprocess.Process | None = None
     _lines: asyncio.Task[None] | None = None
     _done: bool = False
+    _out: deque[bytes | memoryview] = field(default_factory=deque)
+    """What is still to be written to its stdin, in order (``_flush``)."""
+    _pump: asyncio.Task[None] | None = None
     disk_error: str | None = None
     """Why the recorder's last trace write failed, while it holds lines (``disk`` lines)."""
 
@@ -158,10 +166,43 @@ class RecorderProcess:
     def alive(self) -> bool:
         return self._proc is not None and self._proc.returncode is None
 
-    def _send(self, frame: bytes) -> None:
+    def _send(self, obj: tuple[Any, ...], raw: bytes = b"") -> None:
+        """One frame (its length, then its pickle), and ``raw`` after it as it is (a request's
+        body: never copied into the pickle), written at once as far as the pipe takes them."""
         stdin = self._proc.stdin if self._proc is not None else None
         if stdin is not None and not stdin.is_closing():
-            stdin.write(frame)
+            data = pickle.dumps(obj, protocol=5)
+            self._out += (len(data).to_bytes(4, "big"), memoryview(data))
+            if raw:
+                self._out.append(memoryview(raw))
+            self._flush()
+
+    def _flush(self, *, pump: bool = True) -> None:
+        """Write what waits, a slice at a time, while the pipe's buffer is under its high-water
+        mark (so it never holds a second copy of a large body); the rest once it drained."""
+        stdin = self._proc.stdin if self._proc is not None else None
+        out = self._out
+        if stdin is None or stdin.is_closing():
+            out.clear()
+            return
+        while out and stdin.transport.get_write_buffer_size() < _PIPE_SLICE:
+            item = out.popleft()
+            if len(item) > _PIPE_SLICE:
+                out.appendleft(item[_PIPE_SLICE:])
+                item = item[:_PIPE_SLICE]
+            stdin.write(item)
+        if out and pump and self._pump is None:
+            self._pump = asyncio.get_running_loop().create_task(self._drain(stdin))
+
+    async def _drain(self, stdin: asyncio.StreamWriter) -> None:
+        try:
+            while self._out and not stdin.is_closing():
+                await stdin.drain()
+                self._flush(pump=False)
+        except (ConnectionError, RuntimeError):
+            self._out.clear()  # the recorder is gone: close() says so
+        finally:
+            self._pump = None
 
     def begin(self, cid: int, api: Api, body: bytes, headers: list[tuple[bytes, bytes]],
               submit_ns: int, session: str | None = None, path: str = "") -> None:  # fmt: skip
@@ -178,26 +219,29 @@ class RecorderProcess:
                 creds.append(v.decode("latin-1"))
         if session is not None and self.session_header:
             picked[self.session_header] = session
-        self._send(_frame(("b", cid, api, body, picked, submit_ns, creds, path)))
+        self._send(("b", cid, api, len(body), picked, submit_ns, creds, path), body)
 
     def end(self, cid: int, a: Answer) -> None:
         """A recorded call is over."""
         fields = (a.status, a.content_type, a.content_encoding, a.pieces, a.end_ns, a.error)
-        self._send(_frame(("e", cid, *fields)))
+        self._send(("e", cid, *fields))
 
     def note(self, event: EventPayload, ns: int) -> None:
         """An event for the trace (``Recorder.note``)."""
-        self._send(_frame(("n", event, ns)))
+        self._send(("n", event, ns))
 
     def outcome(self, outcome: SessionOutcome) -> None:
         """How a session ended (``Recorder.outcome``)."""
-        self._send(_frame(("s", outcome)))
+        self._send(("s", outcome))
 
     async def close(self, timeout_s: float = 120.0) -> RecordStats:
         """Close its stdin and wait until it has written and closed the trace."""
         proc = self._proc
         if proc is None:
             return self.stats
+        if self._pump is not None:  # what waits goes first
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._pump), timeout_s)
         if proc.stdin is not None and not proc.stdin.is_closing():
             proc.stdin.close()
         try:
@@ -346,7 +390,8 @@ async def _serve() -> int:
             except asyncio.IncompleteReadError:
                 break  # the proxy closed its end (or died)
             if msg[0] == "b":
-                _, cid, api, body, headers, now, creds, path = msg
+                _, cid, api, size, headers, now, creds, path = msg
+                body = await reader.readexactly(size)
                 remember(*creds)
                 try:
                     pending[cid] = rec.begin(api, body, headers, now, path)

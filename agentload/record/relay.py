@@ -18,7 +18,9 @@
 * Upstream connections are kept alive and reused last-in first-out; a reused connection that
   the upstream closed before answering is retried once on a fresh one (it never got the
   request). A slow client pauses its upstream (the transport's flow control), so nothing grows
-  without bound.
+  without bound; the other way too: an agent that pipelines requests is not read while more than
+  ``MAX_PIPELINED`` bytes of them wait behind the one answered, nor while the upstream does not
+  take a large body as fast as it comes (``exchange.MAX_HELD_BODY``).
 * A WebSocket upgrade (Codex's Responses over WebSocket) is checked strictly and forwarded; the
   upstream's checked 101 turns both connections into a ``websocket.Tunnel`` (frames piped both
   ways, their messages noted as unread); any other answer is relayed as it came. Plain requests
@@ -59,6 +61,9 @@ BODY_IDLE_S = 60.0
 """How long a request body may pause between two reads before it is a 408."""
 GRACE_S = 5.0
 """On stop: how long answers in flight may still run."""
+MAX_PIPELINED = 1 << 20
+"""Bytes of an agent's next requests read ahead while one is in flight: past it, its connection
+is not read until that one ends."""
 
 
 class Relay:
@@ -214,6 +219,8 @@ class _Client(asyncio.Protocol):
         self.closed = False
         self._idle_timer: asyncio.TimerHandle | None = None
         self._timer_kind = _Wait.NONE
+        self._held = False
+        """Its reads are paused (``flow``)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -258,6 +265,25 @@ class _Client(asyncio.Protocol):
         self.buf += data
         if ex is None:
             self.next_request()
+        self.flow()
+
+    def flow(self) -> None:
+        """Read the agent's connection or not: not while more than ``MAX_PIPELINED`` bytes of
+        its next requests wait, nor while a streamed body waits for its upstream (its stall
+        timer stops meanwhile)."""
+        ex = self.exchange
+        hold = ex is not None and (ex.holding or len(self.buf) > MAX_PIPELINED)
+        if hold == self._held or self.closed or self.transport.is_closing():
+            return
+        self._held = hold
+        if hold:
+            self.transport.pause_reading()
+            if ex is not None and ex.holding:
+                self._timer()
+        else:
+            self.transport.resume_reading()
+            if ex is not None and not ex.body.done:
+                self._body_stall()
 
     def next_request(self) -> None:
         if self.exchange is not None or self.closed:
@@ -281,8 +307,11 @@ class _Client(asyncio.Protocol):
         except HeadError as exc:
             self.refuse(f"bad request: {exc}")
             return
-        rest = bytes(self.buf[n:])
-        self.buf.clear()
+        del self.buf[:n]
+        wanted = body.wanted  # the body's bytes here; the rest is the next request's
+        take = len(self.buf) if wanted is None else min(wanted, len(self.buf))
+        rest = bytes(self.buf[:take])
+        del self.buf[:take]
         if b"100-continue" in head.tokens(b"expect"):
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         self.exchange = Exchange(self, head, body)
@@ -312,6 +341,9 @@ class _Client(asyncio.Protocol):
         self.exchange = None
         self.closed = True
         self.relay._clients.discard(self)
+        if self._held:  # the tunnel reads it now
+            self._held = False
+            self.transport.resume_reading()
 
     def done(self, keep_alive: bool) -> None:
         """The exchange in flight is over."""
@@ -320,6 +352,7 @@ class _Client(asyncio.Protocol):
             self.transport.close()
             return
         self.next_request()
+        self.flow()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

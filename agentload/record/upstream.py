@@ -105,6 +105,9 @@ class AnswerReader(Protocol):
 
     def up_lost(self, exc: Exception | None) -> None: ...
 
+    def up_flow(self) -> None:
+        """The connection's writes were paused or resumed (``UpstreamConn.full``)."""
+
 
 class UpstreamConn(asyncio.Protocol):
     """One connection to the upstream; it hands what it reads to its exchange."""
@@ -114,6 +117,8 @@ class UpstreamConn(asyncio.Protocol):
     def __init__(self) -> None:
         self.exchange: AnswerReader | None = None
         self.closed = False
+        self.full = False
+        """Its writes are paused: the upstream does not take what was written as fast."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -127,6 +132,16 @@ class UpstreamConn(asyncio.Protocol):
         else:  # bytes on an idle connection: it is out of step, never reuse it
             self.closed = True
             self.transport.close()
+
+    def pause_writing(self) -> None:
+        self.full = True
+        if self.exchange is not None:
+            self.exchange.up_flow()
+
+    def resume_writing(self) -> None:
+        self.full = False
+        if self.exchange is not None:
+            self.exchange.up_flow()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

@@ -49,8 +49,16 @@ def test_a_chunked_body_reads_the_same_however_it_is_split(
 )
 def test_a_sized_body_ends_at_its_length(payload: bytes, cuts: list[int], extra: bytes) -> None:
     body = Body(length=len(payload))
+    assert body.wanted == len(payload)
     assert _feed(body, payload + extra, cuts) == payload
-    assert body.done and body.extra == extra
+    assert body.done and body.extra == extra and body.wanted == 0
+
+
+def test_a_body_tells_how_many_bytes_it_still_wants_when_its_length_does() -> None:
+    body = Body(length=10)
+    body.feed(b"abcd")
+    assert body.wanted == 6
+    assert Body(chunked=True).wanted is None and Body(to_close=True).wanted is None
 
 
 def test_framing_follows_the_head() -> None:
