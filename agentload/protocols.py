@@ -30,6 +30,9 @@ class ExecResult:
     end_ns: int
     dropped_bytes: int = 0
     """Output bytes the sandbox did not keep (beyond its capture cap; the middle is dropped)."""
+    over_limit: str | None = None
+    """Why the sandbox stopped the command and the session should end (``"workspace over its
+    disk quota (2.0 GiB)"``); None: no such limit was passed."""
 
 
 @runtime_checkable

@@ -38,6 +38,8 @@ class EndReason(StrEnum):
     LENGTH = "length"
     """The orchestrator's replies kept being cut at ``max_tokens`` (``finish_reason: length``)
     after the continuations the harness asks for."""
+    DISK_QUOTA = "disk_quota"
+    """A command wrote past the sandbox's disk quota (``sandbox.disk``) and was killed."""
     INTERRUPTED = "interrupted"
     """Ctrl-C / SIGTERM."""
     ERROR = "error"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agentload import contract
-from agentload.agents.limits import SessionEnd
+from agentload.agents.limits import EndReason, SessionEnd
 from agentload.agents.llm import LLMResult
 from agentload.agents.runtime import AgentRuntime, AgentSettings, agent_call_id, tool_call_id
 from agentload.agents.tracing import Follows, LiveCall, ToolFacts
@@ -289,6 +289,9 @@ async def run_tool(
         facts=replace(facts, raw_arguments=tool_call.get("raw_arguments")),
         model_call_id=model_id or None,
     )
+    over = getattr(rt.toolbox, "over_limit", None)
+    if over is not None:  # the sandbox killed the command past its disk quota
+        raise SessionEnd(EndReason.DISK_QUOTA, over)
     return ToolOutcome(index=index, tool_call_id=rid, text=text, depends_id=rid)
 
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # the agents' modules load langgraph and langchain (seconds):
 
 __all__ = ["FAILED_REASONS", "register", "run_command", "run_generate"]
 
-FAILED_REASONS = (EndReason.ENDPOINT_ERROR, EndReason.ERROR)
+FAILED_REASONS = (EndReason.ENDPOINT_ERROR, EndReason.ERROR, EndReason.DISK_QUOTA)
 """End reasons of a session that did not work; when every session ends so, the exit code is 1."""
 
 

@@ -48,7 +48,9 @@ LIVE_RULE = (
     "live: from the start (sessions start from their first call, no warm-up) to the moment "
     "the first lane found no session left"
 )
-_NOT_COMPLETE = frozenset({EndReason.INTERRUPTED, EndReason.ERROR, EndReason.ENDPOINT_ERROR})
+_NOT_COMPLETE = frozenset(
+    {EndReason.INTERRUPTED, EndReason.ERROR, EndReason.ENDPOINT_ERROR, EndReason.DISK_QUOTA}
+)
 """End reasons of a session that did not run to its own end (not a complete job)."""
 _FAILED_CALL: dict[str, ErrorKind | None] = {
     EndReason.ENDPOINT_ERROR: None,

@@ -15,7 +15,8 @@ out, its end and the success check.
   the trace's sessions are exact.
 * **The program**: what ``placement`` found it needs (its folder mounted read-only in Docker,
   a folder first on ``PATH``), checked before the run started.
-* **The end**: the agent's process exit (``registry``); the session's wall budget bounds it.
+* **The end**: the agent's process exit (``registry``); the session's wall budget bounds it, and
+  the sandbox's disk quota (past it the agent is killed and the session ends ``disk_quota``).
   Then the success check (``--eval``) in the same sandbox, and the outcome sent to the trace:
   its session record carries the end reason, the exit code, the sandbox, and for a failure the
   last lines the agent printed (``output_tail``, secrets masked) or why it could not start
@@ -210,7 +211,7 @@ class _Session:
                                  before_sandbox=_hand_over, egress=self.route.ports())  # fmt: skip
             async with place:
                 await self._agent(place.sandbox)
-                if setup.evaluate:
+                if setup.evaluate and self.reason is not EndReason.DISK_QUOTA:
                     stats.status = SessionStatus.EVAL
                     self.verdict = await success_check(place.sandbox, self.scenario, setup.task)
                     stats.eval_detail = self.verdict.detail
@@ -248,7 +249,10 @@ class _Session:
         res = await asyncio.to_thread(sandbox.exec, argv, timeout_s=scenario.wall_budget_s, env=env)
         self.meta = {"agent": run.product.label, "exit_code": res.exit_code,
                      "sandbox_id": str(sandbox.id), "agent_s": (res.end_ns - res.start_ns) / 1e9}  # fmt: skip
-        if res.timed_out:
+        if res.over_limit is not None:
+            self.reason = EndReason.DISK_QUOTA
+            stats.detail = res.over_limit
+        elif res.timed_out:
             self.reason = EndReason.WALL_BUDGET
         elif res.exit_code == 0:
             self.reason = EndReason.DONE

@@ -3,8 +3,10 @@
 * A shell that reaps orphans (``_REAPER``) keeps the container up as pid 1; every tool command is
   an ``exec`` in ``/workspace`` (the session's workspace, bind-mounted read-write).
 * No network (``network_mode="none"``), memory (no swap), CPU and pids caps, a read-only root
-  filesystem with a tmpfs ``/tmp``, all capabilities dropped, ``no-new-privileges``, and a
-  non-root user (the workspace owner, or ``nobody`` when root owns it).
+  filesystem with a tmpfs ``/tmp`` (at most the disk quota), all capabilities dropped,
+  ``no-new-privileges``, and a non-root user (the workspace owner, or ``nobody`` when root owns
+  it). The bind-mounted workspace has no quota of its own: the host watches what a command writes
+  there (``diskwatch``) and kills the command past the disk quota.
 * Every exec is bounded twice: inside, ``timeout -k 2 T`` (SIGTERM at T, SIGKILL 2 s later); on the
   host, the output stream is read with a deadline of T + 4 s, after which the command's processes
   are swept from a second exec and the result says ``timed_out``. A hung command can never block
@@ -24,6 +26,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import sys
@@ -45,8 +48,10 @@ from agentload.sandboxes.capture import (
     check_command,
     pump,
 )
+from agentload.sandboxes.diskwatch import DiskWatch, tree_bytes
 from agentload.sandboxes.image import ImageInfo
 from agentload.sandboxes.reap import MARKER, SWEEP_SH, new_exec_id
+from agentload.sandboxes.reap import sweep as host_sweep
 from agentload.scenarios.models import SandboxSpec
 
 __all__ = [
@@ -110,13 +115,14 @@ def _confinement(
         volumes[host] = {"bind": inside, "mode": "ro"}
     volumes[str(workspace)] = {"bind": workdir, "mode": "rw"}
     memory = settings.memory_bytes()
+    tmp = min(memory // 2, 1 << 30, settings.disk_bytes())
     return {
         "network_mode": "none",
         "mem_limit": memory,
         "memswap_limit": memory,
         "nano_cpus": int(settings.cpus * 1e9),
         "pids_limit": settings.pids,
-        "tmpfs": {"/tmp": f"rw,exec,nosuid,nodev,size={min(memory // 2, 1 << 30)},mode=1777"},
+        "tmpfs": {"/tmp": f"rw,exec,nosuid,nodev,size={tmp},mode=1777"},
         "volumes": volumes,
         "working_dir": workdir,
         "user": _user_for(workspace),
@@ -158,6 +164,8 @@ class DockerSandbox:
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
             raise SandboxError(f"workspace {self.workspace} is not a directory")
+        self._disk = settings.disk_bytes()
+        self._disk_base = tree_bytes([str(self.workspace)])
         labels = {
             SESSION_LABEL: session_id,
             PID_LABEL: str(os.getpid()),
@@ -233,26 +241,33 @@ class DockerSandbox:
             raise SandboxError(f"sandbox {self.id}: exec failed: {exc}") from None
         cap = Capture(self._capture_bytes)
         host_deadline = start + int((timeout_s + _KILL_GRACE_S + _HOST_GRACE_S) * 1e9)
+        kill = functools.partial(self._kill_now, marker)
+        disk = DiskWatch([str(self.workspace)], self._disk, kill, self._disk_base).start()
         try:
             finished = _pump(sock, cap, host_deadline)
             if not finished:
                 self._sweep(marker)
                 _pump(sock, cap, time.perf_counter_ns() + 1_000_000_000)
         finally:
+            disk.stop()
             _close_stream(sock)
         end = time.perf_counter_ns()
         exit_code = self._exit_code(exec_id)
+        output = cap.output()
+        if disk.tripped is not None:
+            exit_code, output = 137, disk.noted(output)
         elapsed_s = (end - start) / 1e9
         timed_out = not finished or (
             self.has_timeout and exit_code in (124, 137) and elapsed_s >= timeout_s * 0.98
         )
         return ExecResult(
             exit_code=exit_code,
-            output=cap.output(),
+            output=output,
             timed_out=timed_out,
             start_ns=start,
             end_ns=end,
             dropped_bytes=cap.dropped,
+            over_limit=disk.reason,
         )
 
     def _exit_code(self, exec_id: str) -> int | None:
@@ -266,6 +281,13 @@ class DockerSandbox:
                 return int(code) if code is not None else None
             time.sleep(0.01)
         return None
+
+    def _kill_now(self, marker: str) -> None:
+        """Kill the command marked ``marker`` at once: from this host where the container's
+        processes are visible here (no exec to wait for: a fast writer goes on writing while
+        one is created), then from a second exec."""
+        host_sweep(marker)
+        self._sweep(marker)
 
     def _sweep(self, marker: str) -> None:
         """Kill, from a second exec, every process of the command that carries ``marker``."""

@@ -6,7 +6,10 @@ group) with a clean environment (nothing of the user's, API keys included), no c
 files of at most 1 GiB. The memory cap is on what the command's processes hold **resident**
 (``memwatch``: past it they are killed, exit 137, and the output's last line says so), not on
 their address space: ``RLIMIT_AS`` killed Node and Bun agents, which reserve far more than they
-use. There is no pids cap (``RLIMIT_NPROC`` counts every process of the user).
+use. There is no pids cap (``RLIMIT_NPROC`` counts every process of the user). The disk quota
+is on what the commands write into the workspace and the private ``HOME`` (``diskwatch``: past it
+the command is killed, exit 137, and its result's ``over_limit`` says why); a confined command's
+private tmpfs are each sized at most the quota (and the memory cap).
 
 Two modes:
 
@@ -55,6 +58,7 @@ from agentload.sandboxes.capture import (
     pump,
 )
 from agentload.sandboxes.confine import Bridge, start, unavailable
+from agentload.sandboxes.diskwatch import DiskWatch, tree_bytes
 from agentload.sandboxes.memwatch import MemoryWatch
 from agentload.sandboxes.reap import MARKER, new_exec_id, sweep
 from agentload.sandboxes.tempdirs import SANDBOX_HOMES, owned_tempdir
@@ -110,6 +114,7 @@ class LocalSandbox:
         self.id = f"local-{session_id}"
         self._key = f"{self.id}-{uuid.uuid4().hex[:8]}"
         self._memory = settings.memory_bytes()
+        self._disk = settings.disk_bytes()
         self._capture_bytes = capture_bytes
         self._tmp = str(owned_tempdir(SANDBOX_HOMES))  # a kill -9 leaves it to `sandbox cleanup`
         self.home = self._tmp
@@ -117,6 +122,8 @@ class LocalSandbox:
             os.chown(self._tmp, _NOBODY, _NOBODY)
         """The commands' private ``HOME`` (and ``TMPDIR``)."""
         self._env = {**base_env(self._tmp), "PATH": path_env()}
+        self._disk_base = tree_bytes([self.workdir, self._tmp])
+        """What the watched folders held at the start (the scenario's files: not counted)."""
         self._procs: dict[int, str] = {}  # pid of each running command -> its marker
         self._lock = threading.RLock()
         self._closed = False
@@ -152,10 +159,14 @@ class LocalSandbox:
         out = proc.stdout.fileno()
         pidfd = -1
         watch = MemoryWatch(marker, proc.pid, self._memory, pidns).start()
+        roots = [self.workdir, self._tmp]
+        disk = DiskWatch(roots, self._disk, lambda: sweep(marker, proc.pid), self._disk_base)
+        disk.start()
         try:
             pidfd = os.pidfd_open(proc.pid)  # readable once the command's own process exited
             finished = _pump(out, cap, t0 + int(timeout_s * 1e9), until=pidfd)
             watch.stop()
+            disk.stop()
             # the leader is not reaped yet, so its process group id cannot have been recycled
             sweep(marker, proc.pid)
             _pump(out, cap, time.perf_counter_ns() + 1_000_000_000)  # what is left in the pipe
@@ -165,11 +176,13 @@ class LocalSandbox:
                 code = None
         except OSError as exc:  # no pidfd (out of file descriptors): the command cannot run
             watch.stop()
+            disk.stop()
             sweep(marker, proc.pid)
             proc.wait()
             raise SandboxError(f"sandbox {self.id}: cannot watch the command: {exc}") from None
         finally:
             watch.stop()  # (already stopped, but for an exception on the way)
+            disk.stop()
             if bridge is not None:
                 bridge.close()
             if pidfd >= 0:
@@ -183,7 +196,10 @@ class LocalSandbox:
         output = cap.output()
         if watch.tripped is not None:
             output += watch.note().encode()
-        return ExecResult(code, output, not finished, t0, end, cap.dropped)
+        if disk.tripped is not None:
+            output = disk.noted(output)
+            code = 137
+        return ExecResult(code, output, not finished, t0, end, cap.dropped, disk.reason)
 
     def _spawn(
         self, argv: Sequence[str], env: Mapping[str, str] | None, marker: str, t0: int
@@ -192,9 +208,10 @@ class LocalSandbox:
         namespace, when ``egress`` is set); a shell's answer when it cannot start."""
         full_env = {**self._env, **(env or {}), MARKER: marker}
         if self.egress is not None:
+            tmpfs = min(self._memory, self._disk)  # each private tmpfs: within both caps
             try:
                 c = start(argv, cwd=self.workdir, env=full_env, writable=[self.workdir, self._tmp],
-                          readable=self._readable, ports=self.egress, tmpfs_bytes=self._memory,
+                          readable=self._readable, ports=self.egress, tmpfs_bytes=tmpfs,
                           preexec=self._limits)  # fmt: skip
             except SandboxError as exc:
                 raise SandboxError(f"sandbox {self.id}: {exc}") from None

@@ -170,8 +170,14 @@ class SandboxSpec(_Model):
     memory: str = Field(default="2g", description="memory cap of the sandbox (e.g. 512m, 2g)")
     cpus: float = Field(default=2.0, gt=0, le=1024, description="CPU cap (Docker nano-CPUs)")
     pids: int = Field(default=512, ge=16, description="most processes in the sandbox")
+    disk: str = Field(
+        default="2g",
+        description="disk quota of what a session writes into its workspace (and private "
+        "HOME and temp folders), e.g. 512m, 2g: past it the command is killed and the session "
+        "ends disk_quota",
+    )
 
-    @field_validator("memory")
+    @field_validator("memory", "disk")
     @classmethod
     def _size(cls, v: str) -> str:
         if parse_size(v) < 32 * 1024**2:
@@ -183,6 +189,10 @@ class SandboxSpec(_Model):
     def memory_bytes(self) -> int:
         """The memory cap in bytes."""
         return parse_size(self.memory)
+
+    def disk_bytes(self) -> int:
+        """The disk quota in bytes."""
+        return parse_size(self.disk)
 
 
 class EndpointSpec(_Model):

@@ -62,6 +62,9 @@ class Toolbox:
         self.sandbox = sandbox
         self.workspace_root = Path(workspace_root)
         self.scenario = scenario
+        self.over_limit: str | None = None
+        """Set when a command passed a sandbox limit that ends the session (its disk quota):
+        the agent loop ends the session with it after recording the call."""
         # one handler per direct tool of the contract's registry: the method named ``_<tool>``
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[_Out]]] = {
             name: getattr(self, f"_{name}") for name in contract.DIRECT_TOOLS
@@ -130,11 +133,14 @@ class Toolbox:
         limit = self.scenario.tool_timeouts_s.for_tool(name)
         call = asyncio.to_thread(self.sandbox.exec, argv, timeout_s=limit)
         try:
-            return await asyncio.wait_for(call, limit + _SAFETY_S), limit
+            res = await asyncio.wait_for(call, limit + _SAFETY_S)
         except TimeoutError:
             raise ToolError(
                 f"{name}: the sandbox did not answer within {limit:g}s", timed_out=True
             ) from None
+        if res.over_limit is not None:
+            self.over_limit = res.over_limit
+        return res, limit
 
     async def _read_file(self, a: dict[str, Any]) -> _Out:
         # checked on the host, read by a command in the sandbox: each read costs what it costs
@@ -203,6 +209,8 @@ class Toolbox:
         code = res.exit_code
         if res.timed_out:
             status = f"exit code: {code} (timed out after {limit:g}s: the command was killed)"
+        elif res.over_limit is not None:
+            status = f"exit code: {code} (killed: {res.over_limit})"
         elif code == 137:
             status = (
                 "exit code: 137 (killed by SIGKILL: likely the sandbox's memory cap of "

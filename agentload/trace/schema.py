@@ -93,7 +93,7 @@ class SessionRecord(_Model):
     end_reason: str | None = Field(
         default=None,
         description="why it ended: context_target, done, max_rounds, wall_budget, "
-        "endpoint_error, context_limit, length, interrupted, error",
+        "endpoint_error, context_limit, length, disk_quota, interrupted, error",
     )
     workspace: str | None = Field(default=None, description="workspace recipe")
     sandbox: str | None = Field(default=None, description="sandbox kind: docker or local")
