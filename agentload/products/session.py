@@ -44,6 +44,7 @@ from agentload.products.install import Installed
 from agentload.products.placement import Placement
 from agentload.products.registry import LaunchContext, Product
 from agentload.record.sink import SessionOutcome
+from agentload.sandboxes import forward
 from agentload.sandboxes.choice import SandboxChoice
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ __all__ = ["INSIDE_PORT", "ProductRun", "run_product_session"]
 
 INSIDE_PORT = 8100
 """The port the agent's base URL names inside a Docker sandbox (``forward.py`` listens there)."""
-_FORWARD = Path(__file__).with_name("forward.py")
+_FORWARD = Path(forward.__file__)
 _ROUTE_DIR = "/opt/agentload"
 _NOBODY = 65534
 _TAIL_LINES = 3

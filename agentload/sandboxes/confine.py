@@ -4,8 +4,9 @@
 environment; that script builds the namespaces (see its docstring) and hands back, over a Unix
 socketpair, a listening socket on ``127.0.0.1:PORT`` **inside** the sandbox's network namespace
 for each allowed port. A ``Bridge`` accepts on those and pipes each connection to the real
-``127.0.0.1:PORT`` on the host (at most ``MAX_CONNECTIONS`` at a time, all closed when the command
-ends): the recording proxy's listener is the only thing a confined command can reach.
+``127.0.0.1:PORT`` on the host (``forward.Pair``, as Docker's way out does in its container;
+at most ``MAX_CONNECTIONS`` at a time, all cut when the command ends): the recording proxy's
+listener is the only thing a confined command can reach.
 
 ``unavailable()`` says why the kernel refuses the namespaces here (None when it allows them):
 ``generate --agent`` with ``--sandbox local`` refuses to run unconfined.
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentload.errors import SandboxError
+from agentload.sandboxes.forward import Pair
 
 __all__ = ["MAX_CONNECTIONS", "Bridge", "Confined", "start", "unavailable"]
 
@@ -66,7 +68,7 @@ class Bridge:
 
     listeners: list[socket.socket]
     ports: Sequence[int]
-    _conns: set[socket.socket] = field(default_factory=set)
+    _pairs: set[Pair] = field(default_factory=set)
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _closed: bool = False
@@ -85,7 +87,7 @@ class Bridge:
             except OSError:  # closed
                 return
             with self._lock:
-                full = self._closed or len(self._conns) >= 2 * MAX_CONNECTIONS
+                full = self._closed or len(self._pairs) >= MAX_CONNECTIONS
             if full:
                 conn.close()
                 continue
@@ -95,41 +97,32 @@ class Bridge:
                 conn.close()
                 continue
             up.settimeout(None)
+            pair = Pair(conn, up, self._ended)
             with self._lock:
                 closed = self._closed  # (``close`` may have taken its list since the check)
                 if not closed:
-                    self._conns |= {conn, up}
+                    self._pairs.add(pair)
             if closed:
                 conn.close()
                 up.close()
                 continue
-            for src, dst in ((conn, up), (up, conn)):
-                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+            pair.start()
 
-    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
+    def _ended(self, pair: Pair) -> None:
         with self._lock:
-            self._conns.discard(src)
-            done = dst not in self._conns
-        if done:  # the other direction ended too
-            src.close()
-            dst.close()
+            self._pairs.discard(pair)
 
     def close(self) -> None:
         """Stop accepting and cut every connection."""
         with self._lock:
             self._closed = True
-            conns = list(self._conns)
-        for sock in [*self.listeners, *conns]:
+            pairs = list(self._pairs)
+        for sock in self.listeners:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
+        for pair in pairs:
+            pair.cut()
         for t in self._threads:
             t.join(timeout=5)
 

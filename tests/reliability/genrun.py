@@ -111,3 +111,18 @@ def one_line_exit_2(argv: Sequence[str]) -> str:
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("agentload: error: "), shown
     return lines[0]
+
+
+def survivors(token: str) -> list[str]:
+    """The processes (but this one) whose command line holds ``token``: ``PID: ARGV``."""
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read()
+        except OSError:
+            continue
+        if token.encode() in cmd and int(pid) != os.getpid():
+            words = cmd.replace(b"\0", b" ").decode(errors="replace")
+            out.append(f"{pid}: {words}")
+    return out

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from genrun import survivors
 
 from agentload.trace.trace import load_trace
 
@@ -92,20 +93,6 @@ def other_port() -> Iterator[tuple[int, list[bytes]]]:
     srv.close()
 
 
-def _survivors(token: str) -> list[str]:
-    out = []
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmd = fh.read()
-        except OSError:
-            continue
-        if token.encode() in cmd and int(pid) != os.getpid():
-            words = cmd.replace(b"\0", b" ").decode(errors="replace")
-            out.append(f"{pid}: {words}")
-    return out
-
-
 def _sockets() -> list[str]:
     docker = os.environ.get("DOCKER_HOST", "")
     paths = ["/var/run/docker.sock", "/run/docker.sock", "/var/tmp/agentload-docker/docker.sock"]
@@ -143,9 +130,9 @@ def test_a_hostile_agent_reaches_nothing_but_the_proxy_and_leaves_nothing(
         assert [r for r in reached if r == "port" or r in sockets] == [], reached
         assert json.loads(done.stdout.strip().splitlines()[-1])["sessions"][0]["calls"] == 1
         assert got == [], "another loopback port was reached"
-        assert _survivors(token) == []
+        assert survivors(token) == []
         time.sleep(6)  # the late writer's time, and more
-        assert _survivors(token) == []
+        assert survivors(token) == []
         written = [t for t in targets for t in (t, t + ".late") if os.path.exists(t)]
         assert written == []
     finally:
@@ -153,5 +140,5 @@ def test_a_hostile_agent_reaches_nothing_but_the_proxy_and_leaves_nothing(
             for p in (t, t + ".late"):
                 if os.path.exists(p):
                     os.unlink(p)
-        for line in _survivors(token):
+        for line in survivors(token):
             os.kill(int(line.split(":")[0]), 9)

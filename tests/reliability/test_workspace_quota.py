@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from genrun import survivors
 
 from agentload.trace.trace import load_trace
 
@@ -89,20 +90,6 @@ def _held(folder: Path) -> int:
     return total
 
 
-def _survivors(token: str) -> list[str]:
-    out = []
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmd = fh.read()
-        except OSError:
-            continue
-        if token.encode() in cmd and int(pid) != os.getpid():
-            words = cmd.replace(b"\0", b" ").decode(errors="replace")
-            out.append(f"{pid}: {words}")
-    return out
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_an_agent_that_fills_its_workspace_is_stopped_at_the_quota(
@@ -133,10 +120,10 @@ def test_an_agent_that_fills_its_workspace_is_stopped_at_the_quota(
         assert tail[-1].startswith("agentload: killed: "), tail[-3:]
         assert tail[-1].endswith(f"past the sandbox's disk quota of {QUOTA_MIB}.0 MiB"), tail[-1]
         assert held <= (QUOTA_MIB + SLACK_MIB) << 20, f"the host folder held {held >> 20} MiB"
-        assert _survivors(token) == []
+        assert survivors(token) == []
     finally:
         peak.stop()
-        for line in _survivors(token):
+        for line in survivors(token):
             os.kill(int(line.split(":")[0]), 9)
 
 

@@ -17,16 +17,31 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
 
 
-class _Pair:
-    """One agent connection and its proxy connection, closed when both directions ended."""
+class Pair:
+    """One agent connection and its proxy connection, piped both ways and closed when both
+    directions ended (then ``on_end`` is called). Also the confined local sandbox's bridge
+    (``sandboxes.confine``) on the host."""
 
-    def __init__(self, agent: socket.socket, proxy: socket.socket) -> None:
+    def __init__(
+        self,
+        agent: socket.socket,
+        proxy: socket.socket,
+        on_end: Callable[[Pair], None] | None = None,
+    ) -> None:
         self.agent, self.proxy = agent, proxy
+        self.on_end = on_end
         self._left = 2
         self._lock = threading.Lock()
+
+    def cut(self) -> None:
+        """Shut both connections down now (the pipes then end and close them)."""
+        for sock in (self.agent, self.proxy):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def start(self) -> None:
         for src, dst in ((self.agent, self.proxy), (self.proxy, self.agent)):
@@ -46,6 +61,8 @@ class _Pair:
         if last:
             self.agent.close()
             self.proxy.close()
+            if self.on_end is not None:
+                self.on_end(self)
 
 
 def _serve(listener: socket.socket, path: str) -> None:
@@ -63,7 +80,7 @@ def _serve(listener: socket.socket, path: str) -> None:
             conn.close()
             proxy.close()
             continue
-        _Pair(conn, proxy).start()
+        Pair(conn, proxy).start()
 
 
 def main(argv: list[str]) -> int:
