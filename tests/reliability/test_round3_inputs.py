@@ -11,6 +11,7 @@ import resource
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from genrun import one_line_exit_2
@@ -27,13 +28,16 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return agentic_trace(tmp_path_factory.mktemp("t") / "t.agentload.jsonl.zst", sessions=1)
 
 
-def _cli(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+def _cli(
+    argv: list[str], stdout: Any = subprocess.PIPE, **kw: Any
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "agentload", *argv],
-        capture_output=kw.pop("capture", True),  # type: ignore[arg-type]
+        stdout=stdout,
+        stderr=subprocess.PIPE,
         text=True,
         timeout=180,  # (a hang is the failure; the YAML refusal takes ~8 s, more under load)
-        **kw,  # type: ignore[call-overload]
+        **kw,
     )
 
 
@@ -58,26 +62,10 @@ def test_stdout_that_cannot_be_written_is_one_line(
     if argv[0] == "trace":
         argv = [*argv, str(trace)]
     if closed:  # the shell's ``>&-``
-        proc = subprocess.run(
-            [sys.executable, "-m", "agentload", *argv],
-            stdout=None,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-            pass_fds=(),
-            preexec_fn=lambda: os.close(1),
-        )
-        why = "closed"
+        proc, why = _cli(argv, stdout=None, preexec_fn=lambda: os.close(1)), "closed"
     else:
         with open("/dev/full", "w") as full:
-            proc = subprocess.run(
-                [sys.executable, "-m", "agentload", *argv],
-                stdout=full,
-                stderr=subprocess.PIPE,
-                text=True,
-                timeout=60,
-            )
-        why = "No space left on device"
+            proc, why = _cli(argv, stdout=full), "No space left on device"
     assert _one_line(proc) == f"agentload: error: stdout: cannot write ({why})"
 
 
