@@ -32,9 +32,11 @@ __all__ = [
     "Why",
     "check_yaml_nodes",
     "load_bounded",
+    "open_fd",
     "read_bytes",
     "read_document",
     "read_fd",
+    "regular_fd",
     "safe_load",
     "why_unreadable",
 ]
@@ -148,7 +150,7 @@ def read_bytes(
 ) -> bytes:
     """The bytes of the regular file ``path`` (see the module docstring)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_fd(path)
     except OSError as exc:
         raise error(f"{label}: cannot read: {exc.strerror or exc}") from None
     try:
@@ -190,21 +192,34 @@ class Unreadable(Exception):
         self.why = why
 
 
-def read_fd(fd: int, limit: int) -> bytes:
-    """The bytes of the open file ``fd`` (closed after), a regular file of at most ``limit``
-    bytes; ``Unreadable`` otherwise. The one bounded read that every host-side reader of a
-    file it does not trust uses (``read_bytes``; ``tools.wsfs``)."""
+def open_fd(path: str | os.PathLike[str]) -> int:
+    """``path`` opened for reading without blocking (a FIFO never hangs the opener);
+    ``OSError`` when it cannot be opened."""
+    return os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+
+
+def regular_fd(fd: int, limit: int | None = None) -> os.stat_result:
+    """The stat of the open file ``fd`` when it is a regular file (of at most ``limit`` bytes);
+    else ``fd`` is closed and ``Unreadable`` raised."""
     try:  # checked before fdopen, which refuses a directory with its own error
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
             raise Unreadable(Why.DIRECTORY)
         if not stat.S_ISREG(st.st_mode):
             raise Unreadable(Why.NOT_REGULAR)
-        if st.st_size > limit:
+        if limit is not None and st.st_size > limit:
             raise Unreadable(Why.TOO_BIG)
     except BaseException:
         os.close(fd)
         raise
+    return st
+
+
+def read_fd(fd: int, limit: int) -> bytes:
+    """The bytes of the open file ``fd`` (closed after), a regular file of at most ``limit``
+    bytes; ``Unreadable`` otherwise. The one bounded read that every host-side reader of a
+    file it does not trust uses (``read_bytes``; ``tools.wsfs``)."""
+    regular_fd(fd, limit)
     with os.fdopen(fd, "rb") as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:

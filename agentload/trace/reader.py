@@ -14,7 +14,6 @@ truncated too. Line numbers count lines of the decompressed stream, 1-based.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ import zstandard
 from pydantic import ValidationError
 
 from agentload.errors import SchemaVersionError, TraceFormatError
+from agentload.infile import Unreadable, open_fd, regular_fd
 from agentload.trace.events import EventKind
 from agentload.trace.schema import (
     SCHEMA_MAJOR,
@@ -293,12 +293,12 @@ class TraceReader:
         """The trace file, opened without blocking (a FIFO never hangs the reader) and only
         when it is a regular file (``/dev/zero``, a FIFO or a socket is refused)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = open_fd(self.path)
+            regular_fd(fd)
         except OSError as exc:
             raise TraceFormatError(f"{self.path}: cannot open: {exc.strerror or exc}") from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise TraceFormatError(f"{self.path}: not a regular file (a trace is a file)")
+        except Unreadable:
+            raise TraceFormatError(f"{self.path}: not a regular file (a trace is a file)") from None
         return os.fdopen(fd, "rb")
 
     @staticmethod
