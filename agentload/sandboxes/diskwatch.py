@@ -26,7 +26,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-__all__ = ["FAST_PERIOD_S", "PERIOD_S", "DiskWatch", "quota_reason", "size_text", "tree_bytes"]
+from agentload.outfile import human_bytes
+
+__all__ = ["FAST_PERIOD_S", "PERIOD_S", "DiskWatch", "quota_reason", "tree_bytes"]
 
 PERIOD_S = 0.02
 FAST_PERIOD_S = 0.005
@@ -34,14 +36,9 @@ _WALK_SHARE = 0.1
 """The most of its time the watch spends walking (a workspace of many files is walked less often)."""
 
 
-def size_text(n: int) -> str:
-    """``2.0 GiB``, ``64.0 MiB``."""
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
-
-
 def quota_reason(limit: int) -> str:
     """The session's end detail when its workspace passed ``limit`` bytes."""
-    return f"workspace over its disk quota ({size_text(limit)})"
+    return f"workspace over its disk quota ({human_bytes(limit)})"
 
 
 def tree_bytes(roots: Sequence[str], stop_past: int | None = None) -> int:
@@ -104,8 +101,8 @@ class DiskWatch:
     def note(self) -> str:
         """The line the command's output ends with when it was killed."""
         return (
-            f"agentload: killed: {size_text(self.tripped or 0)} written into the workspace, "
-            f"past the sandbox's disk quota of {size_text(self.limit)}\n"
+            f"agentload: killed: {human_bytes(self.tripped or 0)} written into the workspace, "
+            f"past the sandbox's disk quota of {human_bytes(self.limit)}\n"
         )
 
     def noted(self, output: bytes) -> bytes:
