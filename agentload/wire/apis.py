@@ -60,7 +60,8 @@ _UNRECORDED_PATHS: dict[str, Unrecorded] = {
     "/api/generate": "ollama",
 }
 _AZURE = re.compile(
-    r"/openai/deployments/([^/]+)/(chat/completions|responses|embeddings|completions)$"
+    r"/openai/deployments/([^/]+)/(chat/completions|responses|embeddings|completions)$",
+    re.IGNORECASE,
 )
 """Azure OpenAI's ``/openai/deployments/{deployment}/{operation}`` (``?api-version=`` in the
 query): the deployment stands for the model."""
@@ -91,12 +92,9 @@ def match_path(path: str) -> str:
 
 
 def _azure(path: str) -> tuple[str, str] | None:
-    low = path.lower()
-    m = _AZURE.search(path) or (_AZURE.search(low) if len(low) == len(path) else None)
-    if m is None:
-        return None
-    start = m.start(1)  # the deployment as written (the match may be of the lower-case form)
-    return path[start : start + len(m.group(1))], m.group(2).lower()
+    """The deployment as written and the operation (lower-case) of an Azure path."""
+    m = _AZURE.search(path)
+    return (m.group(1), m.group(2).lower()) if m else None
 
 
 def azure_deployment(path: str) -> str | None:
