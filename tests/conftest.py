@@ -107,9 +107,13 @@ host, AIPerf's CPU and memory): under pytest-xdist (pyproject's ``-n 2 --dist lo
 group runs on one worker, one test at a time."""
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """AIPerf tests, then engine tests, run last: CI installs AIPerf and builds the engine in the
-    background while the other tests run. Tests of a ``SERIAL_GROUPS`` marker share a worker."""
+    background while the other tests run. Tests of a ``SERIAL_GROUPS`` marker share a worker.
+
+    First of the hooks: pytest-xdist's worker reads the group marks in its own hook of this name
+    (registered after this file, so called before it unless this one goes first)."""
     items.sort(
         key=lambda item: (
             item.get_closest_marker("engine") is not None,
