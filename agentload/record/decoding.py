@@ -1,11 +1,11 @@
 """Compressed bodies read for the recording, bounded (``Decoder``, ``decode``).
 
-An agent may compress its request body (``Content-Encoding: gzip``, ``deflate``, ``zstd``), and
-an upstream its answer although the proxy asked for none. The proxy forwards the bytes as they
-came either way; the recorder reads them through a ``Decoder``, which stops at ``MAX_DECODED``
-bytes of output: a small body that inflates without end (a decompression bomb) costs at most
-that much memory and is noted as not read, never held whole. ``br`` is not read (no brotli
-module is among agentload's dependencies): such a body is noted as not read.
+An agent may compress its request body (``Content-Encoding: gzip``, ``deflate``, ``zstd``,
+``br``), and an upstream its answer although the proxy asked for none. The proxy forwards the
+bytes as they came either way; the recorder reads them through a ``Decoder``, which stops at
+``MAX_DECODED`` bytes of output: a small body that inflates without end (a decompression bomb)
+costs at most that much memory and is noted as not read, never held whole. Any other coding is
+noted as not read.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 
+import brotli
 import zstandard
 
 from agentload.errors import WireError
@@ -57,7 +58,7 @@ class Decoder:
         room = self.limit - self.total
         try:
             got = step(data, room + 1)
-        except (zlib.error, zstandard.ZstdError) as exc:
+        except (zlib.error, zstandard.ZstdError, brotli.error) as exc:
             raise WireError(f"body not readable: {self.coding}: {exc}") from None
         if len(got) > room:
             raise WireError(
@@ -96,14 +97,29 @@ def _zstd() -> _Step:
     return step
 
 
+def _brotli() -> _Step:
+    d = brotli.Decompressor()
+
+    def step(data: bytes, most: int) -> bytes:
+        out: bytes = d.process(data, output_buffer_limit=most + 1)
+        return out if d.can_accept_more_data() else out + b"+"  # more held back: past the limit
+
+    return step
+
+
+_CODINGS: dict[str, Callable[[], _Step]] = {"zstd": _zstd, "br": _brotli}
+_CODINGS.update(dict.fromkeys(_ZLIB, _zlib))
+
+
 def _step(coding: str) -> _Step:
     """A fresh decompressor of one coding."""
-    if coding in _ZLIB:
-        return _zlib()
-    if coding == "zstd":
-        return _zstd()
-    why = " (agentload reads gzip, deflate and zstd)" if coding == "br" else ""
-    raise WireError(f"body not readable: content-encoding {coding[:40]}{why}")
+    make = _CODINGS.get(coding)
+    if make is None:
+        raise WireError(
+            f"body not readable: content-encoding {coding[:40]}"
+            " (agentload reads gzip, deflate, zstd and br)"
+        )
+    return make()
 
 
 def decode(data: bytes, coding: str, limit: int = MAX_DECODED) -> bytes:

@@ -3,7 +3,7 @@
 A hostile probe found POSTs answered 200 through the proxy that were recorded wrongly or not
 as calls: a chat path in capitals, with ``//``, a ``;param`` or an encoded trailing slash, an
 Azure deployment's path; legacy Completions, embeddings and Ollama's ``/api/chat`` were
-counted as requests to no API; a gzip or zstd request body was forwarded but counted as unread
+counted as requests to no API; a gzip, zstd (or br) request body was forwarded but counted as unread
 ("str is not valid UTF-8"). Now each LLM call is recorded (messages and reply), each other
 kind is counted as what it is, and the upstream still gets the request as the agent wrote it:
 its path and its bytes.
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import brotli
 import pytest
 import zstandard
 
@@ -73,6 +74,7 @@ _CODERS: dict[str, Callable[[bytes], bytes]] = {
     "gzip": gzip.compress,
     "zstd": zstandard.ZstdCompressor().compress,
     "deflate": zlib.compress,
+    "br": brotli.compress,
 }
 
 
@@ -278,10 +280,11 @@ def test_a_compressed_request_body_is_recorded_and_forwarded_as_sent(
     assert trace.messages(call) == CHAT["messages"] and _reply(trace, call) == REPLY
 
 
-def test_an_answer_compressed_with_zstd_although_identity_was_asked_is_read(
-    record_proxy: Callable[..., Any], upstream: Upstream
+@pytest.mark.parametrize("coding", ["zstd", "br"])
+def test_an_answer_compressed_although_identity_was_asked_is_read(
+    record_proxy: Callable[..., Any], upstream: Upstream, coding: str
 ) -> None:
-    headers = {"x-test-answer-coding": "zstd"}
+    headers = {"x-test-answer-coding": coding}
     _, trace = _run(
         record_proxy, upstream, [("/v1/chat/completions", json.dumps(CHAT).encode(), headers)]
     )
@@ -322,7 +325,9 @@ def test_the_decoder_stops_a_bomb_within_its_limit() -> None:
     co = zlib.compressobj(9, wbits=31)
     zeros = b"\0" * (1 << 24)
     gz = b"".join(co.compress(zeros) for _ in range(64)) + co.flush()
-    for coding, data in (("zstd", _zstd_bomb(4)), ("gzip", gz)):
+    br = brotli.Compressor(quality=5)
+    brb = b"".join(br.process(zeros) for _ in range(64)) + br.finish()  # 1 GiB in 2 KiB
+    for coding, data in (("zstd", _zstd_bomb(4)), ("gzip", gz), ("br", brb)):
         tracemalloc.start()
         tracemalloc.reset_peak()  # (tracing may have been on already: PYTHONTRACEMALLOC)
         try:
