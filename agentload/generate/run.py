@@ -41,6 +41,7 @@ from agentload.generate.calibrate import TokenRatio, calibrate
 from agentload.generate.options import GenerateOptions, check_options
 from agentload.masking import redact_url
 from agentload.outfile import output_dir, write_errors
+from agentload.sandboxes import sandbox_ready
 from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
 from agentload.tokenizer import ChatTokenCounter
 from agentload.trace import make_header
@@ -200,7 +201,11 @@ async def generate(opts: GenerateOptions, progress: ProgressSink | None = None) 
         raise ConfigError(
             "--ray runs through generate.ray_driver.generate_on_ray, not run.generate"
         )
-    return await _run(run_spec(opts), progress)
+    spec = run_spec(opts)
+    # A missing Docker daemon or image is one line before the endpoint is probed and any
+    # session starts, not an error printed after "s0-0: started".
+    await asyncio.to_thread(sandbox_ready, spec.kind, opts.scenario.sandbox)
+    return await _run(spec, progress)
 
 
 def run_spec(opts: GenerateOptions) -> RunSpec:

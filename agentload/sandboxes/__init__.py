@@ -30,6 +30,7 @@ __all__ = [
     "get_sandbox_class",
     "install_signal_handlers",
     "open_sandbox",
+    "sandbox_ready",
 ]
 
 _SANDBOX_MAPPING = {
@@ -62,6 +63,28 @@ def _warn_local() -> None:
             file=sys.stderr,
             flush=True,
         )
+
+
+def sandbox_ready(kind: str, settings: SandboxSpec) -> None:
+    """What ``open_sandbox(kind, ...)`` will need, checked once before a run's sessions start:
+    for ``docker`` a daemon that answers (``DockerUnavailableError``), and for ``docker`` or an
+    ``auto`` that finds one, the image (``SandboxError`` when a named one is missing; the offline
+    image is built now, once)."""
+    if kind not in ("auto", "docker"):
+        return
+    from agentload.sandboxes.docker_host import connect_docker
+    from agentload.sandboxes.image import ensure_image
+
+    try:
+        client = connect_docker(timeout=30)
+    except DockerUnavailableError:
+        if kind == "docker":
+            raise
+        return
+    try:
+        ensure_image(client, settings.image)
+    finally:
+        client.close()
 
 
 def open_sandbox(

@@ -90,11 +90,13 @@ def choose_sandbox(kind: str, settings: SandboxSpec, origin: str = "--sandbox") 
 
 def _image_view(client: object, tag: str | None) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
     """What a command sees of the host in image ``tag`` (None: the offline image) and its PATH."""
-    from agentload.sandboxes.image import host_mounts, image_info, image_path
+    from agentload.sandboxes.image import host_mounts, image_info, image_path, missing_image
 
     if tag is None:
         return tuple(host_mounts()), tuple(image_path().split(":"))
     info = image_info(client, tag)
-    if info is None or not info.built_here:  # the user's own image (or none yet: an error later)
+    if info is None:  # refused now, before any session starts
+        raise missing_image(tag)
+    if not info.built_here:  # the user's own image
         return (), None
     return info.mounts, None

@@ -41,6 +41,7 @@ __all__ = [
     "host_mounts",
     "image_info",
     "image_path",
+    "missing_image",
 ]
 
 IMAGE_LABEL = "agentload.image"
@@ -230,6 +231,14 @@ def _verify(client: Any, info: ImageInfo) -> None:
 _build_lock = threading.Lock()
 
 
+def missing_image(tag: str) -> SandboxError:
+    """The error for a named image this Docker host does not hold."""
+    return SandboxError(
+        f"image {tag} is not on this Docker host (no registry is assumed: "
+        "build or load it first; `agentload sandbox build` makes the offline image)"
+    )
+
+
 def ensure_image(
     client: Any, tag: str | None = None, progress: Callable[[str], None] | None = None
 ) -> ImageInfo:
@@ -243,10 +252,7 @@ def _ensure(client: Any, tag: str | None, progress: Callable[[str], None] | None
     if tag is not None:
         info = image_info(client, tag)
         if info is None:
-            raise SandboxError(
-                f"image {tag} is not on this Docker host (no registry is assumed: "
-                "build or load it first; `agentload sandbox build` makes the offline image)"
-            )
+            raise missing_image(tag)
         if not info.built_here:
             return info
         if info.mounts and all(Path(m).exists() for m in info.mounts):

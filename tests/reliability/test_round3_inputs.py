@@ -2,7 +2,8 @@
 or a silent exit 0 is one ``agentload: error:`` line and exit 2: stdout that cannot be written
 (``/dev/full``, closed), hosts no resolver takes (a bad IDN label, a 64-character label), a
 300-character file name, an override of 5,000 digits, a ``--scrape-metrics`` that is no URL,
-FIFOs and devices named as inputs, and a YAML list of millions of items."""
+FIFOs and devices named as inputs, and a YAML list of millions of items. A Docker daemon or image
+that is missing was an error printed after ``s0-0: started``: now it is the one line, first."""
 
 from __future__ import annotations
 
@@ -112,6 +113,35 @@ def test_a_300_character_file_name_is_one_line(argv: list[str]) -> None:
 def test_an_override_of_5000_digits_is_one_line() -> None:
     line = one_line_exit_2(["generate", "-n", "1", "-c", "seed=" + "9" * 5000, "--endpoint", DEAD])
     assert "-c" in line and "a value cannot be read" in line and "digits" in line, line
+
+
+# -- a sandbox that cannot open: one line before any session starts ---------------------------
+
+AGENTS = ["langgraph", "cmd:true"]
+"""Our own agent (its sessions open their sandboxes) and an agent product (its run chooses one)."""
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_no_docker_daemon_is_one_line_before_any_session(tmp_path: Path, agent: str) -> None:
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/agentload-49.sock"}
+    argv = ["generate", "--agent", agent, "--sandbox", "docker", "-o", str(tmp_path)]
+    proc = _cli(argv, env=env)
+    line = _one_line(proc)
+    assert "no Docker daemon answers" in line and "started" not in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("sandbox", ["docker", "auto"])
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_missing_image_is_one_line_before_any_session(
+    docker_client: Any, tmp_path: Path, agent: str, sandbox: str
+) -> None:
+    image = "agentload-no-such-image:49"
+    argv = ["generate", "--agent", agent, "--sandbox", sandbox, "-o", str(tmp_path)]
+    proc = _cli([*argv, "-c", f"sandbox.image={image}"])
+    line = _one_line(proc)
+    assert f"image {image} is not on this Docker host" in line, line
+    assert "started" not in proc.stdout, proc.stdout
+    assert not any(tmp_path.iterdir()), sorted(p.name for p in tmp_path.iterdir())
 
 
 def test_a_scrape_url_that_is_no_url_is_refused(trace: Path) -> None:
