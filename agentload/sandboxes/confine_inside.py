@@ -7,7 +7,9 @@ Standard library only, run by path with a scrubbed environment (never ``-m agent
 It ``unshare``s a mount, a network and a pid namespace (and a user namespace mapping only its own
 uid when it is not root), makes every mount read-only, puts fresh private tmpfs over ``/tmp``,
 ``/var/tmp`` and ``/dev/shm`` and empty read-only ones over ``/run`` and ``/var/run`` (and the
-Docker socket of ``DOCKER_HOST``), binds the writable folders (workspace, private home) back at
+Docker socket of ``DOCKER_HOST``), puts ``/dev/null`` over every other Unix socket bound on the
+host when it starts (the host's ``/proc/net/unix``, read before the network namespace changes;
+abstract sockets belong to a network namespace and are out of reach anyway), binds the writable folders (workspace, private home) back at
 their paths and the read-only ones (an installed agent) too, brings ``lo`` up and listens on
 ``127.0.0.1:PORT`` for each port it is given. It hands those listeners to the host over the
 control socket (the host pipes each connection to the real port), then forks the namespace's
@@ -27,6 +29,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import struct
 import sys
 from typing import Any
@@ -39,6 +42,8 @@ MS_REC, MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 16384, 1 << 18, 1 << 21, 1 << 
 _KEPT = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
          "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}  # fmt: skip
 _NOBODY = 65534
+_MAX_SOCKETS = 4096
+"""The most host sockets masked (a host with more is refused, not half masked)."""
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -97,8 +102,32 @@ def _mkdirs(path: str) -> None:
     os.makedirs(path, mode=0o755, exist_ok=True)
 
 
+def host_sockets() -> list[str]:
+    """The paths of the Unix sockets bound on the host (this network namespace's)."""
+    with open("/proc/net/unix", "rb") as fh:
+        rows = fh.read(64 << 20).decode(errors="surrogateescape").splitlines()[1:]
+    paths = [r.split(None, 7)[7] for r in rows if len(r.split(None, 7)) == 8]
+    paths = list(dict.fromkeys(p for p in paths if p.startswith("/")))
+    if len(paths) > _MAX_SOCKETS:
+        raise Refused(f"{len(paths)} Unix sockets on the host: over {_MAX_SOCKETS} to mask")
+    return paths
+
+
+def mask_sockets(paths: list[str]) -> None:
+    """``/dev/null`` over each path that is still a socket here (one under a masked folder is
+    gone already)."""
+    for path in paths:
+        try:
+            if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                continue
+        except OSError:  # gone, or under a folder we may not search
+            continue
+        mount("/dev/null", path, None, MS_BIND)
+
+
 def mask(spec: dict[str, Any]) -> None:
-    """Private tmpfs over the shared scratch folders, empty read-only ones over the sockets."""
+    """Private tmpfs over the shared scratch folders, empty read-only ones over the sockets'
+    folders."""
     size = f"size={int(spec['tmpfs_bytes'])},mode=1777"
     for path in spec["scratch"]:
         if os.path.isdir(path) and not os.path.islink(path):
@@ -141,11 +170,13 @@ def loopback(ports: list[int]) -> list[socket.socket]:
 def setup(spec: dict[str, Any]) -> list[socket.socket]:
     """Everything but ``/proc`` and the command (see the module docstring)."""
     root = os.geteuid() == 0
+    sockets = host_sockets()  # the host's: read before the new network namespace
     unshare(root)
     keep = [*spec["writable"], *spec["readable"]]
     fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in keep if os.path.isdir(p)}
     read_only_everywhere()
     mask(spec)
+    mask_sockets(sockets)
     bind_back(fds, spec["writable"])
     return loopback(spec["ports"])
 

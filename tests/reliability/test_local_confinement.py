@@ -1,5 +1,6 @@
 """A hostile agent (``generate --agent 'cmd:...'``) in the local sandbox and in Docker: it writes
-wherever it can, dials another loopback port and the host's Docker socket, and leaves daemons
+wherever it can, dials another loopback port, the host's Docker socket and a Unix socket anyone
+may reach in a folder no sandbox masks by name, and leaves daemons
 behind (``env -i setsid``, a double fork, a late writer). After the run, nothing of the host
 outside the workspace was written, only the recording proxy was reachable (its calls are in the
 trace), and no process of the agent is alive; the late writer's file never appears.
@@ -93,6 +94,37 @@ def other_port() -> Iterator[tuple[int, list[bytes]]]:
     srv.close()
 
 
+@pytest.fixture
+def host_socket() -> Iterator[tuple[str, list[bytes]]]:
+    """A Unix socket any user may connect to, bound on this host outside every folder the
+    confined sandbox masks (as a daemon's in ``/var/lib`` or a home folder)."""
+    base = Path("/var/lib") if os.access("/var/lib", os.W_OK) else Path.home()
+    folder = base / f"agentload-hostile-{uuid.uuid4().hex[:8]}"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    path = str(folder / "s.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    os.chmod(path, 0o777)
+    srv.listen(8)
+    got: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            got.append(b"(connected)")
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield path, got
+    srv.close()
+    os.unlink(path)
+    folder.rmdir()
+
+
 def _sockets() -> list[str]:
     docker = os.environ.get("DOCKER_HOST", "")
     paths = ["/var/run/docker.sock", "/run/docker.sock", "/var/tmp/agentload-docker/docker.sock"]
@@ -104,7 +136,11 @@ def _sockets() -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_hostile_agent_reaches_nothing_but_the_proxy_and_leaves_nothing(
-    kind: str, request: pytest.FixtureRequest, other_port: tuple[int, list[bytes]], tmp_path: Path
+    kind: str,
+    request: pytest.FixtureRequest,
+    other_port: tuple[int, list[bytes]],
+    host_socket: tuple[str, list[bytes]],
+    tmp_path: Path,
 ) -> None:
     if kind == "docker":
         request.getfixturevalue("docker_client")
@@ -113,7 +149,7 @@ def test_a_hostile_agent_reaches_nothing_but_the_proxy_and_leaves_nothing(
     targets = [f"{d}/agentload-hostile-{token}" for d in names]
     port, got = other_port
     script = base64.b64encode(_AGENT.encode()).decode()
-    sockets = _sockets()
+    sockets = [*_sockets(), host_socket[0]]
     args = [token, json.dumps(targets), str(port), json.dumps(sockets)]
     quoted = " ".join("'" + a + "'" for a in args)
     agent = f"cmd:echo {script} | base64 -d > agent.py && python3 agent.py {quoted}"
@@ -130,6 +166,7 @@ def test_a_hostile_agent_reaches_nothing_but_the_proxy_and_leaves_nothing(
         assert [r for r in reached if r == "port" or r in sockets] == [], reached
         assert json.loads(done.stdout.strip().splitlines()[-1])["sessions"][0]["calls"] == 1
         assert got == [], "another loopback port was reached"
+        assert host_socket[1] == [], "a host Unix socket was reached"
         assert survivors(token) == []
         time.sleep(6)  # the late writer's time, and more
         assert survivors(token) == []
