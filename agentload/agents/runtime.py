@@ -59,6 +59,9 @@ class ToolRunner(Protocol):
     """Runs one tool by name (``agentload.tools.Toolbox`` satisfies it); never raises for tool
     errors: they come back as text for the model."""
 
+    over_limit: str | None
+    """Set once a command was killed past the sandbox's disk quota: why (the session ends)."""
+
     async def call(self, name: str, arguments: str | dict[str, Any]) -> Any: ...
 
 

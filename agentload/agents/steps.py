@@ -289,7 +289,7 @@ async def run_tool(
         facts=replace(facts, raw_arguments=tool_call.get("raw_arguments")),
         model_call_id=model_id or None,
     )
-    over = getattr(rt.toolbox, "over_limit", None)
+    over = rt.toolbox.over_limit
     if over is not None:  # the sandbox killed the command past its disk quota
         raise SessionEnd(EndReason.DISK_QUOTA, over)
     return ToolOutcome(index=index, tool_call_id=rid, text=text, depends_id=rid)
