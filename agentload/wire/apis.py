@@ -30,13 +30,14 @@ ENGINE_FIELDS = ("ignore_eos", "min_tokens")
 request whatever its API: a Responses, Messages or Gemini body's chat form keeps them."""
 
 API_PATHS: dict[str, Api] = {
-    "/v1/chat/completions": "chat",
-    "/v1/responses": "responses",
+    "/chat/completions": "chat",
+    "/responses": "responses",
     "/v1/messages": "messages",
-    "/openai/responses": "responses",
 }
-"""Path ends of each API (compared case-insensitively with ``match_path``'s form); Azure
-OpenAI's ``/openai/responses`` (the deployment in the body's ``model``) among them."""
+"""Path ends of each API (compared case-insensitively with ``match_path``'s form), after any
+prefix: ``/v1/chat/completions``, a gateway's ``/openai/v1/chat/completions``, and the bare
+``/chat/completions`` and ``/responses`` an OpenAI SDK sends to a base URL without ``/v1``;
+Azure OpenAI's ``/openai/responses`` (the deployment in the body's ``model``) among them."""
 
 Unrecorded = Literal["embeddings", "completions", "ollama"]
 """A known API whose requests are relayed and counted but recorded as no call: ``embeddings``

@@ -185,6 +185,7 @@ def _reply(trace: Trace, call: Any) -> Any:
     "target",
     [
         "/V1/CHAT/COMPLETIONS",
+        "/chat/completions",  # an OpenAI SDK given a base URL without /v1
         "/v1/chat//completions",
         "/v1/chat/completions%2F",
         "/v1/chat/completions;x=1",
@@ -205,6 +206,16 @@ def test_a_chat_call_on_a_path_of_another_shape_is_recorded_and_forwarded_as_wri
     assert _reply(trace, call) == REPLY
     assert call.request.api == "chat"
     assert call.request.model == ("gpt-4o-prod" if azure else "m")  # the deployment, if none
+
+
+def test_a_responses_call_without_v1_is_recorded(
+    record_proxy: Callable[..., Any], upstream: Upstream
+) -> None:
+    body = json.dumps({"model": "m", "input": "Say hello."}).encode()
+    _, trace = _run(record_proxy, upstream, [("/responses", body, {})])
+    [call] = trace.calls.values()
+    assert call.request.api == "responses" and call.request.model == "m"
+    assert trace.messages(call) == [{"role": "user", "content": "Say hello."}]
 
 
 def test_an_azure_responses_call_is_recorded_with_the_deployment_as_its_model(
