@@ -21,6 +21,7 @@ The private scratch tmpfs (``/tmp`` and friends) are bounded by their own ``size
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -28,10 +29,18 @@ from collections.abc import Callable, Sequence
 
 from agentload.outfile import human_bytes
 
-__all__ = ["FAST_PERIOD_S", "PERIOD_S", "DiskWatch", "quota_reason", "tree_bytes"]
+__all__ = [
+    "FAST_PERIOD_S",
+    "PERIOD_S",
+    "DiskWatch",
+    "hurry_this_thread",
+    "quota_reason",
+    "tree_bytes",
+]
 
 PERIOD_S = 0.02
 FAST_PERIOD_S = 0.005
+_NICE = -10
 _WALK_SHARE = 0.1
 """The most of its time the watch spends walking (a workspace of many files is walked less often)."""
 
@@ -68,6 +77,13 @@ def tree_bytes(roots: Sequence[str], stop_past: int | None = None) -> int:
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(entry.path)
     return total
+
+
+def hurry_this_thread() -> None:
+    """This thread ahead of busy ones (nice -10: allowed as root, else left as it is): a writer
+    as fast as the disk (or memory) adds tens of MiB in each slice of CPU a watch waits for."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _NICE)
 
 
 class DiskWatch:
@@ -111,14 +127,18 @@ class DiskWatch:
         return output + cut + self.note().encode()
 
     def _run(self) -> None:
+        hurry_this_thread()
         period = PERIOD_S
         while not self._stop.wait(period):
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             used = tree_bytes(self.roots, self.base + self.limit) - self.base
             if used > self.limit:
                 self.tripped = used
                 self.kill()
                 return
-            walked = time.perf_counter() - t0
+            # The walk's own CPU time, not the wall time: on a busy machine (or with the
+            # interpreter lock held elsewhere) a walk of a few files may take long to run, and
+            # counting that wait as walking stretched the period to seconds.
+            walked = time.thread_time() - t0
             period = FAST_PERIOD_S if used > self.limit // 2 else PERIOD_S
             period = max(period, walked * (1 - _WALK_SHARE) / _WALK_SHARE)

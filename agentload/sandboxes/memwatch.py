@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import threading
 
+from agentload.sandboxes.diskwatch import hurry_this_thread
 from agentload.sandboxes.reap import MARKER, sweep
 
 __all__ = ["FAST_PERIOD_S", "PERIOD_S", "MemoryWatch", "resident_bytes"]
@@ -99,6 +100,7 @@ class MemoryWatch:
         )
 
     def _run(self) -> None:
+        hurry_this_thread()
         period = PERIOD_S
         while not self._stop.wait(period):
             used = sum(resident_bytes(pid) for pid in self._members())

@@ -32,7 +32,8 @@ KINDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
 QUOTA_MIB = 64
 SLACK_MIB = 128
 """What a writer as fast as the disk may add between two looks of the watch (it looks every 5 ms
-past half the quota; ≈20 MiB on an idle machine, up to 70 MiB seen on a loaded 2-core one)."""
+past half the quota; ≈20 MiB on an idle machine, up to 46 MiB seen with two busy processes on
+2 cores: docs/reliability.md)."""
 
 _AGENT = r"""
 import os, subprocess, sys
