@@ -3,6 +3,8 @@ then adds a user namespace that maps only its own uid. Run here as ``nobody`` (t
 drops to uid 65534 before it starts the inside script), a command in it writes only its
 workspace, reaches only the port it was given (bridged out), not another loopback port, a
 world-writable host Unix socket or a host file it could write outside, and leaves no process.
+Where the kernel gives such a user no namespace, ``generate --agent`` with ``--sandbox local``
+(or ``auto`` without Docker) is one line and exit 2 before anything starts: never unconfined.
 """
 
 from __future__ import annotations
@@ -147,3 +149,34 @@ def test_a_command_confined_without_root_reaches_only_its_workspace_and_port(
     finally:
         for srv in (proxy, other, unix):
             srv.close()
+
+
+_NO_USERNS = (
+    "echo 1 > /proc/sys/user/max_user_namespaces && "
+    'exec unshare --user --map-user=65534 --map-group=65534 "$@"'
+)
+"""A user namespace whose own limit leaves none to make below it, entered as a uid that is not
+root there: a kernel that refuses the confinement to a user without root, as many do."""
+
+
+@pytest.mark.parametrize("sandbox", ["local", "auto"])
+def test_where_the_kernel_refuses_the_namespaces_an_agent_is_refused_in_one_line(
+    tmp_path: Path, sandbox: str
+) -> None:
+    argv = [sys.executable, "-m", "agentload", "generate", "--agent", "cmd:true",
+            "--sandbox", sandbox, "-o", str(tmp_path / "out")]  # fmt: skip
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/agentload-49.sock"}
+    outer = ["unshare", "--user", "--map-root-user", "sh", "-c", _NO_USERNS, "sh"]
+    try:
+        done = subprocess.run([*outer, *argv], capture_output=True, text=True, timeout=120,
+                              env=env, check=False)  # fmt: skip
+    except FileNotFoundError:
+        skip_or_fail("no unshare(1) here (util-linux)")
+    if "unshare failed" in done.stderr:
+        skip_or_fail(f"this kernel gives no user namespace to start from: {done.stderr.strip()}")
+    lines = [x for x in done.stderr.splitlines() if x.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
+    assert "cannot confine the agent here (unshare:" in lines[0], lines[0]
+    assert "an agent never runs unconfined" in lines[0], lines[0]
+    assert "started" not in done.stdout, done.stdout
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
