@@ -4,7 +4,8 @@
 # pip requirement), TIMEOUT (seconds an install may take), PY (the python that makes the venv),
 # NOTE (how long an install takes) and EXE (what `install` and `path` print), and defines
 # `installed` (cheap: is a complete install there?) and `imports` (does the installed tool import?
-# its output goes to $D/import.log). One install at a time (flock); a failed one leaves nothing.
+# its output goes to $D/import.log), and may define `pip_install` (its own pip steps into $VENV,
+# run under the timeout instead of `pip install $SPEC`; it sees only $VENV and what it names). One install at a time (flock); a failed one leaves nothing.
 VENV="$D/venv-$VERSION"
 OK="$VENV/.agentload-ok"  # written last: its presence means the install completed
 log() { echo "$TOOL: $*" >&2; }
@@ -20,7 +21,11 @@ pinned_install() {
   log "installing $SPEC into $VENV ($NOTE, once)"
   "$PY" -m venv "$VENV" >&2 || { rm -rf "$VENV"; die "could not create a venv with $PY"; }
   local rc=0
-  timeout "$TIMEOUT" "$VENV/bin/python" -m pip install -q "$SPEC" >"$D/install.log" 2>&1 || rc=$?
+  if declare -F pip_install >/dev/null; then  # the caller's own steps (scripts/dynamo.sh)
+    timeout "$TIMEOUT" bash -c "$(declare -f pip_install); VENV='$VENV'; pip_install" >"$D/install.log" 2>&1 || rc=$?
+  else
+    timeout "$TIMEOUT" "$VENV/bin/python" -m pip install -q "$SPEC" >"$D/install.log" 2>&1 || rc=$?
+  fi
   if [ "$rc" != 0 ]; then
     rm -rf "$VENV"
     [ "$rc" = 124 ] && die "pip install $SPEC did not finish within $TIMEOUT s (log: $D/install.log)"

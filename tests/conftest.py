@@ -101,16 +101,17 @@ def engine_required() -> bool:
     return os.environ.get("AGENTLOAD_REQUIRE_ENGINE", "") not in ("", "0")
 
 
-SERIAL_GROUPS = ("engine", "ray", "aiperf")
+SERIAL_GROUPS = ("engine", "ray", "aiperf", "dynamo")
 """Markers whose tests share one machine-wide resource (the one engine, Ray clusters on this
-host, AIPerf's CPU and memory): under pytest-xdist (pyproject's ``-n 2 --dist loadgroup``) each
-group runs on one worker, one test at a time."""
+host, AIPerf's CPU and memory, Dynamo's processes): under pytest-xdist (pyproject's ``-n 2
+--dist loadgroup``) each group runs on one worker, one test at a time."""
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """AIPerf tests, then engine tests, run last: CI installs AIPerf and builds the engine in the
-    background while the other tests run. Tests of a ``SERIAL_GROUPS`` marker share a worker.
+    """Dynamo tests, then AIPerf tests, then engine tests, run last: CI installs Dynamo and
+    AIPerf and builds the engine in the background while the other tests run. Tests of a
+    ``SERIAL_GROUPS`` marker share a worker.
 
     First of the hooks: pytest-xdist's worker reads the group marks in its own hook of this name
     (registered after this file, so called before it unless this one goes first)."""
@@ -118,6 +119,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         key=lambda item: (
             item.get_closest_marker("engine") is not None,
             item.get_closest_marker("aiperf") is not None,
+            item.get_closest_marker("dynamo") is not None,
         )
     )
     for item in items:
