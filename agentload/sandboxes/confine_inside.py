@@ -9,8 +9,9 @@ uid when it is not root), makes every mount read-only, puts fresh private tmpfs 
 ``/var/tmp`` and ``/dev/shm`` and empty read-only ones over ``/run`` and ``/var/run`` (and the
 Docker socket of ``DOCKER_HOST``), puts ``/dev/null`` over every other Unix socket bound on the
 host when it starts (the host's ``/proc/net/unix``, read before the network namespace changes;
-abstract sockets belong to a network namespace and are out of reach anyway), binds the writable folders (workspace, private home) back at
-their paths and the read-only ones (an installed agent) too, brings ``lo`` up and listens on
+abstract sockets belong to a network namespace and are out of reach anyway), binds the
+writable folders (workspace, private home) back at their paths and the read-only ones (an
+installed agent) too, brings ``lo`` up and listens on
 ``127.0.0.1:PORT`` for each port it is given. It hands those listeners to the host over the
 control socket (the host pipes each connection to the real port), then forks the namespace's
 first process, which mounts a ``/proc`` of its own and runs the command (as ``nobody`` when root).
@@ -106,8 +107,8 @@ def host_sockets() -> list[str]:
     """The paths of the Unix sockets bound on the host (this network namespace's)."""
     with open("/proc/net/unix", "rb") as fh:
         rows = fh.read(64 << 20).decode(errors="surrogateescape").splitlines()[1:]
-    paths = [r.split(None, 7)[7] for r in rows if len(r.split(None, 7)) == 8]
-    paths = list(dict.fromkeys(p for p in paths if p.startswith("/")))
+    fields = (row.split(None, 7) for row in rows)  # the path is the 8th, spaces and all
+    paths = list(dict.fromkeys(f[7] for f in fields if len(f) == 8 and f[7].startswith("/")))
     if len(paths) > _MAX_SOCKETS:
         raise Refused(f"{len(paths)} Unix sockets on the host: over {_MAX_SOCKETS} to mask")
     return paths
