@@ -46,8 +46,8 @@ MODEL="$D/model-$(sha256sum "$HERE/scripts/dynamo_model.py" | cut -c1-12)"
 
 export DYNAMO_VERSION REQS
 pip_install() {
-  "$VENV/bin/python" -m pip install -q --no-deps "ai-dynamo==$DYNAMO_VERSION" "ai-dynamo-runtime==$DYNAMO_VERSION"
-  "$VENV/bin/python" -m pip install -q -r "$REQS"
+  "$VENV/bin/python" -m pip install -q --no-deps "ai-dynamo==$DYNAMO_VERSION" "ai-dynamo-runtime==$DYNAMO_VERSION" \
+    && "$VENV/bin/python" -m pip install -q -r "$REQS"
 }
 
 installed() {
