@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -126,3 +128,25 @@ def survivors(token: str) -> list[str]:
             words = cmd.replace(b"\0", b" ").decode(errors="replace")
             out.append(f"{pid}: {words}")
     return out
+
+
+def listener(family: int, address: object) -> tuple[socket.socket, list[bytes]]:
+    """A socket listening at ``address`` (``AF_INET`` or ``AF_UNIX``) that no sandboxed command
+    should reach, and the list of what each connection it accepted sent (``b"(connected)"``
+    for one that sent nothing). Closing the socket ends its thread."""
+    srv = socket.socket(family)
+    srv.bind(address)
+    srv.listen(8)
+    got: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            got.append(conn.recv(100) or b"(connected)")
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return srv, got

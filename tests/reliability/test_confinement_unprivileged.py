@@ -15,12 +15,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from genrun import listener
 
 from agentload.sandboxes import confine
 
@@ -68,25 +68,6 @@ def _python_anyone_runs() -> str | None:
     return None
 
 
-def _listener(family: int, address: object) -> tuple[socket.socket, list[bytes]]:
-    srv = socket.socket(family)
-    srv.bind(address)
-    srv.listen(8)
-    got: list[bytes] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            got.append(b"(connected)")
-            conn.close()
-
-    threading.Thread(target=serve, daemon=True).start()
-    return srv, got
-
-
 @pytest.fixture
 def place() -> Iterator[Path]:
     """A folder on the host that ``nobody`` may reach: the workspace, a socket, a writable file."""
@@ -115,10 +96,10 @@ def test_a_command_confined_without_root_reaches_only_its_workspace_and_port(
     outside = place / "outside.txt"
     outside.write_text("")
     os.chown(outside, NOBODY, NOBODY)  # the host lets nobody write it: the sandbox must not
-    proxy, proxy_got = _listener(socket.AF_INET, ("127.0.0.1", 0))
-    other, other_got = _listener(socket.AF_INET, ("127.0.0.1", 0))
+    proxy, proxy_got = listener(socket.AF_INET, ("127.0.0.1", 0))
+    other, other_got = listener(socket.AF_INET, ("127.0.0.1", 0))
     sock_path = str(place / "s.sock")
-    unix, unix_got = _listener(socket.AF_UNIX, sock_path)
+    unix, unix_got = listener(socket.AF_UNIX, sock_path)
     os.chmod(sock_path, 0o777)
     port, other_port = proxy.getsockname()[1], other.getsockname()[1]
     token = uuid.uuid4().hex
@@ -142,7 +123,7 @@ def test_a_command_confined_without_root_reaches_only_its_workspace_and_port(
         assert line.split()[1:] == ["proxy", "workspace"], out
         assert (workspace / "mine.txt").read_text() == "x"
         assert outside.read_text() == "" and not Path("/etc/agentload-nobody-probe").exists()
-        assert proxy_got == [b"(connected)"]
+        assert proxy_got == [b"hi"]  # the command's bytes came through the bridge
         assert other_got == [] and unix_got == []
         alive = subprocess.run(["pgrep", "-f", token], capture_output=True, text=True)
         assert alive.stdout.strip() == "", alive.stdout

@@ -16,14 +16,13 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from genrun import survivors
+from genrun import listener, survivors
 
 from agentload.trace.trace import load_trace
 
@@ -75,21 +74,7 @@ sys.exit(3)
 @pytest.fixture
 def other_port() -> Iterator[tuple[int, list[bytes]]]:
     """A listener on this host's loopback that no sandboxed command may reach."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    got: list[bytes] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            got.append(conn.recv(100) or b"(connected)")
-            conn.close()
-
-    threading.Thread(target=serve, daemon=True).start()
+    srv, got = listener(socket.AF_INET, ("127.0.0.1", 0))
     yield srv.getsockname()[1], got
     srv.close()
 
@@ -103,22 +88,8 @@ def host_socket() -> Iterator[tuple[str, list[bytes]]]:
     folder.mkdir(mode=0o755)
     folder.chmod(0o755)
     path = str(folder / "s.sock")
-    srv = socket.socket(socket.AF_UNIX)
-    srv.bind(path)
+    srv, got = listener(socket.AF_UNIX, path)
     os.chmod(path, 0o777)
-    srv.listen(8)
-    got: list[bytes] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            got.append(b"(connected)")
-            conn.close()
-
-    threading.Thread(target=serve, daemon=True).start()
     yield path, got
     srv.close()
     os.unlink(path)
