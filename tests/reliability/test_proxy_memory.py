@@ -15,6 +15,7 @@ Before, the first buffered all 200 MB (then copied it per request) and the secon
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import signal
@@ -23,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -266,19 +267,28 @@ def test_pipelined_requests_are_read_ahead_a_bounded_amount(tmp_path: Path) -> N
     assert len(load_trace(trace).calls) == n
 
 
+def _send_large(port: int, head: bytes, blocks: Iterable[bytes]) -> int:
+    """Send ``head``, then each of ``blocks`` until the proxy stops taking them (it may close
+    the connection early), and count the answers that come within 50 s."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(head)
+    with contextlib.suppress(OSError):
+        for block in blocks:
+            sock.sendall(block)
+    got = _answers(sock, 1, time.monotonic() + 50)
+    sock.close()
+    return got
+
+
 def test_a_256_mib_body_is_streamed_upstream_and_counted_as_not_recorded(tmp_path: Path) -> None:
     size = 256 * _MIB
     bound = 2 * (MAX_HELD_BODY // _MIB) + 200
     upstream = _Upstream(delay_s=0.0)
     with _record(upstream, tmp_path, kill_mib=bound + 100) as (port, watch):
-        sock = socket.create_connection(("127.0.0.1", port))
-        sock.sendall(_post(size) + _REQUEST)
+        rest = size - len(_REQUEST)
         block = b" " * _MIB
-        with contextlib.suppress(OSError):
-            for i in range(0, size - len(_REQUEST), _MIB):
-                sock.sendall(block[: min(_MIB, size - len(_REQUEST) - i)])
-        got = _answers(sock, 1, time.monotonic() + 50)
-        sock.close()
+        blocks = (block[: min(_MIB, rest - i)] for i in range(0, rest, _MIB))
+        got = _send_large(port, _post(size) + _REQUEST, blocks)
         assert not watch.killed, f"the proxy passed {watch.kill_mib} MiB: {watch.peak}"
         assert got == 1
         err = _stop(watch)
@@ -298,15 +308,9 @@ def test_a_large_chunked_body_goes_upstream_in_chunks_of_the_proxys_own(tmp_path
     size = MAX_HELD_BODY + 8 * _MIB
     upstream = _Upstream(delay_s=0.0)
     with _record(upstream, tmp_path, kill_mib=2 * (MAX_HELD_BODY // _MIB) + 300) as (port, watch):
-        sock = socket.create_connection(("127.0.0.1", port))
-        sock.sendall(_post(0).replace(b"content-length: 0", b"transfer-encoding: chunked"))
+        head = _post(0).replace(b"content-length: 0", b"transfer-encoding: chunked")
         block = b"%x\r\n%s\r\n" % (_MIB, b" " * _MIB)
-        with contextlib.suppress(OSError):
-            for _ in range(size // _MIB):
-                sock.sendall(block)
-            sock.sendall(b"0\r\n\r\n")
-        got = _answers(sock, 1, time.monotonic() + 50)
-        sock.close()
+        got = _send_large(port, head, [*itertools.repeat(block, size // _MIB), b"0\r\n\r\n"])
         assert not watch.killed, f"the proxy passed {watch.kill_mib} MiB: {watch.peak}"
         assert got == 1
         err = _stop(watch)
