@@ -17,7 +17,7 @@ import pytest
 from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))  # ready_file
-from ready_file import wait_for_ready_file
+from ready_file import skip_or_fail, wait_for_ready_file
 
 # Property tests are deterministic: the same examples on every run and machine (a failure found
 # once is found again, and no run fails on an example the previous one never tried).
@@ -46,17 +46,6 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "create_connection", lambda *a, **k: no_dns(*a))
 
 
-def docker_required() -> bool:
-    """CI sets AGENTLOAD_REQUIRE_DOCKER=1: a Docker test that would skip fails instead."""
-    return os.environ.get("AGENTLOAD_REQUIRE_DOCKER", "") not in ("", "0")
-
-
-def skip_or_fail(reason: str) -> None:
-    if docker_required():
-        pytest.fail(f"{reason} (AGENTLOAD_REQUIRE_DOCKER=1 turns this skip into a failure)")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[Any]:
     """A docker SDK client for a daemon that answers; skips (or fails in CI) without one."""
@@ -66,7 +55,7 @@ def docker_client() -> Iterator[Any]:
     try:
         client = connect_docker()
     except DockerUnavailableError as exc:
-        skip_or_fail(f"no Docker daemon: {exc}")
+        skip_or_fail(f"no Docker daemon: {exc}", "AGENTLOAD_REQUIRE_DOCKER")
     yield client
     client.close()
 
@@ -94,11 +83,6 @@ class Engine:
     def root(self) -> str:
         """The server's root URL (``/health``, ``/metrics``, ``/props``)."""
         return self.url.removesuffix("/v1")
-
-
-def engine_required() -> bool:
-    """CI sets AGENTLOAD_REQUIRE_ENGINE=1: an engine test that would skip fails instead."""
-    return os.environ.get("AGENTLOAD_REQUIRE_ENGINE", "") not in ("", "0")
 
 
 SERIAL_GROUPS = ("engine", "ray", "aiperf", "dynamo")
@@ -164,9 +148,7 @@ def engine() -> Engine:
         except (OSError, ValueError) as exc:
             why = f"no llama-server answers at {root} ({exc}); start one: scripts/llama-server.sh start"
     if why is not None:
-        if engine_required():
-            pytest.fail(f"{why} (AGENTLOAD_REQUIRE_ENGINE=1 turns this skip into a failure)")
-        pytest.skip(why)
+        skip_or_fail(why, "AGENTLOAD_REQUIRE_ENGINE")
     settings = props.get("default_generation_settings") or {}
     return Engine(
         url=url,
@@ -176,11 +158,6 @@ def engine() -> Engine:
     )
 
 
-def ray_required() -> bool:
-    """CI sets AGENTLOAD_REQUIRE_RAY=1: a Ray test that would skip fails instead."""
-    return os.environ.get("AGENTLOAD_REQUIRE_RAY", "") not in ("", "0")
-
-
 @pytest.fixture(scope="session")
 def ray_installed() -> None:
     """Skips without Ray (fails instead under AGENTLOAD_REQUIRE_RAY=1): for a test that needs
@@ -188,10 +165,7 @@ def ray_installed() -> None:
     import importlib.util
 
     if importlib.util.find_spec("ray") is None:
-        why = "Ray is not installed: pip install -e '.[ray]'"
-        if ray_required():
-            pytest.fail(f"{why} (AGENTLOAD_REQUIRE_RAY=1 turns this skip into a failure)")
-        pytest.skip(why)
+        skip_or_fail("Ray is not installed: pip install -e '.[ray]'", "AGENTLOAD_REQUIRE_RAY")
 
 
 @dataclass
@@ -224,10 +198,7 @@ def ray_cluster() -> Iterator[RayCluster]:
     ray_bin = Path(sys.executable).with_name("ray")
     # not imported here: Ray reads its auth settings from the environment when first imported
     if importlib.util.find_spec("ray") is None or not ray_bin.exists():
-        why = "Ray is not installed: pip install -e '.[ray]'"
-        if ray_required():
-            pytest.fail(f"{why} (AGENTLOAD_REQUIRE_RAY=1 turns this skip into a failure)")
-        pytest.skip(why)
+        skip_or_fail("Ray is not installed: pip install -e '.[ray]'", "AGENTLOAD_REQUIRE_RAY")
     tmp = Path(tempfile.mkdtemp(prefix="alray-", dir="/tmp"))
     token = tmp / "token"
     token.write_text(secrets.token_hex(32))

@@ -1,12 +1,30 @@
 """Waiting for a tool that ``.ci/run`` installs or starts in the background: it names the file
 its exit code will be written to in an environment variable; a test waits for that file,
-bounded, before it uses the tool (the engine, AIPerf, the real agents)."""
+bounded, before it uses the tool (the engine, AIPerf, the real agents). And what a test does
+without its tool (``skip_or_fail``): it skips, unless CI set the tool's ``AGENTLOAD_REQUIRE_*``
+variable, which turns the skip into a failure."""
 
 from __future__ import annotations
 
 import os
 import time
 from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+
+def required(var: str) -> bool:
+    """Whether ``var`` (an ``AGENTLOAD_REQUIRE_*`` variable CI sets) asks for the tool."""
+    return os.environ.get(var, "") not in ("", "0")
+
+
+def skip_or_fail(why: str, var: str) -> NoReturn:
+    """Skip for want of a tool, or fail instead when ``var`` is set (``required``)."""
+    __tracebackhide__ = True
+    if required(var):
+        pytest.fail(f"{why} ({var}=1 turns this skip into a failure)")
+    pytest.skip(why)
 
 
 def wait_for_ready_file(

@@ -5,7 +5,6 @@ file in AGENTLOAD_DYNAMO_READY_FILE)."""
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from ready_file import wait_for_ready_file
+from ready_file import skip_or_fail, wait_for_ready_file
 
 REPO = Path(__file__).parents[2]
 SCRIPT = REPO / "scripts" / "dynamo.sh"
@@ -36,16 +35,6 @@ class Dynamo:
         return self.url.removesuffix("/v1")
 
 
-def _required() -> bool:
-    return os.environ.get("AGENTLOAD_REQUIRE_DYNAMO", "") not in ("", "0")
-
-
-def _skip_or_fail(why: str) -> None:
-    if _required():
-        pytest.fail(f"{why} (AGENTLOAD_REQUIRE_DYNAMO=1 turns this skip into a failure)")
-    pytest.skip(why)
-
-
 def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
                           timeout=timeout, check=False)  # fmt: skip
@@ -62,7 +51,7 @@ def dynamo_installed() -> None:
         if done.returncode != 0:
             why = (done.stderr.strip().splitlines() or ["scripts/dynamo.sh path failed"])[-1]
     if why is not None:
-        _skip_or_fail(why)
+        skip_or_fail(why, "AGENTLOAD_REQUIRE_DYNAMO")
 
 
 def _free_port() -> int:

@@ -31,7 +31,7 @@ from agentload.scenarios import load_scenario
 
 sys.path.insert(0, str(Path(__file__).parent))  # cli_helpers, otel_helpers
 sys.path.insert(0, str(Path(__file__).parents[1]))  # ready_file
-from ready_file import wait_for_ready_file
+from ready_file import skip_or_fail, wait_for_ready_file
 
 REPO = Path(__file__).resolve().parents[2]
 TOKENIZER = "agentload/bpe"
@@ -107,11 +107,6 @@ class AIPerf:
         )
 
 
-def aiperf_required() -> bool:
-    """CI sets AGENTLOAD_REQUIRE_AIPERF=1: an AIPerf test that would skip fails instead."""
-    return os.environ.get("AGENTLOAD_REQUIRE_AIPERF", "") not in ("", "0")
-
-
 def _wait_for_install() -> str | None:
     """When CI installs AIPerf in the background (AGENTLOAD_AIPERF_READY_FILE names the file
     its exit code will be written to), wait for it, bounded by AGENTLOAD_AIPERF_WAIT_S (default
@@ -175,9 +170,7 @@ def aiperf(tmp_path_factory: pytest.TempPathFactory) -> AIPerf:
     if why is None:
         python, why = _find_python()
     if python is None:
-        if aiperf_required():
-            pytest.fail(f"{why} (AGENTLOAD_REQUIRE_AIPERF=1 turns this skip into a failure)")
-        pytest.skip(why)
+        skip_or_fail(why, "AGENTLOAD_REQUIRE_AIPERF")
     hf_home = tmp_path_factory.mktemp("aiperf-hf")
     _train_tokenizer(hf_home)
     return AIPerf(python=python, hf_home=hf_home)

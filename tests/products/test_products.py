@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_agents import AIDER, CLAUDE_CODE, CODEX, MINI_SWE_AGENT, agent_exe, agents_required
+from ready_file import skip_or_fail
+from real_agents import AIDER, CLAUDE_CODE, CODEX, MINI_SWE_AGENT, REQUIRE_AGENTS, agent_exe
 
 from agentload.trace.trace import Trace, load_trace
 
@@ -41,9 +42,7 @@ def _needs_rg() -> None:
     ``scripts/agents.sh install`` installs it. Skips without it, or fails in CI."""
     if shutil.which("rg", path="/usr/local/bin:/usr/bin:/bin") is None:
         why = "opencode needs ripgrep in /usr/bin (scripts/agents.sh install: apt-get install ripgrep)"
-        if agents_required():
-            pytest.fail(f"{why} (AGENTLOAD_REQUIRE_AGENTS=1 turns this skip into a failure)")
-        pytest.skip(why)
+        skip_or_fail(why, REQUIRE_AGENTS)
 
 
 def _run(

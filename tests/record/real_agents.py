@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-import pytest
 from scripted_upstream import Asked, Call, Turn
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # ready_file
-from ready_file import wait_for_ready_file
+from ready_file import skip_or_fail, wait_for_ready_file
+
+REQUIRE_AGENTS = "AGENTLOAD_REQUIRE_AGENTS"
+"""CI sets it: a real-agent test that would skip fails instead."""
 
 REPO = Path(__file__).resolve().parents[2]
 CLAUDE_CODE = ("claude-code@2.1.332", "claude-code@2.1.197")
@@ -30,11 +32,6 @@ CODEX = ("codex@0.171.0", "codex@0.169.0")
 MINI_SWE_AGENT = "mini-swe-agent@2.4.6"
 AIDER = "aider@0.86.2"
 CALC = "def add(a, b):\n    return a - b\n\n\nprint(add(2, 3))\n"
-
-
-def agents_required() -> bool:
-    """CI sets AGENTLOAD_REQUIRE_AGENTS=1: a real-agent test that would skip fails instead."""
-    return os.environ.get("AGENTLOAD_REQUIRE_AGENTS", "") not in ("", "0")
 
 
 def _wait_for_install() -> str | None:
@@ -48,9 +45,7 @@ def _wait_for_install() -> str | None:
 
 
 def _skip(why: str) -> NoReturn:
-    if agents_required():
-        pytest.fail(f"{why} (AGENTLOAD_REQUIRE_AGENTS=1 turns this skip into a failure)")
-    pytest.skip(why)
+    skip_or_fail(why, REQUIRE_AGENTS)
 
 
 def agent_exe(spec: str) -> Path:

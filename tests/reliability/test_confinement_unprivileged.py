@@ -21,17 +21,13 @@ from pathlib import Path
 
 import pytest
 from genrun import listener
+from ready_file import skip_or_fail
 
 from agentload.sandboxes import confine
 
 NOBODY = 65534
-
-
-def skip_or_fail(reason: str) -> None:
-    """CI runs as root and sets AGENTLOAD_REQUIRE_ROOT=1: a skip here fails there."""
-    if os.environ.get("AGENTLOAD_REQUIRE_ROOT", "") not in ("", "0"):
-        pytest.fail(f"{reason} (AGENTLOAD_REQUIRE_ROOT=1 turns this skip into a failure)")
-    pytest.skip(reason)
+ROOT = "AGENTLOAD_REQUIRE_ROOT"
+"""CI runs as root and sets it: a skip here fails there."""
 
 
 _COMMAND = r"""
@@ -72,7 +68,7 @@ def _python_anyone_runs() -> str | None:
 def place() -> Iterator[Path]:
     """A folder on the host that ``nobody`` may reach: the workspace, a socket, a writable file."""
     if os.geteuid() != 0:
-        skip_or_fail("this test drops to uid 65534 itself: it needs root to start")
+        skip_or_fail("this test drops to uid 65534 itself: it needs root to start", ROOT)
     root = Path(tempfile.mkdtemp(prefix="agentload-nobody-", dir="/var/lib"))
     root.chmod(0o755)
     yield root
@@ -84,12 +80,14 @@ def test_a_command_confined_without_root_reaches_only_its_workspace_and_port(
 ) -> None:
     python = _python_anyone_runs()
     if python is None:
-        skip_or_fail("no Python interpreter here that uid 65534 may run")
+        skip_or_fail("no Python interpreter here that uid 65534 may run", ROOT)
     monkeypatch.setattr(confine, "_python", lambda: [python, "-I", "-S", confine._INSIDE])
     inside = subprocess.run([python, "-I", "-S", confine._INSIDE, "--probe"], capture_output=True,
                             text=True, timeout=30, user=NOBODY, group=NOBODY, extra_groups=[])  # fmt: skip
     if inside.returncode != 0:
-        skip_or_fail(f"the kernel refuses a user namespace to uid 65534: {inside.stdout.strip()}")
+        skip_or_fail(
+            f"the kernel refuses a user namespace to uid 65534: {inside.stdout.strip()}", ROOT
+        )
     workspace = place / "ws"
     workspace.mkdir()
     os.chown(workspace, NOBODY, NOBODY)
@@ -152,9 +150,11 @@ def test_where_the_kernel_refuses_the_namespaces_an_agent_is_refused_in_one_line
         done = subprocess.run([*outer, *argv], capture_output=True, text=True, timeout=120,
                               env=env, check=False)  # fmt: skip
     except FileNotFoundError:
-        skip_or_fail("no unshare(1) here (util-linux)")
+        skip_or_fail("no unshare(1) here (util-linux)", ROOT)
     if "unshare failed" in done.stderr:
-        skip_or_fail(f"this kernel gives no user namespace to start from: {done.stderr.strip()}")
+        skip_or_fail(
+            f"this kernel gives no user namespace to start from: {done.stderr.strip()}", ROOT
+        )
     lines = [x for x in done.stderr.splitlines() if x.strip()]
     assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
     assert "cannot confine the agent here (unshare:" in lines[0], lines[0]

@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 from genrun import one_line_exit_2, validate_cli
+from ready_file import skip_or_fail
 
 from agentload.errors import ConfigError
 from agentload.record.server import RecordOptions, RecordServer
@@ -36,11 +37,6 @@ from replay_traces import agentic_trace
 
 _URL = re.compile(r"agentload record on (http://127\.0\.0\.1:\d+)")
 MiB = 1 << 20
-
-
-def _tmpfs_required() -> bool:
-    """CI sets AGENTLOAD_REQUIRE_TMPFS=1: a full-disk test that would skip fails instead."""
-    return os.environ.get("AGENTLOAD_REQUIRE_TMPFS", "") not in ("", "0")
 
 
 @pytest.fixture
@@ -58,10 +54,7 @@ def small_disk(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
             got = subprocess.run(cmd, capture_output=True, text=True, check=False)
             why = None if got.returncode == 0 else (got.stderr.strip() or "mount failed")
         if why is not None:
-            reason = f"a full disk needs a tmpfs mount: {why}"
-            if _tmpfs_required():
-                pytest.fail(f"{reason} (AGENTLOAD_REQUIRE_TMPFS=1 turns this skip into a failure)")
-            pytest.skip(reason)
+            skip_or_fail(f"a full disk needs a tmpfs mount: {why}", "AGENTLOAD_REQUIRE_TMPFS")
         mounted.append(where)
         return where
 

@@ -8,7 +8,6 @@ failure."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ready_file import skip_or_fail
 from replay_servers import timed_serve
 from replay_traces import linear_trace
 
@@ -37,9 +37,7 @@ def browser() -> Iterator[Any]:
     if why is None and (driver is None or shutil.which("chromium") is None):
         why = "no chromium/chromedriver (scripts/browser.sh install)"
     if why is not None:
-        if os.environ.get("AGENTLOAD_REQUIRE_BROWSER", "") not in ("", "0"):
-            pytest.fail(f"{why} (AGENTLOAD_REQUIRE_BROWSER=1 turns this skip into a failure)")
-        pytest.skip(why)
+        skip_or_fail(why, "AGENTLOAD_REQUIRE_BROWSER")
     opts = webdriver.ChromeOptions()
     opts.binary_location = shutil.which("chromium") or ""
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,1600",
