@@ -40,6 +40,14 @@ class Outcome:
     """The answer in the chat shape, when it was asked for (``StreamClient.chat(reply=...)``)."""
     event_ns: list[int] | None = None
     """With ``reply``: the arrival time of every event, content or not."""
+    prefill_worker: str | None = None
+    """The worker that computed its prompt, as the server named it (Dynamo's ``nvext.worker_id``;
+    a u64 kept as its decimal string); the same as ``decode_worker`` on an aggregated worker."""
+    decode_worker: str | None = None
+    """The worker that generated its output, as the server named it."""
+    server_timing: dict[str, float] | None = None
+    """The server's own timing of it (Dynamo's ``nvext.timing``: ``ttft_ms``, ``kv_hit_rate``,
+    ``prefill_wait_time_ms``, ...), its numeric fields."""
 
     @property
     def ok(self) -> bool:

@@ -7,13 +7,16 @@ native stream: an event that carries output: text, a tool name or arguments); ea
 time of the network read that brought it: a ``clock()`` reading, or the kernel's receive time
 of that read when the connection has one (``netback``) and it lies between the send and the
 reading. A usage report whose counts are not token counts fails the request as
-``invalid_usage``; a stream that ends early is ``truncated``. Asked for the answer itself (an
+``invalid_usage``; a stream that ends early is ``truncated``. Dynamo's answer extension
+(``nvext``: the workers that served the request, the server's own timing) is read from the
+events parsed whole: the first content event and the finish event. Asked for the answer itself (an
 agent's call), any API's stream is read whole by ``wire``'s reader for it, the one reassembler
 of streamed text and tool calls, and every event's time is kept too.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
@@ -318,6 +321,9 @@ def _event(ev: Any, out: Outcome) -> bool:
         n = timings.get("cache_n")
         if isinstance(n, int) and n >= 0:
             out.cached_tokens = n
+    nvext = ev.get("nvext")
+    if isinstance(nvext, dict):
+        _served(nvext, out)
     choices = ev.get("choices")
     if not choices:
         return False
@@ -329,3 +335,37 @@ def _event(ev: Any, out: Outcome) -> bool:
     if not delta:
         return False
     return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"))
+
+
+_MAX_TIMING_FIELDS = 32
+"""At most this many of a server's timing fields are kept per request."""
+
+
+def _worker(ids: dict[str, Any], role: str) -> str | None:
+    """The ``role`` (prefill, decode) worker of Dynamo's ``worker_id`` object: its id as a
+    decimal string (``/RANK`` appended for a data-parallel rank other than 0); None when
+    absent or not an id."""
+    wid = ids.get(f"{role}_worker_id")
+    if type(wid) is int and wid >= 0:
+        wid = str(wid)
+    if not isinstance(wid, str) or not wid or len(wid) > 64:
+        return None
+    rank = ids.get(f"{role}_dp_rank")
+    return f"{wid}/{rank}" if type(rank) is int and rank > 0 else wid
+
+
+def _served(nvext: dict[str, Any], out: Outcome) -> None:
+    """Fold Dynamo's answer extension into ``out``: which workers served the request (in
+    every chunk) and the server's timing of it (in the last): numbers only, others ignored."""
+    ids = nvext.get("worker_id")
+    if isinstance(ids, dict) and out.decode_worker is None:
+        out.prefill_worker = _worker(ids, "prefill")
+        out.decode_worker = _worker(ids, "decode")
+    timing = nvext.get("timing")
+    if isinstance(timing, dict):
+        kept = {
+            k: float(v)
+            for k, v in timing.items()
+            if isinstance(k, str) and type(v) in (int, float) and math.isfinite(v)
+        }
+        out.server_timing = dict(list(kept.items())[:_MAX_TIMING_FIELDS]) or None

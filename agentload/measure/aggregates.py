@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agentload.measure.records import Pool
+
 __all__ = [
     "Aggregates",
     "Distribution",
@@ -19,6 +21,7 @@ __all__ = [
     "KVHits",
     "Phases",
     "ResultsModel",
+    "ServingRow",
 ]
 
 
@@ -100,6 +103,26 @@ class HitRate(ResultsModel):
     ideal: float = Field(description="Σ ceiling tokens (server's) / Σ prompt tokens, at most 1")
 
 
+class ServingRow(ResultsModel):
+    """One pool, or one worker, of the server as its answers named them
+    (metrics.serving)."""
+
+    pool: Pool = Field(description="aggregated, prefill or decode")
+    worker: str | None = Field(default=None, description="the worker's id (a worker's row)")
+    workers: int | None = Field(default=None, description="workers seen in it (a pool's row)")
+    requests: int = Field(description="successful measured requests it served")
+    ttft_p50_ms: float | None = Field(description="TTFT p50 of the prompts it computed, ms")
+    ttft_p99_ms: float | None = Field(description="TTFT p99 of the prompts it computed, ms")
+    itl_p50_ms: float | None = Field(description="ITL p50 of the outputs it generated, ms")
+    itl_p99_ms: float | None = Field(description="ITL p99 of the outputs it generated, ms")
+    kv_hit_rate: float | None = Field(
+        description="Σ cached / Σ prompt tokens of the prompts it computed"
+    )
+    router_kv_hit_rate: float | None = Field(
+        description="the router's predicted hit rate of those prompts, prompt-token weighted"
+    )
+
+
 class Phases(ResultsModel):
     """Requests per phase."""
 
@@ -161,6 +184,19 @@ class Aggregates(_RequestMetrics):
     )
     session_kv_hit_rate: Distribution | None = Field(
         default=None, description="KV-cache hit rate per session instance, over sessions"
+    )
+    router_kv_hit_rate: float | None = Field(
+        default=None,
+        description="the router's predicted KV-cache hit rate (Dynamo's nvext.timing."
+        "kv_hit_rate), prompt-token weighted; None when the server reports none",
+    )
+    pools: list[ServingRow] | None = Field(
+        default=None,
+        description="per serving pool (aggregated, prefill, decode), as the answers named their "
+        "workers (Dynamo's nvext.worker_id); None when none did",
+    )
+    served_by: list[ServingRow] | None = Field(
+        default=None, description="per serving worker, as pools; None when no answer named one"
     )
     context_overflow: int = Field(description="requests rejected for context length")
     length_mismatch: int = Field(description="requests whose output length was not honoured")

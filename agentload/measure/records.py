@@ -15,7 +15,15 @@ from enum import StrEnum
 from pydantic import Field, computed_field
 from pydantic.dataclasses import dataclass
 
-__all__ = ["Phase", "RequestRecord", "SessionResult", "Window", "label_phases", "steady_window"]
+__all__ = [
+    "Phase",
+    "Pool",
+    "RequestRecord",
+    "SessionResult",
+    "Window",
+    "label_phases",
+    "steady_window",
+]
 
 
 class Phase(StrEnum):
@@ -29,6 +37,17 @@ class Phase(StrEnum):
     """Sent inside the measured window."""
     DRAIN = "drain"
     """Sent after the steady-state window ended."""
+
+
+class Pool(StrEnum):
+    """Where a worker sits, told by the requests it served."""
+
+    AGGREGATED = "aggregated"
+    """It computed prompts and generated their outputs."""
+    PREFILL = "prefill"
+    """It computed prompts whose outputs another worker generated."""
+    DECODE = "decode"
+    """It generated outputs of prompts another worker computed."""
 
 
 @dataclass(slots=True)
@@ -97,6 +116,23 @@ class RequestRecord:
         default=None, description="recorded wait after the agent's previous call"
     )
     finish_reason: str | None = Field(default=None, description="the server's finish reason")
+    prefill_worker: str | None = Field(
+        default=None,
+        description="the worker that computed its prompt, as the server named it (Dynamo's "
+        "nvext.worker_id, asked for by --engine dynamo; a u64 as a decimal string); None when "
+        "the server names none",
+    )
+    decode_worker: str | None = Field(
+        default=None,
+        description="the worker that generated its output (the same as prefill_worker on an "
+        "aggregated worker; another one when prefill and decode are disaggregated)",
+    )
+    server_timing: dict[str, float] | None = Field(
+        default=None,
+        description="the server's own timing of it, its numeric fields as sent (Dynamo's "
+        "nvext.timing: ttft_ms, prefill_wait_time_ms, prefill_time_ms, total_time_ms, "
+        "kv_hit_rate: the router's predicted hit rate, router_queue_depth); None when absent",
+    )
     itl_ns: list[int] = Field(
         default_factory=list,
         description="inter-chunk latencies: differences between consecutive content-event arrivals",

@@ -107,7 +107,26 @@ def text_summary(results: ResultsDocument) -> list[str]:
             f"{_d(a.tps_user, 'p50')} tok/s/user | {_f(a.output_tps)} output tok/s | "
             f"errors {errs} (context overflow {a.context_overflow})" + _hits(a) + _client(p)
         )
+        lines += [f"  {line}" for line in pool_lines(a)]
     return lines
+
+
+def pool_lines(a: Aggregates) -> list[str]:
+    """One line per serving pool the answers named (``--engine dynamo``): its workers,
+    requests, TTFT of the prompts it computed, ITL of the outputs it generated, hit rates."""
+    out = []
+    for row in a.pools or []:
+        said = [f"{row.pool} pool: {row.workers} worker(s), {row.requests} requests"]
+        if row.ttft_p50_ms is not None:
+            said.append(f"TTFT p50 {row.ttft_p50_ms:.1f} p99 {_f(row.ttft_p99_ms)} ms")
+        if row.itl_p50_ms is not None:
+            said.append(f"ITL p50 {row.itl_p50_ms:.2f} p99 {_f(row.itl_p99_ms)} ms")
+        if row.kv_hit_rate is not None:
+            said.append(f"KV hit rate {row.kv_hit_rate:.2f}")
+        if row.router_kv_hit_rate is not None:
+            said.append(f"router predicted {row.router_kv_hit_rate:.2f}")
+        out.append(", ".join(said))
+    return out
 
 
 _REPEAT_SHOWN = (("output_tps", "output tok/s"), ("ttft_p50_ms", "TTFT p50 ms"),
@@ -158,6 +177,8 @@ def _hits(a: Aggregates) -> str:
     rate = a.value("kv_hit_rate")
     per = a.value("session_kv_hit_rate")
     hit = f", hit rate {rate['measured']:.2f} of ideal {rate['ideal']:.2f}" if rate else ""
+    pred = a.router_kv_hit_rate
+    hit += f" (router predicted {pred:.2f})" if rate and pred is not None else ""
     hit += f", per session min {per['min']:.2f} p50 {per['p50']:.2f}" if per else ""
     return f" | cached {h.cached_tokens:,} tokens{split}{hit}"
 

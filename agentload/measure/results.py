@@ -100,9 +100,11 @@ __all__ = [
 ]
 
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 1
+SCHEMA_MINOR = 2
 SCHEMA = f"agentload.replay-results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
-"""1.1 added plan.gaps and plan.modeled_waits (a 1.x reader reads any 1.y file)."""
+"""1.1 added plan.gaps and plan.modeled_waits; 1.2 the serving worker and timing of each
+request and the pools, workers and router hit rate they make (a 1.x reader reads any 1.y
+file)."""
 _PREFIX = "agentload.replay-results/"
 LIVE_NOTE = (
     "LIVE benchmark: real agents ran against the target, so its own outputs decided every "
@@ -113,8 +115,15 @@ LIVE_NOTE = (
 
 def simulated_note(doc: ResultsDocument) -> str | None:
     """The sentence a run's summary and report carry (after ``LIVE_NOTE`` in a live run) when
-    the target was agentload's built-in simulator."""
+    the target was agentload's built-in simulator, or another model of a server
+    (``--modeled-server``: Dynamo's mocker workers)."""
     sim = doc.simulator
+    modeled = doc.config.modeled_server
+    if sim is None and modeled is not None:
+        return (
+            f"MODELED target: {modeled}; its timings below are a model of a server, not a "
+            "measurement of hardware (--modeled-server)."
+        )
     if sim is None:
         return None
     how = "answered every call" if doc.mode == "live" else "served this replay (agentload serve)"

@@ -46,6 +46,19 @@ class EndpointOptions(BaseModel):
     session_field: Annotated[str | None, Flag("Body field carrying a session id.")] = Field(
         default=None, description="body field carrying the session id (--session-field)"
     )
+    modeled_server: Annotated[
+        str | None,
+        Flag(
+            "The target's timings are a model, not hardware (e.g. Dynamo's mocker workers): "
+            "say which; the summary and report label them so."
+        ),
+    ] = Field(
+        default=None,
+        max_length=200,
+        description="what models the target's timings when they are a model of a server, not "
+        "a measurement of hardware (Dynamo's mocker workers: --modeled-server); the summary "
+        "and the report label the run so",
+    )
     timeout_s: Annotated[
         float, Flag("Per-request timeout in seconds (the probe: at most 10).", name="--timeout")
     ] = Field(

@@ -38,10 +38,20 @@ class EnginePreset:
     """Default header carrying the session id (``--session-header`` overrides)."""
     session_field: str | None = None
     """Default body field carrying the session id (``--session-field`` overrides)."""
+    parent_header: str | None = None
+    """Header carrying the parent agent's session id. With it, each agent of a session
+    instance is a session of its own (``INSTANCE`` for the root agent, ``INSTANCE/AGENT`` for
+    a sub-agent) under its parent's, as Dynamo's routing and tracing read them; without it,
+    every agent of an instance shares the instance's id."""
+    nvext: bool = False
+    """Send Dynamo's request extension: ``nvext.agent_hints.osl`` (the pinned output length)
+    and ``nvext.extra_fields`` asking for the serving worker and the server's timing, read
+    back into each request's record."""
 
     def without_extras(self) -> EnginePreset:
-        """The same preset with ``ignore_eos``/``min_tokens`` off."""
-        return replace(self, ignore_eos=False, min_tokens=False)
+        """The same preset with the body extras (``ignore_eos``, ``min_tokens``, ``nvext``)
+        off."""
+        return replace(self, ignore_eos=False, min_tokens=False, nvext=False)
 
 
 ENGINES: dict[str, EnginePreset] = {
@@ -61,7 +71,16 @@ ENGINES: dict[str, EnginePreset] = {
     "trtllm": EnginePreset("trtllm", ignore_eos=True, min_tokens=True),
     # Dynamo reads ignore_eos and min_tokens at the top level (CommonExt); nvext.ignore_eos
     # is deprecated there, and the top-level value wins when both are given.
-    "dynamo": EnginePreset("dynamo", ignore_eos=True, min_tokens=True),
+    # Its session headers (1.6.1) are passive unless the router's session affinity is set up;
+    # unknown nvext fields are a 400 there, so only the ones it documents are sent.
+    "dynamo": EnginePreset(
+        "dynamo",
+        ignore_eos=True,
+        min_tokens=True,
+        session_header="X-Dynamo-Session-ID",
+        parent_header="X-Dynamo-Parent-Session-ID",
+        nvext=True,
+    ),
     # llama.cpp: max_tokens is an alias of its n_predict, ignore_eos biases every end-of-
     # generation token away; it has no min_tokens. Cached tokens come without a flag
     # (cache_prompt defaults to true); /metrics needs --metrics.

@@ -2,7 +2,8 @@
 (``CallPlan.salt_at``, ``salt``), plus model, stream and extras; in Chat Completions, or in the
 call's recorded API (Responses, Messages, Gemini) when the target speaks it
 (``CallPlan.send_api``). A Gemini body names neither its model nor streaming: both are in its
-path (the client's ``chat(..., model=)``)."""
+path (the client's ``chat(..., model=)``). A Chat Completions body for Dynamo carries its
+request extension (``dynamo_nvext``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ from agentload.replay.callplan import pin_length
 from agentload.replay.plan import CallPlan
 from agentload.replay.salt import make_salt, salt_messages, salt_native, unsalt_messages
 
-__all__ = ["BodyBuilder", "make_salt", "salt_messages", "unsalt_messages"]
+__all__ = [
+    "DYNAMO_EXTRA_FIELDS",
+    "BodyBuilder",
+    "dynamo_nvext",
+    "make_salt",
+    "salt_messages",
+    "unsalt_messages",
+]
 
 
 @dataclass(frozen=True)
@@ -58,7 +66,28 @@ class BodyBuilder:
             body["min_tokens"] = _length(api, body)
         if self.session_field and session_id is not None:
             body[self.session_field] = session_id
+        if self.engine.nvext and api == "chat":
+            body["nvext"] = dynamo_nvext(body.get("nvext"), _length(api, body))
         return orjson.dumps(body)
+
+
+DYNAMO_EXTRA_FIELDS = ("worker_id", "timing")
+"""What Dynamo is asked to put in each answer's ``nvext``: the workers that served it (a
+prefill and a decode worker, the same one when aggregated) and its own timing (TTFT, queue
+wait, the router's predicted KV hit rate)."""
+
+
+def dynamo_nvext(recorded: Any, osl: int) -> dict[str, Any]:
+    """A request's ``nvext`` for Dynamo: the recorded one (when an object) with
+    ``agent_hints.osl``, the expected output length, and ``extra_fields`` asking for
+    ``DYNAMO_EXTRA_FIELDS``."""
+    nvext = dict(recorded) if isinstance(recorded, dict) else {}
+    hints = nvext.get("agent_hints")
+    nvext["agent_hints"] = {**(hints if isinstance(hints, dict) else {}), "osl": osl}
+    fields = nvext.get("extra_fields")
+    have = [f for f in fields if isinstance(f, str)] if isinstance(fields, list) else []
+    nvext["extra_fields"] = have + [f for f in DYNAMO_EXTRA_FIELDS if f not in have]
+    return nvext
 
 
 def _length(api: str, body: dict[str, Any]) -> Any:

@@ -92,6 +92,11 @@ class CallPlan:
     send_api: str = "chat"
     """The API it is sent in: ``api`` when the target speaks it (``use_api``), else chat (its
     Chat Completions translation, ``traffic``)."""
+    agent_path: str = ""
+    """Its agent's place under the session's root agent: "" for the root agent (or an agent
+    without a recorded parent), else the agent's id (a per-agent session id, ``agent_session``)."""
+    parent_path: str | None = None
+    """Its agent's parent's ``agent_path`` (None for a root agent)."""
     _digest: str | None = None
 
     def use_api(self, api: str) -> None:
@@ -126,6 +131,16 @@ class CallPlan:
     def ours(self) -> int:
         """Prompt tokens of the call as sent (salt included), in agentload's count."""
         return self.prompt_tokens_ours + self.salt_tokens
+
+    def agent_session(self, instance: str) -> str:
+        """The session id of its agent in session instance ``instance``: the instance's id for
+        the root agent, ``INSTANCE/AGENT`` for a sub-agent."""
+        return f"{instance}/{self.agent_path}" if self.agent_path else instance
+
+    def parent_session(self, instance: str) -> str | None:
+        """The session id of its agent's parent in ``instance`` (None for the root agent)."""
+        p = self.parent_path
+        return None if p is None else f"{instance}/{p}" if p else instance
 
     @property
     def digest(self) -> str:

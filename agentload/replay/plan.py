@@ -291,7 +291,18 @@ def _call_plans(
             api=c.request.api,
             native=_native(trace, c),
         )
+        plans[c.id].agent_path, plans[c.id].parent_path = _lineage(trace, c.agent_id)
     return plans
+
+
+def _lineage(trace: Trace, agent_id: str) -> tuple[str, str | None]:
+    """``CallPlan.agent_path`` and ``parent_path`` of ``agent_id``'s calls."""
+    agent = trace.agents.get(agent_id)
+    parent = agent.parent_agent_id if agent is not None else None
+    if parent is None:
+        return "", None
+    grand = trace.agents.get(parent)
+    return agent_id, (parent if grand is not None and grand.parent_agent_id else "")
 
 
 def _check_acyclic(trace: Trace, sid: str, plans: dict[str, CallPlan]) -> None:

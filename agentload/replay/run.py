@@ -193,6 +193,7 @@ def point_shape(
         start_at=cfg.start_at,
         seed=cfg.seed,
         session_header=cfg.session_header or engine.session_header,
+        parent_header=engine.parent_header,
         schedule=cfg.schedule,
         time_scale=cfg.time_scale,
     )

@@ -59,6 +59,7 @@ from agentload.replay.shapes import (
     SessionInstance,
     SessionSource,
     Shard,
+    session_headers,
 )
 from agentload.replay.waker import OneSend, Waker
 
@@ -178,6 +179,9 @@ class PointAccount:
             gap_ns=None if prev_end is None else out.send_ns - prev_end,
             recorded_gap_ns=call.recorded_gap_ns,
             finish_reason=out.finish_reason,
+            prefill_worker=out.prefill_worker,
+            decode_worker=out.decode_worker,
+            server_timing=out.server_timing,
             itl_ns=[b - a for a, b in itertools.pairwise(ch)],
         )
 
@@ -413,8 +417,7 @@ class PointRunner(PointAccount):
         if body is None:
             body = self.body(inst, call, phase)
         expected = 1 if phase == Phase.WARMUP else call.expected_tokens
-        hdr = self.shape.session_header
-        headers = {hdr: inst.session_id} if hdr else None
+        headers = session_headers(self.shape, inst.session_id, call)
         st = self.stats
         st.inflight += 1
         st.max_inflight = max(st.max_inflight, st.inflight)

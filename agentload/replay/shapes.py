@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentload.measure.records import RequestRecord, SessionResult, Window
-from agentload.replay.plan import SessionPlan
+from agentload.replay.plan import CallPlan, SessionPlan
 from agentload.replay.salt import make_salt
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "SessionInstance",
     "SessionSource",
     "Shard",
+    "session_headers",
 ]
 
 
@@ -45,10 +46,28 @@ class LoadShape:
     start_at: str = "random"
     seed: int = 0
     session_header: str | None = None
+    parent_header: str | None = None
+    """With it, each agent is a session of its own under its parent's (``CallPlan.agent_session``;
+    the engine preset's ``parent_header``)."""
     schedule: str = "closed"
     """closed (lanes or arrivals) or recorded (every call at its recorded offset)."""
     time_scale: float = 1.0
     """Multiplier of the recorded offsets (``schedule="recorded"``)."""
+
+
+def session_headers(shape: LoadShape, instance: str, call: CallPlan) -> dict[str, str] | None:
+    """The session headers of ``call`` sent in session instance ``instance``: the instance's
+    id; with a parent header, its agent's own session id and its parent's (a sub-agent's)."""
+    hdr = shape.session_header
+    if not hdr:
+        return None
+    if shape.parent_header is None:
+        return {hdr: instance}
+    out = {hdr: call.agent_session(instance)}
+    parent = call.parent_session(instance)
+    if parent is not None:
+        out[shape.parent_header] = parent
+    return out
 
 
 @dataclass

@@ -9,7 +9,13 @@ the simulator (two ``quick`` sessions: orchestrators and their sub-agents) is re
   keeps the frontend's and the router's cache series;
 * through round-robin routing over the same two workers, an agent's calls alternate between
   them and the hit rate is lower (0.69 here);
-* through a disaggregated deployment (a prefill and a decode worker), every call is answered.
+* through a disaggregated deployment (a prefill and a decode worker), every call is answered
+  and results.json reports the prefill pool (TTFT) and the decode pool (ITL) apart.
+
+``--engine dynamo`` asks each answer for the workers that served it and the server's own
+timing (``nvext.extra_fields``): every measured request names its workers, the pools and
+workers they make are in results.json, and the router's predicted hit rate lies within the
+tolerance of the measured one. ``--modeled-server`` labels the run's timings as a model's.
 
 The mocker's timings are a model of a server (its defaults, run 10x faster): these tests check
 routing and reuse, not speed."""
@@ -45,10 +51,13 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+MODELED = "Dynamo mocker workers (a model of vLLM timing, run 10x faster)"
+
+
 def _replay(dynamo: Any, trace: Path, out: Path, *extra: str) -> dict[str, Any]:
     argv = ["replay", str(trace), "--endpoint", dynamo.url, "--model", dynamo.model]
     argv += ["--engine", "dynamo", "--gap-scale", "0.25", "--timeout", "60", "--out", str(out)]
-    argv += extra
+    argv += ["--modeled-server", MODELED, *extra]
     assert _cli(argv) == 0
     res: dict[str, Any] = orjson.loads((out / "results.json").read_bytes())
     assert res["engine"]["name"] == "dynamo"
@@ -56,6 +65,15 @@ def _replay(dynamo: Any, trace: Path, out: Path, *extra: str) -> dict[str, Any]:
     bad = [(r["call"], r["status"], r["error"]) for r in point["requests"] if r["status"] != 200]
     assert bad == [] and point["aggregates"]["errors"] == {}, bad
     return res
+
+
+def _pools(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The point's pools by name; every measured request named the workers that served it."""
+    (point,) = res["points"]
+    measured = [r for r in point["requests"] if r["phase"] == "measured"]
+    assert measured and all(r["decode_worker"] and r["prefill_worker"] for r in measured)
+    assert all(r["server_timing"]["ttft_ms"] > 0 for r in measured)
+    return {row["pool"]: row for row in point["aggregates"]["pools"]}
 
 
 def _hit_rate(res: dict[str, Any]) -> tuple[float, float]:
@@ -76,6 +94,17 @@ def test_the_kv_router_reuses_each_agents_prefix_and_round_robin_less(
     rr_measured, rr_ideal = _hit_rate(rr)
     assert rr_ideal == pytest.approx(ideal, abs=0.02)  # the same trace, the same ideal
     assert rr_measured < measured - 0.05, (rr_measured, measured)
+    # two aggregated workers served it, both named; the router's own prediction per request
+    # sits beside the measured rate
+    (agg,) = _pools(kv).values()
+    assert agg["pool"] == "aggregated" and agg["workers"] == 2, agg
+    workers = kv["points"][0]["aggregates"]["served_by"]
+    assert sum(w["requests"] for w in workers) == agg["requests"]
+    predicted = kv["points"][0]["aggregates"]["router_kv_hit_rate"]
+    assert abs(predicted - measured) <= TOLERANCE, (predicted, measured)
+    # the summary and the report say the timings are a model's
+    for name in ("report.html",):
+        assert "MODELED target: " + MODELED in (tmp_path / "kv" / name).read_text()
     # the frontend's and the router's own series are scraped beside the run
     scrape = kv["points"][0]["scrape"]
     names = {k for sample in scrape["samples"] for k in sample["values"]}
@@ -83,7 +112,7 @@ def test_the_kv_router_reuses_each_agents_prefix_and_round_robin_less(
     assert any(n.startswith("dynamo_frontend_cached_tokens") for n in names), sorted(names)
 
 
-def test_a_disaggregated_deployment_answers_every_call(
+def test_a_disaggregated_deployment_reports_its_prefill_and_decode_pools_apart(
     dynamo: Any, trace: Path, tmp_path: Path
 ) -> None:
     dep = dynamo("--prefill", "1", "--decode", "1", "--router-mode", "kv", *SPEEDUP)
@@ -91,3 +120,13 @@ def test_a_disaggregated_deployment_answers_every_call(
     (point,) = res["points"]
     assert len(point["requests"]) >= 20
     assert all(r["completion_tokens"] == r["expected_tokens"] for r in point["requests"])
+    # the prefill and the decode pool apart: one worker each, every request through both; TTFT
+    # belongs to the prefill pool, inter-token latency to the decode pool
+    pools = _pools(res)
+    assert set(pools) == {"prefill", "decode"}, pools
+    pre, dec = pools["prefill"], pools["decode"]
+    assert pre["workers"] == dec["workers"] == 1 and pre["requests"] == dec["requests"]
+    assert pre["ttft_p50_ms"] > 0 and pre["itl_p50_ms"] is None
+    assert dec["itl_p50_ms"] > 0 and dec["ttft_p50_ms"] is None
+    ids = {(r["prefill_worker"], r["decode_worker"]) for r in point["requests"]}
+    assert len(ids) == 1 and len(set(next(iter(ids)))) == 2, ids

@@ -50,6 +50,9 @@ class Behaviour:
     cached_in_timings: bool = False
     """Report cached tokens as older llama.cpp builds do: only ``timings.cache_n`` of the last
     event, no ``prompt_tokens_details``."""
+    nvext: dict[str, Any] | None = None
+    """Dynamo's answer extension: this ``worker_id`` object on every chunk, ``timing`` (its
+    ``timing`` value) on the finish chunk."""
 
 
 class ChatServer:
@@ -160,10 +163,14 @@ class ChatServer:
                         "object": "chat.completion.chunk",
                         "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
                     }
+                    if b.nvext is not None:
+                        ev["nvext"] = {"worker_id": b.nvext["worker_id"]}
                     yield b"data: " + dumps(ev) + b"\n\n"
                     if b.chunk_delay_s:
                         await asyncio.sleep(b.chunk_delay_s)
                 ev = {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+                if b.nvext is not None:
+                    ev["nvext"] = b.nvext
                 yield b"data: " + dumps(ev) + b"\n\n"
                 usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": n}
                 last: dict[str, Any] = {"id": "x", "choices": [], "usage": usage}

@@ -48,6 +48,31 @@ def test_a_newer_minor_version_keeps_the_fields_it_adds(results_dir: Path, tmp_p
     assert out["points"][0]["aggregates"]["queue_ms"] == {"p50": 4.0}
 
 
+def test_a_1_1_file_without_serving_fields_reads_and_reports(
+    results_dir: Path, tmp_path: Path
+) -> None:
+    """1.2 added each request's serving workers and server timing, and the pools, workers and
+    router hit rate they make: a 1.1 file has none of them and reads, summarises and reports."""
+    from agentload.measure.report import text_summary
+
+    raw = orjson.loads((results_dir / "results.json").read_bytes())
+    raw["schema"] = "agentload.replay-results/1.1"
+    for point in raw["points"]:
+        for r in point["requests"]:
+            for key in ("prefill_worker", "decode_worker", "server_timing"):
+                del r[key]
+        for key in ("pools", "served_by", "router_kv_hit_rate"):
+            point["aggregates"].pop(key, None)
+    old = tmp_path / "old" / "results.json"
+    old.parent.mkdir()
+    old.write_bytes(orjson.dumps(raw))
+    doc = load_results(old)
+    assert all(r.decode_worker is None for p in doc.points for r in p.requests)
+    assert doc.points[0].aggregates.pools is None
+    assert not any("pool" in line for line in text_summary(doc))
+    assert run_cli(["report", str(old.parent), "--out", str(tmp_path / "report")]) == 0
+
+
 def _drop(path: list[Any]) -> Callable[[dict[str, Any]], None]:
     def edit(raw: dict[str, Any]) -> None:
         cur: Any = raw
@@ -72,7 +97,7 @@ def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
             None,
             _set("schema", "agentload.replay-results/2"),
             "schema: results schema 'agentload.replay-results/2' is not supported by this "
-            "agentload (reads agentload.replay-results/1.1); upgrade agentload to read it",
+            "agentload (reads agentload.replay-results/1.2); upgrade agentload to read it",
         ),
         (
             None,

@@ -189,11 +189,60 @@ async def test_engine_presets_shape_the_extras(
     await run_point(chat_server.base_url, [trace_path], start_at="zero", sessions=1, engine=engine)
     body = orjson.loads(chat_server.seen[0].body)
     # ignore_eos at the top level (Dynamo reads it there; nvext.ignore_eos is deprecated)
-    assert body["ignore_eos"] is True and "nvext" not in body
+    assert body["ignore_eos"] is True and "ignore_eos" not in body.get("nvext", {})
     # llama.cpp has no min_tokens: max_tokens (its n_predict) and ignore_eos pin the length
     assert ("min_tokens" in body) is min_tokens
     if min_tokens:
         assert body["min_tokens"] == body["max_tokens"]
+    # Dynamo alone gets its request extension: the expected output length, and the serving
+    # worker and timing asked back
+    if engine == "dynamo":
+        assert body["nvext"] == {
+            "agent_hints": {"osl": body["max_tokens"]},
+            "extra_fields": ["worker_id", "timing"],
+        }
+    else:
+        assert "nvext" not in body
+
+
+async def test_dynamo_sessions_are_per_agent_under_their_parents(
+    chat_server: ChatServer, trace_path: Path
+) -> None:
+    """With a parent header (the dynamo preset), each agent of a session instance is a
+    session of its own: the orchestrator's is the instance's id, each sub-agent's is
+    INSTANCE/AGENT and names the orchestrator's as its parent."""
+    preset = get_engine("dynamo")
+    await run_point(
+        chat_server.base_url,
+        [trace_path],
+        start_at="zero",
+        sessions=1,
+        engine="dynamo",
+        session_header=preset.session_header,
+        parent_header=preset.parent_header,
+    )
+    pairs = {
+        (s.headers["x-dynamo-session-id"], s.headers.get("x-dynamo-parent-session-id"))
+        for s in chat_server.seen
+    }
+    roots = {sid for sid, parent in pairs if parent is None}
+    assert len(roots) == 1, pairs  # one orchestrator per instance
+    (root,) = roots
+    children = {sid for sid, parent in pairs if parent == root}
+    assert len(children) == 2 and all(c.startswith(root + "/") for c in children), pairs
+    assert len(pairs) == 3  # every call named its agent's session, nothing else
+    # the neighbour: a session header alone (--session-header) names the instance on every call
+    chat_server.seen.clear()
+    await run_point(
+        chat_server.base_url,
+        [trace_path],
+        start_at="zero",
+        sessions=1,
+        session_header="X-Session-Id",
+    )
+    ids = {s.headers["x-session-id"] for s in chat_server.seen}
+    assert len(ids) == 1 and "/" not in next(iter(ids)), ids  # one instance, all its agents
+    assert not any("x-dynamo-parent-session-id" in s.headers for s in chat_server.seen)
 
 
 async def test_a_stop_before_a_scheduled_request_went_sends_nothing(

@@ -35,6 +35,7 @@ from agentload.measure.metrics.quality import (
     meets_slo,
     prompt_token_ratio,
 )
+from agentload.measure.metrics.serving import PoolMetrics, RouterKVHitRate, WorkerMetrics
 from agentload.measure.metrics.session import (
     JobsPerHour,
     SessionLatency,
@@ -97,7 +98,10 @@ METRICS: tuple[type[Metric], ...] = (
     KVSurvival,
     KVHits,
     KVHitRate,
+    RouterKVHitRate,
     SessionKVHitRate,
+    PoolMetrics,
+    WorkerMetrics,
     PromptTokenRatio,
     ErrorCounts,
     ContextOverflow,
