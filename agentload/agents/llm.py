@@ -8,7 +8,7 @@
 the last chunk. It is sent by ``agentload.client``, the one client of the LLM APIs that replay
 uses too: the same URL and secrets policy, connections, kernel receive times, stream reader
 (``wire``: text and tool calls reassembled) and error kinds. Timings are
-``time.perf_counter_ns`` readings (injectable ``clock``): submit (the request's first bytes on
+``time.perf_counter_ns`` readings: submit (the request's first bytes on
 the connection), every event, first token (first content or tool-call delta), last token.
 
 Failures are classified once (``agentload.client.failures.verdict``): no connection, a
@@ -51,12 +51,14 @@ from agentload.client.stream import StreamClient
 from agentload.errortext import clip
 from agentload.masking import mask_text, redact_url
 from agentload.measure.errorkinds import ErrorKind
+from agentload.options.engines import EnginePreset
 from agentload.trace.schema import Timings
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
     "DUMMY_API_KEY",
     "MAX_CONNECTIONS",
+    "AgentSession",
     "ChatClient",
     "LLMResult",
 ]
@@ -105,6 +107,16 @@ _WHY: dict[str, str] = {
 }
 
 
+@dataclass(frozen=True)
+class AgentSession:
+    """Who makes a call, as session headers name it: the session, the calling agent's own
+    session (the session's id for its root agent) and its parent's (None for the root)."""
+
+    session: str
+    agent: str
+    parent: str | None = None
+
+
 class ChatClient:
     """Streams chat completions from an OpenAI-compatible endpoint (see the module docstring)."""
 
@@ -117,8 +129,8 @@ class ChatClient:
         retries: int = 3,
         backoff_s: float = 0.5,
         call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
-        clock: Clock = time.perf_counter_ns,
         max_retry_after_s: float = 120.0,
+        engine: EnginePreset | None = None,
     ) -> None:
         self.base_url = redact_url(base_url)
         """The URL as messages show it (secrets masked)."""
@@ -127,17 +139,33 @@ class ChatClient:
         self.backoff_s = backoff_s
         self.call_timeout_s = call_timeout_s
         self.max_retry_after_s = max_retry_after_s
-        self.clock = clock
+        self.clock: Clock = time.perf_counter_ns
+        self.engine = engine
+        """The target's preset: which session headers a call carries (``headers``)."""
         self._http = StreamClient(
             base_url,
             api_key=api_key or api_key_from_env() or DUMMY_API_KEY,
             timeout_s=call_timeout_s,
             max_connections=MAX_CONNECTIONS,
-            clock=clock,
+            clock=self.clock,
         )
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+    def headers(self, who: AgentSession | None) -> dict[str, str] | None:
+        """The session headers of a call by ``who``: none without a preset that names a
+        session header; the session's id; with a parent header (Dynamo), the agent's own
+        session id and its parent's."""
+        e = self.engine
+        if e is None or e.session_header is None or who is None:
+            return None
+        if e.parent_header is None:
+            return {e.session_header: who.session}
+        out = {e.session_header: who.agent}
+        if who.parent is not None:
+            out[e.parent_header] = who.parent
+        return out
 
     async def complete(
         self,
@@ -145,12 +173,14 @@ class ChatClient:
         on_retry: RetryHook | None = None,
         deadline: Deadline | None = None,
         on_chunk: ChunkHook | None = None,
+        who: AgentSession | None = None,
     ) -> LLMResult:
         """Send ``body`` (streamed); retry transient failures; raise ``SessionEnd`` at the end
         (see the module docstring for the time limits and the error classes). ``on_chunk``
         gets the count of reply chunks (text or tool-call deltas) the attempt has received so
-        far, after each one."""
+        far, after each one. ``who``: the agent making the call (its session headers)."""
         payload = orjson.dumps({**body, "stream": True, "stream_options": {"include_usage": True}})
+        headers = self.headers(who)
         attempt = 0
         last: str | None = None
         while True:
@@ -158,7 +188,9 @@ class ChatClient:
             left = deadline.remaining_s() if deadline is not None else None
             by_budget = left is not None and left < self.call_timeout_s
             limit = left if by_budget and left is not None else self.call_timeout_s
-            out = await self._http.chat(payload, reply=on_chunk or True, limit_s=max(limit, 0.0))
+            out = await self._http.chat(
+                payload, headers, reply=on_chunk or True, limit_s=max(limit, 0.0)
+            )
             if out.ok or out.error_kind == ErrorKind.INVALID_USAGE:
                 return _result(out, attempt)
             if out.error_kind == ErrorKind.TIMEOUT:

@@ -19,7 +19,7 @@ from typing import Any
 
 from agentload import contract
 from agentload.agents.limits import EndReason, SessionEnd
-from agentload.agents.llm import LLMResult
+from agentload.agents.llm import AgentSession, LLMResult
 from agentload.agents.runtime import AgentRuntime, AgentSettings, agent_call_id, tool_call_id
 from agentload.agents.tracing import Follows, LiveCall, ToolFacts
 from agentload.fitted import WaitKind
@@ -95,8 +95,14 @@ async def call_model(
     body = _request_body(rt.settings, messages, tools, max_tokens)
     call_id = agent_call_id(agent_id, seq)
     turn = turn_of_messages(messages, sub=role != contract.ORCHESTRATOR)
-    wait_ns = await modeled_wait(rt, agent_id, turn, root=role == contract.ORCHESTRATOR)
-    result = await _complete(rt, body, agent_id=agent_id, call_id=call_id)
+    root = role == contract.ORCHESTRATOR
+    wait_ns = await modeled_wait(rt, agent_id, turn, root=root)
+    who = AgentSession(
+        rt.session_id,
+        rt.session_id if root else f"{rt.session_id}/{agent_id}",
+        None if root else rt.session_id,
+    )
+    result = await _complete(rt, body, agent_id=agent_id, call_id=call_id, who=who)
     rt.last_end_ns[agent_id] = result.timings.end_ns  # as the trace records it: the next gap
     # starts there
     read = [_read_call(tc, call_id, i, result) for i, tc in enumerate(result.tool_calls)]
@@ -172,7 +178,7 @@ def _request_body(
 
 
 async def _complete(
-    rt: AgentRuntime, body: dict[str, Any], *, agent_id: str, call_id: str
+    rt: AgentRuntime, body: dict[str, Any], *, agent_id: str, call_id: str, who: AgentSession
 ) -> LLMResult:
     """The call's reply, its streamed chunks shown live while in flight; each failed attempt
     is an event (``retry``, or ``error`` for the one that ends the session or is cancelled)."""
@@ -200,7 +206,7 @@ async def _complete(
     live = rt.recorder.stats.live[call_id] = LiveCall(start)
     try:
         return await rt.client.complete(
-            body, on_retry=on_retry, deadline=rt.deadline, on_chunk=live.streamed
+            body, on_retry=on_retry, deadline=rt.deadline, on_chunk=live.streamed, who=who
         )
     except SessionEnd as end:
         await failure(end.reason, end.detail, end.cause)

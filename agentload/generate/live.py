@@ -162,7 +162,7 @@ def _config(
             "traces": [str(r.trace_path) for r in runs],
             "endpoint": first.endpoint or runs[0].endpoint,
             "model": first.model or runs[0].model,
-            "engine": "openai",
+            "engine": opts.engine or "openai",  # its session headers only: no extras
             "extras": False,
             "levels": levels,
             "sessions": opts.sessions,
@@ -209,7 +209,9 @@ def live_results(
         mode="live",
         config=_config(runs, opts, first, levels),
         environment=Environment.here(),
-        engine=EngineInfo(name="openai", ignore_eos=False, min_tokens=False, include_usage=True),
+        engine=EngineInfo(
+            name=opts.engine or "openai", ignore_eos=False, min_tokens=False, include_usage=True
+        ),
         plan=PlanInfo(
             sessions=len(plans),
             calls=sum(len(p.calls) for p in plans),

@@ -75,6 +75,13 @@ class GenerateOptions(CapacityOptions):
         ),
     ] = None
     model: Annotated[str | None, Flag("Model name (default: the endpoint's first model).")] = None
+    engine: Annotated[
+        str | None,
+        Flag(
+            "With --endpoint and the built-in agents: the target's engine (docs/engines.md); "
+            "dynamo: each agent's calls carry its own Dynamo session id and its parent's."
+        ),
+    ] = None
     sessions: Annotated[int, Flag("Sessions to run.", short="-n")] = Field(
         default=1, ge=1, le=MAX_SESSIONS
     )
@@ -206,6 +213,21 @@ class GenerateOptions(CapacityOptions):
         ]
 
 
+def _check_engine(opts: GenerateOptions, product: bool) -> None:
+    """``--engine``: a known preset, for a real endpoint the built-in agents call."""
+    if opts.engine is None:
+        return
+    from agentload.options.engines import get_engine
+
+    get_engine(opts.engine)  # one line for an unknown name
+    if not opts.endpoint:
+        raise ConfigError("--engine names the target's engine: give --endpoint too")
+    if product:
+        raise ConfigError(
+            "--engine shapes the built-in agents' requests; an agent product sends its own"
+        )
+
+
 def check_options(opts: GenerateOptions) -> None:
     """One-line ``ConfigError`` for option combinations that cannot work."""
     problem = endpoint_problem(opts.endpoint) if opts.endpoint else None
@@ -224,6 +246,7 @@ def check_options(opts: GenerateOptions) -> None:
     from agentload.products.registry import product
 
     chosen = product(opts.agent)  # one line for an unknown name
+    _check_engine(opts, chosen is not None)
     if chosen is None and opts.agent_max_tokens is not None:
         raise ConfigError("--agent-max-tokens caps an agent product's replies: give --agent NAME")
     if opts.oracle and tasks is None:

@@ -39,6 +39,7 @@ from agentload.agents.llm import ChatClient
 from agentload.agents.session import run_session
 from agentload.agents.tracing import LiveCall, SessionStats
 from agentload.generate.run import open_endpoint, session_setup
+from agentload.options.engines import get_engine
 from agentload.products.live import LiveCounts
 from agentload.products.registry import product
 from agentload.products.session import ProductRun, run_product_session
@@ -170,6 +171,7 @@ class GenerateWorker:
             retries=o.retries,
             backoff_s=o.retry_backoff_s,
             call_timeout_s=o.call_timeout_s,
+            engine=get_engine(o.engine) if o.engine else None,
         )
 
     async def _open_product(self, header: Header) -> None:

@@ -40,6 +40,7 @@ from agentload.errortext import clip
 from agentload.generate.calibrate import TokenRatio, calibrate
 from agentload.generate.options import GenerateOptions, check_options
 from agentload.masking import redact_url
+from agentload.options.engines import get_engine
 from agentload.outfile import output_dir, write_errors
 from agentload.sandboxes import sandbox_ready
 from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
@@ -277,6 +278,7 @@ async def _run(spec: RunSpec, progress: ProgressSink | None) -> RunResult:
             retries=opts.retries,
             backoff_s=opts.retry_backoff_s,
             call_timeout_s=opts.call_timeout_s,
+            engine=get_engine(opts.engine) if opts.engine else None,
         )
         workdir = owned_tempdir(WORKSPACES)  # a kill -9 leaves it to `agentload sandbox cleanup`
         try:
