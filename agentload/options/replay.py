@@ -41,8 +41,11 @@ class ReplayConfig(CapacityOptions, LoadOptions, EndpointOptions):
     traces: Annotated[
         list[str], Flag("Trace files (.agentload.jsonl[.zst]).", argument=True, reads=list[Path])
     ] = Field(description="trace files replayed, in the order given (arguments)")
-    scrape_metrics: Annotated[str | None, Flag("Prometheus /metrics URL scraped at 1 Hz.")] = Field(
-        default=None, description="Prometheus URL scraped at 1 Hz (--scrape-metrics)"
+    scrape_metrics: Annotated[
+        str | None, Flag("Prometheus /metrics URL, or several comma-separated, scraped at 1 Hz.")
+    ] = Field(
+        default=None,
+        description="Prometheus URL(s) scraped at 1 Hz, comma-separated (--scrape-metrics)",
     )
     max_error_rate: Annotated[float, Flag("Exit 3 when a larger share of the requests failed.")] = (
         Field(
@@ -148,12 +151,14 @@ class ReplayConfig(CapacityOptions, LoadOptions, EndpointOptions):
     def _scrape_url(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        if not v.lower().startswith(("http://", "https://")):
-            raise bad_value("not an http(s):// URL (the server's Prometheus /metrics)")
-        problem = endpoint_problem(v)
-        if problem is not None:
-            raise bad_value(problem)
-        return v
+        urls = [u.strip() for u in v.split(",")]
+        for u in urls:
+            if not u.lower().startswith(("http://", "https://")):
+                raise bad_value("not an http(s):// URL (the server's Prometheus /metrics)")
+            problem = endpoint_problem(u)
+            if problem is not None:
+                raise bad_value(problem)
+        return ",".join(urls)
 
     @field_validator("tokenizer")
     @classmethod

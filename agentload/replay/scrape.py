@@ -6,6 +6,10 @@ SGLang, TensorRT-LLM and Dynamo expose contain these words. Engines whose whole 
 and about serving keep every series (``KEEP_PREFIXES``): llama.cpp's ``llamacpp:*`` (prompt and
 predicted tokens, cached prompt tokens, requests processing/deferred, busy slots per decode),
 whose names mostly lack those words.
+
+Several URLs (``--scrape-metrics URL,URL``: a Dynamo frontend and its workers' system ports)
+are scraped together each second into one sample; each series then carries the label
+``scrape="HOST:PORT"`` of the server it came from.
 """
 
 from __future__ import annotations
@@ -20,15 +24,18 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agentload.masking import mask_text, redact_url, remember_url
 
-__all__ = ["KEEP_PREFIXES", "KEEP_WORDS", "MetricsScraper", "parse_prometheus"]
+__all__ = ["KEEP_PREFIXES", "KEEP_WORDS", "MetricsScraper", "parse_prometheus", "scrape_urls"]
 
-KEEP_WORDS = ("kv", "cache", "waiting", "running", "queue", "preempt", "num_requests", "usage")
+KEEP_WORDS = (
+    "kv", "cache", "waiting", "running", "queue", "preempt", "num_requests", "usage", "inflight"
+)  # fmt: skip
 KEEP_PREFIXES = ("llamacpp:",)
 _MAX_SERIES = 200
 
 
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Prometheus text → ``{"name{label=value,...}": value}`` for the kept series."""
+def parse_prometheus(text: str, source: str | None = None) -> dict[str, float]:
+    """Prometheus text → ``{"name{label=value,...}": value}`` for the kept series (with
+    ``source``, each also labelled ``scrape=SOURCE``)."""
     out: dict[str, float] = {}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
@@ -43,7 +50,8 @@ def parse_prometheus(text: str) -> dict[str, float]:
                 continue
             if name.endswith(("_bucket", "_created")):
                 continue
-            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            tags = {**s.labels, "scrape": source} if source else s.labels
+            labels = ",".join(f"{k}={v}" for k, v in sorted(tags.items()))
             key = f"{name}{{{labels}}}" if labels else name
             out[key] = float(s.value)
             if len(out) >= _MAX_SERIES:
@@ -51,8 +59,14 @@ def parse_prometheus(text: str) -> dict[str, float]:
     return out
 
 
+def scrape_urls(value: str) -> list[str]:
+    """The URLs of ``--scrape-metrics`` (one, or several separated by commas)."""
+    return [u.strip() for u in value.split(",") if u.strip()]
+
+
 class MetricsScraper:
-    """Scrapes ``url`` every ``interval_s`` until cancelled; samples in ``self.samples``."""
+    """Scrapes ``url`` (one URL or several, comma-separated) every ``interval_s`` until
+    cancelled; samples in ``self.samples``."""
 
     def __init__(
         self,
@@ -63,7 +77,9 @@ class MetricsScraper:
         clock: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
         self.url = url
-        remember_url(url)  # its credentials are masked in the errors a scrape quotes
+        self.urls = scrape_urls(url)
+        for u in self.urls:
+            remember_url(u)  # its credentials are masked in the errors a scrape quotes
         self.t0 = t0_ns
         self.interval = interval_s
         self.clock = clock
@@ -75,20 +91,28 @@ class MetricsScraper:
         async with httpx.AsyncClient(timeout=max(0.5, self.interval)) as client:
             while True:
                 t = self.clock()
-                try:
-                    r = await client.get(self.url)
-                    r.raise_for_status()
-                    values = parse_prometheus(r.text)
+                got = await asyncio.gather(*(self._one(client, u) for u in self.urls))
+                if any(v is not None for v in got):
+                    values = {k: x for v in got if v is not None for k, x in v.items()}
                     self.samples.append({"t_ns": t - self.t0, "values": values})
-                except (httpx.HTTPError, ValueError) as exc:
-                    self.failures += 1
-                    error = f"{type(exc).__name__}: {exc}"
-                    self.last_error = mask_text(error)[:200]
                 await asyncio.sleep(max(0.0, self.interval - (self.clock() - t) / 1e9))
+
+    async def _one(self, client: httpx.AsyncClient, url: str) -> dict[str, float] | None:
+        """One scrape of ``url``: its kept series (labelled by their server when several are
+        scraped), None when it failed (counted)."""
+        try:
+            r = await client.get(url)
+            r.raise_for_status()
+            source = httpx.URL(url).netloc.decode() if len(self.urls) > 1 else None
+            return parse_prometheus(r.text, source)
+        except (httpx.HTTPError, ValueError) as exc:
+            self.failures += 1
+            self.last_error = mask_text(f"{type(exc).__name__}: {exc}")[:200]
+            return None
 
     def summary(self) -> dict[str, Any]:
         return {
-            "url": redact_url(self.url),
+            "url": ",".join(redact_url(u) for u in self.urls),
             "samples": self.samples,
             "failures": self.failures,
             "last_error": self.last_error,

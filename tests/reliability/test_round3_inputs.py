@@ -148,6 +148,9 @@ def test_a_scrape_url_that_is_no_url_is_refused(trace: Path) -> None:
     argv = ["replay", str(trace), "--model", "m", "--endpoint", DEAD]
     line = one_line_exit_2([*argv, "--scrape-metrics", "not a url"])
     assert "--scrape-metrics" in line and "not an http(s):// URL" in line, line
+    # one bad URL among several is refused too
+    line = one_line_exit_2([*argv, "--scrape-metrics", "http://127.0.0.1:9/metrics,not a url"])
+    assert "--scrape-metrics" in line and "not an http(s):// URL" in line, line
 
 
 # -- FIFOs and devices named as inputs ---------------------------------------------------------

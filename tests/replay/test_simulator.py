@@ -97,6 +97,35 @@ async def test_run_replay_scrapes_server_metrics(
     assert "<div class='wide'><table class='summary'><tr><th></th><th>c=1</th></tr>" in page
 
 
+async def test_several_metrics_urls_are_scraped_into_one_sample_labelled_by_server(
+    simulator: Any, trace_path: Path
+) -> None:
+    """``--scrape-metrics A,B,C`` (a Dynamo frontend and its workers): each second one sample
+    of every server's kept series, each labelled ``scrape=HOST:PORT``; a server that does not
+    answer is counted as failures while the others' samples go on."""
+    from agentload.endpoint.server import SimulatorServer
+
+    with SimulatorServer("instant") as other:
+        urls = [s.base_url.removesuffix("/v1") + "/metrics" for s in (simulator, other)]
+        cfg = ReplayConfig(
+            traces=[str(trace_path)],
+            endpoint=simulator.base_url,
+            model=simulator.model,
+            start_at="zero",
+            sessions=1,
+            scrape_metrics=",".join([*urls, "http://127.0.0.1:9/metrics"]),
+        )
+        res = await run_replay(cfg)
+    scrape = res.points[0].scrape
+    assert scrape is not None and scrape.samples and scrape.failures >= len(scrape.samples)
+    assert scrape.url == cfg.scrape_metrics
+    keys = {k for sample in scrape.samples for k in sample.values}
+    hosts = [u.split("/")[2] for u in urls]
+    assert all(any(f"scrape={h}" in k for h in hosts) for k in keys), sorted(keys)
+    for h in hosts:
+        assert any(f"scrape={h}" in k and "waiting" in k for k in keys), (h, sorted(keys))
+
+
 def test_parse_prometheus_keeps_the_useful_series() -> None:
     text = (
         "# HELP vllm:num_requests_waiting waiting\n# TYPE vllm:num_requests_waiting gauge\n"
