@@ -30,6 +30,7 @@ class ImportFormat(StrEnum):
     weka = "weka"
     tracelab = "tracelab"
     mooncake = "mooncake"
+    dynamo = "dynamo"
     claude_code = "claude-code"
     codex = "codex"
     openhands = "openhands"
@@ -54,7 +55,8 @@ def import_(
             help="Source files or directories (claude-code: ~/.claude/projects, a project or "
             "session logs; codex: ~/.codex/sessions or rollout-*.jsonl; openhands: *.jsonl or "
             "*.json rows; mlperf: *.jsonl; atif: trajectory *.json; otel: OTLP JSON / JSON "
-            "Lines; weka: *.json; tracelab, mooncake: *.jsonl)."
+            "Lines; weka: *.json; tracelab, mooncake: *.jsonl; dynamo: *.jsonl, *.jsonl.gz or the "
+            "DYN_REQUEST_TRACE_OUTPUT_PATH prefix of the segments)."
         ),
     ],
     out: Annotated[Path, typer.Option("-o", "--out", help="Output trace (*.agentload.jsonl.zst).")],
@@ -63,7 +65,7 @@ def import_(
     """Import an agent's own logs, an agent dataset or another tool's trace as an agentload
     trace that replay can send: Claude Code and Codex logs, OpenHands, MLPerf and Harbor ATIF
     trajectories and OTel GenAI spans with their full text; Weka, TraceLab and Mooncake
-    token-count traces content-free. auto detects the format and says which."""
+    token-count traces and NVIDIA Dynamo request traces content-free. auto detects the format and says which."""
     from agentload.interop.imports import import_trace
 
     print(import_trace(fmt.value, files, out, force=force))

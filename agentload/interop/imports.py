@@ -6,8 +6,9 @@ else its first ``*.json``) and picks the format it belongs to: a Codex rollout l
 (``resourceSpans``), a Harbor ATIF trajectory (``schema_version`` ``ATIF-...``), an MLPerf
 agentic row (``conversation_id``, ``turn``, ``role``), an OpenHands / SWE-rebench row (a
 ``trajectory`` of messages), a Weka file (an object with ``requests``), a Mooncake line
-(``hash_ids`` and ``input_length``) or a TraceLab round (``round_index`` and
-``input_tokens_total``). It says which on stderr.
+(``hash_ids`` and ``input_length``), a TraceLab round (``round_index`` and
+``input_tokens_total``) or a Dynamo request-trace record (``schema``
+``dynamo.request.trace...``, bare or as a file sink's ``event``). It says which on stderr.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ FORMATS = (
     "weka",
     "tracelab",
     "mooncake",
+    "dynamo",
 )
 _PEEK = 1 << 20  # bytes read to find a JSON file's first object (a Weka file is one object)
 
@@ -83,6 +85,10 @@ def import_trace(fmt: str, files: list[Path], out: Path, *, force: bool = False)
         from agentload.interop.mooncake import import_mooncake
 
         return import_mooncake(files, out)
+    if fmt == "dynamo":
+        from agentload.interop.dynamo_import import import_dynamo
+
+        return import_dynamo(files, out)
     raise AssertionError(fmt)
 
 
@@ -148,6 +154,7 @@ def detect_format(paths: list[Path]) -> tuple[str, str]:
     from agentload.interop.atif import looks_like_atif
     from agentload.interop.claude_code import looks_like_claude_code
     from agentload.interop.codex import looks_like_codex
+    from agentload.interop.dynamo_trace import looks_like_dynamo
     from agentload.interop.mlperf import looks_like_mlperf
     from agentload.interop.openhands import looks_like_openhands
     from agentload.interop.otel_in import looks_like_otel
@@ -172,6 +179,8 @@ def detect_format(paths: list[Path]) -> tuple[str, str]:
             found = "mlperf"
         elif looks_like_openhands(obj):
             found = "openhands"
+        elif looks_like_dynamo(obj):
+            found = "dynamo"
         elif isinstance(obj.get("requests"), list):
             found = "weka"
         elif "hash_ids" in obj and "input_length" in obj:

@@ -85,7 +85,7 @@ class SourceInfo(RecordModel):
     """Where an imported trace came from (``agentload trace import``)."""
 
     format: str = Field(
-        description="source format: weka, tracelab, mooncake (content-free); claude-code, "
+        description="source format: weka, tracelab, mooncake, dynamo (content-free); claude-code, "
         "codex (full content)"
     )
     files: list[str] = Field(
