@@ -8,7 +8,9 @@
 #   eval "$(scripts/dynamo.sh start [--workers N | --prefill N --decode M] [--router-mode MODE]
 #                                   [--speedup R] [--port P])"
 #       # a frontend on 127.0.0.1:P (default 18600) and its workers; prints
-#       # `export AGENTLOAD_DYNAMO_URL=http://127.0.0.1:P/v1 AGENTLOAD_DYNAMO_MODEL=...`
+#       # `export AGENTLOAD_DYNAMO_URL=http://127.0.0.1:P/v1 AGENTLOAD_DYNAMO_MODEL=...
+#       #  AGENTLOAD_DYNAMO_METRICS=...` (the frontend's /metrics and each worker process's,
+#       #  comma-separated, as replay's --scrape-metrics takes them)
 #   scripts/dynamo.sh stop [--port P]        # that deployment (default: every one started here)
 #   scripts/dynamo.sh check URL              # does URL answer one chat completion? (exit 0, else one line)
 #
@@ -67,6 +69,23 @@ model() {  # the model folder, built once (its name carries the builder's hash)
 
 free_port() {
   "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+system_port() {  # a free port for a worker's /metrics: Dynamo 1.6.1 reads DYN_SYSTEM_PORT as an
+  # i16, so it must lie below 32768, under the kernel's ephemeral range
+  "$PY" - <<'PY'
+import random, socket
+for port in random.sample(range(20000, 32768), 200):
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            continue
+        print(port)
+        break
+else:
+    raise SystemExit("no free port below 32768 for a worker's /metrics")
+PY
 }
 
 check() {  # check URL: the model listed, and one chat completion answered with text
@@ -137,21 +156,33 @@ start() {
   mkdir -p "$run/home" "$run/kv"
   : >"$run/pids"
   export HOME="$run/home" DYN_FILE_KV="$run/kv" DYN_LOG="${DYN_LOG:-warn}" DYN_SELF_HOST_METADATA=0
-  local mock=("$EXE" -m dynamo.mocker --model-path "$MODEL" --model-name "$MODEL_NAME"
-              --discovery-backend file --speedup-ratio "$speedup")
+  # DYN_REQUEST_TRACE* (Dynamo's request trace) is for the frontend: a worker that inherits it
+  # binds the same tool-event socket and opens the same trace file
+  local untrace=(env) v
+  for v in $(compgen -e -X '!DYN_REQUEST_TRACE*' || true); do untrace+=(-u "$v"); done
+  local mock=("$EXE" -m dynamo.mocker --model-path "$MODEL"
+              --model-name "$MODEL_NAME" --discovery-backend file --speedup-ratio "$speedup")
+  # each worker process serves its own /metrics on its system port (DYN_SYSTEM_PORT)
+  local metrics="http://127.0.0.1:$port/metrics" sys
   spawn "$run" frontend "$EXE" -m dynamo.frontend --http-host 127.0.0.1 --http-port "$port" \
     --discovery-backend file --router-mode "$mode"
   if (( prefill > 0 )); then
     local ports=() i
     for ((i = 0; i < prefill; i++)); do ports+=("$(free_port)"); done
-    spawn "$run" prefill "${mock[@]}" --disaggregation-mode prefill --num-workers "$prefill" \
+    sys="$(system_port)"; metrics+=",http://127.0.0.1:$sys/metrics"
+    spawn "$run" prefill "${untrace[@]}" DYN_SYSTEM_PORT="$sys" "${mock[@]}" \
+      --disaggregation-mode prefill --num-workers "$prefill" \
       --bootstrap-ports "$(IFS=,; echo "${ports[*]}")"
-    spawn "$run" decode "${mock[@]}" --disaggregation-mode decode --num-workers "$decode"
+    sys="$(system_port)"; metrics+=",http://127.0.0.1:$sys/metrics"
+    spawn "$run" decode "${untrace[@]}" DYN_SYSTEM_PORT="$sys" "${mock[@]}" \
+      --disaggregation-mode decode --num-workers "$decode"
   else
-    spawn "$run" workers "${mock[@]}" --num-workers "$workers"
+    sys="$(system_port)"; metrics+=",http://127.0.0.1:$sys/metrics"
+    spawn "$run" workers "${untrace[@]}" DYN_SYSTEM_PORT="$sys" "${mock[@]}" --num-workers "$workers"
   fi
   wait_ready "$port" "$run"
-  echo "export AGENTLOAD_DYNAMO_URL=http://127.0.0.1:$port/v1 AGENTLOAD_DYNAMO_MODEL=$MODEL_NAME"
+  echo "export AGENTLOAD_DYNAMO_URL=http://127.0.0.1:$port/v1 AGENTLOAD_DYNAMO_MODEL=$MODEL_NAME" \
+    "AGENTLOAD_DYNAMO_METRICS=$metrics"
 }
 
 stop_run() {  # stop_run RUN: every process group it started, then its folder

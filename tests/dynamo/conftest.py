@@ -29,6 +29,8 @@ class Dynamo:
     model: str
     port: int
     args: tuple[str, ...]
+    metrics: str
+    """The frontend's /metrics and each worker process's, comma-separated."""
 
     @property
     def root(self) -> str:
@@ -73,7 +75,13 @@ def dynamo(dynamo_installed: None) -> Iterator[Callable[..., Dynamo]]:
         if done.returncode != 0:
             pytest.fail(f"scripts/dynamo.sh start {' '.join(args)}: {done.stderr.strip()[-800:]}")
         env = dict(kv.split("=", 1) for kv in done.stdout.split()[1:])
-        return Dynamo(env["AGENTLOAD_DYNAMO_URL"], env["AGENTLOAD_DYNAMO_MODEL"], port, args)
+        return Dynamo(
+            env["AGENTLOAD_DYNAMO_URL"],
+            env["AGENTLOAD_DYNAMO_MODEL"],
+            port,
+            args,
+            env["AGENTLOAD_DYNAMO_METRICS"],
+        )
 
     yield start
     for port in started:

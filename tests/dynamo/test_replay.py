@@ -6,7 +6,7 @@ the simulator (two ``quick`` sessions: orchestrators and their sub-agents) is re
   the trace's ideal (what each call shares with its agent's previous prompt; the tolerance is
   Dynamo's block size: it caches whole blocks of 64 tokens, so the tail of every prompt that does
   not fill a block is recomputed; measured here: 0.83 of an ideal 0.86), and ``--scrape-metrics``
-  keeps the frontend's and the router's cache series;
+  keeps the frontend's and the router's cache series and the workers' own;
 * through round-robin routing over the same two workers, an agent's calls alternate between
   them and the hit rate is lower (0.69 here);
 * through a disaggregated deployment (a prefill and a decode worker), every call is answered
@@ -85,7 +85,7 @@ def test_the_kv_router_reuses_each_agents_prefix_and_round_robin_less(
     dynamo: Any, trace: Path, tmp_path: Path
 ) -> None:
     kv_dep = dynamo("--workers", "2", "--router-mode", "kv", *SPEEDUP)
-    kv = _replay(kv_dep, trace, tmp_path / "kv", "--scrape-metrics", f"{kv_dep.root}/metrics")
+    kv = _replay(kv_dep, trace, tmp_path / "kv", "--scrape-metrics", kv_dep.metrics)
     measured, ideal = _hit_rate(kv)
     assert ideal > 0.5, ideal  # an agentic trace: most of each prompt was sent before
     assert ideal - TOLERANCE <= measured <= ideal + 0.02, (measured, ideal)
@@ -105,11 +105,19 @@ def test_the_kv_router_reuses_each_agents_prefix_and_round_robin_less(
     # the summary and the report say the timings are a model's
     for name in ("report.html",):
         assert "MODELED target: " + MODELED in (tmp_path / "kv" / name).read_text()
-    # the frontend's and the router's own series are scraped beside the run
+    # the frontend's, the router's and the workers' own series are scraped beside the run,
+    # each labelled with the server it came from
     scrape = kv["points"][0]["scrape"]
+    assert scrape["failures"] == 0 and scrape["url"] == kv_dep.metrics, scrape["url"]
     names = {k for sample in scrape["samples"] for k in sample["values"]}
     assert any(n.startswith("dynamo_component_router_kv_hit_rate") for n in names), sorted(names)
     assert any(n.startswith("dynamo_frontend_cached_tokens") for n in names), sorted(names)
+    frontend, workers = (u.split("/")[2] for u in kv_dep.metrics.split(","))
+    assert any(f"scrape={frontend}" in n for n in names), sorted(names)
+    assert any(
+        n.startswith("dynamo_component_inflight_requests") and f"scrape={workers}" in n
+        for n in names
+    ), sorted(names)
 
 
 def test_a_disaggregated_deployment_reports_its_prefill_and_decode_pools_apart(

@@ -73,17 +73,26 @@ def test_salted_kv_survival_never_exceeds_its_ceiling(simulator: Any, tmp_path: 
     assert res.prompt_token_ratio == 1.0
 
 
-async def test_run_replay_scrapes_server_metrics(
-    simulator: Any, trace_path: Path, tmp_path: Path
-) -> None:
-    cfg = ReplayConfig(
-        traces=[str(trace_path)],
+def _metrics(server: Any) -> str:
+    return str(server.base_url).removesuffix("/v1") + "/metrics"
+
+
+def _scraping(simulator: Any, trace: Path, urls: str) -> ReplayConfig:
+    """One session of ``trace`` against the simulator from its start, scraping ``urls``."""
+    return ReplayConfig(
+        traces=[str(trace)],
         endpoint=simulator.base_url,
         model=simulator.model,
         start_at="zero",
         sessions=1,
-        scrape_metrics=simulator.base_url.removesuffix("/v1") + "/metrics",
+        scrape_metrics=urls,
     )
+
+
+async def test_run_replay_scrapes_server_metrics(
+    simulator: Any, trace_path: Path, tmp_path: Path
+) -> None:
+    cfg = _scraping(simulator, trace_path, _metrics(simulator))
     res = await run_replay(cfg)
     scrape = res.points[0].scrape
     assert scrape is not None and scrape.failures == 0 and len(scrape.samples) >= 1
@@ -106,15 +115,8 @@ async def test_several_metrics_urls_are_scraped_into_one_sample_labelled_by_serv
     from agentload.endpoint.server import SimulatorServer
 
     with SimulatorServer("instant") as other:
-        urls = [s.base_url.removesuffix("/v1") + "/metrics" for s in (simulator, other)]
-        cfg = ReplayConfig(
-            traces=[str(trace_path)],
-            endpoint=simulator.base_url,
-            model=simulator.model,
-            start_at="zero",
-            sessions=1,
-            scrape_metrics=",".join([*urls, "http://127.0.0.1:9/metrics"]),
-        )
+        urls = [_metrics(simulator), _metrics(other)]
+        cfg = _scraping(simulator, trace_path, ",".join([*urls, "http://127.0.0.1:9/metrics"]))
         res = await run_replay(cfg)
     scrape = res.points[0].scrape
     assert scrape is not None and scrape.samples and scrape.failures >= len(scrape.samples)
