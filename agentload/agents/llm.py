@@ -51,7 +51,7 @@ from agentload.client.stream import StreamClient
 from agentload.errortext import clip
 from agentload.masking import mask_text, redact_url
 from agentload.measure.errorkinds import ErrorKind
-from agentload.options.engines import EnginePreset
+from agentload.options.engines import EnginePreset, session_headers
 from agentload.trace.schema import Timings
 
 __all__ = [
@@ -158,14 +158,11 @@ class ChatClient:
         session header; the session's id; with a parent header (Dynamo), the agent's own
         session id and its parent's."""
         e = self.engine
-        if e is None or e.session_header is None or who is None:
+        if e is None or who is None:
             return None
-        if e.parent_header is None:
-            return {e.session_header: who.session}
-        out = {e.session_header: who.agent}
-        if who.parent is not None:
-            out[e.parent_header] = who.parent
-        return out
+        return session_headers(
+            e.session_header, e.parent_header, who.session, who.agent, who.parent
+        )
 
     async def complete(
         self,

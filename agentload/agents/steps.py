@@ -23,6 +23,7 @@ from agentload.agents.llm import AgentSession, LLMResult
 from agentload.agents.runtime import AgentRuntime, AgentSettings, agent_call_id, tool_call_id
 from agentload.agents.tracing import Follows, LiveCall, ToolFacts
 from agentload.fitted import WaitKind
+from agentload.options.engines import agent_session_id
 from agentload.tools.arguments import read_arguments
 from agentload.trace.capture import assistant_message
 from agentload.trace.events import Error, Retry
@@ -97,10 +98,9 @@ async def call_model(
     turn = turn_of_messages(messages, sub=role != contract.ORCHESTRATOR)
     root = role == contract.ORCHESTRATOR
     wait_ns = await modeled_wait(rt, agent_id, turn, root=root)
+    sid = rt.session_id
     who = AgentSession(
-        rt.session_id,
-        rt.session_id if root else f"{rt.session_id}/{agent_id}",
-        None if root else rt.session_id,
+        sid, agent_session_id(sid, None if root else agent_id), None if root else sid
     )
     result = await _complete(rt, body, agent_id=agent_id, call_id=call_id, who=who)
     rt.last_end_ns[agent_id] = result.timings.end_ns  # as the trace records it: the next gap

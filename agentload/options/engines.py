@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from agentload.errors import ConfigError
 
-__all__ = ["ENGINES", "EnginePreset", "get_engine"]
+__all__ = ["ENGINES", "EnginePreset", "agent_session_id", "get_engine", "session_headers"]
 
 
 @dataclass(frozen=True)
@@ -97,3 +97,26 @@ def get_engine(name: str) -> EnginePreset:
         return ENGINES[name]
     except KeyError:
         raise ConfigError(f"unknown engine {name!r}; choose one of: {', '.join(ENGINES)}") from None
+
+
+def agent_session_id(session: str, agent: str | None) -> str:
+    """The session id of an agent of ``session``: ``session`` itself for its root agent
+    (``agent`` None or ""), ``SESSION/AGENT`` for a sub-agent."""
+    return f"{session}/{agent}" if agent else session
+
+
+def session_headers(
+    header: str | None, parent_header: str | None, session: str, agent: str, parent: str | None
+) -> dict[str, str] | None:
+    """The session headers of a call by ``agent`` (its session id, ``agent_session_id``) of
+    ``session``, whose parent's session id is ``parent`` (None for the root agent): none
+    without a ``header``; the session's id without a ``parent_header``; else, as Dynamo reads
+    them, the agent's own id and its parent's."""
+    if not header:
+        return None
+    if parent_header is None:
+        return {header: session}
+    out = {header: agent}
+    if parent is not None:
+        out[parent_header] = parent
+    return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentload.hashing import canonical_json, sha256_hex
+from agentload.options.engines import agent_session_id
 from agentload.replay.salt import SaltAt
 from agentload.trace.synth import Layout, Synthesizer
 
@@ -135,12 +136,12 @@ class CallPlan:
     def agent_session(self, instance: str) -> str:
         """The session id of its agent in session instance ``instance``: the instance's id for
         the root agent, ``INSTANCE/AGENT`` for a sub-agent."""
-        return f"{instance}/{self.agent_path}" if self.agent_path else instance
+        return agent_session_id(instance, self.agent_path)
 
     def parent_session(self, instance: str) -> str | None:
         """The session id of its agent's parent in ``instance`` (None for the root agent)."""
         p = self.parent_path
-        return None if p is None else f"{instance}/{p}" if p else instance
+        return None if p is None else agent_session_id(instance, p)
 
     @property
     def digest(self) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentload.measure.records import RequestRecord, SessionResult, Window
+from agentload.options.engines import session_headers as session_headers_of
 from agentload.replay.plan import CallPlan, SessionPlan
 from agentload.replay.salt import make_salt
 
@@ -58,16 +59,13 @@ class LoadShape:
 def session_headers(shape: LoadShape, instance: str, call: CallPlan) -> dict[str, str] | None:
     """The session headers of ``call`` sent in session instance ``instance``: the instance's
     id; with a parent header, its agent's own session id and its parent's (a sub-agent's)."""
-    hdr = shape.session_header
-    if not hdr:
-        return None
-    if shape.parent_header is None:
-        return {hdr: instance}
-    out = {hdr: call.agent_session(instance)}
-    parent = call.parent_session(instance)
-    if parent is not None:
-        out[shape.parent_header] = parent
-    return out
+    return session_headers_of(
+        shape.session_header,
+        shape.parent_header,
+        instance,
+        call.agent_session(instance),
+        call.parent_session(instance),
+    )
 
 
 @dataclass
