@@ -160,6 +160,11 @@ class ReplayConfig(CapacityOptions, LoadOptions, EndpointOptions):
                 raise bad_value(problem)
         return ",".join(urls)
 
+    @property
+    def scrape_targets(self) -> list[str]:
+        """The ``--scrape-metrics`` URLs (none without it)."""
+        return self.scrape_metrics.split(",") if self.scrape_metrics else []
+
     @field_validator("tokenizer")
     @classmethod
     def _tokenizer_name(cls, v: str | None) -> str | None:

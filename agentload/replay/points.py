@@ -49,7 +49,7 @@ async def run_point(
     runner_task = asyncio.ensure_future(runner.run())
     await asyncio.sleep(0)
     if cfg.scrape_metrics:
-        scraper = MetricsScraper(cfg.scrape_metrics, runner.t0)
+        scraper = MetricsScraper(cfg.scrape_targets, runner.t0)
         side.append(asyncio.create_task(scraper.run()))
     if power is not None:
         power.samples.clear()

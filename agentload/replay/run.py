@@ -38,7 +38,6 @@ from agentload.replay.plan import SessionPlan, build_plans
 from agentload.replay.points import ProgressHook, Watcher, make_point, run_point
 from agentload.replay.salt import SaltAt, new_nonce, new_run_id
 from agentload.replay.schedule import LoadShape, PointRunner
-from agentload.replay.scrape import scrape_urls
 from agentload.tokenizer import DEFAULT_TOKENIZER
 from agentload.trace.paths import trace_files
 from agentload.trace.synth import Synthesizer
@@ -331,8 +330,7 @@ def build_document(
         config=cfg.model_copy(
             update={
                 "endpoint": redact_url(cfg.endpoint),
-                "scrape_metrics": cfg.scrape_metrics
-                and ",".join(redact_url(u) for u in scrape_urls(cfg.scrape_metrics)),
+                "scrape_metrics": ",".join(redact_url(u) for u in cfg.scrape_targets) or None,
             }
         ),
         environment=Environment.here(),

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agentload.masking import mask_text, redact_url, remember_url
 
-__all__ = ["KEEP_PREFIXES", "KEEP_WORDS", "MetricsScraper", "parse_prometheus", "scrape_urls"]
+__all__ = ["KEEP_PREFIXES", "KEEP_WORDS", "MetricsScraper", "parse_prometheus"]
 
 KEEP_WORDS = (
     "kv", "cache", "waiting", "running", "queue", "preempt", "num_requests", "usage", "inflight"
@@ -59,27 +59,22 @@ def parse_prometheus(text: str, source: str | None = None) -> dict[str, float]:
     return out
 
 
-def scrape_urls(value: str) -> list[str]:
-    """The URLs of ``--scrape-metrics`` (one, or several separated by commas)."""
-    return [u.strip() for u in value.split(",") if u.strip()]
-
-
 class MetricsScraper:
-    """Scrapes ``url`` (one URL or several, comma-separated) every ``interval_s`` until
-    cancelled; samples in ``self.samples``."""
+    """Scrapes ``urls`` every ``interval_s`` until cancelled; samples in ``self.samples``."""
 
     def __init__(
         self,
-        url: str,
+        urls: list[str],
         t0_ns: int,
         *,
         interval_s: float = 1.0,
         clock: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
-        self.url = url
-        self.urls = scrape_urls(url)
-        for u in self.urls:
+        for u in urls:
             remember_url(u)  # its credentials are masked in the errors a scrape quotes
+        several = len(urls) > 1
+        self.urls = {u: httpx.URL(u).netloc.decode() if several else None for u in urls}
+        """Each URL and the ``scrape`` label of its series (None: one URL, no label)."""
         self.t0 = t0_ns
         self.interval = interval_s
         self.clock = clock
@@ -91,19 +86,20 @@ class MetricsScraper:
         async with httpx.AsyncClient(timeout=max(0.5, self.interval)) as client:
             while True:
                 t = self.clock()
-                got = await asyncio.gather(*(self._one(client, u) for u in self.urls))
+                got = await asyncio.gather(*(self._one(client, *u) for u in self.urls.items()))
                 if any(v is not None for v in got):
                     values = {k: x for v in got if v is not None for k, x in v.items()}
                     self.samples.append({"t_ns": t - self.t0, "values": values})
                 await asyncio.sleep(max(0.0, self.interval - (self.clock() - t) / 1e9))
 
-    async def _one(self, client: httpx.AsyncClient, url: str) -> dict[str, float] | None:
-        """One scrape of ``url``: its kept series (labelled by their server when several are
-        scraped), None when it failed (counted)."""
+    async def _one(
+        self, client: httpx.AsyncClient, url: str, source: str | None
+    ) -> dict[str, float] | None:
+        """One scrape of ``url``: its kept series (labelled ``scrape=SOURCE`` with a
+        ``source``), None when it failed (counted)."""
         try:
             r = await client.get(url)
             r.raise_for_status()
-            source = httpx.URL(url).netloc.decode() if len(self.urls) > 1 else None
             return parse_prometheus(r.text, source)
         except (httpx.HTTPError, ValueError) as exc:
             self.failures += 1

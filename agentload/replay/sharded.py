@@ -324,7 +324,7 @@ async def _follow_point(
     side: list[asyncio.Task[Any]] = []
     scraper = None
     if cfg.scrape_metrics:
-        scraper = MetricsScraper(cfg.scrape_metrics, state.t0)
+        scraper = MetricsScraper(cfg.scrape_targets, state.t0)
         side.append(asyncio.create_task(scraper.run()))
     if ctx.progress is not None:
         side.append(asyncio.create_task(ctx.progress(view, index, len(cfg.levels))))
