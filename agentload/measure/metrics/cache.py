@@ -8,18 +8,25 @@ none), so cached and prompt tokens are in the same units.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agentload.measure.metrics.base import Column, Metric, MetricContext, distribution
 from agentload.measure.metrics.quality import ceiling_server, cell_of
 from agentload.measure.records import RequestRecord
 
-__all__ = ["KVHitRate", "SessionKVHitRate"]
+__all__ = ["KVHitRate", "SessionKVHitRate", "measured_rate", "with_cache"]
 
 
-def _with_cache(ctx: MetricContext) -> list[RequestRecord]:
-    return [r for r in ctx.measured_ok if r.cached_tokens is not None and r.input_tokens > 0]
+def with_cache(reqs: Iterable[RequestRecord]) -> list[RequestRecord]:
+    """The requests a hit rate reads: a reported cached count and a prompt."""
+    return [r for r in reqs if r.cached_tokens is not None and r.input_tokens > 0]
+
+
+def measured_rate(reqs: list[RequestRecord]) -> float | None:
+    """Σ cached tokens / Σ prompt tokens of ``reqs`` (``with_cache``'s); None without any."""
+    prompt = sum(r.input_tokens for r in reqs)
+    return sum(r.cached_tokens or 0 for r in reqs) / prompt if prompt else None
 
 
 class KVHitRate(Metric):
@@ -41,13 +48,13 @@ class KVHitRate(Metric):
         )
 
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
-        sel = _with_cache(ctx)
+        sel = with_cache(ctx.measured_ok)
         if not sel:
             return None
         prompt = sum(r.input_tokens for r in sel)
         return {
             "n": len(sel),
-            "measured": sum(r.cached_tokens or 0 for r in sel) / prompt,
+            "measured": measured_rate(sel),
             "ideal": min(1.0, sum(ceiling_server(r) for r in sel) / prompt),
         }
 
@@ -65,7 +72,7 @@ class SessionKVHitRate(Metric):
     def compute(self, ctx: MetricContext, deps: Mapping[str, Any]) -> Any:
         cached: dict[int, int] = defaultdict(int)
         prompt: dict[int, int] = defaultdict(int)
-        for r in _with_cache(ctx):
+        for r in with_cache(ctx.measured_ok):
             cached[r.session] += r.cached_tokens or 0
             prompt[r.session] += r.input_tokens
         return distribution(cached[s] / prompt[s] for s in prompt)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agentload.measure.metrics.base import Metric, MetricContext
+from agentload.measure.metrics.cache import measured_rate, with_cache
 from agentload.measure.records import Pool, RequestRecord
 from agentload.quantiles import percentile
 
@@ -56,8 +57,6 @@ def _cells(pool: Pool, reqs: list[RequestRecord]) -> dict[str, Any]:
     decodes = pool != Pool.PREFILL
     ttft = sorted(float(r.ttft_ns) for r in reqs if prefills and r.ttft_ns is not None)
     itl = sorted(float(v) for r in reqs if decodes for v in r.itl_ns)
-    cached = [r for r in reqs if prefills and r.cached_tokens is not None and r.input_tokens > 0]
-    prompt = sum(r.input_tokens for r in cached)
     return {
         "pool": pool.value,
         "requests": len(reqs),
@@ -65,7 +64,7 @@ def _cells(pool: Pool, reqs: list[RequestRecord]) -> dict[str, Any]:
         "ttft_p99_ms": _ms(ttft, 99),
         "itl_p50_ms": _ms(itl, 50),
         "itl_p99_ms": _ms(itl, 99),
-        "kv_hit_rate": sum(r.cached_tokens or 0 for r in cached) / prompt if prompt else None,
+        "kv_hit_rate": measured_rate(with_cache(reqs)) if prefills else None,
         "router_kv_hit_rate": _predicted(reqs) if prefills else None,
     }
 
