@@ -32,10 +32,6 @@ class Dynamo:
     metrics: str
     """The frontend's /metrics and each worker process's, comma-separated."""
 
-    @property
-    def root(self) -> str:
-        return self.url.removesuffix("/v1")
-
 
 def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
