@@ -31,56 +31,21 @@ from collections.abc import Callable
 from typing import Protocol
 
 from agentload.client.http1 import Body, Head, HeadError
-from agentload.errortext import clip
 from agentload.record.answer import AnswerRelay
 from agentload.record.heads import error_json, json_response, request_head
 from agentload.record.sink import CLIENT_LEFT, Sink, describe
+from agentload.record.unread import unread_call, unread_event
 from agentload.record.upstream import Upstream, UpstreamConn
-from agentload.trace.events import Embedding, EventPayload, UnreadRequest
-from agentload.wire import (
-    UNRECORDED,
-    Api,
-    Unrecorded,
-    api_for_path,
-    counts_tokens,
-    match_path,
-    unrecorded_api,
-)
+from agentload.wire import Api, api_for_path, match_path, unrecorded_api
 
-__all__ = ["MAX_HELD_BODY", "AgentConn", "Exchange", "RelayHub", "unread_call", "unread_event"]
+__all__ = ["MAX_HELD_BODY", "AgentConn", "Exchange", "RelayHub"]
 
 MAX_HELD_BODY = 64 << 20
 """The largest request body the proxy holds whole and records: a larger one is forwarded as it
 arrives and counted as a request not recorded (``UnreadRequest``)."""
 
-_WITH_BODY = (b"POST", b"PUT", b"PATCH")
 _SLICE = 256 << 10
 """A held body is written upstream this much at a time, as the connection takes it."""
-
-
-def unread_call(method: bytes, path: str) -> bool:
-    """Whether a request the proxy does not read as a call is one it must say it did not read:
-    one with a body (a ``GET`` of the models, a health check, carry none) that does not ask
-    about a call (``/v1/messages/count_tokens``, Gemini's ``:countTokens``)."""
-    return method in _WITH_BODY and not counts_tokens(path)
-
-
-def unread_event(
-    method: str, path: str, known: Unrecorded | None, status: int | None, sizes: tuple[int, int],
-    api: Api | None = None, why: str | None = None,
-) -> EventPayload:  # fmt: skip
-    """The event of a request recorded as no call: an ``Embedding`` for an embeddings request,
-    else an ``UnreadRequest`` that says why (``known``: the known API it speaks, if any; ``why``:
-    why a request of ``api`` was not recorded); ``sizes``: the request's and the answer's bytes."""
-    path = clip(path, 200)
-    if known == "embeddings":
-        return Embedding(method=method, path=path, status=status,
-                         request_bytes=sizes[0], answer_bytes=sizes[1])  # fmt: skip
-    why = why or (UNRECORDED[known] if known else "not a path of an API agentload records")
-    return UnreadRequest(
-        api=api, request_kind=known, path=path, method=method, status=status,
-        request_bytes=sizes[0], answer_bytes=sizes[1], error=clip(f"{method} {path}: {why}", 240),
-    )  # fmt: skip
 
 
 class RelayHub(Protocol):
@@ -169,6 +134,8 @@ class Exchange:
         """The body was written upstream to its end."""
         self._offset = 0
         """How much of a held body (``request``) was written upstream."""
+        self._draining = False
+        """``_drain`` is writing (a pause it causes must not start it again)."""
         self.oversize = False
         """The body is over ``MAX_HELD_BODY``: forwarded, not recorded, counted when it ends."""
         self.up: UpstreamConn | None = None
@@ -248,8 +215,18 @@ class Exchange:
         streamed body's reads as they came (each freed once written; one that came chunked goes
         as a chunk of our own), then its end."""
         up = self.up
-        if up is None or self.finished or self.sent:
+        if up is None or self.finished or self.sent or self._draining:
             return
+        self._draining = True
+        try:
+            self._write_body(up)
+        finally:
+            self._draining = False
+
+    def _write_body(self, up: UpstreamConn) -> None:
+        """``_drain``'s writes, never run twice at once: a write that fills the connection's
+        buffer pauses it at once (``up_flow`` comes back here), and a second run then would
+        write the body's end inside the chunk being written."""
         t, parts, chunked = up.transport, self._parts, self.body.chunked
         if not self.streaming:
             view = memoryview(self.request)

@@ -31,7 +31,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from agentload.record import exchange
+from agentload.record import upstream as upstream_mod
 from agentload.record.exchange import MAX_HELD_BODY
+from agentload.record.server import RecordOptions, RecordServer
 from agentload.trace.trace import load_trace
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("proxy_memory")]
@@ -49,13 +52,19 @@ _REQUEST = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": 
 
 # -- a raw-socket upstream ------------------------------------------------------------------
 class _Upstream:
-    """Reads each request (``Content-Length`` or chunked body, counted, not kept), waits
-    ``delay_s``, answers a small chat completion; ``bodies``: each request's body size.
+    """Reads each request (``Content-Length`` or chunked body, counted, not kept, its chunked
+    framing checked), waits ``delay_s``, answers a small chat completion; ``bodies``: each
+    request's body size; ``errors``: what a connection failed on (bad framing, a reset).
+    ``slow_after``: past that many bytes of a body it reads 8 KiB a millisecond, so that the
+    proxy's writes to it back up (its transport pauses) up to the body's end.
     ``early``: answers a 413 right after the first head instead, then reads to the end."""
 
-    def __init__(self, delay_s: float, *, early: bool = False) -> None:
-        self.delay_s, self.early = delay_s, early
+    def __init__(
+        self, delay_s: float, *, early: bool = False, slow_after: int | None = None
+    ) -> None:
+        self.delay_s, self.early, self.slow_after = delay_s, early, slow_after
         self.bodies: list[int] = []
+        self.errors: list[str] = []
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
@@ -69,59 +78,95 @@ class _Upstream:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
-        buf = b""
         with conn:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    data = conn.recv(1 << 16)
-                    if not data:
-                        return
-                    buf += data
-                head, _, buf = buf.partition(b"\r\n\r\n")
-                if self.early:
-                    conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 0\r\n"
-                                 b"connection: close\r\n\r\n")  # fmt: skip
-                    conn.shutdown(socket.SHUT_WR)
-                    while conn.recv(1 << 20):
-                        pass
-                    return
-                m = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
-                if m is not None:
-                    n, buf = _read_n(conn, buf, int(m.group(1)))
-                else:
-                    n, buf = _read_chunked(conn, buf)
-                self.bodies.append(n)
-                time.sleep(self.delay_s)
-                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                             b"content-length: %d\r\n\r\n%s" % (len(_ANSWER), _ANSWER))  # fmt: skip
+            try:
+                self._requests(_Reader(conn, self.slow_after))
+            except (OSError, ValueError) as exc:
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+
+    def _requests(self, r: _Reader) -> None:
+        conn = r.conn
+        while True:
+            head = r.until(b"\r\n\r\n")
+            if head is None:
+                return
+            if self.early:
+                conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 0\r\n"
+                             b"connection: close\r\n\r\n")  # fmt: skip
+                conn.shutdown(socket.SHUT_WR)
+                while conn.recv(1 << 20):
+                    pass
+                return
+            r.body = 0
+            m = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+            n = r.skip(int(m.group(1))) if m is not None else _read_chunked(r)
+            self.bodies.append(n)
+            time.sleep(self.delay_s)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                         b"content-length: %d\r\n\r\n%s" % (len(_ANSWER), _ANSWER))  # fmt: skip
 
     def close(self) -> None:
         self.sock.close()
 
 
-def _read_n(conn: socket.socket, buf: bytes, n: int) -> tuple[int, bytes]:
-    got = min(n, len(buf))
-    buf = buf[got:]
-    while got < n:
-        data = conn.recv(min(1 << 20, n - got))
-        if not data:
-            break
-        got += len(data)
-    return got, buf
+class _Reader:
+    """A connection's bytes: lines and counted runs, read slowly past ``slow_after``."""
+
+    def __init__(self, conn: socket.socket, slow_after: int | None) -> None:
+        self.conn, self.slow_after = conn, slow_after
+        self.buf = b""
+        self.body = 0  # bytes of the current body read so far
+
+    def _recv(self, n: int) -> bytes:
+        if self.slow_after is not None and self.body >= self.slow_after:
+            time.sleep(0.001)
+            n = min(n, 8 << 10)
+        data = self.conn.recv(n)
+        self.body += len(data)
+        return data
+
+    def until(self, end: bytes) -> bytes | None:
+        """The bytes up to ``end`` (dropped), or None at the connection's end."""
+        while end not in self.buf:
+            if len(self.buf) > 1 << 16:
+                raise ValueError(f"no {end!r} in {self.buf[:40]!r}...")
+            data = self._recv(1 << 16)
+            if not data:
+                return None
+            self.buf += data
+        line, _, self.buf = self.buf.partition(end)
+        return line
+
+    def skip(self, n: int) -> int:
+        """Read ``n`` bytes without keeping them; how many came before the end."""
+        got = min(n, len(self.buf))
+        self.buf = self.buf[got:]
+        while got < n:
+            data = self._recv(min(1 << 20, n - got))
+            if not data:
+                break
+            got += len(data)
+        return got
 
 
-def _read_chunked(conn: socket.socket, buf: bytes) -> tuple[int, bytes]:
+def _read_chunked(r: _Reader) -> int:
+    """A chunked body's payload size, its framing checked: a bad size line or a chunk not
+    ended by CRLF is a ValueError, an early end an OSError."""
     total = 0
     while True:
-        while b"\r\n" not in buf:
-            buf += conn.recv(1 << 16)
-        line, _, buf = buf.partition(b"\r\n")
+        line = r.until(b"\r\n")
+        if line is None:
+            raise ConnectionError(f"the body ended after {total} bytes, not at its last chunk")
         size = int(line, 16)
         if size == 0:
-            _, buf = _read_n(conn, buf, 2)
-            return total, buf
-        got, buf = _read_n(conn, buf, size + 2)
-        total += got - 2
+            if r.until(b"\r\n") != b"":
+                raise ValueError("trailers after the last chunk")
+            return total
+        if r.skip(size) != size:
+            raise ConnectionError(f"the body ended inside a chunk after {total} bytes")
+        total += size
+        if r.until(b"\r\n") != b"":
+            raise ValueError(f"chunk of {size} bytes not ended by CRLF after {total} bytes")
 
 
 # -- the proxy as a user runs it, with its memory watched ------------------------------------
@@ -261,7 +306,7 @@ def test_pipelined_requests_are_read_ahead_a_bounded_amount(tmp_path: Path) -> N
         err = _stop(watch)
     assert watch.peak["proxy"] < 300, watch.peak
     assert watch.peak["recorder"] < 300, watch.peak
-    assert upstream.bodies == [len(body)] * n
+    assert upstream.errors == [] and upstream.bodies == [len(body)] * n
     assert f"recorded {n} calls" in err, err
     (trace,) = tmp_path.glob("*.agentload.jsonl.zst")
     assert len(load_trace(trace).calls) == n
@@ -283,7 +328,7 @@ def _send_large(port: int, head: bytes, blocks: Iterable[bytes]) -> int:
 def test_a_256_mib_body_is_streamed_upstream_and_counted_as_not_recorded(tmp_path: Path) -> None:
     size = 256 * _MIB
     bound = 2 * (MAX_HELD_BODY // _MIB) + 200
-    upstream = _Upstream(delay_s=0.0)
+    upstream = _Upstream(delay_s=0.0, slow_after=size - 8 * _MIB)
     with _record(upstream, tmp_path, kill_mib=bound + 100) as (port, watch):
         rest = size - len(_REQUEST)
         block = b" " * _MIB
@@ -292,7 +337,7 @@ def test_a_256_mib_body_is_streamed_upstream_and_counted_as_not_recorded(tmp_pat
         assert not watch.killed, f"the proxy passed {watch.kill_mib} MiB: {watch.peak}"
         assert got == 1
         err = _stop(watch)
-    assert upstream.bodies == [size]
+    assert upstream.errors == [] and upstream.bodies == [size], (upstream.errors, err)
     assert watch.peak["proxy"] < bound, watch.peak
     assert "recorded 0 calls" in err and "1 requests not recorded" in err, err
     assert f"over {MAX_HELD_BODY >> 20} MiB: forwarded, not recorded" in err, err
@@ -306,7 +351,7 @@ def test_a_256_mib_body_is_streamed_upstream_and_counted_as_not_recorded(tmp_pat
 
 def test_a_large_chunked_body_goes_upstream_in_chunks_of_the_proxys_own(tmp_path: Path) -> None:
     size = MAX_HELD_BODY + 8 * _MIB
-    upstream = _Upstream(delay_s=0.0)
+    upstream = _Upstream(delay_s=0.0, slow_after=MAX_HELD_BODY)
     with _record(upstream, tmp_path, kill_mib=2 * (MAX_HELD_BODY // _MIB) + 300) as (port, watch):
         head = _post(0).replace(b"content-length: 0", b"transfer-encoding: chunked")
         block = b"%x\r\n%s\r\n" % (_MIB, b" " * _MIB)
@@ -314,7 +359,7 @@ def test_a_large_chunked_body_goes_upstream_in_chunks_of_the_proxys_own(tmp_path
         assert not watch.killed, f"the proxy passed {watch.kill_mib} MiB: {watch.peak}"
         assert got == 1
         err = _stop(watch)
-    assert upstream.bodies == [size]
+    assert upstream.errors == [] and upstream.bodies == [size], (upstream.errors, err)
     assert "recorded 0 calls" in err and "1 requests not recorded" in err, err
 
 
@@ -345,3 +390,40 @@ def test_an_upstream_that_answers_before_a_large_body_ends_closes_the_agent(
         assert answer.count(b"HTTP/1.1") == 1 and b"\r\nconnection: close\r\n" in answer
         err = _stop(watch)
     assert "1 requests not recorded" in err, err
+
+
+@pytest.mark.parametrize("framing", ["chunked", "content-length"])
+def test_a_streamed_body_keeps_its_framing_when_the_upstream_backs_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, framing: str
+) -> None:
+    """The proxy in this process, its body bound lowered to 256 KiB and its upstream writes
+    pausing past 4 KiB (a slow upstream, every write backs up): the body's last read, written
+    as the agent's body ends, pauses the upstream connection mid-chunk. Before, that pause
+    wrote the body's end inside the last chunk (``0\\r\\n\\r\\n`` before its data's CRLF), and
+    the upstream failed on the framing, now and then, in CI."""
+    monkeypatch.setattr(exchange, "MAX_HELD_BODY", 256 << 10)
+    made = upstream_mod.UpstreamConn.connection_made
+
+    def small_buffers(self: upstream_mod.UpstreamConn, transport: object) -> None:
+        made(self, transport)  # type: ignore[arg-type]
+        sock = self.transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        self.transport.set_write_buffer_limits(high=4096)
+
+    monkeypatch.setattr(upstream_mod.UpstreamConn, "connection_made", small_buffers)
+    size, piece = 4 * _MIB, 200 << 10
+    upstream = _Upstream(delay_s=0.0, slow_after=0)
+    opts = RecordOptions(upstream=f"http://127.0.0.1:{upstream.port}", out=tmp_path, port=0)
+    with RecordServer(opts) as rs:
+        if framing == "chunked":
+            head = _post(0).replace(b"content-length: 0", b"transfer-encoding: chunked")
+            blocks = [b"%x\r\n%s\r\n" % (piece, b" " * piece)] * (size // piece)
+            blocks[-1] += b"0\r\n\r\n"  # the last data and the body's end in one read
+            sent = len(blocks) * piece
+        else:
+            head, sent = _post(size), size
+            blocks = [b" " * _MIB] * (size // _MIB)
+        got = _send_large(rs.port, head, blocks)
+    upstream.close()
+    assert upstream.errors == [] and upstream.bodies == [sent], upstream.errors
+    assert got == 1
