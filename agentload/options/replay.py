@@ -130,7 +130,6 @@ class ReplayConfig(CapacityOptions, LoadOptions, EndpointOptions):
                 ("--arrival-rate", self.arrival_rate is not None),
                 ("--schedule recorded", self.schedule == "recorded"),
                 ("--sessions", self.sessions is not None),
-                ("--ray", self.ray is not None),
             )
             if on
         ]
@@ -176,8 +175,6 @@ class ReplayConfig(CapacityOptions, LoadOptions, EndpointOptions):
     def _cluster(self) -> ReplayConfig:
         if self.workers is not None and self.ray is None:
             raise bad_value("--workers counts Ray workers: give --ray [ADDRESS] too")
-        if self.ray is not None and self.repeat != 1:
-            raise bad_value("--repeat runs on one machine for now; leave out --ray or --repeat")
         if self.ray is not None and self.power is not None:
             raise bad_value(
                 "--power nvml measures this machine's GPUs; with --ray give --power-watts"

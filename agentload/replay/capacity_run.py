@@ -29,8 +29,7 @@ from agentload.options.capacity import CapacityOptions
 from agentload.options.replay import ReplayConfig
 from agentload.options.values import parse_resolution
 from agentload.quantiles import percentile
-from agentload.replay.points import Watcher
-from agentload.replay.schedule import PointRunner
+from agentload.replay.points import LivePoint, Watcher
 from agentload.replay.search import CapacitySearch
 from agentload.replay.steady import SteadyRule, watch
 
@@ -108,7 +107,7 @@ def _watcher(
 ) -> Watcher:
     """The steady-state rule beside a probe; why it ended the window goes into ``why``."""
 
-    async def watcher(runner: PointRunner) -> None:
+    async def watcher(runner: LivePoint) -> None:
         why.append(await watch(runner, slo, pct, rule))
 
     return watcher

@@ -46,12 +46,7 @@ def replay(*, concurrency: int, no_salt: bool, out: Path | None, **kw: Any) -> N
     note = start_at_note(cfg) if kw.get("start_at") is None else None
     if note is not None:
         print(note, file=sys.stderr)
-    if cfg.ray is not None:
-        from agentload.replay.sharded import run_sharded
-
-        results = asyncio.run(run_sharded(cfg, Progress()))
-    else:
-        results = asyncio.run(run_replay(cfg, Progress()))
+    results = asyncio.run(run_replay(cfg, Progress()))
     console = Console()
     _print_summary(console, results)
     saturated = saturation_warning(results)

@@ -1,35 +1,111 @@
 """One load point: run it with its side tasks (scraping, power, progress, the capacity search's
-watcher) and turn what it produced into a results point (``make_point``)."""
+watcher) and turn what it produced into a results point (``make_point``); what runs a replay's
+points (``PointExecutor``: this machine's ``local.LocalPoints`` or Ray's ``sharded.RayPoints``)
+and what a watcher sees of a point as it runs (``LivePoint``)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from agentload.measure.metrics import SLO, MetricContext, aggregate
 from agentload.measure.points import client_load
 from agentload.measure.power import NvmlPower, average_watts
+from agentload.measure.records import RequestRecord, SessionResult
 from agentload.measure.results import (
     Aggregates,
+    ClusterRun,
     Point,
     ScrapeSummary,
     Span,
     TimelineSample,
     WorkerPoint,
 )
+from agentload.options.engines import EnginePreset
 from agentload.options.replay import ReplayConfig
+from agentload.replay.plan import SessionPlan
 from agentload.replay.schedule import PointRun, PointRunner
 from agentload.replay.scrape import MetricsScraper
 from agentload.replay.shapes import PointView
 
-__all__ = ["ProgressHook", "Watcher", "make_point", "run_point"]
+__all__ = [
+    "LivePoint",
+    "PointExecutor",
+    "ProgressHook",
+    "RunInputs",
+    "Watcher",
+    "make_point",
+    "run_point",
+]
 
-Watcher = Callable[[PointRunner], Coroutine[Any, Any, None]]
-"""A side task of a point that may end its window (the capacity search's steady-state rule)."""
+
+class LivePoint(Protocol):
+    """A point as it runs, as a watcher reads it and ends its window: on this machine the
+    ``PointRunner`` itself, on Ray the workers' records merged (``sharded_point.LiveShards``).
+    Times are ``clock()`` ns; the records' are ns since ``t0``."""
+
+    @property
+    def t0(self) -> int: ...
+
+    @property
+    def warm_end(self) -> int:
+        """When every lane was past its warm-up (set once ``wait_warm`` returned)."""
+
+    @property
+    def records(self) -> Sequence[RequestRecord]: ...
+
+    @property
+    def sessions(self) -> Sequence[SessionResult]: ...
+
+    @property
+    def clock(self) -> Callable[[], int]: ...
+
+    async def wait_warm(self) -> None: ...
+
+    def mark_drain(self) -> None:
+        """The full load ends now: the measured window closes here."""
+
+    def stop(self) -> None:
+        """Stop sending; requests in flight complete."""
+
 
 ProgressHook = Callable[[PointView, int, int], Any]
 """Called as ``hook(view, point index, points)`` while a point runs (``progress.Progress``)."""
+
+Watcher = Callable[[LivePoint], Coroutine[Any, Any, None]]
+"""A side task of a point that may end its window (the capacity search's steady-state rule)."""
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What an executor of a run is given: the options, the plans (their APIs chosen by the
+    executor's ``open``), the engine preset and the progress hook."""
+
+    cfg: ReplayConfig
+    plans: Sequence[SessionPlan]
+    engine: EnginePreset
+    progress: ProgressHook | None
+
+
+class PointExecutor(Protocol):
+    """What runs a replay's points, on this machine or on a Ray cluster; ``run.run_replay`` is
+    the one orchestration over either (plans, levels, ``--repeat``, ``--capacity``, results)."""
+
+    async def open(self) -> str | None:
+        """Probe the target, choose each call's API (``prepare.choose_apis``), set up; the
+        simulator profile the target names (``agentload serve``), else None."""
+
+    async def point(self, index: int, level: int, total: int, watcher: Watcher | None) -> Point:
+        """Run point ``index`` (of ``total``; 0: not known) at ``level`` lanes, ``watcher``
+        beside it."""
+
+    async def aclose(self) -> None: ...
+
+    @property
+    def cluster(self) -> ClusterRun | None:
+        """The Ray cluster the points ran on (results.json's ``cluster``), else None."""
 
 
 async def run_point(

@@ -1,9 +1,11 @@
-"""Replay on a Ray cluster (``replay --ray [ADDRESS] [--workers N]``): the driver.
+"""Replay on a Ray cluster (``replay --ray [ADDRESS] [--workers N]``): ``RayPoints``, the
+executor ``run.run_replay`` runs its points on (the levels, ``--repeat``, the ``--capacity``
+probes: the orchestration is the one of a single machine).
 
-* **Workers.** N Ray actors (``worker.ReplayWorker``, spread over the nodes), each with its own
-  event loop and stream client; the driver reads and plans the traces, probes the target,
-  chooses the APIs, and ships the plans once (Ray's object store). Every worker probes the
-  target too, so a node that cannot reach it is one line before any load.
+* **Workers.** N Ray actors (``ray_actor.ReplayWorker``, spread over the nodes), each with its
+  own event loop and stream client; the driver probes the target, chooses the APIs, and ships
+  the plans once (Ray's object store). Every worker probes the target too, so a node that
+  cannot reach it is one line before any load.
 * **Shards.** A point means what it means on one machine, in total: ``--concurrency C`` is C
   lanes split over the workers (a worker with no lane sits the point out), ``--arrival-rate R``
   is R/N per worker (independent Poisson processes add up to one of rate R), the recorded
@@ -18,11 +20,12 @@
 * **Window.** Warm-up ends when the last worker's lanes are warm; ``--duration`` then runs on
   the common time line (the driver tells every worker when to stop); the window ends at the
   first drain of any worker (its first idle lane, the deadline, or the last arrival), as on
-  one machine.
+  one machine. A capacity probe's steady-state rule reads the merged records
+  (``sharded_point.LiveShards``) and, once settled, has every worker stop at once.
 * **Exact merge.** Workers stream their request and session records to the driver every
   ``POLL_S``; every metric (percentiles, goodput, SLO attainment, per GPU and per MW, KV
   survival by gap and by context band) is computed once over the union, by the code that
-  computes them on one machine (``run.make_point``). Live progress sums the workers' counters.
+  computes them on one machine (``points.make_point``). Live progress sums the workers' counters.
 * **Faults.** A worker that dies mid-point (its process killed, its node gone, no answer within
   ``POLL_TIMEOUT_S``): the requests it had in flight at its last poll count as failed
   (``error_kind`` ``worker_lost``, the cause in ``error``), its running sessions as cut; what
@@ -40,40 +43,39 @@ import dataclasses
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from agentload.auth import api_key_from_env
 from agentload.client.stream import StreamClient
+from agentload.errors import ReplayError
 from agentload.measure.metrics import SLO
-from agentload.measure.results import ClusterRun, Point, ResultsDocument, WorkerPoint
-from agentload.options.engines import get_engine
+from agentload.measure.results import ClusterRun, Point, WorkerPoint
+from agentload.options.engines import EnginePreset
 from agentload.options.replay import ReplayConfig
 from agentload.raycluster import Cluster, connect, measure_offset, require_ray
 from agentload.replay.plan import SessionPlan
-from agentload.replay.points import ProgressHook, make_point
-from agentload.replay.ray_actor import ReplayWorker
-from agentload.replay.run import (
-    build_document,
+from agentload.replay.points import RunInputs, Watcher, make_point
+from agentload.replay.prepare import (
     choose_apis,
-    digest_manifest,
-    load_plans,
+    connections,
     point_shape,
-    recorded_width,
+    recorded_warm,
+    top_level,
 )
+from agentload.replay.ray_actor import ReplayWorker
 from agentload.replay.salt import new_nonce, new_run_id
 from agentload.replay.scrape import MetricsScraper
 from agentload.replay.shapes import LoadShape, PointRun, Shard
 from agentload.replay.sharded_point import (
     POLL_S,
     POLL_TIMEOUT_S,
+    LiveShards,
     PointState,
     ProgressView,
     WorkerView,
 )
-from agentload.trace.timeline import GapMode
 
-__all__ = ["POLL_S", "POLL_TIMEOUT_S", "run_sharded"]
+__all__ = ["POLL_S", "POLL_TIMEOUT_S", "RayPoints"]
 
 START_TIMEOUT_S = 120.0
 """The longest the workers may take to start and set up (import, plans, probe)."""
@@ -87,61 +89,135 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if k < total % parts else 0) for k in range(parts)]
 
 
-async def run_sharded(cfg: ReplayConfig, progress: ProgressHook | None = None) -> ResultsDocument:
-    """Every point of ``cfg`` on the Ray cluster ``cfg.ray`` (see the module docstring)."""
-    ray = require_ray()
-    engine = get_engine(cfg.engine)
-    if not cfg.extras:
-        engine = engine.without_extras()
-    plans, exclusion = load_plans(
-        cfg.traces, cfg.max_context, cfg.salt_at, cfg.fit, cfg.tokenizer, cfg.seed,
-        GapMode(cfg.gaps),
-    )  # fmt: skip
-    key = api_key_from_env()
-    probe = StreamClient(cfg.endpoint, api_key=key, timeout_s=cfg.timeout_s, max_connections=8)
-    try:
-        await probe.probe(cfg.model)
-        simulator = await probe.simulator_profile(cfg.model)
-        await choose_apis(probe, plans, cfg)
-    finally:
-        await probe.aclose()
-    manifest = digest_manifest(plans)
-    slo = SLO.of(cfg.slo)
-    with connect(cfg.ray) as cluster:
-        n = _worker_count(cfg, cluster, plans)
-        workers = await _start_workers(ray, cfg, cluster, plans, key, n)
-        points: list[Point] = []
-        interrupted = False
-        run_nonce = new_run_id()
-        ctx = _RunContext(ray, workers, plans, cfg, run_nonce, slo, progress)
+class RayPoints:
+    """Runs each point of a replay as shards on Ray workers (a ``points.PointExecutor``; see the
+    module docstring)."""
+
+    def __init__(self, run: RunInputs) -> None:
+        self.ray = require_ray()
+        cfg = run.cfg
+        self.cfg, self.plans, self.engine, self.progress = cfg, run.plans, run.engine, run.progress
+        self.slo = SLO.of(cfg.slo)
+        self.run_nonce = new_run_id()
+        self.workers: list[WorkerView] = []
+        self._cluster: ClusterRun | None = None
+        self._exit = contextlib.ExitStack()
+
+    @property
+    def cluster(self) -> ClusterRun | None:
+        return self._cluster
+
+    async def open(self) -> str | None:
+        """Probe the target from here and choose the APIs, then join the cluster and start
+        the workers (each probes the target too)."""
+        cfg, key = self.cfg, api_key_from_env()
+        probe = StreamClient(cfg.endpoint, api_key=key, timeout_s=cfg.timeout_s, max_connections=8)
         try:
-            for i, level in enumerate(cfg.levels):
-                point = await _run_point(ctx, level, i)
-                points.append(point)
-                if point.interrupted:
-                    interrupted = True
-                    break
+            await probe.probe(cfg.model)
+            simulator = await probe.simulator_profile(cfg.model)
+            await choose_apis(probe, self.plans, cfg)
         finally:
-            for w in workers:
-                with contextlib.suppress(Exception):
-                    ray.kill(w.handle)
-        skew = max(w.offset.uncertainty_ns for w in workers)
-        info = ClusterRun(
+            await probe.aclose()
+        cluster = self._exit.enter_context(connect(cfg.ray))
+        self._exit.callback(self._kill_workers)
+        n = _worker_count(cfg, cluster, self.plans)
+        self.workers = await _start_workers(self.ray, cfg, cluster, self.plans, key, n)
+        self._cluster = ClusterRun(
             address=cluster.address,
             nodes=cluster.nodes,
             cpus=cluster.cpus,
-            workers=len(workers),
-            residual_skew_ns=skew,
+            workers=len(self.workers),
+            residual_skew_ns=max(w.offset.uncertainty_ns for w in self.workers),
         )
-    doc = build_document(cfg, engine, plans, exclusion, manifest, interrupted, points, info)
-    doc.simulator = simulator  # agentload serve: its timings are a profile's, not hardware's
-    return doc
+        return simulator
+
+    def _kill_workers(self) -> None:
+        for w in self.workers:
+            with contextlib.suppress(Exception):
+                self.ray.kill(w.handle)
+
+    async def aclose(self) -> None:
+        self._exit.close()
+
+    async def point(self, index: int, level: int, total: int, watcher: Watcher | None) -> Point:
+        """One point on every taking part worker: started together, followed, merged."""
+        cfg = self.cfg
+        shape, state = await self._start_point(level, index)
+        view = ProgressView(shape)
+        interrupted, scraper = await self._follow_point(state, view, index, total, watcher)
+        if not interrupted:
+            await state.collect(self.ray, "finish")
+        run = state.point_run()
+        shares = _worker_points(state, run)
+        scrape = scraper.summary() if scraper else None
+        return make_point(run, cfg, level, self.slo, cfg.power_watts, scrape, interrupted, shares)
+
+    async def _start_point(self, level: int, index: int) -> tuple[LoadShape, PointState]:
+        """Each worker prepared with its share of the point, then started at one common
+        instant (each told it in its own clock); the point's shape and its state."""
+        cfg, plans = self.cfg, self.plans
+        for w in self.workers:
+            w.reset()
+        shape, parts = _shapes(cfg, level, plans, self.workers, self.engine)
+        nonce = new_nonce(self.run_nonce, index)
+        calls = {c.key: (p, c) for p in plans for c in p.calls.values()}
+        recorded = cfg.schedule == "recorded"
+        warm_rec = -(-recorded_warm(plans) // len(parts))
+        await asyncio.gather(
+            *(
+                w.handle.prepare.remote(mine, nonce, shard, warm_rec if recorded else warm)
+                for w, mine, shard, warm in parts
+            )
+        )
+        for w, *_ in parts:
+            w.active = True
+        slowest = max(w.offset.uncertainty_ns for w, *_ in parts) * 2
+        t0 = time.perf_counter_ns() + LEAD_NS + slowest
+        await asyncio.gather(*(w.handle.start.remote(t0 + w.offset.offset_ns) for w, *_ in parts))
+        lanes = cfg.arrival_rate is None and not recorded
+        return shape, PointState(t0, [w for w, *_ in parts], calls, lanes)
+
+    async def _follow_point(
+        self,
+        state: PointState,
+        view: ProgressView,
+        index: int,
+        total: int,
+        watcher: Watcher | None,
+    ) -> tuple[bool, MetricsScraper | None]:
+        """Follow the point until every worker is done (with the scraper, live progress and
+        ``watcher`` beside it); Ctrl-C interrupts every worker. Whether it was interrupted,
+        and the scraper."""
+        cfg, ray = self.cfg, self.ray
+        side: list[asyncio.Task[Any]] = []
+        scraper = None
+        if cfg.scrape_metrics:
+            scraper = MetricsScraper(cfg.scrape_targets, state.t0)
+            side.append(asyncio.create_task(scraper.run()))
+        if self.progress is not None:
+            side.append(asyncio.create_task(self.progress(view, index, total)))
+        if watcher is not None:
+            side.append(asyncio.create_task(watcher(LiveShards(state, ray))))
+        interrupted = False
+        try:
+            await state.follow(ray, cfg.duration_s, view)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            interrupted = True
+            await state.collect(ray, "interrupt")
+        finally:
+            for t in side:
+                t.cancel()
+            await asyncio.gather(*side, return_exceptions=True)
+        return interrupted, scraper
 
 
 def _worker_count(cfg: ReplayConfig, cluster: Cluster, plans: Sequence[SessionPlan]) -> int:
     n = cluster.workers(cfg.workers)
     if cfg.workers is None and cfg.arrival_rate is None and cfg.schedule == "closed":
-        lanes = max(cfg.levels)
+        lanes = top_level(cfg)
         if cfg.sessions is not None:
             lanes = min(lanes, cfg.sessions)
         n = min(n, max(1, lanes))  # a worker without a lane would sit every point out
@@ -163,16 +239,6 @@ def _spawn(ray: Any, cluster: Cluster, n: int) -> list[Any]:
     ]
 
 
-def _connections(cfg: ReplayConfig, plans: Sequence[SessionPlan], n: int) -> int:
-    """Connections a worker keeps: its share of the largest level's lanes times the widest
-    session (sub-agents in parallel), or every call of the recorded schedule, plus spares."""
-    if cfg.schedule == "recorded":
-        return min(4096, sum(len(p.calls) for p in plans) + 8)
-    width = max(pl.max_width for pl in plans)
-    top = max(cfg.levels) if not cfg.arrival_rate else 256
-    return max(8, -(-top // n) * width + 8)
-
-
 async def _start_workers(
     ray: Any,
     cfg: ReplayConfig,
@@ -182,10 +248,8 @@ async def _start_workers(
     n: int,
 ) -> list[WorkerView]:
     """N actors spread over the nodes, set up, their clocks measured; one line each."""
-    from agentload.errors import ReplayError
-
     handles = _spawn(ray, cluster, n)
-    conns = _connections(cfg, plans, n)
+    conns = connections(cfg, plans, n)
     plans_ref = ray.put(list(plans))
     try:
         wheres = await asyncio.wait_for(
@@ -233,11 +297,15 @@ async def _start_workers(
 
 
 def _shapes(
-    cfg: ReplayConfig, level: int, recorded_sessions: int, workers: list[WorkerView]
+    cfg: ReplayConfig,
+    level: int,
+    plans: Sequence[SessionPlan],
+    workers: list[WorkerView],
+    engine: EnginePreset,
 ) -> tuple[LoadShape, list[tuple[WorkerView, LoadShape, Shard, int]]]:
     """The point's shape (as on one machine) and each taking part worker's share of it."""
     recorded = cfg.schedule == "recorded"
-    shape = point_shape(cfg, level, recorded_sessions, get_engine(cfg.engine))
+    shape = point_shape(cfg, level, len(plans), engine)
     alive = [w for w in workers if w.lost is None]
     parts: list[tuple[WorkerView, LoadShape, Shard, int]] = []
     if cfg.arrival_rate is not None or recorded:
@@ -259,89 +327,6 @@ def _shapes(
         parts.append((w, mine, Shard(k, len(alive), (lo, lo + share, lanes)), share))
         lo += share
     return shape, parts
-
-
-@dataclass(frozen=True)
-class _RunContext:
-    """What every point of a sharded run shares: Ray, the workers, the plans and options."""
-
-    ray: Any
-    workers: list[WorkerView]
-    plans: Sequence[SessionPlan]
-    cfg: ReplayConfig
-    run_nonce: str
-    slo: SLO | None
-    progress: ProgressHook | None
-
-
-async def _run_point(ctx: _RunContext, level: int, index: int) -> Point:
-    """One point on every taking part worker: started together, followed, merged."""
-    cfg = ctx.cfg
-    shape, state = await _start_point(ctx, level, index)
-    interrupted, scraper = await _follow_point(ctx, state, ProgressView(shape), index)
-    if not interrupted:
-        await state.collect(ctx.ray, "finish")
-    run = state.point_run()
-    shares = _worker_points(state, run)
-    scrape = scraper.summary() if scraper else None
-    return make_point(run, cfg, level, ctx.slo, cfg.power_watts, scrape, interrupted, shares)
-
-
-async def _start_point(ctx: _RunContext, level: int, index: int) -> tuple[LoadShape, PointState]:
-    """Each worker prepared with its share of the point, then started at one common instant
-    (each told it in its own clock); the point's shape and its state."""
-    cfg, plans = ctx.cfg, ctx.plans
-    for w in ctx.workers:
-        w.reset()
-    shape, parts = _shapes(cfg, level, len(plans), ctx.workers)
-    nonce = new_nonce(ctx.run_nonce, index)
-    calls = {c.key: (p, c) for p in plans for c in p.calls.values()}
-    recorded = cfg.schedule == "recorded"
-    warm_rec = max(2 * recorded_width(plans), min(64, sum(len(p.calls) for p in plans)))
-    await asyncio.gather(
-        *(
-            w.handle.prepare.remote(
-                mine, nonce, shard, -(-warm_rec // len(parts)) if recorded else warm
-            )
-            for w, mine, shard, warm in parts
-        )
-    )
-    for w, *_ in parts:
-        w.active = True
-    slowest = max(w.offset.uncertainty_ns for w, *_ in parts) * 2
-    t0 = time.perf_counter_ns() + LEAD_NS + slowest
-    await asyncio.gather(*(w.handle.start.remote(t0 + w.offset.offset_ns) for w, *_ in parts))
-    lanes = cfg.arrival_rate is None and not recorded
-    return shape, PointState(t0, [w for w, *_ in parts], calls, lanes)
-
-
-async def _follow_point(
-    ctx: _RunContext, state: PointState, view: ProgressView, index: int
-) -> tuple[bool, MetricsScraper | None]:
-    """Follow the point until every worker is done (with the scraper and live progress
-    beside it); Ctrl-C interrupts every worker. Whether it was interrupted, and the scraper."""
-    cfg = ctx.cfg
-    side: list[asyncio.Task[Any]] = []
-    scraper = None
-    if cfg.scrape_metrics:
-        scraper = MetricsScraper(cfg.scrape_targets, state.t0)
-        side.append(asyncio.create_task(scraper.run()))
-    if ctx.progress is not None:
-        side.append(asyncio.create_task(ctx.progress(view, index, len(cfg.levels))))
-    interrupted = False
-    try:
-        await state.follow(ctx.ray, cfg.duration_s, view)
-    except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None:
-            current.uncancel()
-        interrupted = True
-        await state.collect(ctx.ray, "interrupt")
-    finally:
-        for t in side:
-            t.cancel()
-        await asyncio.gather(*side, return_exceptions=True)
-    return interrupted, scraper
 
 
 def _worker_points(state: PointState, run: PointRun) -> list[WorkerPoint]:

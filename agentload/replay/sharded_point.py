@@ -5,7 +5,9 @@ reported of the point); ``PointState`` polls the workers every ``POLL_S``, moves
 onto the driver's time line and merges them, tells them when ``--duration`` ends, accounts for
 a worker lost mid-point (its requests in flight failed as ``worker_lost``, its sessions cut),
 and makes the merged ``PointRun`` (window, phases, counters) once the point ended.
-``ProgressView`` is what live progress reads: the workers' counters summed.
+``ProgressView`` is what live progress reads: the workers' counters summed; ``LiveShards`` is
+what the capacity search's steady-state rule reads (the merged records so far) and how it ends
+the window (every worker told to stop now).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import dataclasses
 import sys
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +41,7 @@ __all__ = [
     "POLL_S",
     "POLL_TIMEOUT_S",
     "WORKER_LOST",
+    "LiveShards",
     "PointState",
     "ProgressView",
     "WorkerView",
@@ -168,6 +171,17 @@ class PointState:
                 return_exceptions=True,
             )
             self.stop_sent = True
+
+    async def stop_now(self, ray: Any) -> None:
+        """Tell every live worker to stop sending now (its clock's now): the window ends at the
+        first worker's drain, as at the end of ``--duration``."""
+        live = [w for w in self.workers if w.lost is None and not w.done]
+        self.stop_sent = True
+        now = time.perf_counter_ns()
+        await asyncio.gather(
+            *(w.handle.stop_at.remote(now + w.offset.offset_ns) for w in live),
+            return_exceptions=True,
+        )
 
     async def poll(self, ray: Any, method: str) -> None:
         live = [w for w in self.workers if w.lost is None and not (w.done and method == "poll")]
@@ -372,3 +386,44 @@ def _cut_session(
         requests=len(mine),
         warmup_requests=sum(1 for r in mine if r.phase == Phase.WARMUP),
     )
+
+
+class LiveShards:
+    """A sharded point as it runs, as the capacity search's steady-state rule reads it and ends
+    it (a ``points.LivePoint``): the records the workers reported so far, on the driver's time
+    line; warm once every live worker's lanes are; ``stop`` tells every worker to stop now."""
+
+    def __init__(self, state: PointState, ray: Any) -> None:
+        self.state, self.ray = state, ray
+        self.t0 = state.t0
+        self.warm_end = 0
+        self.clock: Callable[[], int] = time.perf_counter_ns
+        self._stopping: asyncio.Task[None] | None = None
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        return self.state.requests
+
+    @property
+    def sessions(self) -> list[SessionResult]:
+        return self.state.sessions
+
+    async def wait_warm(self) -> None:
+        """Until every live worker's lanes are past their warm-up (or every worker is done)."""
+        while True:
+            live = [w for w in self.state.workers if w.lost is None]
+            warm = [w.warm_end for w in live if w.warm_end is not None]
+            if live and len(warm) == len(live):
+                self.warm_end = self.t0 + max(warm)
+                return
+            if all(w.done for w in live):
+                self.warm_end = self.clock()
+                return
+            await asyncio.sleep(POLL_S)
+
+    def mark_drain(self) -> None:
+        """The workers mark their own drain when told to stop (``stop``)."""
+
+    def stop(self) -> None:
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self.state.stop_now(self.ray))

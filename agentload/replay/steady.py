@@ -31,7 +31,7 @@ from agentload.measure.capacity import (
     session_latencies,
 )
 from agentload.measure.records import Phase
-from agentload.replay.schedule import PointRunner
+from agentload.replay.points import LivePoint
 
 __all__ = ["SteadyRule", "settled", "watch"]
 
@@ -60,7 +60,7 @@ def settled(checks: list[Check], rule: SteadyRule) -> Stop | None:
 
 
 async def watch(
-    runner: PointRunner, slo: dict[str, float | None], pct: float, rule: SteadyRule
+    runner: LivePoint, slo: dict[str, float | None], pct: float, rule: SteadyRule
 ) -> Stop:
     """End ``runner``'s window by the rule once it is settled (the cap is the runner's own
     ``--duration`` deadline); why it ended."""

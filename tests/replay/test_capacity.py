@@ -167,8 +167,6 @@ def test_the_search_ends_when_nothing_meets_or_the_top_is_reached() -> None:
         (["--capacity", "--slo", "ttft=2s", "--capacity-resolution", "0"], "expected sessions"),
         (["--slo", "tps_user=fast"], "tps_user='fast': expected tokens/s per user"),
         (["--slo", "ttft=2s", "--slo-percentile", "100"], "--slo-percentile"),
-        (["--repeat", "2", "--ray"], "--repeat runs on one machine for now"),
-        (["--capacity", "--slo", "ttft=2s", "--ray"], "cannot be combined with --ray"),
     ],
 )
 def test_bad_capacity_options_are_one_line_and_exit_2(

@@ -58,7 +58,10 @@ def test_a_run_records_the_clients_load_and_warns_when_it_was_saturated(
         assert c.lag_p99_ms == (
             p.aggregates.client_lag_ms.p99 if p.aggregates.client_lag_ms else None
         )
-        assert c.saturated == (c.cpu_share >= 0.9 or (c.lag_p99_ms or 0) > 5)
+        # the rule itself, minimums included (a few late sends on a busy machine are not a
+        # saturated client): the point's verdict is the rule's on its own figures
+        again = client_load(c.cpu_share * p.wall_s, p.wall_s, p.aggregates.client_lag_ms)
+        assert (c.saturated, c.why) == (again.saturated, again.why)
     # A point marked saturated is named in one warning line and flagged on its own line.
     hot = doc.points[1]
     assert hot.client is not None

@@ -1,7 +1,7 @@
 """``replay --ray`` on a real Ray cluster on 127.0.0.1 (``ray_cluster``), driven through the CLI:
 the same request set with 1 and 2 workers as on one machine, metrics computed once over the
 merged records, totals that mean what they mean on one machine, a worker killed mid-point,
-Ctrl-C, and the one-line errors."""
+Ctrl-C, ``--repeat`` and the ``--capacity`` search on the cluster, and the one-line errors."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 import pytest
 from replay_helpers import run_cli
-from replay_servers import Behaviour, ChatServer
+from replay_servers import Behaviour, ChatServer, timed_serve
+from replay_traces import linear_trace
 
 from agentload.measure.metrics import MetricContext, aggregate
 from agentload.measure.results import load_results
@@ -134,6 +135,59 @@ def test_the_recorded_schedule_runs_each_session_once(
     assert {r.call for r in point.requests} == set(rec.digest_manifest)
     # the window runs to the last scheduled send of either worker, as on one machine
     assert {r.phase for r in point.requests} == {"measured"}
+
+
+def test_repeat_runs_every_point_again_on_the_cluster(
+    ray_cluster: Any, chat_server: ChatServer, fast_trace: Path, tmp_path: Path
+) -> None:
+    env = ray_cluster.subprocess_env()
+    ray = ("--ray", ray_cluster.address, "--workers", "2")
+    args = ("--sweep", "1,2", "--sessions", "4", "--repeat", "2", "--seed", "3")
+    proc = _replay(chat_server, fast_trace, tmp_path / "rep", *args, *ray, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = load_results(tmp_path / "rep" / "results.json")
+    assert [(p.concurrency, p.repeat) for p in doc.points] == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    for p in doc.points:
+        assert p.workers is not None and sum(w.requests for w in p.workers) == len(p.requests)
+        assert len(p.sessions) == 4 and not p.interrupted
+    # level 1 has one lane: one worker sits it out; level 2 gives each worker one
+    assert [len(p.workers or []) for p in doc.points] == [1, 1, 2, 2]
+    # a repeat runs the same traffic again: the same requests, digest for digest
+    sets = [sorted((r.session, r.call, r.digest) for r in p.requests) for p in doc.points]
+    assert sets[0] == sets[1] and sets[2] == sets[3]
+    assert doc.repeats is not None
+    assert [(g.load, g.points) for g in doc.repeats] == [("c=1", [0, 1]), ("c=2", [2, 3])]
+
+
+def test_the_capacity_search_runs_on_the_cluster(ray_cluster: Any, tmp_path: Path) -> None:
+    """``--capacity`` with ``--ray``: every probe a sharded point whose window the steady-state
+    rule ends on the merged records; the answer is the profile's capacity (see
+    test_capacity: at most 14 sessions keep 90 tokens/s per user)."""
+    trace = linear_trace(tmp_path / "lin.agentload.jsonl.zst", sessions=4, calls=8)
+    out = tmp_path / "cap"
+    with timed_serve(tmp_path, 400.0, 0.25) as url:
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentload", "replay", str(trace), "--endpoint", url,
+             "--model", "agentload-sim", "--capacity", "--slo", "tps_user=90",
+             "--capacity-resolution", "1", "--gap-scale", "0", "--ray", ray_cluster.address,
+             "--workers", "2", "--out", str(out)],
+            capture_output=True, text=True, timeout=600, env=ray_cluster.subprocess_env(),
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = load_results(out / "results.json")
+    cap = doc.capacity
+    assert cap is not None and cap.max_concurrency is not None, proc.stderr[-2000:]
+    assert abs(cap.max_concurrency - 14) <= 1, cap.answer
+    assert doc.cluster is not None and doc.cluster.workers == 2
+    assert proc.stdout.splitlines()[0] == cap.answer
+    for probe in cap.probes:
+        (i,) = probe.points
+        point = doc.points[i]
+        assert point.concurrency == probe.concurrency and point.workers is not None
+        assert sum(w.lanes or 0 for w in point.workers) == probe.concurrency
+        # the steady-state rule ended the window long before the 300 s cap
+        assert probe.stops and all(s.value in ("decided", "precise") for s in probe.stops)
+        assert point.wall_s < 60, (probe.concurrency, point.wall_s)
 
 
 def _start(srv: ChatServer, trace: Path, out: Path, env: dict[str, str], *args: str) -> Any:
