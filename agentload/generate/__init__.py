@@ -12,7 +12,7 @@
 * ``live``       — the live benchmark: one run per ``--sweep`` level, its traces → the
   ``ResultsDocument`` (``mode: live``), results.json, summary.csv, report.html
 * ``live_capacity`` — ``--capacity``: a probe as rounds of live runs at one parallelism
-  (the search itself is ``replay.capacity_run``'s)
+  (the search itself is ``measure.capacity_search``'s)
 * ``live_point`` — one run's trace → its ``Point``: the request and session records, the
   window, the aggregates
 * ``evalrun``    — an eval run's sessions → ``EvalDocument`` (built, written and reported by

@@ -33,6 +33,7 @@ from agentload.generate.live_point import live_point
 from agentload.generate.options import GenerateOptions
 from agentload.generate.run import ProgressSink, RunResult, endpoint_simulator
 from agentload.generate.run import prepare_trace_path as _prepare_trace_path
+from agentload.measure.capacity_search import search_capacity
 from agentload.measure.files import write_run
 from agentload.measure.metrics import SLO, prompt_token_ratio
 from agentload.measure.power import NvmlPower
@@ -48,7 +49,6 @@ from agentload.measure.results import (
 from agentload.options.capacity import CapacityOptions
 from agentload.options.measure import MeasureOptions
 from agentload.options.replay import ReplayConfig
-from agentload.replay.capacity_run import search_capacity
 from agentload.replay.plan import build_plans
 from agentload.trace.paths import TRACE_SUFFIXES
 from agentload.trace.timeline import describe_waits

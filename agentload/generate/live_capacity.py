@@ -1,6 +1,6 @@
 """``generate --capacity``: the live benchmark's capacity search.
 
-The search is replay's (``replay.capacity_run``: doubling, then bisection; the verdict over a
+The search is replay's (``measure.capacity_search``: doubling, then bisection; the verdict over a
 probe's measured requests at ``--slo-percentile`` with distribution-free intervals). A live
 probe at parallelism P is rounds of generate runs, each ``max(--sessions, 2P)`` sessions with
 P at a time (its own trace, ``…-pP-rR.agentload.jsonl.zst``; its window is the live rule:
@@ -21,7 +21,7 @@ from agentload.generate.run import ProgressSink, RunResult
 from agentload.measure.capacity import Stop, check_objectives, session_latencies
 from agentload.measure.points import Point
 from agentload.measure.records import Phase
-from agentload.replay.steady import SteadyRule, settled
+from agentload.measure.steady import SteadyRule, settled
 
 __all__ = ["MAX_ROUNDS", "LiveProbe"]
 

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from agentload.agents.limits import EndReason
 from agentload.intervals import peak_overlap
 from agentload.measure.errorkinds import ErrorKind, http_kind
-from agentload.measure.metrics import SLO, MetricContext, aggregate
-from agentload.measure.power import average_watts
+from agentload.measure.metrics import SLO
+from agentload.measure.pointrun import PointLoad, PointRun, build_point, window_watts
 from agentload.measure.records import (
     Phase,
     RequestRecord,
@@ -35,7 +35,7 @@ from agentload.measure.records import (
     label_phases,
     steady_window,
 )
-from agentload.measure.results import Aggregates, Point, Span, TimelineSample
+from agentload.measure.results import Point
 from agentload.options.measure import MeasureOptions
 from agentload.replay.plan import SessionPlan
 from agentload.trace.events import EventKind
@@ -84,27 +84,24 @@ def live_point(
     ends = sorted(s.end_ns for s in sessions)
     window = steady_window(0, ends[len(ends) - lanes] if ends else 0, requests, LIVE_RULE)
     label_phases(requests, window)
+    wall = max([s.end_ns for s in sessions] + [r.end_ns for r in requests], default=0)
+    run = PointRun(
+        t0_ns=t0,
+        requests=requests,
+        sessions=sessions,
+        window=window,
+        warmup_end_ns=0,
+        timeline=_timeline(requests, sessions, wall),
+        wall_s=wall / 1e9,
+        max_active_sessions=peak_overlap((s.start_ns, s.end_ns) for s in sessions),
+        max_inflight=peak_overlap((r.send_ns, r.end_ns) for r in requests),
+        cpu_s=None,  # the agents sent the requests, not a client of ours
+    )
     watts = measure.power_watts
     if power_samples is not None:
-        watts = average_watts(power_samples, t0 + window.start_ns, t0 + window.end_ns)
-    ctx = MetricContext(requests, sessions, window, measure.gpus, watts, slo)
-    wall = max([s.end_ns for s in sessions] + [r.end_ns for r in requests], default=0)
-    return Point(
-        interrupted=any(s.end_reason == "interrupted" for s in trace.sessions.values()),
-        concurrency=parallel,
-        arrival_rate=None,
-        wall_s=wall / 1e9,
-        warmup_window=Span(start_ns=0, end_ns=0),
-        window=window,
-        power_watts=watts,
-        max_active_sessions=peak_overlap((s.start_ns, s.end_ns) for s in sessions),
-        max_inflight_requests=peak_overlap((r.send_ns, r.end_ns) for r in requests),
-        aggregates=Aggregates.model_validate(aggregate(ctx)),
-        timeline=_timeline(requests, sessions, wall),
-        scrape=None,
-        sessions=sessions,
-        requests=requests,
-    )
+        watts = window_watts(power_samples, run)
+    interrupted = any(s.end_reason == "interrupted" for s in trace.sessions.values())
+    return build_point(run, PointLoad(parallel), measure.gpus, slo, watts, interrupted=interrupted)
 
 
 def _stream_end(c: LLMCallRecord) -> int:
@@ -253,7 +250,7 @@ def _sessions(
 
 def _timeline(
     requests: list[RequestRecord], sessions: list[SessionResult], wall: int
-) -> list[TimelineSample]:
+) -> list[dict[str, int]]:
     """The counters replay samples at 1 Hz, rebuilt from the records."""
     done = sorted(requests, key=lambda r: r.end_ns)
     ends = [r.end_ns for r in done]
@@ -261,13 +258,13 @@ def _timeline(
     for t in range(0, wall + 1, 1_000_000_000):
         n = bisect.bisect_right(ends, t)
         out.append(
-            TimelineSample(
-                t_ns=t,
-                active_sessions=sum(1 for s in sessions if s.start_ns <= t < s.end_ns),
-                inflight=sum(1 for r in requests if r.send_ns <= t < r.end_ns),
-                requests=n,
-                errors=sum(1 for r in done[:n] if not r.ok),
-                output_tokens=sum(r.output_tokens for r in done[:n] if r.ok),
-            )
+            {
+                "t_ns": t,
+                "active_sessions": sum(1 for s in sessions if s.start_ns <= t < s.end_ns),
+                "inflight": sum(1 for r in requests if r.send_ns <= t < r.end_ns),
+                "requests": n,
+                "errors": sum(1 for r in done[:n] if not r.ok),
+                "output_tokens": sum(r.output_tokens for r in done[:n] if r.ok),
+            }
         )
     return out

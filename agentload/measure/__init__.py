@@ -11,7 +11,9 @@ made; both write them with the same code.
   ``aggregates`` (a point's and a group's metric values), ``points`` (a load point),
   ``runinfo`` (environment, engine, plan, live run, cluster)
 * ``capacity`` — capacity at an SLO: the objectives, a percentile's distribution-free interval,
-  a point's verdict, results.json's ``capacity`` object
+  a point's verdict, results.json's ``capacity`` object; ``capacity_search``: the search's
+  probes and answer (replay's and generate's), ``search``: bracket by doubling, then bisect,
+  ``steady``: when a probe has measured enough (on a running point, ``LivePoint``)
 * ``power``    — energy: NVML sampling and the window's average watts
 * ``files``    — a run's files written one way (results.json, summary.csv, report.html)
 * ``verdict``  — the exit code of a run (0, 2, 3, 130), decided in one place

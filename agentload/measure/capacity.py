@@ -94,7 +94,7 @@ class Verdict(StrEnum):
 
 
 class Stop(StrEnum):
-    """Why a capacity probe's window ended (``replay.steady``)."""
+    """Why a capacity probe's window ended (``steady``)."""
 
     DECIDED = "decided"
     """Every objective's interval lies on one side of its threshold."""

@@ -17,14 +17,14 @@ requests go out through ``agentload.client`` (the streaming client with precise 
   timer (Linux) or a short spin, the request written by the waker itself (``client.gate``);
   ``heap``: the garbage collector kept off a running point's loaded plans
 * ``scrape``    — the target's Prometheus ``/metrics``, sampled at 1 Hz
-* ``points``    — one point run with its side tasks, and its results point (``make_point``)
-* ``run``       — a whole run: plans, probe, points, aggregates
-* ``capacity_run``, ``search``, ``steady`` — ``--capacity``: the probes of the search over
-  concurrency (bracket by doubling, then bisect), the steady-state rule that ends each probe's
-  window, and the answer
-* ``sharded``, ``ray_actor`` — the same run on a Ray cluster (``--ray``): the driver, and the
-  actor that runs one shard of each point (``sharded_point``: one point as the driver follows
-  and merges it; docs/distributed.md)
+* ``points``    — one point run with its side tasks, and the executor and watcher interfaces
+* ``prepare``   — what a run decides before the load: plans, APIs, load shapes, connections
+* ``run``       — a whole run, one orchestration for either executor: levels, ``--repeat``, the
+  ``--capacity`` search (``measure.capacity_search``; replay's probe: ``capacity_run``), results
+* ``local``     — the executor of this machine
+* ``sharded``, ``ray_actor`` — the executor of a Ray cluster (``--ray``): the driver's side, and
+  the actor that runs one shard of each point (``sharded_point``: one point as the driver
+  follows and merges it; docs/distributed.md)
 * ``progress``  — the live progress line of a point
 * ``cli``       — ``agentload replay|report|compare``
 

@@ -1,7 +1,7 @@
 """One load point: run it with its side tasks (scraping, power, progress, the capacity search's
-watcher) and turn what it produced into a results point (``make_point``); what runs a replay's
+watcher) and turn what it produced into a results point (``measure.pointrun.build_point``); what runs a replay's
 points (``PointExecutor``: this machine's ``local.LocalPoints`` or Ray's ``sharded.RayPoints``)
-and what a watcher sees of a point as it runs (``LivePoint``)."""
+and what a watcher is (it reads a ``measure.steady.LivePoint``)."""
 
 from __future__ import annotations
 
@@ -10,65 +10,29 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agentload.measure.metrics import SLO, MetricContext, aggregate
-from agentload.measure.points import client_load
-from agentload.measure.power import NvmlPower, average_watts
-from agentload.measure.records import RequestRecord, SessionResult
+from agentload.measure.metrics import SLO
+from agentload.measure.pointrun import PointRun, build_point, window_watts
+from agentload.measure.power import NvmlPower
 from agentload.measure.results import (
-    Aggregates,
     ClusterRun,
     Point,
-    ScrapeSummary,
-    Span,
-    TimelineSample,
-    WorkerPoint,
 )
+from agentload.measure.steady import LivePoint
 from agentload.options.engines import EnginePreset
 from agentload.options.replay import ReplayConfig
 from agentload.replay.plan import SessionPlan
-from agentload.replay.schedule import PointRun, PointRunner
+from agentload.replay.prepare import point_load
+from agentload.replay.schedule import PointRunner
 from agentload.replay.scrape import MetricsScraper
 from agentload.replay.shapes import PointView
 
 __all__ = [
-    "LivePoint",
     "PointExecutor",
     "ProgressHook",
     "RunInputs",
     "Watcher",
-    "make_point",
     "run_point",
 ]
-
-
-class LivePoint(Protocol):
-    """A point as it runs, as a watcher reads it and ends its window: on this machine the
-    ``PointRunner`` itself, on Ray the workers' records merged (``sharded_point.LiveShards``).
-    Times are ``clock()`` ns; the records' are ns since ``t0``."""
-
-    @property
-    def t0(self) -> int: ...
-
-    @property
-    def warm_end(self) -> int:
-        """When every lane was past its warm-up (set once ``wait_warm`` returned)."""
-
-    @property
-    def records(self) -> Sequence[RequestRecord]: ...
-
-    @property
-    def sessions(self) -> Sequence[SessionResult]: ...
-
-    @property
-    def clock(self) -> Callable[[], int]: ...
-
-    async def wait_warm(self) -> None: ...
-
-    def mark_drain(self) -> None:
-        """The full load ends now: the measured window closes here."""
-
-    def stop(self) -> None:
-        """Stop sending; requests in flight complete."""
 
 
 ProgressHook = Callable[[PointView, int, int], Any]
@@ -152,44 +116,7 @@ async def run_point(
     watts = cfg.power_watts
     if power is not None:
         power.sample()
-        watts = average_watts(
-            power.samples, run.t0_ns + run.window.start_ns, run.t0_ns + run.window.end_ns
-        )
+        watts = window_watts(power.samples, run)
+    load = point_load(cfg, runner.shape.concurrency)
     summary = scraper.summary() if scraper else None
-    return make_point(run, cfg, runner.shape.concurrency, slo, watts, summary, interrupted)
-
-
-def make_point(
-    run: PointRun,
-    cfg: ReplayConfig,
-    level: int,
-    slo: SLO | None,
-    watts: float | None,
-    scrape: dict[str, Any] | None,
-    interrupted: bool,
-    workers: list[WorkerPoint] | None = None,
-) -> Point:
-    """A point's results from what it produced: every metric computed once over all of its
-    request records (on a cluster: the records of every worker, on one time line)."""
-    ctx = MetricContext(run.requests, run.sessions, run.window, cfg.gpus, watts, slo)
-    recorded = cfg.schedule == "recorded"
-    aggregates = Aggregates.model_validate(aggregate(ctx))
-    return Point(
-        interrupted=interrupted,
-        concurrency=None if cfg.arrival_rate or recorded else level,
-        schedule=cfg.schedule,
-        arrival_rate=cfg.arrival_rate,
-        wall_s=run.wall_s,
-        warmup_window=Span(start_ns=0, end_ns=run.warmup_end_ns),
-        window=run.window,
-        power_watts=watts,
-        max_active_sessions=run.stats.max_active_sessions,
-        max_inflight_requests=run.stats.max_inflight,
-        aggregates=aggregates,
-        timeline=[TimelineSample.model_validate(t) for t in run.timeline],
-        scrape=ScrapeSummary.model_validate(scrape) if scrape else None,
-        sessions=run.sessions,
-        requests=run.requests,
-        workers=workers,
-        client=client_load(run.cpu_s, run.wall_s, aggregates.client_lag_ms),
-    )
+    return build_point(run, load, cfg.gpus, slo, watts, scrape=summary, interrupted=interrupted)

@@ -17,6 +17,7 @@ from typing import Any
 from agentload.client.stream import StreamClient
 from agentload.errors import ConfigError, ReplayError
 from agentload.intervals import peak_overlap
+from agentload.measure.pointrun import PointLoad
 from agentload.options.engines import EnginePreset
 from agentload.options.replay import ReplayConfig
 from agentload.replay.fit import FitMode, Fitter
@@ -35,6 +36,7 @@ __all__ = [
     "digest_manifest",
     "load_plans",
     "plan_apis",
+    "point_load",
     "point_shape",
     "recorded_warm",
     "recorded_width",
@@ -183,6 +185,14 @@ def point_shape(
         schedule=cfg.schedule,
         time_scale=cfg.time_scale,
     )
+
+
+def point_load(cfg: ReplayConfig, level: int) -> PointLoad:
+    """The load of the point at ``level`` as results.json says it: lanes, or the arrival rate,
+    or the recorded schedule."""
+    recorded = cfg.schedule == "recorded"
+    concurrency = None if cfg.arrival_rate or recorded else level
+    return PointLoad(concurrency, cfg.arrival_rate, cfg.schedule)
 
 
 def digest_manifest(plans: Sequence[SessionPlan]) -> dict[str, str]:

@@ -19,12 +19,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentload.client.stream import StreamClient
+from agentload.measure.pointrun import PointRun
 from agentload.measure.records import RequestRecord
 from agentload.options.engines import get_engine
 from agentload.options.replay import ReplayConfig
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.plan import SessionPlan
-from agentload.replay.schedule import LoadShape, PointRun, PointRunner
+from agentload.replay.schedule import LoadShape, PointRunner
 from agentload.replay.shapes import Shard
 
 __all__ = ["PACK", "ReplayWorker", "unpack_requests"]

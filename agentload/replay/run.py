@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentload.masking import redact_url
+from agentload.measure.capacity_search import search_capacity
 from agentload.measure.metrics import prompt_token_ratio
 from agentload.measure.repeats import repeat_groups
 from agentload.measure.results import (
@@ -28,7 +29,7 @@ from agentload.measure.results import (
 from agentload.measure.summary import summary_rows
 from agentload.options.engines import EnginePreset, get_engine
 from agentload.options.replay import ReplayConfig
-from agentload.replay.capacity_run import DEFAULT_CAP_S, search_capacity, watched
+from agentload.replay.capacity_run import DEFAULT_CAP_S, watched
 from agentload.replay.local import LocalPoints
 from agentload.replay.plan import SessionPlan
 from agentload.replay.points import PointExecutor, ProgressHook, RunInputs, Watcher

@@ -39,6 +39,7 @@ from typing import Any
 from agentload.client.gate import Due
 from agentload.client.outcome import Outcome
 from agentload.client.stream import StreamClient
+from agentload.measure.pointrun import PointRun
 from agentload.measure.records import (
     Phase,
     RequestRecord,
@@ -55,7 +56,6 @@ from agentload.replay.salt import new_nonce
 from agentload.replay.shapes import (
     LiveStats,
     LoadShape,
-    PointRun,
     SessionInstance,
     SessionSource,
     Shard,
@@ -279,8 +279,9 @@ class PointRunner(PointAccount):
             window=window,
             warmup_end_ns=self.warm_end - self.t0,
             timeline=self.timeline,
-            stats=self.stats,
             wall_s=(end - self.t0) / 1e9,
+            max_active_sessions=self.stats.max_active_sessions,
+            max_inflight=self.stats.max_inflight,
             cpu_s=self.cpu_s,
         )
 

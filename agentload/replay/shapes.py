@@ -3,7 +3,7 @@
 ``LoadShape`` says how sessions are offered (lanes or Poisson arrivals, bounds, gap scale,
 warm-up); ``SessionSource`` hands out session instances round-robin over the plans,
 replicated and salted (as each plan's ``salt_at`` says); ``LiveStats`` are the counters a running point keeps for the progress
-display and the timeline; ``PointRun`` is what a point produced.
+display and the timeline; what a point produced is a ``measure.pointrun.PointRun``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ import random
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
-from agentload.measure.records import RequestRecord, SessionResult, Window
 from agentload.options.engines import session_headers as session_headers_of
 from agentload.replay.plan import CallPlan, SessionPlan
 from agentload.replay.salt import make_salt
@@ -22,7 +21,6 @@ from agentload.replay.salt import make_salt
 __all__ = [
     "LiveStats",
     "LoadShape",
-    "PointRun",
     "PointView",
     "SessionInstance",
     "SessionSource",
@@ -107,23 +105,6 @@ class PointView(Protocol):
 
     @property
     def stats(self) -> LiveStats: ...
-
-
-@dataclass
-class PointRun:
-    """Everything one point produced."""
-
-    t0_ns: int
-    requests: list[RequestRecord]
-    sessions: list[SessionResult]
-    window: Window
-    warmup_end_ns: int
-    timeline: list[dict[str, Any]]
-    stats: LiveStats
-    wall_s: float
-    cpu_s: float = 0.0
-    """CPU seconds the client's event-loop thread used while the point ran (with --ray: the
-    busiest worker's)."""
 
 
 @dataclass(frozen=True)

@@ -49,15 +49,17 @@ from agentload.auth import api_key_from_env
 from agentload.client.stream import StreamClient
 from agentload.errors import ReplayError
 from agentload.measure.metrics import SLO
+from agentload.measure.pointrun import PointRun, build_point
 from agentload.measure.results import ClusterRun, Point, WorkerPoint
 from agentload.options.engines import EnginePreset
 from agentload.options.replay import ReplayConfig
 from agentload.raycluster import Cluster, connect, measure_offset, require_ray
 from agentload.replay.plan import SessionPlan
-from agentload.replay.points import RunInputs, Watcher, make_point
+from agentload.replay.points import RunInputs, Watcher
 from agentload.replay.prepare import (
     choose_apis,
     connections,
+    point_load,
     point_shape,
     recorded_warm,
     top_level,
@@ -65,7 +67,7 @@ from agentload.replay.prepare import (
 from agentload.replay.ray_actor import ReplayWorker
 from agentload.replay.salt import new_nonce, new_run_id
 from agentload.replay.scrape import MetricsScraper
-from agentload.replay.shapes import LoadShape, PointRun, Shard
+from agentload.replay.shapes import LoadShape, Shard
 from agentload.replay.sharded_point import (
     POLL_S,
     POLL_TIMEOUT_S,
@@ -150,7 +152,10 @@ class RayPoints:
         run = state.point_run()
         shares = _worker_points(state, run)
         scrape = scraper.summary() if scraper else None
-        return make_point(run, cfg, level, self.slo, cfg.power_watts, scrape, interrupted, shares)
+        return build_point(
+            run, point_load(cfg, level), cfg.gpus, self.slo, cfg.power_watts,
+            scrape=scrape, interrupted=interrupted, workers=shares,
+        )  # fmt: skip
 
     async def _start_point(self, level: int, index: int) -> tuple[LoadShape, PointState]:
         """Each worker prepared with its share of the point, then started at one common

@@ -24,6 +24,7 @@ from typing import Any
 
 from agentload.intervals import peak_overlap
 from agentload.measure.errorkinds import ErrorKind
+from agentload.measure.pointrun import PointRun
 from agentload.measure.records import (
     Phase,
     RequestRecord,
@@ -35,7 +36,7 @@ from agentload.measure.records import (
 from agentload.raycluster import ClockOffset
 from agentload.replay.plan import CallPlan, SessionPlan
 from agentload.replay.ray_actor import unpack_requests
-from agentload.replay.shapes import LiveStats, LoadShape, PointRun
+from agentload.replay.shapes import LiveStats, LoadShape
 
 __all__ = [
     "POLL_S",
@@ -320,9 +321,6 @@ class PointState:
         self.requests.sort(key=lambda r: (r.send_ns, r.session, r.call))
         label_phases(self.requests, window)
         self.sessions.sort(key=lambda s: s.session)
-        stats = sum_stats([w.stats for w in self.workers])
-        stats.max_inflight = peak_overlap([(r.send_ns, r.end_ns) for r in self.requests])
-        stats.max_active_sessions = peak_overlap([(s.start_ns, s.end_ns) for s in self.sessions])
         return PointRun(
             t0_ns=self.t0,
             requests=self.requests,
@@ -330,8 +328,9 @@ class PointState:
             window=window,
             warmup_end_ns=warm_end,
             timeline=self.timeline,
-            stats=stats,
             wall_s=end / 1e9,
+            max_active_sessions=peak_overlap([(s.start_ns, s.end_ns) for s in self.sessions]),
+            max_inflight=peak_overlap([(r.send_ns, r.end_ns) for r in self.requests]),
             cpu_s=max((w.cpu_s for w in self.workers), default=0.0),
         )
 

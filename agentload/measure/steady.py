@@ -1,4 +1,4 @@
-"""When a capacity probe has measured enough: the steady-state rule (``replay --capacity``).
+"""When a capacity probe has measured enough: the steady-state rule (``--capacity``).
 
 A probe point runs with lanes that recycle sessions and no fixed length. Its warm-up is the
 runner's: every lane's first session joins its trace mid-flight and replays, unmeasured, what
@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from agentload.measure.capacity import (
     Check,
@@ -30,10 +32,39 @@ from agentload.measure.capacity import (
     check_objectives,
     session_latencies,
 )
-from agentload.measure.records import Phase
-from agentload.replay.points import LivePoint
+from agentload.measure.records import Phase, RequestRecord, SessionResult
 
-__all__ = ["SteadyRule", "settled", "watch"]
+__all__ = ["LivePoint", "SteadyRule", "settled", "watch"]
+
+
+class LivePoint(Protocol):
+    """A point as it runs, as the rule reads it and ends its window: on one machine replay's
+    ``PointRunner`` itself, on Ray the workers' records merged (``sharded_point.LiveShards``).
+    Times are ``clock()`` ns; the records' are ns since ``t0``."""
+
+    @property
+    def t0(self) -> int: ...
+
+    @property
+    def warm_end(self) -> int:
+        """When every lane was past its warm-up (set once ``wait_warm`` returned)."""
+
+    @property
+    def records(self) -> Sequence[RequestRecord]: ...
+
+    @property
+    def sessions(self) -> Sequence[SessionResult]: ...
+
+    @property
+    def clock(self) -> Callable[[], int]: ...
+
+    async def wait_warm(self) -> None: ...
+
+    def mark_drain(self) -> None:
+        """The full load ends now: the measured window closes here."""
+
+    def stop(self) -> None:
+        """Stop sending; requests in flight complete."""
 
 
 @dataclass(frozen=True)
