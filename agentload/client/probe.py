@@ -158,8 +158,10 @@ async def speaks(
         small = {"model": model, "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}
     elif api == "gemini":
         url = gemini_url(target.base_url, model, stream=False)
-        small = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
-                 "generationConfig": {"maxOutputTokens": 1}}  # fmt: skip
+        small = {
+            "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+            "generationConfig": {"maxOutputTokens": 1},
+        }
     headers = target.api_headers(api) or None
     try:
         async with asyncio.timeout(limit):

@@ -213,8 +213,10 @@ def _print_runs(
         if st.detail:
             out.print(
                 f"{st.session_id}: {st.end_reason}: {mask_text(st.detail)}",
-                markup=False, highlight=False, soft_wrap=True,
-            )  # fmt: skip
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 def _print_eval(out: Console, opts: GenerateOptions, ran: _Ran, rows: list[dict[str, Any]]) -> None:
@@ -246,8 +248,10 @@ def _print_results(
     if folder is not None and folder / "report.html" not in written:
         out.print(
             f"report: agentload report {folder} --out {folder}",
-            markup=False, highlight=False, soft_wrap=True,
-        )  # fmt: skip
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 _BENCH_OPTIONS = (

@@ -140,8 +140,11 @@ async def run_points(
             if runs:
                 doc = live_results(runs, opts, levels=levels)
                 write_live(doc, folder, report)
-                print(f"agentload: interrupted; the live results of what ran: {folder}",
-                      file=sys.stderr, flush=True)  # fmt: skip
+                print(
+                    f"agentload: interrupted; the live results of what ran: {folder}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             raise
     if opts.endpoint and runs:  # it answered: is it agentload serve?
         probe_s = min(PROBE_TIMEOUT_S, opts.call_timeout_s)

@@ -268,5 +268,7 @@ def check_options(opts: GenerateOptions) -> None:
         )
         clash = [o for o, on in given if on]
         if clash:
-            raise ConfigError(f"--capacity chooses the parallelism of each probe itself; it "
-                              f"cannot be combined with {', '.join(clash)}")  # fmt: skip
+            raise ConfigError(
+                f"--capacity chooses the parallelism of each probe itself; it "
+                f"cannot be combined with {', '.join(clash)}"
+            )

@@ -88,8 +88,11 @@ async def product_place(
     installed = await installed_product(product)
     placement = place(product, installed.exe if installed is not None else None, choice)
     mounted = f"; mounted read-only: {', '.join(placement.mounts)}" if placement.mounts else ""
-    print(f"agentload: --agent {product.label}: sandbox {choice}{mounted}",
-          file=sys.stderr, flush=True)  # fmt: skip
+    print(
+        f"agentload: --agent {product.label}: sandbox {choice}{mounted}",
+        file=sys.stderr,
+        flush=True,
+    )
     return choice, installed, placement
 
 
@@ -108,8 +111,9 @@ async def run_product(spec: RunSpec, product: Product, progress: ProgressSink | 
         await asyncio.to_thread(proxy.start)
         workdir = owned_tempdir(WORKSPACES)  # a kill -9 leaves it to `agentload sandbox cleanup`
         key = api_key_from_env() or PLACEHOLDER_KEY
-        run = ProductRun(product, installed, model, key, proxy, opts.agent_max_tokens,
-                         choice, placement)  # fmt: skip
+        run = ProductRun(
+            product, installed, model, key, proxy, opts.agent_max_tokens, choice, placement
+        )
         gate = asyncio.Semaphore(opts.parallel)
 
         async def one(i: int) -> SessionStats:
@@ -154,8 +158,10 @@ def counted(trace: Trace, sessions: list[SessionStats]) -> None:
         agents = trace.agents_of(sid)
         st.agents = len(agents)
         st.agents_by_role = dict(Counter(a.role for a in agents))
-        calls = sorted((c for c in trace.calls.values() if c.session_id == sid),
-                       key=lambda c: c.timings.submit_ns)  # fmt: skip
+        calls = sorted(
+            (c for c in trace.calls.values() if c.session_id == sid),
+            key=lambda c: c.timings.submit_ns,
+        )
         st.calls = len(calls)
         st.prompt_tokens = sum(trace.prompt_tokens(c) for c in calls)
         st.completion_tokens = sum(trace.completion_tokens(c) for c in calls)

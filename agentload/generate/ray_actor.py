@@ -187,9 +187,14 @@ class GenerateWorker:
         self._counts = LiveCounts()
         self._proxy = RecordServer(record, trace_path=path, header=header, on_recorded=self._counts)
         await asyncio.to_thread(self._proxy.start)
-        self._product_run = ProductRun(self.product, installed, self.model,
-                                       self._key or no_key(), self._proxy,
-                                       self.opts.agent_max_tokens)  # fmt: skip
+        self._product_run = ProductRun(
+            self.product,
+            installed,
+            self.model,
+            self._key or no_key(),
+            self._proxy,
+            self.opts.agent_max_tokens,
+        )
 
     def _tee(self, line: bytes, blob_id: str | None) -> None:
         self._lines.append((line, blob_id))

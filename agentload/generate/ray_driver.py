@@ -243,8 +243,12 @@ async def generate_on_ray(opts: GenerateOptions, progress: ProgressSink | None =
             workers = await _start_workers(ray, opts, seed, kind, n, key)
             for w in workers:
                 if w.info.get("docker") not in (None, "ok"):
-                    print(f"agentload: warning: {w.name()}: {w.info['docker']}; its sessions "
-                          "fail (--sandbox docker)", file=sys.stderr, flush=True)  # fmt: skip
+                    print(
+                        f"agentload: warning: {w.name()}: {w.info['docker']}; its sessions "
+                        "fail (--sandbox docker)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             base_url, model = opts.endpoint or workers[0].info["endpoint"], workers[0].info["model"]
             timeout = min(opts.call_timeout_s, CALIBRATION_TIMEOUT_S)
             if opts.endpoint:
@@ -379,8 +383,12 @@ class _Dispatch:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(poller, *tasks, return_exceptions=True)
-            await _close_workers(self.workers, self.relay, self.by_index, interrupted=not all(
-                t.done() and not t.cancelled() for t in tasks))  # fmt: skip
+            await _close_workers(
+                self.workers,
+                self.relay,
+                self.by_index,
+                interrupted=not all(t.done() and not t.cancelled() for t in tasks),
+            )
 
 
 async def _close_workers(

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from agentload.errors import TraceFormatError
 from agentload.interop.content_free import Deviations, Progress
-from agentload.interop.dynamo_trace import DEFAULT_BLOCK_SIZE, read_rows, sources
-from agentload.interop.dynamo_tree import Clock, block_size_of, build_records
+from agentload.interop.dynamo_files import sources
+from agentload.interop.dynamo_trace import DEFAULT_BLOCK_SIZE, block_size_of, read_rows
+from agentload.interop.dynamo_tree import Clock, build_records
 from agentload.interop.import_io import import_header, summary, write_trace
 from agentload.trace.schema import ClockAnchor
 

@@ -26,14 +26,11 @@ kind it does not write, a line that is not a record) is accepted and counted
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentload.errors import ConfigError
-from agentload.infile import why_unreadable
 from agentload.interop.content_free import (
     At,
     Deviations,
@@ -57,9 +54,9 @@ __all__ = [
     "Request",
     "Rows",
     "ToolEvent",
+    "block_size_of",
     "looks_like_dynamo",
     "read_rows",
-    "sources",
 ]
 
 SCHEMA = "dynamo.request.trace.v1"
@@ -74,32 +71,72 @@ OTHER_SCHEMA = "another schema, read as v1"
 
 _ENVELOPE_KEYS = frozenset(("timestamp", "event"))
 _RECORD_KEYS = frozenset(
-    ("schema", "event_type", "event_time_unix_ms", "event_source", "agent_context", "request",
-     "tool", "payload")
-)  # fmt: skip
+    (
+        "schema",
+        "event_type",
+        "event_time_unix_ms",
+        "event_source",
+        "agent_context",
+        "request",
+        "tool",
+        "payload",
+    )
+)
 _CONTEXT_KEYS = frozenset(
-    ("session_id", "parent_session_id", "session_final", "agent_headers", "input_trigger",
-     "trajectory_id", "parent_trajectory_id", "session_type_id")
-)  # fmt: skip
+    (
+        "session_id",
+        "parent_session_id",
+        "session_final",
+        "agent_headers",
+        "input_trigger",
+        "trajectory_id",
+        "parent_trajectory_id",
+        "session_type_id",
+    )
+)
 _REQUEST_KEYS = frozenset(
-    ("request_id", "x_request_id", "model", "input_tokens", "output_tokens", "cached_tokens",
-     "request_received_ms", "prefill_wait_time_ms", "prefill_time_ms", "ttft_ms",
-     "total_time_ms", "avg_itl_ms", "kv_hit_rate", "kv_transfer_estimated_latency_ms",
-     "queue_depth", "worker", "replay", "finish_reason_metadata")
-)  # fmt: skip
+    (
+        "request_id",
+        "x_request_id",
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "cached_tokens",
+        "request_received_ms",
+        "prefill_wait_time_ms",
+        "prefill_time_ms",
+        "ttft_ms",
+        "total_time_ms",
+        "avg_itl_ms",
+        "kv_hit_rate",
+        "kv_transfer_estimated_latency_ms",
+        "queue_depth",
+        "worker",
+        "replay",
+        "finish_reason_metadata",
+    )
+)
 _REPLAY_KEYS = frozenset(("trace_block_size", "input_length", "input_sequence_hashes"))
 _FINISH_KEYS = frozenset(
     ("finish_reason", "backend_finish_reason", "stop_reason", "tool_calls", "choices")
 )
 _CALLED_KEYS = frozenset(("choice_index", "tool_call_index", "id", "name"))
 _TOOL_KEYS = frozenset(
-    ("tool_call_id", "tool_class", "started_at_unix_ms", "ended_at_unix_ms", "status",
-     "duration_ms", "output_tokens", "output_bytes", "tool_name_hash", "error_type")
-)  # fmt: skip
+    (
+        "tool_call_id",
+        "tool_class",
+        "started_at_unix_ms",
+        "ended_at_unix_ms",
+        "status",
+        "duration_ms",
+        "output_tokens",
+        "output_bytes",
+        "tool_name_hash",
+        "error_type",
+    )
+)
 TOOL_EVENTS = frozenset(("tool_start", "tool_end", "tool_error"))
 _NOT_READ = frozenset(("request_payload",))  # documented; payloads are not content-free
-_SUFFIXES = (".jsonl", ".jsonl.gz")
-_SEGMENT = re.compile(r"^(.*)\.([0-9]+)\.jsonl(?:\.gz)?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,39 +210,21 @@ def looks_like_dynamo(first: dict[str, Any]) -> bool:
     return isinstance(schema, str) and schema.startswith("dynamo.request.trace")
 
 
-def _segment_key(p: Path) -> tuple[str, int, str]:
-    m = _SEGMENT.match(p.name)
-    return (m.group(1), int(m.group(2)), p.name) if m else (p.name, -1, p.name)
-
-
-def _segments(prefix: Path) -> list[Path]:
-    """The ``PREFIX.NNNNNN.jsonl.gz`` segments of a ``jsonl_gz`` sink's prefix, in order."""
-    parent = prefix.parent
-    if not parent.is_dir():
-        return []
-    name = prefix.name.removesuffix(".gz").removesuffix(".jsonl")
-    found = [p for p in parent.glob(f"{name}.*.jsonl.gz") if _SEGMENT.match(p.name)]
-    return sorted((p for p in found if _segment_key(p)[0] == name), key=_segment_key)
-
-
-def sources(files: list[Path]) -> list[Path]:
-    """The files to import: ``files``; a directory stands for its ``*.jsonl`` and
-    ``*.jsonl.gz``, a path that is not there for the segments it is the prefix of (the
-    ``DYN_REQUEST_TRACE_OUTPUT_PATH`` of a ``jsonl_gz`` sink)."""
-    out: list[Path] = []
-    for f in files:
-        if f.is_dir():
-            found = [p for p in f.iterdir() if p.is_file() and p.name.endswith(_SUFFIXES)]
-            if not found:
-                raise ConfigError(f"{f}: no Dynamo request traces (*.jsonl, *.jsonl.gz) here")
-            out.extend(sorted(found, key=_segment_key))
-        elif f.is_file():
-            out.append(f)
-        elif segs := _segments(f):
-            out.extend(segs)
-        else:
-            raise ConfigError(f"{f}: {why_unreadable(f)}")
-    return out
+def block_size_of(requests: list[Request], default: int) -> int:
+    """The one ``replay.trace_block_size`` of the import (``default`` when no request carries
+    one); two sizes are an error."""
+    size: int | None = None
+    for r in requests:
+        if r.block_size is None or r.block_size == size:
+            continue
+        if size is not None:
+            r.at.sub("request.replay").fail(
+                "trace_block_size",
+                f"{r.block_size} differs from {size} of an earlier record (one block size an "
+                "import)",
+            )
+        size = r.block_size
+    return size or default
 
 
 def read_rows(paths: list[Path], dev: Deviations) -> Rows:
@@ -386,8 +405,13 @@ def _tool(rec: dict[str, Any], at: At, ctx: Context, kind: str, time_ms: float) 
     extra_keys(tool, _TOOL_KEYS, tat)
     status = opt_str(tool, "status", tat)
     error = opt_str(tool, "error_type", tat)
-    failed = kind == "tool_error" or status in ("error", "failed", "timeout", "cancelled",
-                                                "canceled")  # fmt: skip
+    failed = kind == "tool_error" or status in (
+        "error",
+        "failed",
+        "timeout",
+        "cancelled",
+        "canceled",
+    )
     duration = _ms(tool, "duration_ms", tat)
     return ToolEvent(
         at=at,

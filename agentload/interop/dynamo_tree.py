@@ -35,7 +35,7 @@ from agentload.interop.dynamo_trace import Request, Rows, ToolEvent
 from agentload.interop.import_io import ContentFreeCall, prefix_of
 from agentload.trace.schema import TurnKind
 
-__all__ = ["Clock", "block_size_of", "build_records"]
+__all__ = ["Clock", "build_records"]
 
 _TURNS = {"user_message": TurnKind.USER.value, "tool_result": TurnKind.TOOL.value}
 
@@ -79,23 +79,6 @@ class _Agent:
     tools: list[_Tool] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
     deps: list[list[str]] = field(default_factory=list)  # per request: what it waits for
-
-
-def block_size_of(requests: list[Request], default: int) -> int:
-    """The one ``replay.trace_block_size`` of the import (``default`` when no request carries
-    one); two sizes are an error."""
-    size: int | None = None
-    for r in requests:
-        if r.block_size is None or r.block_size == size:
-            continue
-        if size is not None:
-            r.at.sub("request.replay").fail(
-                "trace_block_size",
-                f"{r.block_size} differs from {size} of an earlier record (one block size an "
-                "import)",
-            )
-        size = r.block_size
-    return size or default
 
 
 def build_records(rows: Rows, clock: Clock, progress: Progress) -> Iterator[dict[str, Any]]:
@@ -241,8 +224,14 @@ def _single(name: str, r: Request, clock: Clock) -> Iterator[dict[str, Any]]:
     if r.request_id:
         meta["request_id"] = r.request_id
     yield {"type": "session", "id": name, "start_ns": start, "end_ns": end, "meta": meta}
-    yield {"type": "agent", "id": name, "session_id": name, "role": "orchestrator",
-           "start_ns": start, "end_ns": end}  # fmt: skip
+    yield {
+        "type": "agent",
+        "id": name,
+        "session_id": name,
+        "role": "orchestrator",
+        "start_ns": start,
+        "end_ns": end,
+    }
     yield rec
 
 
@@ -299,10 +288,7 @@ class _Session:
         left_out: Counter[str],
         agent_ids: set[str],
     ) -> None:
-        self.agents = agents
-        self.root = root
-        self.clock = clock
-        self.left_out = left_out
+        self.agents, self.root, self.clock, self.left_out = agents, root, clock, left_out
         self.order = self._order(root)
         self.tool_ids = set(agent_ids)  # the ids depends_on may name: unique in the session
 
@@ -324,8 +310,13 @@ class _Session:
             spans[sid] = self._span(self.agents[sid], calls[sid], spans)
         start, end = spans[self.root]
         models = sorted({r.model for s in self.order for r in self.agents[s].requests if r.model})
-        yield {"type": "session", "id": self.root, "start_ns": start, "end_ns": end,
-               "meta": {"source_id": self.root, "models": models}}  # fmt: skip
+        yield {
+            "type": "session",
+            "id": self.root,
+            "start_ns": start,
+            "end_ns": end,
+            "meta": {"source_id": self.root, "models": models},
+        }
         for sid in self.order:
             yield self._agent_record(self.agents[sid], spans[sid])
             tools = self.agents[sid].tools
@@ -380,8 +371,9 @@ class _Session:
         out: list[dict[str, Any]] = []
         prev: tuple[str, list[str]] | None = None
         for seq, r in enumerate(a.requests):
-            refs = [{"id": t.id, "name": t.name, "arguments": "{}"} for t in a.tools
-                    if t.emitter == seq]  # fmt: skip
+            refs = [
+                {"id": t.id, "name": t.name, "arguments": "{}"} for t in a.tools if t.emitter == seq
+            ]
             known = {t.call_id for t in a.tools if t.emitter == seq}
             refs += [{"id": c, "name": n, "arguments": "{}"} for c, n in r.called if c not in known]
             brief = seq == 0 and a.parent is not None

@@ -67,23 +67,68 @@ BLOCK_SIZE = 64
 _INPUT_EVENTS = frozenset({"user_message", "tool_result"})
 _OUTPUT_EVENTS = frozenset({"text", "reasoning", "tool_call"})
 _ROW_KEYS = frozenset(
-    ("provider", "project", "user", "home", "cwd", "workdir", "session_file", "store",
-     "trace_key", "session_id", "round_index", "round_id", "turn_id", "model",
-     "input_tokens_total", "prefix_tokens", "newly_append_tokens", "claude_uncached_input_tokens",
-     "claude_cache_creation_input_tokens", "claude_cache_read_input_tokens", "output_tokens",
-     "reasoning_output_tokens", "timing_events", "tools", "first_input_event_type",
-     "current_input_event_count", "current_user_message_count", "current_tool_result_count",
-     "current_user_message_chars", "current_tool_result_chars", "current_input_chars")
-)  # fmt: skip
+    (
+        "provider",
+        "project",
+        "user",
+        "home",
+        "cwd",
+        "workdir",
+        "session_file",
+        "store",
+        "trace_key",
+        "session_id",
+        "round_index",
+        "round_id",
+        "turn_id",
+        "model",
+        "input_tokens_total",
+        "prefix_tokens",
+        "newly_append_tokens",
+        "claude_uncached_input_tokens",
+        "claude_cache_creation_input_tokens",
+        "claude_cache_read_input_tokens",
+        "output_tokens",
+        "reasoning_output_tokens",
+        "timing_events",
+        "tools",
+        "first_input_event_type",
+        "current_input_event_count",
+        "current_user_message_count",
+        "current_tool_result_count",
+        "current_user_message_chars",
+        "current_tool_result_chars",
+        "current_input_chars",
+    )
+)
 _EVENT_KEYS = frozenset(
-    ("event_type", "timestamp", "source", "content_chars", "tool_call_id", "tool_name",
-     "tool_index", "result_chars", "is_error")
-)  # fmt: skip
+    (
+        "event_type",
+        "timestamp",
+        "source",
+        "content_chars",
+        "tool_call_id",
+        "tool_name",
+        "tool_index",
+        "result_chars",
+        "is_error",
+    )
+)
 _TOOL_KEYS = frozenset(
-    ("tool_index", "tool_name", "tool_call_id", "emitted_at", "result_at", "input",
-     "input_chars", "result_chars", "tool_wall_latency_ms", "tool_internal_latency_ms",
-     "is_error")
-)  # fmt: skip
+    (
+        "tool_index",
+        "tool_name",
+        "tool_call_id",
+        "emitted_at",
+        "result_at",
+        "input",
+        "input_chars",
+        "result_chars",
+        "tool_wall_latency_ms",
+        "tool_internal_latency_ms",
+        "is_error",
+    )
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,17 +42,51 @@ _SCOPES = ("local", "global")
 SUBAGENT_ROLE = "subagent"
 """The role of a sub-agent whose ``subagent_type`` is null or absent (real files have it null)."""
 _CONVERSATION_KEYS = frozenset(
-    ("id", "models", "block_size", "hash_id_scope", "tool_tokens", "system_tokens", "requests",
-     "totals")
-)  # fmt: skip
+    (
+        "id",
+        "models",
+        "block_size",
+        "hash_id_scope",
+        "tool_tokens",
+        "system_tokens",
+        "requests",
+        "totals",
+    )
+)
 _CALL_KEYS = frozenset(
-    ("t", "type", "model", "in", "out", "input_length", "output_length", "hash_ids",
-     "input_types", "output_types", "stop", "api_time", "think_time", "ttft")
-)  # fmt: skip
+    (
+        "t",
+        "type",
+        "model",
+        "in",
+        "out",
+        "input_length",
+        "output_length",
+        "hash_ids",
+        "input_types",
+        "output_types",
+        "stop",
+        "api_time",
+        "think_time",
+        "ttft",
+    )
+)
 _SUBAGENT_KEYS = frozenset(
-    ("t", "type", "agent_id", "subagent_type", "duration_ms", "total_tokens", "tool_use_count",
-     "status", "requests", "models", "tool_tokens", "system_tokens")
-)  # fmt: skip
+    (
+        "t",
+        "type",
+        "agent_id",
+        "subagent_type",
+        "duration_ms",
+        "total_tokens",
+        "tool_use_count",
+        "status",
+        "requests",
+        "models",
+        "tool_tokens",
+        "system_tokens",
+    )
+)
 
 
 class Conversation(NamedTuple):

@@ -73,16 +73,24 @@ def judge_probe(
     checks = check_objectives(measured, slo, pct, jobs)
     verdict = point_verdict(checks)
     met = verdict is Verdict.PASS or (verdict is Verdict.UNCERTAIN and all(c.met for c in checks))
-    return Probe(concurrency=level, points=list(range(first, first + len(runs))),
-                 verdict=verdict, met=met, stops=stops,
-                 window_s=sum(p.window.seconds for p in runs), checks=checks)  # fmt: skip
+    return Probe(
+        concurrency=level,
+        points=list(range(first, first + len(runs))),
+        verdict=verdict,
+        met=met,
+        stops=stops,
+        window_s=sum(p.window.seconds for p in runs),
+        checks=checks,
+    )
 
 
 def _probe_line(n: int, p: Probe) -> str:
     """``capacity probe 3: 8 sessions: pass (…) in a 12.3s window (decided)``."""
-    word = p.verdict.value if p.verdict is not Verdict.UNCERTAIN else (
-        f"uncertain, taken as {'pass' if p.met else 'fail'}"
-    )  # fmt: skip
+    word = (
+        p.verdict.value
+        if p.verdict is not Verdict.UNCERTAIN
+        else (f"uncertain, taken as {'pass' if p.met else 'fail'}")
+    )
     checks = "; ".join(check_text(c) for c in p.checks)
     return (
         f"agentload: capacity probe {n}: {p.concurrency} session{'s' if p.concurrency != 1 else ''}: "
@@ -169,8 +177,11 @@ def _answer(
         )
     most = "at least " if search.missed is None else ""
     text = f"Serves {most}{at.agents:,} agents at {slo}"
-    per = [f"{v:,.1f} agents/{unit}" for v, unit in
-           ((at.agents_per_gpu, "GPU"), (at.agents_per_mw, "MW")) if v is not None]  # fmt: skip
+    per = [
+        f"{v:,.1f} agents/{unit}"
+        for v, unit in ((at.agents_per_gpu, "GPU"), (at.agents_per_mw, "MW"))
+        if v is not None
+    ]
     text += (": " + ", ".join(per)) if per else ""
     if search.missed is None:
         text += f" (--capacity-max {cfg.capacity_max} reached)"

@@ -111,8 +111,9 @@ def repeat_compare_lines(a: ResultsDocument, b: ResultsDocument) -> list[str]:
         g2 = gb.get(ga.load)
         if g2 is None:
             continue
-        lines.append(f"point {ga.load} ({len(ga.points)} and {len(g2.points)} runs; mean ± 95% "
-                     "interval):")  # fmt: skip
+        lines.append(
+            f"point {ga.load} ({len(ga.points)} and {len(g2.points)} runs; mean ± 95% interval):"
+        )
         lines.append(f"  {'metric':<22}{'A':>22}{'B':>22}{'B/A':>9}  difference")
         for key, va in ga.metrics.items():
             vb = g2.metrics.get(key)
@@ -144,8 +145,9 @@ def capacity_lines(a: ResultsDocument, b: ResultsDocument) -> list[str]:
         more = "B" if lb >= ha else "A"
         lines.append(f"capacity: {more} serves more agents, beyond both brackets")
     else:
-        lines.append("capacity: the brackets overlap; the difference is within the search's "
-                     "resolution")  # fmt: skip
+        lines.append(
+            "capacity: the brackets overlap; the difference is within the search's resolution"
+        )
     ga, gb = _group(a, ca.max_concurrency), _group(b, cb.max_concurrency)
     for key in ("output_tps_per_gpu", "output_tps", "tps_user_p50", "jobs_per_hour"):
         va, vb = ga.get(key), gb.get(key)

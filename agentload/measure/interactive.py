@@ -71,9 +71,14 @@ def _lanes(run: ResultsDocument, name: str) -> dict[str, Any] | None:
             continue
         ttft = None if r.ttft_ns is None else round(r.ttft_ns / 1e6, 2)
         calls.setdefault(r.session, []).append(
-            [round(r.send_ns / 1e6, 2), round(r.end_ns / 1e6, 2), ttft, int(r.agent != root),
-             r.agent]
-        )  # fmt: skip
+            [
+                round(r.send_ns / 1e6, 2),
+                round(r.end_ns / 1e6, 2),
+                ttft,
+                int(r.agent != root),
+                r.agent,
+            ]
+        )
     order = sorted(calls, key=lambda s: calls[s][0][0])[:LANES]
     return {
         "title": f"Sessions of {name}, {p.load} (the first {len(order)} to start)",

@@ -71,8 +71,12 @@ def job_pareto_plot(runs: list[ResultsDocument], names: list[str], out: Path) ->
         return None
     top = ax.secondary_xaxis("top", functions=(_per_hour_to_min, _per_hour_to_min))
     top.set_xlabel("median session latency (min)")
-    _style(ax, "jobs per hour per user (3600 / median session latency)", ylabel,
-           "Jobs: system throughput vs each user's")  # fmt: skip
+    _style(
+        ax,
+        "jobs per hour per user (3600 / median session latency)",
+        ylabel,
+        "Jobs: system throughput vs each user's",
+    )
     return _save(fig, out / "pareto_jobs.png")
 
 

@@ -129,17 +129,24 @@ def pool_lines(a: Aggregates) -> list[str]:
     return out
 
 
-_REPEAT_SHOWN = (("output_tps", "output tok/s"), ("ttft_p50_ms", "TTFT p50 ms"),
-                 ("tpot_p50_ms", "TPOT p50 ms"), ("tps_user_p50", "tok/s/user p50"),
-                 ("jobs_per_hour", "jobs/h"))  # fmt: skip
+_REPEAT_SHOWN = (
+    ("output_tps", "output tok/s"),
+    ("ttft_p50_ms", "TTFT p50 ms"),
+    ("tpot_p50_ms", "TPOT p50 ms"),
+    ("tps_user_p50", "tok/s/user p50"),
+    ("jobs_per_hour", "jobs/h"),
+)
 
 
 def repeat_lines(results: ResultsDocument) -> list[str]:
     """One line per load run more than once: its headline metrics' means ± 95% intervals."""
     out = []
     for g in results.repeats or []:
-        shown = [f"{label} {g.metrics[k].mean:,.1f} ± {g.metrics[k].half:,.1f}"
-                 for k, label in _REPEAT_SHOWN if k in g.metrics]  # fmt: skip
+        shown = [
+            f"{label} {g.metrics[k].mean:,.1f} ± {g.metrics[k].half:,.1f}"
+            for k, label in _REPEAT_SHOWN
+            if k in g.metrics
+        ]
         out.append(f"{g.load} over {len(g.points)} runs (mean ± 95% interval): " + ", ".join(shown))
     return out
 
@@ -246,10 +253,16 @@ def _capacity_section(cap: Capacity) -> list[str]:
     """The capacity answer, then one row per probe: its verdict and each objective's
     percentile with its 95% interval."""
     rows = [
-        [p.concurrency, p.verdict.value, "met" if p.met else "missed", f"{p.window_s:.1f}",
-         ", ".join(s.value for s in p.stops), "; ".join(check_text(c) for c in p.checks)]
+        [
+            p.concurrency,
+            p.verdict.value,
+            "met" if p.met else "missed",
+            f"{p.window_s:.1f}",
+            ", ".join(s.value for s in p.stops),
+            "; ".join(check_text(c) for c in p.checks),
+        ]
         for p in cap.probes
-    ]  # fmt: skip
+    ]
     head = ["sessions", "verdict", "taken as", "window (s)", "window ended", "objectives"]
     return [f"<p class='headline'>{html.escape(cap.answer)}</p>", _table(head, rows)]
 

@@ -62,6 +62,8 @@ class CapacityOptions(MeasureOptions):
     @model_validator(mode="after")
     def _capacity_slo(self) -> CapacityOptions:
         if self.capacity and not self.slo:
-            raise bad_value("--capacity searches for the load that meets an SLO: give --slo, "
-                            "e.g. --slo tps_user=160,ttft=2s")  # fmt: skip
+            raise bad_value(
+                "--capacity searches for the load that meets an SLO: give --slo, "
+                "e.g. --slo tps_user=160,ttft=2s"
+            )
         return self

@@ -101,8 +101,11 @@ def find(spec: str) -> Installed | None:
 def _runs(got: Installed, version: str, timeout_s: float) -> bool:
     """Whether the executable runs here and reports the pinned version."""
     if got.spec.startswith("mini-swe-agent@"):
-        probe = [str(got.exe.parent / "python"), "-c",
-                 "import minisweagent; print(minisweagent.__version__)"]  # fmt: skip
+        probe = [
+            str(got.exe.parent / "python"),
+            "-c",
+            "import minisweagent; print(minisweagent.__version__)",
+        ]
     else:
         probe = [str(got.exe), "--version"]
     try:
@@ -134,6 +137,19 @@ def install(spec: str, progress: bool = True) -> Installed:
         return _install_locked(name, version, spec, root, progress)
 
 
+def _install_steps(name: str, version: str, spec: str, folder: Path) -> list[list[str]]:
+    """The commands that install ``name`` ``version`` into ``folder``: a venv and pip for a
+    PyPI product, npm for the others (npm missing: one line)."""
+    if name in _PYPI:
+        py = os.environ.get("PYTHON") or "python3"
+        pip = [str(folder / "venv/bin/python"), "-m", "pip", "install", "-q"]
+        return [[py, "-m", "venv", str(folder / "venv")], [*pip, f"{_PYPI[name]}=={version}"]]
+    if shutil.which("npm") is None:
+        raise AgentInstallError(f"installing {spec} needs npm (apt-get install nodejs npm)")
+    npm = ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"]
+    return [[*npm, "--prefix", str(folder), f"{_NPM[name]}@{version}"]]
+
+
 def _install_locked(name: str, version: str, spec: str, root: Path, progress: bool) -> Installed:
     got = _installed(spec)
     timeout = float(os.environ.get("AGENTLOAD_AGENTS_TIMEOUT_S") or 600)
@@ -142,21 +158,18 @@ def _install_locked(name: str, version: str, spec: str, root: Path, progress: bo
     log = root / f"{spec}.log"
     if progress:
         print(f"agentload: installing {spec} into {got.folder} (once)", file=sys.stderr, flush=True)
-    if name in _PYPI:
-        py = os.environ.get("PYTHON") or "python3"
-        steps = [[py, "-m", "venv", str(got.folder / "venv")],
-                 [str(got.folder / "venv/bin/python"), "-m", "pip", "install", "-q",
-                  f"{_PYPI[name]}=={version}"]]  # fmt: skip
-    else:
-        if shutil.which("npm") is None:
-            raise AgentInstallError(f"installing {spec} needs npm (apt-get install nodejs npm)")
-        steps = [["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix",
-                  str(got.folder), f"{_NPM[name]}@{version}"]]  # fmt: skip
+    steps = _install_steps(name, version, spec, got.folder)
     try:
         with open(log, "w") as out:
             for argv in steps:
-                subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
-                               check=True, stdin=subprocess.DEVNULL)  # fmt: skip
+                subprocess.run(
+                    argv,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    timeout=timeout,
+                    check=True,
+                    stdin=subprocess.DEVNULL,
+                )
     except subprocess.TimeoutExpired:
         shutil.rmtree(got.folder, ignore_errors=True)
         raise AgentInstallError(f"installing {spec} took over {timeout:g} s (log: {log})") from None

@@ -44,11 +44,45 @@ _WRAPPERS = {"exec", "nohup", "command", "env"}
 """Words that run the next word (``env``'s assignments and options are skipped too)."""
 _SHELL = set("$`()|&;<>{}*?[]!~") | {"\\"}
 _BUILTINS = frozenset(
-    {".", ":", "!", "{", "[", "alias", "break", "case", "cd", "continue", "do", "done", "echo",
-     "eval", "exit", "export", "false", "for", "if", "read", "readonly", "return", "set",
-     "shift", "source", "test", "then", "time", "times", "trap", "true", "umask", "unset",
-     "until", "wait", "while"}
-)  # fmt: skip
+    {
+        ".",
+        ":",
+        "!",
+        "{",
+        "[",
+        "alias",
+        "break",
+        "case",
+        "cd",
+        "continue",
+        "do",
+        "done",
+        "echo",
+        "eval",
+        "exit",
+        "export",
+        "false",
+        "for",
+        "if",
+        "read",
+        "readonly",
+        "return",
+        "set",
+        "shift",
+        "source",
+        "test",
+        "then",
+        "time",
+        "times",
+        "trap",
+        "true",
+        "umask",
+        "unset",
+        "until",
+        "wait",
+        "while",
+    }
+)
 """Shell keywords and built-ins: a command line that starts with one is left to the shell."""
 _HEAD_BYTES = 256
 
@@ -169,7 +203,7 @@ class _Placer:
                     f"{path} is not in {where}, and mounting {folder} would expose "
                     "too much of the host: install it in a folder of its own (e.g. /opt/NAME)"
                     f"{other}"
-                )  # fmt: skip
+                )
             closed = _closed_to_others(p) if os.geteuid() == 0 else None
             if closed is not None:  # as root, the sandbox's user is nobody
                 raise self.refuse(

@@ -146,12 +146,30 @@ made one, its files staged, nothing committed."""
 
 
 def _aider(c: LaunchContext) -> Launch:
-    args = ["--model", f"openai/{c.model}", "--openai-api-base", f"{c.root_url}/v1",
-            "--message", c.task, "--edit-format", "diff", "--yes-always", "--no-auto-commits",
-            "--no-dirty-commits", "--no-gitignore", "--no-check-update",
-            "--no-show-release-notes", "--analytics-disable", "--no-pretty", "--no-fancy-input",
-            "--no-show-model-warnings", "--chat-history-file", f"{c.home}/aider.chat.md",
-            "--input-history-file", f"{c.home}/aider.input"]  # fmt: skip
+    args = [
+        "--model",
+        f"openai/{c.model}",
+        "--openai-api-base",
+        f"{c.root_url}/v1",
+        "--message",
+        c.task,
+        "--edit-format",
+        "diff",
+        "--yes-always",
+        "--no-auto-commits",
+        "--no-dirty-commits",
+        "--no-gitignore",
+        "--no-check-update",
+        "--no-show-release-notes",
+        "--analytics-disable",
+        "--no-pretty",
+        "--no-fancy-input",
+        "--no-show-model-warnings",
+        "--chat-history-file",
+        f"{c.home}/aider.chat.md",
+        "--input-history-file",
+        f"{c.home}/aider.input",
+    ]
     if c.tests:
         args += ["--auto-test", "--test-cmd", c.tests]
     env = {
@@ -183,8 +201,17 @@ telemetry."""
 
 
 def _qwen_code(c: LaunchContext) -> Launch:
-    argv = [c.exe, "--yolo", "--auth-type", "openai", "-m", c.model,
-            "--max-session-turns", str(MAX_TURNS), c.task]  # fmt: skip
+    argv = [
+        c.exe,
+        "--yolo",
+        "--auth-type",
+        "openai",
+        "-m",
+        c.model,
+        "--max-session-turns",
+        str(MAX_TURNS),
+        c.task,
+    ]
     env = {
         "OPENAI_BASE_URL": c.root_url + "/v1",
         "OPENAI_API_KEY": c.key,
@@ -207,8 +234,12 @@ def _opencode(c: LaunchContext) -> Launch:
         "options": {"baseURL": c.root_url + "/v1", "apiKey": "{env:OPENAI_API_KEY}"},
         "models": {c.model: model},
     }
-    config = {"provider": {"agentload": provider}, "model": f"agentload/{c.model}",
-              "autoupdate": False, "share": "disabled"}  # fmt: skip
+    config = {
+        "provider": {"agentload": provider},
+        "model": f"agentload/{c.model}",
+        "autoupdate": False,
+        "share": "disabled",
+    }
     env = {
         "OPENCODE_CONFIG_CONTENT": json.dumps(config),
         "OPENAI_API_KEY": c.key,
@@ -231,8 +262,11 @@ _GEMINI_SUBAGENTS = ("codebase_investigator", "generalist", "cli_help")
 def _gemini_cli(c: LaunchContext) -> Launch:
     argv = [c.exe, "-p", c.task, "--yolo", "--skip-trust", "-m", c.model]
     overrides = {a: {"modelConfig": {"model": c.model}} for a in _GEMINI_SUBAGENTS}
-    settings = {**_QUIET, "security": {"auth": {"selectedType": "gemini-api-key"}},
-                "agents": {"overrides": overrides}}  # fmt: skip
+    settings = {
+        **_QUIET,
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "agents": {"overrides": overrides},
+    }
     env = {
         "GOOGLE_GEMINI_BASE_URL": c.root_url,
         "GEMINI_API_KEY": c.key,

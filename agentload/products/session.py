@@ -208,8 +208,14 @@ class _Session:
             mounts[folder] = folder
         try:
             await self.route.open(run.proxy, setup.session_id)
-            place = SessionPlace(setup, self.scenario, stats, mounts=mounts,
-                                 before_sandbox=_hand_over, egress=self.route.ports())  # fmt: skip
+            place = SessionPlace(
+                setup,
+                self.scenario,
+                stats,
+                mounts=mounts,
+                before_sandbox=_hand_over,
+                egress=self.route.ports(),
+            )
             async with place:
                 await self._agent(place.sandbox)
                 if setup.evaluate and self.reason is not EndReason.DISK_QUOTA:
@@ -239,8 +245,16 @@ class _Session:
         exe = str(run.installed.exe) if run.installed is not None else ""
         root_url = self.route.root_url
         tests = f'TMPDIR="${{TMPDIR:-/tmp}}" {shlex.join(scenario.test_command)}'
-        ctx = LaunchContext(exe, scenario.task, run.model, root_url, run.key, str(sandbox.home),
-                            run.max_tokens, tests)  # fmt: skip
+        ctx = LaunchContext(
+            exe,
+            scenario.task,
+            run.model,
+            root_url,
+            run.key,
+            str(sandbox.home),
+            run.max_tokens,
+            tests,
+        )
         launch = run.product.launch(ctx)
         env = dict(launch.env)
         if run.placement is not None and run.sandbox is not None:
@@ -248,8 +262,12 @@ class _Session:
         stats.status = SessionStatus.RUNNING
         argv = self.route.wrap(launch.argv)
         res = await asyncio.to_thread(sandbox.exec, argv, timeout_s=scenario.wall_budget_s, env=env)
-        self.meta = {"agent": run.product.label, "exit_code": res.exit_code,
-                     "sandbox_id": str(sandbox.id), "agent_s": (res.end_ns - res.start_ns) / 1e9}  # fmt: skip
+        self.meta = {
+            "agent": run.product.label,
+            "exit_code": res.exit_code,
+            "sandbox_id": str(sandbox.id),
+            "agent_s": (res.end_ns - res.start_ns) / 1e9,
+        }
         if res.over_limit is not None:
             self.reason = EndReason.DISK_QUOTA
             stats.detail = res.over_limit
@@ -274,8 +292,15 @@ class _Session:
         meta = _meta(self.setup, self.meta)
         if stats.detail and "exit_code" not in meta:  # it never ran: why
             meta["error"] = mask_text(stats.detail)
-        outcome = SessionOutcome(self.setup.session_id, stats.end_ns, self.reason.value, event,
-                                 meta, stats.start_ns, self.sandbox_kind)  # fmt: skip
+        outcome = SessionOutcome(
+            self.setup.session_id,
+            stats.end_ns,
+            self.reason.value,
+            event,
+            meta,
+            stats.start_ns,
+            self.sandbox_kind,
+        )
         self.run_.proxy.outcome(outcome)
         stats.status = SessionStatus.ENDED
 

@@ -89,9 +89,15 @@ def write_html(
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(
         f"<th>{h}</th>"
-        for h in ("statistic", "unit", "ours p10 / p50 / p90", "corpus p10 / p25 / p50 / p75 / "
-                  "p90", "verdict", "KS D")
-    )  # fmt: skip
+        for h in (
+            "statistic",
+            "unit",
+            "ours p10 / p50 / p90",
+            "corpus p10 / p25 / p50 / p75 / p90",
+            "verdict",
+            "KS D",
+        )
+    )
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>agentload realism</title>
 <style>body{{font:14px sans-serif;margin:2em}}table{{border-collapse:collapse}}

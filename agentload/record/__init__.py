@@ -18,7 +18,8 @@ and its LLM calls land in an ordinary agentload trace: replayable, exportable, r
   and end noted as events
 * ``recorder_process`` — the recorder process, at a lower CPU priority: reads each recorded call's
   request and answer (Chat Completions, Responses, Messages, Gemini: ``agentload.wire``) and writes the
-  trace, so that recording never delays forwarding
+  trace, so that recording never delays forwarding (the proxy's end; the process's own end is
+  ``recorder_child``)
 * ``threads``  — sessions and agents rebuilt from the conversations (the rules are in its
   docstring and in docs/record.md), tool calls observed from replies and later requests
 * ``parents``  — rules 3 and 5: the call a new thread is a sub-agent of (by name, by id, by

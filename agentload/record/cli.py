@@ -150,13 +150,17 @@ def disk_line(guard: DiskGuard, st: RecordStats) -> str | None:
 
     parts = []
     if guard.refused:
-        parts.append(f"{guard.refused} calls refused with 507: the disk of {disk_of(guard.folder)} "
-                     f"was {guard.first}")  # fmt: skip
+        parts.append(
+            f"{guard.refused} calls refused with 507: the disk of {disk_of(guard.folder)} "
+            f"was {guard.first}"
+        )
     if st.delayed:
         parts.append(f"{st.delayed} trace lines written late, once the disk took them")
     if st.lost:
-        parts.append(f"{st.lost} trace lines NOT written ({st.disk_error}): the trace ends at "
-                     "its last whole frame")  # fmt: skip
+        parts.append(
+            f"{st.lost} trace lines NOT written ({st.disk_error}): the trace ends at "
+            "its last whole frame"
+        )
     elif parts:
         parts.append("every call answered is in the trace")
     return "agentload record: " + "; ".join(parts) if parts else None

@@ -289,9 +289,15 @@ class Exchange:
         if self.record and not self.begun:
             self.begun = True
             assert self.relay.sink is not None and self.api is not None
-            self.relay.sink.begin(self.cid, self.api, self.request, self.head.headers,
-                                  self.submit_ns, self.client.session,
-                                  match_path(self.path))  # fmt: skip
+            self.relay.sink.begin(
+                self.cid,
+                self.api,
+                self.request,
+                self.head.headers,
+                self.submit_ns,
+                self.client.session,
+                match_path(self.path),
+            )
             if self.client.on_call is not None:
                 self.client.on_call()
 
@@ -386,9 +392,15 @@ class Exchange:
         if (self.unread or too_large) and self.relay.sink is not None:
             self.unread = self.oversize = False
             why = f"request body over {MAX_HELD_BODY >> 20} MiB: forwarded, not recorded"
-            event = unread_event(self.method.decode("latin-1"), self.path, self.known,
-                                 self.answer.status, (self.request_bytes, self.answered_bytes),
-                                 self.api, why if too_large else None)  # fmt: skip
+            event = unread_event(
+                self.method.decode("latin-1"),
+                self.path,
+                self.known,
+                self.answer.status,
+                (self.request_bytes, self.answered_bytes),
+                self.api,
+                why if too_large else None,
+            )
             self.relay.sink.note(event, time.perf_counter_ns())
 
     def hand_over(self, end_ns: int, error: str | None) -> None:

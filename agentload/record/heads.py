@@ -43,8 +43,10 @@ def request_head(
     ``ws_key``: a checked WebSocket upgrade's key, else None."""
     method = head.start[0]
     named = head.tokens(b"connection")
-    lines = [method + b" " + upstream.target(target) + b" HTTP/1.1",
-             b"host: " + upstream.host_header]  # fmt: skip
+    lines = [
+        method + b" " + upstream.target(target) + b" HTTP/1.1",
+        b"host: " + upstream.host_header,
+    ]
     lines += [k + b": " + v for k, v in head.headers if k not in _HOP and k not in named]
     lines.append(b"accept-encoding: identity")
     if ws_key is not None:
@@ -93,4 +95,8 @@ def json_response(status: bytes, body: bytes, *, close: bool) -> bytes:
     """A whole JSON answer of the relay's own; ``status`` as in ``b"502 Bad Gateway"``."""
     conn = b"connection: close\r\n" if close else b""
     return b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%s\r\n%s" % (
-        status, len(body), conn, body)  # fmt: skip
+        status,
+        len(body),
+        conn,
+        body,
+    )

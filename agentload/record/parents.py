@@ -165,8 +165,11 @@ class Parents(Ledger):
         if session_id is None and static and static in self._root_static:
             # another session of a root agent quotes its task; a sub-agent under its parent's
             # own instructions (opencode's) is given the task itself as its user message
-            asked = {content_text(m.get("content")).strip()
-                     for m in messages[start:] if m.get("role") == "user"}  # fmt: skip
+            asked = {
+                content_text(m.get("content")).strip()
+                for m in messages[start:]
+                if m.get("role") == "user"
+            }
             pending = [p for p in pending if asked & set(strings_in(args_value(p[0].arguments)))]
         return _best_by_text(pending, thread_text(messages, start)) or (None, None)
 

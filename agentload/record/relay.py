@@ -148,10 +148,11 @@ class Relay:
         loop = asyncio.get_running_loop()
         server_hostname = u.host if u.tls is not None else None
         _, up = await asyncio.wait_for(
-            loop.create_connection(UpstreamConn, u.host, u.port, ssl=u.tls,
-                                   server_hostname=server_hostname),
+            loop.create_connection(
+                UpstreamConn, u.host, u.port, ssl=u.tls, server_hostname=server_hostname
+            ),
             CONNECT_TIMEOUT_S,
-        )  # fmt: skip
+        )
         return up
 
     def give_back(self, up: UpstreamConn) -> None:
@@ -229,8 +230,12 @@ class _Client(asyncio.Protocol):
         self.relay._clients.add(self)
         self._arm()
 
-    def _timer(self, delay: float | None = None, then: Callable[[], None] | None = None,
-               kind: _Wait = _Wait.NONE) -> None:  # fmt: skip
+    def _timer(
+        self,
+        delay: float | None = None,
+        then: Callable[[], None] | None = None,
+        kind: _Wait = _Wait.NONE,
+    ) -> None:
         """One timer at a time (``kind``): the idle keep-alive, the head's deadline, the body's
         stall; none while the answer runs."""
         if self._idle_timer is not None:

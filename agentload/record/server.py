@@ -141,10 +141,12 @@ class RecordServer:
             tokenizer=self.opts.tokenizer,
             endpoint=redact_url(self.opts.upstream),
             host=HostFacts(
-                python=platform.python_version(), os=platform.platform(), cpu_count=os.cpu_count() or 1
+                python=platform.python_version(),
+                os=platform.platform(),
+                cpu_count=os.cpu_count() or 1,
             ),
             recorder={"proxy": True, "listen": self.url},  # type: ignore[call-arg]
-        )  # fmt: skip
+        )
 
     # -- serving -----------------------------------------------------------------------------
     def bind(self) -> None:
@@ -159,8 +161,9 @@ class RecordServer:
         o = self.opts
         self._loop = asyncio.get_running_loop()
         header = self._header().model_dump(mode="json")
-        self.recorder = RecorderProcess(self.trace_path, header, o.session_header, o.agent_header,
-                                        on_recorded=self._on_recorded)  # fmt: skip
+        self.recorder = RecorderProcess(
+            self.trace_path, header, o.session_header, o.agent_header, on_recorded=self._on_recorded
+        )
         await self.recorder.start()
         recorder = self.recorder
         self.guard.recorder_error = lambda: recorder.disk_error
@@ -183,8 +186,9 @@ class RecordServer:
                 self.stop_reason = self.stop_reason or "stopped"
                 return
             if not self.recorder.alive:
-                raise EndpointError(f"the recorder process died; {self.trace_path} holds what "
-                                    "it wrote before")  # fmt: skip
+                raise EndpointError(
+                    f"the recorder process died; {self.trace_path} holds what it wrote before"
+                )
             idle_s = (time.perf_counter_ns() - self.relay.last_activity_ns) / 1e9
             if self.relay.in_flight:
                 continue

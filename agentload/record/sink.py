@@ -26,8 +26,16 @@ had reached its last event: the agent had it all, it only did not wait for the f
 class Sink(Protocol):
     """Where the facts of a recorded call go (the recorder process)."""
 
-    def begin(self, cid: int, api: Api, body: bytes, headers: list[tuple[bytes, bytes]],
-              submit_ns: int, session: str | None = None, path: str = "") -> None:  # fmt: skip
+    def begin(
+        self,
+        cid: int,
+        api: Api,
+        body: bytes,
+        headers: list[tuple[bytes, bytes]],
+        submit_ns: int,
+        session: str | None = None,
+        path: str = "",
+    ) -> None:
         """A recorded request went out; ``session``: the session its listener stands for
         (``Relay.listen``), which outranks whatever its headers say; ``path``: its request
         path in ``wire.match_path``'s form (a Gemini call's model and streaming, an Azure

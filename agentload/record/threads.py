@@ -135,9 +135,8 @@ class Threads(Sides):
                     session_id, new_session = self._root_session(messages, ids, now_ns)
                 agent = self._new_thread(session_id, parent, now_ns, agent_hint, names)
                 if parent is not None and _carries_call(messages, parent.id, parent.server_id):
-                    agent.record.context_policy = (
-                        ContextPolicy.FORKED
-                    )  # its parent's history, the spawn in it
+                    # its parent's history, the spawn in it
+                    agent.record.context_policy = ContextPolicy.FORKED
                 placement_new = agent.record
         if carried is not None and agent.last_reply is not None:
             self._learn_client_ids(agent.last_reply, carried)
@@ -145,16 +144,29 @@ class Threads(Sides):
         # parent's results (Codex: "aborted" for a spawn still running), the parent the real ones.
         own = agent.record.id if agent_hint or forked is not None else None
         closed, ended, linked = self._close_results(messages[new_from:], now_ns, own)
+        depends = self._depends(agent, closed)
+        seq, call_id = self._next_call(agent, ids, hashes)
+        return Placement(
+            agent,
+            call_id,
+            seq,
+            depends,
+            new_session,
+            placement_new,
+            closed + relinked,
+            ended,
+            linked,
+        )
+
+    def _depends(self, agent: AgentState, closed: list[Closed]) -> list[str]:
+        """What a call of ``agent`` depends on: each tool call of its own whose result it
+        carries now, or the sub-agents that call spawned and that have finished."""
         depends: list[str] = []
         for c in closed:
             if c.call.agent_id == agent.record.id:
                 done = [a for a in c.call.children if self._finished(a)]
                 depends.extend(done or [c.call.id])
-        seq, call_id = self._next_call(agent, ids, hashes)
-        return Placement(
-            agent, call_id, seq, depends, new_session, placement_new, closed + relinked, ended,
-            linked,
-        )  # fmt: skip
+        return depends
 
     def _known_agent(
         self,

@@ -207,8 +207,17 @@ class Recorder:
         if self.on_recorded is not None:
             root = pl.agent.record.parent_agent_id is None
             u = rec.usage
-            self.on_recorded(Recorded(rec.session_id, rec.agent_id, root, True, prompt_of(u),
-                                      completion_of(u) or 0, len(tool_calls or ())))  # fmt: skip
+            self.on_recorded(
+                Recorded(
+                    rec.session_id,
+                    rec.agent_id,
+                    root,
+                    True,
+                    prompt_of(u),
+                    completion_of(u) or 0,
+                    len(tool_calls or ()),
+                )
+            )
         if not error:
             self._remember(p, reply)
         answered = None if error else assistant_message(reply.content, tool_calls)
@@ -288,10 +297,17 @@ class Recorder:
             self.writer.write_nowait(done)
         for sid in [sid for sid in self._outcomes if sid not in threads.sessions]:
             o = self._outcomes.pop(sid)  # it made no call (it failed to start): its end still
-            self.writer.write_nowait(SessionRecord(  # says how it went
-                id=sid, start_ns=o.start_ns or o.ns, end_ns=o.ns, end_reason=o.end_reason,
-                sandbox=o.sandbox, eval_passed=o.eval.passed if o.eval else None, meta=o.meta,
-            ))  # fmt: skip
+            self.writer.write_nowait(
+                SessionRecord(  # says how it went
+                    id=sid,
+                    start_ns=o.start_ns or o.ns,
+                    end_ns=o.ns,
+                    end_reason=o.end_reason,
+                    sandbox=o.sandbox,
+                    eval_passed=o.eval.passed if o.eval else None,
+                    meta=o.meta,
+                )
+            )
 
     def forget(self) -> None:
         """``close`` and start afresh: what follows shares no session with what came before

@@ -21,18 +21,30 @@ def unread_call(method: bytes, path: str) -> bool:
 
 
 def unread_event(
-    method: str, path: str, known: Unrecorded | None, status: int | None, sizes: tuple[int, int],
-    api: Api | None = None, why: str | None = None,
-) -> EventPayload:  # fmt: skip
+    method: str,
+    path: str,
+    known: Unrecorded | None,
+    status: int | None,
+    sizes: tuple[int, int],
+    api: Api | None = None,
+    why: str | None = None,
+) -> EventPayload:
     """The event of a request recorded as no call: an ``Embedding`` for an embeddings request,
     else an ``UnreadRequest`` that says why (``known``: the known API it speaks, if any; ``why``:
     why a request of ``api`` was not recorded); ``sizes``: the request's and the answer's bytes."""
     path = clip(path, 200)
     if known == "embeddings":
-        return Embedding(method=method, path=path, status=status,
-                         request_bytes=sizes[0], answer_bytes=sizes[1])  # fmt: skip
+        return Embedding(
+            method=method, path=path, status=status, request_bytes=sizes[0], answer_bytes=sizes[1]
+        )
     why = why or (UNRECORDED[known] if known else "not a path of an API agentload records")
     return UnreadRequest(
-        api=api, request_kind=known, path=path, method=method, status=status,
-        request_bytes=sizes[0], answer_bytes=sizes[1], error=clip(f"{method} {path}: {why}", 240),
-    )  # fmt: skip
+        api=api,
+        request_kind=known,
+        path=path,
+        method=method,
+        status=status,
+        request_bytes=sizes[0],
+        answer_bytes=sizes[1],
+        error=clip(f"{method} {path}: {why}", 240),
+    )

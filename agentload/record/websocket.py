@@ -41,8 +41,16 @@ from agentload.record.sink import Sink
 from agentload.trace.events import UnreadRequest, WebSocket
 from agentload.wire import api_for_path
 
-__all__ = ["FrameError", "Frames", "Tunnel", "accept_key", "asks_websocket", "check_switch",
-           "check_upgrade", "open_tunnel"]  # fmt: skip
+__all__ = [
+    "FrameError",
+    "Frames",
+    "Tunnel",
+    "accept_key",
+    "asks_websocket",
+    "check_switch",
+    "check_upgrade",
+    "open_tunnel",
+]
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _DATA = (1, 2)

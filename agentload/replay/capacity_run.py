@@ -31,8 +31,10 @@ def watched(
     async def probe(level: int) -> tuple[list[Point], list[Stop]]:
         why: list[list[Stop]] = [[] for _ in range(cfg.repeat)]
         runs = await repeated(len(points), level, [_watcher(w, slo, pct, steady) for w in why])
-        stops = [w[0] if w else Stop.ENDED if p.interrupted else Stop.CAP
-                 for w, p in zip(why, runs, strict=False)]  # fmt: skip
+        stops = [
+            w[0] if w else Stop.ENDED if p.interrupted else Stop.CAP
+            for w, p in zip(why, runs, strict=False)
+        ]
         return runs, stops
 
     return probe

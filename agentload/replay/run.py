@@ -45,9 +45,14 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     if not cfg.extras:
         engine = engine.without_extras()
     plans, exclusion = load_plans(
-        cfg.traces, cfg.max_context, cfg.salt_at, cfg.fit, cfg.tokenizer, cfg.seed,
+        cfg.traces,
+        cfg.max_context,
+        cfg.salt_at,
+        cfg.fit,
+        cfg.tokenizer,
+        cfg.seed,
         GapMode(cfg.gaps),
-    )  # fmt: skip
+    )
     if cfg.capacity and cfg.duration_s is None:  # the cap of each probe
         cfg = cfg.model_copy(update={"duration_s": DEFAULT_CAP_S})
     executor = _executor(RunInputs(cfg, plans, engine, progress))

@@ -269,7 +269,11 @@ def _salt_parts(content: dict[str, Any], salt: str, *, append: bool) -> dict[str
     """A copy of a Gemini content with ``salt`` in front of its first text part (or at the end
     of its last, ``append``); a text part holding the salt added when it has none."""
     parts = [dict(p) if isinstance(p, dict) else p for p in content.get("parts") or ()]
-    texts = [k for k, p in enumerate(parts) if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")]  # fmt: skip
+    texts = [
+        k
+        for k, p in enumerate(parts)
+        if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")
+    ]
     if not texts:
         parts.insert(len(parts) if append else 0, {"text": salt})
     elif append:

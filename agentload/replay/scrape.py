@@ -27,8 +27,16 @@ from agentload.masking import mask_text, redact_url, remember_url
 __all__ = ["KEEP_PREFIXES", "KEEP_WORDS", "MetricsScraper", "parse_prometheus"]
 
 KEEP_WORDS = (
-    "kv", "cache", "waiting", "running", "queue", "preempt", "num_requests", "usage", "inflight"
-)  # fmt: skip
+    "kv",
+    "cache",
+    "waiting",
+    "running",
+    "queue",
+    "preempt",
+    "num_requests",
+    "usage",
+    "inflight",
+)
 KEEP_PREFIXES = ("llamacpp:",)
 _MAX_SERIES = 200
 

@@ -153,9 +153,15 @@ class RayPoints:
         shares = _worker_points(state, run)
         scrape = scraper.summary() if scraper else None
         return build_point(
-            run, point_load(cfg, level), cfg.gpus, self.slo, cfg.power_watts,
-            scrape=scrape, interrupted=interrupted, workers=shares,
-        )  # fmt: skip
+            run,
+            point_load(cfg, level),
+            cfg.gpus,
+            self.slo,
+            cfg.power_watts,
+            scrape=scrape,
+            interrupted=interrupted,
+            workers=shares,
+        )
 
     async def _start_point(self, level: int, index: int) -> tuple[LoadShape, PointState]:
         """Each worker prepared with its share of the point, then started at one common

@@ -130,9 +130,14 @@ def open_sandbox(
                 raise
             cls = get_sandbox_class("docker")
             sandbox: Sandbox = cls(
-                client, image, Path(workspace), settings, session_id, owns_client=owned,
+                client,
+                image,
+                Path(workspace),
+                settings,
+                session_id,
+                owns_client=owned,
                 mounts=mounts,
-            )  # fmt: skip
+            )
             return sandbox
     cls = get_sandbox_class("local")
     local: Sandbox = cls(Path(workspace), settings, session_id, egress=egress, mounts=mounts)

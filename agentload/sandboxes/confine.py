@@ -48,8 +48,9 @@ def _python() -> list[str]:
 def unavailable() -> str | None:
     """Why the kernel refuses the confinement here (None: it allows it). Asked once."""
     try:
-        done = subprocess.run([*_python(), "--probe"], capture_output=True, text=True,
-                              env={}, timeout=30, check=False)  # fmt: skip
+        done = subprocess.run(
+            [*_python(), "--probe"], capture_output=True, text=True, env={}, timeout=30, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
     return None if done.returncode == 0 else (done.stdout.strip() or f"exit {done.returncode}")
@@ -150,16 +151,29 @@ def start(
 ) -> Confined:
     """``argv`` confined (see the module docstring); ``SandboxError`` when it cannot be."""
     host, inside = socket.socketpair()
-    spec = {"argv": list(argv), "cwd": cwd, "writable": list(writable),
-            "readable": [p for p in readable if p not in writable], "ports": list(ports),
-            "tmpfs_bytes": tmpfs_bytes, "scratch": list(SCRATCH), "hidden": hidden_paths(),
-            "ctl": inside.fileno()}  # fmt: skip
+    spec = {
+        "argv": list(argv),
+        "cwd": cwd,
+        "writable": list(writable),
+        "readable": [p for p in readable if p not in writable],
+        "ports": list(ports),
+        "tmpfs_bytes": tmpfs_bytes,
+        "scratch": list(SCRATCH),
+        "hidden": hidden_paths(),
+        "ctl": inside.fileno(),
+    }
     try:
         proc = subprocess.Popen(
-            [*_python(), json.dumps(spec)], cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=preexec, pass_fds=(inside.fileno(),),
-        )  # fmt: skip
+            [*_python(), json.dumps(spec)],
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=preexec,
+            pass_fds=(inside.fileno(),),
+        )
     finally:
         inside.close()
     try:

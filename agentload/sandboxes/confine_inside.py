@@ -40,8 +40,14 @@ CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
 MS_REC, MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 16384, 1 << 18, 1 << 21, 1 << 24
-_KEPT = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
-         "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}  # fmt: skip
+_KEPT = {
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME,
+    "relatime": MS_RELATIME,
+}
 _NOBODY = 65534
 _MAX_SOCKETS = 4096
 """The most host sockets masked (a host with more is refused, not half masked)."""
@@ -69,8 +75,11 @@ def unshare(root: bool) -> None:
     flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | (0 if root else CLONE_NEWUSER)
     _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
     if not root:  # only our own uid exists in it: caps for the setup, none after exec
-        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
-                           ("gid_map", f"{gid} {gid} 1")):  # fmt: skip
+        for name, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{uid} {uid} 1"),
+            ("gid_map", f"{gid} {gid} 1"),
+        ):
             with open(f"/proc/self/{name}", "w") as fh:
                 fh.write(text)
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing of ours reaches the host's mounts

@@ -210,9 +210,16 @@ class LocalSandbox:
         if self.egress is not None:
             tmpfs = min(self._memory, self._disk)  # each private tmpfs: within both caps
             try:
-                c = start(argv, cwd=self.workdir, env=full_env, writable=[self.workdir, self._tmp],
-                          readable=self._readable, ports=self.egress, tmpfs_bytes=tmpfs,
-                          preexec=self._limits)  # fmt: skip
+                c = start(
+                    argv,
+                    cwd=self.workdir,
+                    env=full_env,
+                    writable=[self.workdir, self._tmp],
+                    readable=self._readable,
+                    ports=self.egress,
+                    tmpfs_bytes=tmpfs,
+                    preexec=self._limits,
+                )
             except SandboxError as exc:
                 raise SandboxError(f"sandbox {self.id}: {exc}") from None
             return c.proc, c.bridge, c.pidns

@@ -221,8 +221,12 @@ def replace_bytes(root: Path, shown: str, data: bytes) -> None:
                 else ToolError(f"{shown}: not a regular file")
             )
         tmp = f".{name[:100]}.{secrets.token_hex(6)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600, dir_fd=dfd)  # fmt: skip
+        fd = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=dfd,
+        )
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)

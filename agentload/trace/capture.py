@@ -101,9 +101,13 @@ class CallCapture:
         # once it ran, later calls may resume from this one (prefix.base), so it must be written.
         request = request_params(call.body, None, call.api, call.native)
         pp = hash_prompt(
-            self.hasher, self.counter, messages, tools, owner=call.call_id,
+            self.hasher,
+            self.counter,
+            messages,
+            tools,
+            owner=call.call_id,
             message_ids=[mid for _, mid in scrubbed],
-        )  # fmt: skip
+        )
         await self._prompt_blobs(messages, tools, pp)
         reply_id = await self._reply_blob(call.content, call.tool_calls)
         rec = LLMCallRecord(

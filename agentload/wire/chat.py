@@ -39,8 +39,10 @@ def reply_from_json(obj: Any) -> WireReply:
     msg = need(ch, "message", dict, "choices[0]")
     content = msg.get("content")
     out.content = content if isinstance(content, str) else None
-    out.tool_calls = [_tool_call(tc, f"choices[0].message.tool_calls[{i}]")
-                      for i, tc in enumerate(msg.get("tool_calls") or ())]  # fmt: skip
+    out.tool_calls = [
+        _tool_call(tc, f"choices[0].message.tool_calls[{i}]")
+        for i, tc in enumerate(msg.get("tool_calls") or ())
+    ]
     out.finish_reason = str_or_none(ch.get("finish_reason"))
     return out
 

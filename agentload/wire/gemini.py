@@ -195,7 +195,9 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
             continue  # a hosted tool (googleSearch, codeExecution...): no call is offered to it
         if not isinstance(decls, list):
             raise ShapeError(f"tools[{i}].functionDeclarations", ("list",), decls)
-        out.extend(_function(d, f"tools[{i}].functionDeclarations[{j}]") for j, d in enumerate(decls))  # fmt: skip
+        out.extend(
+            _function(d, f"tools[{i}].functionDeclarations[{j}]") for j, d in enumerate(decls)
+        )
     return out
 
 

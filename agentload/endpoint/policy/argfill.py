@@ -43,8 +43,14 @@ _PATHISH = re.compile(r"path|file|dir|folder|cwd", re.IGNORECASE)
 _ABSOLUTE = re.compile(r"\babsolute\b", re.IGNORECASE)
 _RELATIVE = re.compile(r"\brelative to\b", re.IGNORECASE)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
-_PY_TYPES: dict[type, str] = {bool: "boolean", int: "integer", float: "number", str: "string",
-                              list: "array", dict: "object"}  # fmt: skip
+_PY_TYPES: dict[type, str] = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    list: "array",
+    dict: "object",
+}
 
 
 @dataclass(frozen=True)

@@ -39,18 +39,37 @@ _FILES_PREFIX = "I have *added these files to the chat*"
 _MAP_PREFIX = "Here are summaries of some files present in my git repository."
 _SWITCHED = "I switched to a new code base."
 """The agent's message that ends its worked examples."""
-_FIXED_USER = ("I am not sharing any files", "Don't try and edit any existing code",
-               "Here are some READ ONLY files")  # fmt: skip
+_FIXED_USER = (
+    "I am not sharing any files",
+    "Don't try and edit any existing code",
+    "Here are some READ ONLY files",
+)
 """The starts of the agent's other fixed messages (what is not the user's request)."""
 _REMINDER = "# *SEARCH/REPLACE block* Rules:"
 """Where the agent's reminder of the rules, appended to its last message, starts."""
-_FILE_RE = re.compile(r"^(?P<path>[^\n`]+)\n(?P<fence>`{3,})[^\n]*\n(?P<body>.*?)^(?P=fence)$",
-                      re.M | re.S)  # fmt: skip
+_FILE_RE = re.compile(
+    r"^(?P<path>[^\n`]+)\n(?P<fence>`{3,})[^\n]*\n(?P<body>.*?)^(?P=fence)$", re.M | re.S
+)
 _MAP_PATH = re.compile(r"^([\w.][\w./+-]*):$", re.M)
 _ERROR = re.compile(r"error|fail|traceback|assert|E\d{3}|F\d{3}", re.I)
-_COMMENT = {".py": "#", ".sh": "#", ".rb": "#", ".pl": "#", ".yaml": "#", ".yml": "#",
-            ".toml": "#", ".js": "//", ".ts": "//", ".c": "//", ".h": "//", ".go": "//",
-            ".rs": "//", ".java": "//", ".cpp": "//", ".cc": "//"}  # fmt: skip
+_COMMENT = {
+    ".py": "#",
+    ".sh": "#",
+    ".rb": "#",
+    ".pl": "#",
+    ".yaml": "#",
+    ".yml": "#",
+    ".toml": "#",
+    ".js": "//",
+    ".ts": "//",
+    ".c": "//",
+    ".h": "//",
+    ".go": "//",
+    ".rs": "//",
+    ".java": "//",
+    ".cpp": "//",
+    ".cc": "//",
+}
 
 
 def is_editblock_agent(conv: Conversation) -> bool:

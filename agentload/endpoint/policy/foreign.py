@@ -57,9 +57,29 @@ _MAX_CALLS = 14
 _MAX_WAITS = 4
 _CALL_RE = re.compile(r"\b([A-Za-z_][\w.]*\w)\s*\(")
 _NOT_IDENT = frozenset(
-    ("print", "len", "str", "int", "list", "dict", "set", "tuple", "range", "open", "type",
-     "isinstance", "return", "assert", "float", "bool", "repr", "sorted", "max", "min")
-)  # fmt: skip
+    (
+        "print",
+        "len",
+        "str",
+        "int",
+        "list",
+        "dict",
+        "set",
+        "tuple",
+        "range",
+        "open",
+        "type",
+        "isinstance",
+        "return",
+        "assert",
+        "float",
+        "bool",
+        "repr",
+        "sorted",
+        "max",
+        "min",
+    )
+)
 _AGENT_KEYS = ("agent_id", "task_name", "agent_path", "id")
 _FINAL_ANSWER = re.compile(r"^Message Type: FINAL_ANSWER\n(?:.*\n)*?Sender: (\S+)", re.M)
 """A Codex multi_agent_v2 sub-agent's answer, a message to its parent."""
@@ -106,19 +126,31 @@ def _read_next(p: Play, facts: Facts) -> Call | None:
 def _delegations(p: Play) -> list[Call]:
     ident = task_ident(p.s.task)
     where = p.s.cwd or "the current directory"
-    wanted = [(
-        f"{SUBTASK}: run the tests in {where} and report which fail, quoting the failure "
-        "message and its file:line.", "Run the test suite", "run_tests", "tests",
-    )]  # fmt: skip
+    wanted = [
+        (
+            f"{SUBTASK}: run the tests in {where} and report which fail, quoting the failure "
+            "message and its file:line.",
+            "Run the test suite",
+            "run_tests",
+            "tests",
+        )
+    ]
     if p.test_cmd != DEFAULT_TESTS:
-        wanted[0] = (wanted[0][0].replace(" and report", f" with `{p.test_cmd}` and report"),
-                     *wanted[0][1:])  # fmt: skip
+        wanted[0] = (
+            wanted[0][0].replace(" and report", f" with `{p.test_cmd}` and report"),
+            *wanted[0][1:],
+        )
     if ident and p.conv.stable_rng.random() < 0.8:
-        wanted.insert(0, (
-            f"{SUBTASK}: find where `{ident}` is defined in {where} and report the file and "
-            "line, quoting the definition.", f"Find {ident} definition",
-            "find_" + re.sub(r"\W", "_", ident.lower()), "search",
-        ))  # fmt: skip
+        wanted.insert(
+            0,
+            (
+                f"{SUBTASK}: find where `{ident}` is defined in {where} and report the file and "
+                "line, quoting the definition.",
+                f"Find {ident} definition",
+                "find_" + re.sub(r"\W", "_", ident.lower()),
+                "search",
+            ),
+        )
     calls = [p.moves.delegate(*w) for w in wanted]
     return [c for c in calls if c is not None]
 

@@ -95,9 +95,13 @@ def _next(p: Play, task: Task) -> Call | None:
         if p.kit.grep is not None:
             return p.kit.call(
                 p.kit.grep,
-                {"pattern": re.escape(probe), "path": p.s.path(fault.path), "output_mode":
-                 "content", "-n": True},
-            )  # fmt: skip
+                {
+                    "pattern": re.escape(probe),
+                    "path": p.s.path(fault.path),
+                    "output_mode": "content",
+                    "-n": True,
+                },
+            )
         return moves.shell(cmd, "Find the faulty line")
     after = p.intents.index(Intent.SEARCH) if Intent.SEARCH in p.intents else 0
     if Intent.READ not in p.intents[after:]:

@@ -90,9 +90,15 @@ def intent(kit: Kit, step: Step, session: Session, test_cmd: str) -> Intent:
     t = kit.tools.get(step.name)
     if t is None:
         return Intent.OTHER
-    by_tool = ((kit.delegate, Intent.DELEGATE), (kit.wait, Intent.WAIT), (kit.read, Intent.READ),
-               (kit.edit, Intent.EDIT), (kit.patch, Intent.EDIT), (kit.grep, Intent.SEARCH),
-               (kit.glob, Intent.LIST))  # fmt: skip
+    by_tool = (
+        (kit.delegate, Intent.DELEGATE),
+        (kit.wait, Intent.WAIT),
+        (kit.read, Intent.READ),
+        (kit.edit, Intent.EDIT),
+        (kit.patch, Intent.EDIT),
+        (kit.grep, Intent.SEARCH),
+        (kit.glob, Intent.LIST),
+    )
     found = next((what for tool, what in by_tool if t is tool), None)
     if found is not None:
         return found

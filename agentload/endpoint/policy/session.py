@@ -192,7 +192,8 @@ def read_session(conv: Conversation) -> Session:
     first_call = next((i for i, m in enumerate(conv.messages) if m.get("tool_calls")), None)
     if first_call is not None:
         session.answers = [
-            conv.text(i) for i in range(first_call, len(conv.messages))
+            conv.text(i)
+            for i in range(first_call, len(conv.messages))
             if conv.messages[i].get("role") == "user"
-        ]  # fmt: skip
+        ]
     return session

@@ -56,8 +56,13 @@ _KINDS = {
 }
 
 
-_VALID = {"str": "a valid string", "list": "a valid list", "dict": "a valid dictionary",
-          "an object": "a valid dictionary", "int": "a valid integer"}  # fmt: skip
+_VALID = {
+    "str": "a valid string",
+    "list": "a valid list",
+    "dict": "a valid dictionary",
+    "an object": "a valid dictionary",
+    "int": "a valid integer",
+}
 
 
 def anthropic_wording(exc: ShapeError) -> str:

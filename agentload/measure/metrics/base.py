@@ -68,14 +68,20 @@ class SLO:
         """The SLO of a config's ``slo`` dict (None without one)."""
         if not slo:
             return None
-        ns = {k: None if slo.get(k) is None else int(slo[k] or 0)
-              for k in ("ttft_ns", "tpot_ns", "e2e_ns")}  # fmt: skip
+        ns = {
+            k: None if slo.get(k) is None else int(slo[k] or 0)
+            for k in ("ttft_ns", "tpot_ns", "e2e_ns")
+        }
         rate = slo.get("tps_user")
         return cls(**ns, tps_user=None if rate is None else float(rate))
 
     def to_dict(self) -> dict[str, float | None]:
-        return {"ttft_ns": self.ttft_ns, "tpot_ns": self.tpot_ns, "e2e_ns": self.e2e_ns,
-                "tps_user": self.tps_user}  # fmt: skip
+        return {
+            "ttft_ns": self.ttft_ns,
+            "tpot_ns": self.tpot_ns,
+            "e2e_ns": self.e2e_ns,
+            "tps_user": self.tps_user,
+        }
 
 
 @dataclass
