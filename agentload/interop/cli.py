@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from agentload.errors import ConfigError
+from agentload.interop.formats import EXPORTS, IMPORTS, export_format
 from agentload.trace.cli import trace_app
 
 __all__ = ["register"]
@@ -26,24 +27,16 @@ _FORCE = typer.Option(
 )
 
 
-class ImportFormat(StrEnum):
-    weka = "weka"
-    tracelab = "tracelab"
-    mooncake = "mooncake"
-    dynamo = "dynamo"
-    claude_code = "claude-code"
-    codex = "codex"
-    openhands = "openhands"
-    mlperf = "mlperf"
-    atif = "atif"
-    otel = "otel"
-    auto = "auto"
-
-
-class ExportFormat(StrEnum):
-    weka = "weka"
-    mooncake = "mooncake"
-    otel = "otel"
+ImportFormat = StrEnum(  # type: ignore[misc]
+    "ImportFormat", [(f.name.replace("-", "_"), f.name) for f in IMPORTS] + [("auto", "auto")]
+)
+"""The formats of ``trace import`` (``formats.IMPORTS``), and ``auto``."""
+ExportFormat = StrEnum(  # type: ignore[misc]
+    "ExportFormat", [(f.name, f.name) for f in EXPORTS]
+)
+"""The formats of ``trace export`` (``formats.EXPORTS``)."""
+_IMPORT_FILES = "; ".join(f"{f.name}: {f.files}" for f in IMPORTS)
+_EXPORT_OUT = "; ".join(f"{f.name}: {f.out}" for f in EXPORTS)
 
 
 @trace_app.command("import")
@@ -52,11 +45,7 @@ def import_(
     files: Annotated[
         list[Path],
         typer.Argument(
-            help="Source files or directories (claude-code: ~/.claude/projects, a project or "
-            "session logs; codex: ~/.codex/sessions or rollout-*.jsonl; openhands: *.jsonl or "
-            "*.json rows; mlperf: *.jsonl; atif: trajectory *.json; otel: OTLP JSON / JSON "
-            "Lines; weka: *.json; tracelab, mooncake: *.jsonl; dynamo: *.jsonl, *.jsonl.gz or the "
-            "DYN_REQUEST_TRACE_OUTPUT_PATH prefix of the segments)."
+            help=f"Source files or directories ({_IMPORT_FILES}).",
         ),
     ],
     out: Annotated[Path, typer.Option("-o", "--out", help="Output trace (*.agentload.jsonl.zst).")],
@@ -80,8 +69,7 @@ def export(
         typer.Option(
             "-o",
             "--out",
-            help="weka: a directory (one JSON file per session); mooncake: a .jsonl file; "
-            "otel: an OTLP JSON file.",
+            help=_EXPORT_OUT + ".",
         ),
     ] = None,
     content: Annotated[
@@ -101,9 +89,10 @@ def export(
     from agentload.interop.exports import export_trace
     from agentload.trace.paths import trace_files
 
-    if otlp_endpoint is not None and fmt is not ExportFormat.otel:
+    chosen = export_format(fmt.value)
+    if otlp_endpoint is not None and "endpoint" not in chosen.takes:
         raise ConfigError("--otlp-endpoint: only with the otel format")
-    if content and fmt is not ExportFormat.otel:
+    if content and "content" not in chosen.takes:
         raise ConfigError("--content: only with the otel format")
     if out is None and otlp_endpoint is None:
         raise ConfigError("-o/--out: required (or, for otel, --otlp-endpoint)")

@@ -1,9 +1,11 @@
-"""``agentload trace export``: dispatch to the format's exporter."""
+"""``agentload trace export``: dispatch to the format's exporter (``formats.EXPORTS``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+
+from agentload.interop.formats import export_format
 
 __all__ = ["export_trace"]
 
@@ -19,18 +21,6 @@ def export_trace(
 ) -> list[str]:
     """Export ``traces`` as ``fmt`` to ``out`` (or, for otel, to ``otlp_endpoint``); returns
     the summary lines."""
-    if fmt == "weka":
-        from agentload.interop.weka_out import export_weka
-
-        assert out is not None
-        return export_weka(traces, out)
-    if fmt == "mooncake":
-        from agentload.interop.mooncake_out import export_mooncake
-
-        assert out is not None
-        return export_mooncake(traces, out, force=force)
-    if fmt == "otel":
-        from agentload.interop.otel import export_otel
-
-        return export_otel(traces, out, content=content, endpoint=otlp_endpoint, force=force)
-    raise AssertionError(fmt)
+    chosen = export_format(fmt)
+    assert out is not None or chosen.out_optional
+    return chosen.write(traces, out, force=force, content=content, endpoint=otlp_endpoint)
