@@ -2,7 +2,8 @@
 # The pinned real agents (Claude Code, Codex CLI, Qwen Code, opencode and Gemini CLI from npm,
 # mini-swe-agent and aider from PyPI; ripgrep from apt, which opencode's tools run) that
 # `generate --agent` runs and tests/record/test_real_agents.py drives through `agentload record`.
-# The pins and the install live in agentload/products/install.py (stdlib only, so this runs with
+# The pins are the products' entries in agentload/products/registry.py, the install is
+# agentload/products/install.py (both stdlib only, so this runs with
 # the system Python before agentload's venv exists; CI starts it in the background).
 #
 # Usage:

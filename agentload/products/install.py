@@ -1,7 +1,9 @@
 """Installing the agent products once, offline after that (stdlib only: ``scripts/agents.sh``
 runs it with the system Python before agentload's venv exists).
 
-Each pinned ``name@version`` is installed into a folder of its own under the cache
+The pins, packages and executables are the products' own entries (``registry.Package``:
+the registry is stdlib only too). Each pinned ``name@version`` is installed into a folder of
+its own under the cache
 (``$AGENTLOAD_AGENTS_DIR``, default ``/var/tmp/agentload-agents``): npm packages with
 ``npm install --prefix``, PyPI packages into a venv of their own (mini-swe-agent and aider
 bring LiteLLM, which agentload does not need). It counts as installed only after its executable
@@ -23,36 +25,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentload.products.registry import PRODUCTS
+
 __all__ = ["PINS", "AgentInstallError", "Installed", "cache_dir", "find", "install", "spec_of"]
 
-PINS: dict[str, tuple[str, ...]] = {
-    "claude-code": ("2.1.332", "2.1.197"),
-    "codex": ("0.171.0", "0.169.0"),
-    "mini-swe-agent": ("2.4.6",),
-    "aider": ("0.86.2",),
-    "qwen-code": ("0.15.10",),
-    "opencode": ("1.18.33",),
-    "gemini-cli": ("0.61.0",),
-}
-"""Each product's pinned versions; the first is the one ``generate --agent`` runs (the others
-are older releases the recording tests drive too)."""
-_NPM = {
-    "claude-code": "@anthropic-ai/claude-code",
-    "codex": "@openai/codex",
-    "qwen-code": "@qwen-code/qwen-code",
-    "opencode": "opencode-ai",
-    "gemini-cli": "@google/gemini-cli",
-}
-_PYPI = {"mini-swe-agent": "mini-swe-agent", "aider": "aider-chat"}
-_EXE = {
-    "claude-code": "node_modules/.bin/claude",
-    "codex": "node_modules/.bin/codex",
-    "mini-swe-agent": "venv/bin/mini",
-    "aider": "venv/bin/aider",
-    "qwen-code": "node_modules/.bin/qwen",
-    "opencode": "node_modules/.bin/opencode",
-    "gemini-cli": "node_modules/.bin/gemini",
-}
+_PACKAGES = {p.name.value: p.package for p in PRODUCTS.values() if p.package is not None}
+PINS: dict[str, tuple[str, ...]] = {name: pkg.pins for name, pkg in _PACKAGES.items()}
+"""Each product's pinned versions (``registry.Package.pins``); the first is the one
+``generate --agent`` runs."""
 _MARKER = ".agentload-ok"
 
 
@@ -89,7 +69,7 @@ def _split(spec: str) -> tuple[str, str]:
 def _installed(spec: str) -> Installed:
     name, _ = _split(spec)
     folder = cache_dir() / spec
-    return Installed(spec, folder, folder / _EXE[name])
+    return Installed(spec, folder, folder / _PACKAGES[name].exe)
 
 
 def find(spec: str) -> Installed | None:
@@ -140,14 +120,15 @@ def install(spec: str, progress: bool = True) -> Installed:
 def _install_steps(name: str, version: str, spec: str, folder: Path) -> list[list[str]]:
     """The commands that install ``name`` ``version`` into ``folder``: a venv and pip for a
     PyPI product, npm for the others (npm missing: one line)."""
-    if name in _PYPI:
+    pkg = _PACKAGES[name]
+    if pkg.source == "pypi":
         py = os.environ.get("PYTHON") or "python3"
         pip = [str(folder / "venv/bin/python"), "-m", "pip", "install", "-q"]
-        return [[py, "-m", "venv", str(folder / "venv")], [*pip, f"{_PYPI[name]}=={version}"]]
+        return [[py, "-m", "venv", str(folder / "venv")], [*pip, f"{pkg.name}=={version}"]]
     if shutil.which("npm") is None:
         raise AgentInstallError(f"installing {spec} needs npm (apt-get install nodejs npm)")
     npm = ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"]
-    return [[*npm, "--prefix", str(folder), f"{_NPM[name]}@{version}"]]
+    return [[*npm, "--prefix", str(folder), f"{pkg.name}@{version}"]]
 
 
 def _install_locked(name: str, version: str, spec: str, root: Path, progress: bool) -> Installed:

@@ -24,11 +24,20 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from agentload.errors import ConfigError
 
-__all__ = ["BUILTIN", "Launch", "LaunchContext", "Product", "ProductName", "product"]
+__all__ = [
+    "BUILTIN",
+    "PRODUCTS",
+    "Launch",
+    "LaunchContext",
+    "Package",
+    "Product",
+    "ProductName",
+    "product",
+]
 
 BUILTIN = "langgraph"
 """``--agent``'s default: agentload's own LangGraph agents."""
@@ -76,6 +85,19 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class Package:
+    """How a product is installed (``install``, stdlib only): from ``npm`` or ``pypi`` as
+    ``name``, at its pinned versions (the first is the one ``generate --agent`` runs; the others
+    are older releases the recording tests drive too), and its executable in the install
+    folder."""
+
+    source: Literal["npm", "pypi"]
+    name: str
+    pins: tuple[str, ...]
+    exe: str
+
+
+@dataclass(frozen=True)
 class Product:
     """One agent product (see the module docstring)."""
 
@@ -83,6 +105,8 @@ class Product:
     launch: Callable[[LaunchContext], Launch]
     subagents: bool
     """Whether it starts sub-agents of its own (Claude Code's Task/Agent, Codex's spawn_agent)."""
+    package: Package | None = None
+    """How it is installed (None: ``cmd:``, a command of the host's)."""
     command: str = ""
     """``cmd:``: the shell command line."""
 
@@ -300,16 +324,57 @@ def _cmd(command: str) -> Callable[[LaunchContext], Launch]:
     return launch
 
 
-_PRODUCTS = {
-    ProductName.CLAUDE_CODE: Product(ProductName.CLAUDE_CODE, _claude_code, subagents=True),
-    ProductName.CODEX: Product(ProductName.CODEX, _codex, subagents=True),
-    ProductName.MINI_SWE_AGENT: Product(ProductName.MINI_SWE_AGENT, _mini_swe_agent, False),
-    ProductName.AIDER: Product(ProductName.AIDER, _aider, subagents=False),
-    ProductName.QWEN_CODE: Product(ProductName.QWEN_CODE, _qwen_code, subagents=True),
-    ProductName.OPENCODE: Product(ProductName.OPENCODE, _opencode, subagents=True),
-    ProductName.GEMINI_CLI: Product(ProductName.GEMINI_CLI, _gemini_cli, subagents=True),
+_N = "node_modules/.bin/"
+PRODUCTS: dict[ProductName, Product] = {
+    p.name: p
+    for p in (
+        Product(
+            ProductName.CLAUDE_CODE,
+            _claude_code,
+            True,
+            Package("npm", "@anthropic-ai/claude-code", ("2.1.332", "2.1.197"), _N + "claude"),
+        ),
+        Product(
+            ProductName.CODEX,
+            _codex,
+            True,
+            Package("npm", "@openai/codex", ("0.171.0", "0.169.0"), _N + "codex"),
+        ),
+        Product(
+            ProductName.MINI_SWE_AGENT,
+            _mini_swe_agent,
+            False,
+            Package("pypi", "mini-swe-agent", ("2.4.6",), "venv/bin/mini"),
+        ),
+        Product(
+            ProductName.AIDER,
+            _aider,
+            False,
+            Package("pypi", "aider-chat", ("0.86.2",), "venv/bin/aider"),
+        ),
+        Product(
+            ProductName.QWEN_CODE,
+            _qwen_code,
+            True,
+            Package("npm", "@qwen-code/qwen-code", ("0.15.10",), _N + "qwen"),
+        ),
+        Product(
+            ProductName.OPENCODE,
+            _opencode,
+            True,
+            Package("npm", "opencode-ai", ("1.18.33",), _N + "opencode"),
+        ),
+        Product(
+            ProductName.GEMINI_CLI,
+            _gemini_cli,
+            True,
+            Package("npm", "@google/gemini-cli", ("0.61.0",), _N + "gemini"),
+        ),
+    )
 }
-NAMES = (BUILTIN, *(p.value for p in _PRODUCTS), 'cmd:"..."')
+"""Every installed agent product, one entry each: its launch, whether it starts sub-agents, and
+its package (adding a product is its launch function and its entry here)."""
+NAMES = (BUILTIN, *(p.value for p in PRODUCTS), 'cmd:"..."')
 """What ``--agent`` takes."""
 
 
@@ -326,6 +391,6 @@ def product(text: str) -> Product | None:
             )
         return Product(ProductName.CMD, _cmd(command), subagents=False, command=command)
     try:
-        return _PRODUCTS[ProductName(text)]
+        return PRODUCTS[ProductName(text)]
     except ValueError:
         raise ConfigError(f"--agent {text!r}: unknown agent; valid: {', '.join(NAMES)}") from None
