@@ -4,46 +4,22 @@ One mechanism: the orchestrator graph returning means ``done``; every other reas
 ``SessionEnd`` raised where it is noticed (a node, the client, the deadline), or the exception
 that ended the session (``interrupted``, ``error``). ``run_session`` records it in ``finally:``.
 
-The reasons are ``EndReason`` (recorded as ``session.end_reason``, its value).
+The reasons are ``EndReason`` (the trace format's: ``trace.schema``; recorded as
+``session.end_reason``, its value).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from enum import StrEnum
 from typing import Final
+
+from agentload.trace.schema import EndReason
 
 __all__ = ["DEFAULT_CALL_TIMEOUT_S", "Deadline", "EndReason", "SessionEnd"]
 
 DEFAULT_CALL_TIMEOUT_S: Final = 300.0
 """The most one attempt of a call may take (``--call-timeout``), first byte to last."""
-
-
-class EndReason(StrEnum):
-    """Why a session ended (a ``str``: its value is what the trace records)."""
-
-    DONE = "done"
-    """The orchestrator answered without tool calls, no follow-up left."""
-    CONTEXT_TARGET = "context_target"
-    """The orchestrator's server-reported prompt tokens reached the target."""
-    MAX_ROUNDS = "max_rounds"
-    """The orchestrator made its maximum number of calls."""
-    WALL_BUDGET = "wall_budget"
-    """The session's wall-clock budget ran out."""
-    ENDPOINT_ERROR = "endpoint_error"
-    """The endpoint kept failing after the retries."""
-    CONTEXT_LIMIT = "context_limit"
-    """The endpoint refused a prompt longer than its context."""
-    LENGTH = "length"
-    """The orchestrator's replies kept being cut at ``max_tokens`` (``finish_reason: length``)
-    after the continuations the harness asks for."""
-    DISK_QUOTA = "disk_quota"
-    """A command wrote past the sandbox's disk quota (``sandbox.disk``) and was killed."""
-    INTERRUPTED = "interrupted"
-    """Ctrl-C / SIGTERM."""
-    ERROR = "error"
-    """A bug or an unexpected failure (the message says which)."""
 
 
 class SessionEnd(Exception):

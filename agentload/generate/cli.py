@@ -21,11 +21,11 @@ import orjson
 import typer
 from rich.console import Console
 
-from agentload.agents.limits import EndReason
 from agentload.auth import userinfo_warning
 from agentload.errortext import one_line
 from agentload.masking import mask_text
 from agentload.measure.results import ResultsDocument
+from agentload.trace.schema import EndReason
 
 if TYPE_CHECKING:  # the agents' modules load langgraph and langchain (seconds): only
     # the commands that run agents import them, so `agentload --help`, `record`, `replay` ... start fast

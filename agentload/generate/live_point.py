@@ -23,7 +23,6 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from agentload.agents.limits import EndReason
 from agentload.intervals import peak_overlap
 from agentload.measure.errorkinds import ErrorKind, http_kind
 from agentload.measure.metrics import SLO
@@ -39,7 +38,7 @@ from agentload.measure.results import Point
 from agentload.options.measure import MeasureOptions
 from agentload.replay.plan import SessionPlan
 from agentload.trace.events import EventKind
-from agentload.trace.schema import LLMCallRecord
+from agentload.trace.schema import EndReason, LLMCallRecord
 from agentload.trace.trace import Trace
 
 __all__ = ["LIVE_RULE", "live_point"]

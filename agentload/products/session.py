@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentload.agents.limits import EndReason
 from agentload.agents.session import SessionPlace, SessionSetup, Verdict, success_check
 from agentload.agents.tracing import SessionStats, SessionStatus
 from agentload.masking import mask_text
@@ -46,6 +45,7 @@ from agentload.products.registry import LaunchContext, Product
 from agentload.record.sink import SessionOutcome
 from agentload.sandboxes import forward
 from agentload.sandboxes.choice import SandboxChoice
+from agentload.trace.schema import EndReason
 
 if TYPE_CHECKING:
     from agentload.record.server import RecordServer

@@ -40,6 +40,7 @@ __all__ = [
     "BlobRecord",
     "ClockAnchor",
     "ContextPolicy",
+    "EndReason",
     "EventRecord",
     "Header",
     "HostFacts",
@@ -83,6 +84,33 @@ TraceApi = Literal["chat", "responses", "messages", "gemini"]
 reads each into the chat form."""
 
 
+class EndReason(StrEnum):
+    """Why a session ended (``SessionRecord.end_reason``: its value is what the trace records;
+    a reader keeps a value it does not know as the string it is)."""
+
+    DONE = "done"
+    """The orchestrator answered without tool calls, no follow-up left."""
+    CONTEXT_TARGET = "context_target"
+    """The orchestrator's server-reported prompt tokens reached the target."""
+    MAX_ROUNDS = "max_rounds"
+    """The orchestrator made its maximum number of calls."""
+    WALL_BUDGET = "wall_budget"
+    """The session's wall-clock budget ran out."""
+    ENDPOINT_ERROR = "endpoint_error"
+    """The endpoint kept failing after the retries."""
+    CONTEXT_LIMIT = "context_limit"
+    """The endpoint refused a prompt longer than its context."""
+    LENGTH = "length"
+    """The orchestrator's replies kept being cut at ``max_tokens`` (``finish_reason: length``)
+    after the continuations the harness asks for."""
+    DISK_QUOTA = "disk_quota"
+    """A command wrote past the sandbox's disk quota (``sandbox.disk``) and was killed."""
+    INTERRUPTED = "interrupted"
+    """Ctrl-C / SIGTERM."""
+    ERROR = "error"
+    """A bug or an unexpected failure (the message says which)."""
+
+
 class SessionRecord(_Model):
     """Start (or end, when ``end_ns`` is set) of one session; a session may be written twice."""
 
@@ -90,10 +118,10 @@ class SessionRecord(_Model):
     id: str = Field(description="session id, unique in the file")
     start_ns: int = Field(description="monotonic ns when the session started")
     end_ns: int | None = Field(default=None, description="monotonic ns when it ended")
-    end_reason: str | None = Field(
+    end_reason: EndReason | str | None = Field(
         default=None,
-        description="why it ended: context_target, done, max_rounds, wall_budget, "
-        "endpoint_error, context_limit, length, disk_quota, interrupted, error",
+        union_mode="left_to_right",  # a known reason is its kind, another one its string
+        description="why it ended: " + ", ".join(EndReason) + " (another value: kept as it is)",
     )
     workspace: str | None = Field(default=None, description="workspace recipe")
     sandbox: str | None = Field(default=None, description="sandbox kind: docker or local")

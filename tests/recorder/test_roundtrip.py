@@ -277,3 +277,23 @@ def test_blank_lines_are_skipped_and_line_numbers_are_physical(tmp_path: Path) -
     path.write_bytes(orjson.dumps(good_header()) + b"\n\n\n" + b'{"type":"event","kind":1}\n')
     with pytest.raises(TraceFormatError, match=r"f.jsonl:4: event.kind"):
         list(read_trace(path))
+
+
+def test_an_end_reason_is_read_as_its_kind_and_an_unknown_one_as_it_is(tmp_path: Path) -> None:
+    """``session.end_reason`` is an ``EndReason`` (the trace format's vocabulary); a reason a
+    newer writer added is kept as its string, not refused (liberal reading)."""
+    from agentload.trace.schema import EndReason
+
+    path = tmp_path / "reasons.jsonl"
+    write_plain(
+        path,
+        [
+            good_header(),
+            {"type": "session", "id": "s1", "start_ns": 1, "end_ns": 5, "end_reason": "done"},
+            {"type": "session", "id": "s2", "start_ns": 1, "end_ns": 5, "end_reason": "moved_on"},
+        ],
+    )
+    sessions = load_trace(path).sessions
+    assert sessions["s1"].end_reason is EndReason.DONE
+    assert sessions["s2"].end_reason == "moved_on"
+    assert not isinstance(sessions["s2"].end_reason, EndReason)
