@@ -30,13 +30,13 @@ class LocalPoints:
     def __init__(self, run: RunInputs) -> None:
         cfg, plans, engine = run.cfg, run.plans, run.engine
         self.cfg, self.plans, self.engine, self.progress = cfg, plans, engine, run.progress
+        self.power = NvmlPower(cfg.gpus) if cfg.power == "nvml" else None  # first: it may refuse
         self.client = StreamClient(
             cfg.endpoint,
             api_key=api_key_from_env(),
             timeout_s=cfg.timeout_s,
             max_connections=connections(cfg, plans),
         )
-        self.power = NvmlPower(cfg.gpus) if cfg.power == "nvml" else None
         self.slo = SLO.of(cfg.slo)
         self.builder = BodyBuilder(cfg.model, engine, cfg.session_field or engine.session_field)
         self.nonce = new_run_id()

@@ -208,7 +208,7 @@ class RayPoints:
         if self.progress is not None:
             side.append(asyncio.create_task(self.progress(view, index, total)))
         if watcher is not None:
-            side.append(asyncio.create_task(watcher(LiveShards(state, ray))))
+            side.append(asyncio.create_task(watcher(LiveShards(state))))
         interrupted = False
         try:
             await state.follow(ray, cfg.duration_s, view)

@@ -173,7 +173,7 @@ class PointState:
             )
             self.stop_sent = True
 
-    async def stop_now(self, ray: Any) -> None:
+    async def stop_now(self) -> None:
         """Tell every live worker to stop sending now (its clock's now): the window ends at the
         first worker's drain, as at the end of ``--duration``."""
         live = [w for w in self.workers if w.lost is None and not w.done]
@@ -392,8 +392,8 @@ class LiveShards:
     it (a ``points.LivePoint``): the records the workers reported so far, on the driver's time
     line; warm once every live worker's lanes are; ``stop`` tells every worker to stop now."""
 
-    def __init__(self, state: PointState, ray: Any) -> None:
-        self.state, self.ray = state, ray
+    def __init__(self, state: PointState) -> None:
+        self.state = state
         self.t0 = state.t0
         self.warm_end = 0
         self.clock: Callable[[], int] = time.perf_counter_ns
@@ -425,4 +425,4 @@ class LiveShards:
 
     def stop(self) -> None:
         if self._stopping is None:
-            self._stopping = asyncio.ensure_future(self.state.stop_now(self.ray))
+            self._stopping = asyncio.ensure_future(self.state.stop_now())
