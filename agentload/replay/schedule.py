@@ -68,7 +68,6 @@ __all__ = [
     "LiveStats",
     "LoadShape",
     "PointAccount",
-    "PointRun",
     "PointRunner",
     "SessionInstance",
 ]

@@ -25,7 +25,7 @@ probes: the orchestration is the one of a single machine).
 * **Exact merge.** Workers stream their request and session records to the driver every
   ``POLL_S``; every metric (percentiles, goodput, SLO attainment, per GPU and per MW, KV
   survival by gap and by context band) is computed once over the union, by the code that
-  computes them on one machine (``points.make_point``). Live progress sums the workers' counters.
+  computes them on one machine (``measure.pointrun.build_point``). Live progress sums the workers' counters.
 * **Faults.** A worker that dies mid-point (its process killed, its node gone, no answer within
   ``POLL_TIMEOUT_S``): the requests it had in flight at its last poll count as failed
   (``error_kind`` ``worker_lost``, the cause in ``error``), its running sessions as cut; what
@@ -173,10 +173,10 @@ class RayPoints:
         nonce = new_nonce(self.run_nonce, index)
         calls = {c.key: (p, c) for p in plans for c in p.calls.values()}
         recorded = cfg.schedule == "recorded"
-        warm_rec = -(-recorded_warm(plans) // len(parts))
+        share = -(-recorded_warm(plans) // len(parts)) if recorded else 0
         await asyncio.gather(
             *(
-                w.handle.prepare.remote(mine, nonce, shard, warm_rec if recorded else warm)
+                w.handle.prepare.remote(mine, nonce, shard, share if recorded else warm)
                 for w, mine, shard, warm in parts
             )
         )

@@ -9,11 +9,12 @@ import pytest
 
 from agentload.cli import main
 from agentload.client.stream import StreamClient
+from agentload.measure.pointrun import PointRun
 from agentload.options.engines import get_engine
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.plan import SessionPlan, build_plans
 from agentload.replay.salt import SaltAt
-from agentload.replay.schedule import LoadShape, PointRun, PointRunner
+from agentload.replay.schedule import LoadShape, PointRunner
 from agentload.trace import load_trace
 
 

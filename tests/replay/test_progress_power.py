@@ -14,13 +14,14 @@ from replay_traces import Shape, agentic_trace
 from rich.console import Console
 
 from agentload.client.stream import StreamClient
+from agentload.measure.pointrun import PointRun
 from agentload.measure.power import average_watts
 from agentload.options.engines import get_engine
 from agentload.options.replay import ReplayConfig
 from agentload.options.values import parse_duration_ns
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.progress import Progress
-from agentload.replay.schedule import LoadShape, PointRun, PointRunner
+from agentload.replay.schedule import LoadShape, PointRunner
 
 
 async def test_plain_progress_prints_periodic_lines(
