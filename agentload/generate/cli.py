@@ -256,7 +256,6 @@ def _print_results(
 
 _BENCH_OPTIONS = (
     "endpoint",
-    "sweep",
     "gpus",
     "power_watts",
     "power",
@@ -265,7 +264,8 @@ _BENCH_OPTIONS = (
     "capacity",
 )
 """Options that ask for the HTML report (matplotlib: seconds): a real target or a benchmark
-option; a run on the built-in simulator writes results.json and summary.csv only."""
+option (a sweep too); a run on the built-in simulator writes results.json and summary.csv
+only."""
 
 
 def run_command(doc: str, *, evaluate: bool | None = None) -> Callable[..., None]:
@@ -281,9 +281,9 @@ def run_command(doc: str, *, evaluate: bool | None = None) -> Callable[..., None
         raw = given(kw, GenerateOptions)
         if evaluate is not None:
             raw["evaluate"] = evaluate
-        report = any(kw.get(k) not in (None, False) for k in _BENCH_OPTIONS)
         raw["scenario"] = load_scenario(raw["scenario"], config)
         opts = validated(GenerateOptions, raw, {"attempts": "-k"})
+        report = len(opts.levels) > 1 or any(kw.get(k) not in (None, False) for k in _BENCH_OPTIONS)
         check_options(opts)  # before anything is created or contacted
         run_generate(opts, json_out=json_out, report=report)
 

@@ -128,7 +128,7 @@ async def run_points(
                 capacity = await search_capacity(opts, probe, [])
             for level in [] if opts.capacity else opts.levels:
                 path = base if one else _point_trace(base, level)
-                point = opts.model_copy(update={"parallel": level, "out": path})
+                point = opts.model_copy(update={"levels": [level], "out": path})
                 runs.append(await generate(point, progress))
                 levels.append(level)
         except asyncio.CancelledError:

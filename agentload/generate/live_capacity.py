@@ -63,7 +63,7 @@ class LiveProbe:
             self.current = (self.trace_for(level, r), level)
             one = opts.model_copy(
                 update={
-                    "parallel": level,
+                    "levels": [level],
                     "sessions": sessions,
                     "out": self.current[0],
                     "capacity": False,

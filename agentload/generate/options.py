@@ -18,14 +18,13 @@ from agentload.agents.limits import DEFAULT_CALL_TIMEOUT_S
 from agentload.errors import ConfigError
 from agentload.masking import redact_url
 from agentload.options.capacity import CapacityOptions
+from agentload.options.cluster import ClusterOptions
 from agentload.options.flags import Flag
+from agentload.options.load import Levels
 from agentload.options.values import (
-    MAX_LEVEL,
     MAX_SEED,
     MAX_SESSIONS,
-    MAX_WORKERS,
     endpoint_problem,
-    parse_levels,
 )
 from agentload.scenarios.models import Scenario
 
@@ -39,7 +38,7 @@ MAX_CALL_TIMEOUT_S = 86_400.0
 """The longest --call-timeout, s."""
 
 
-class GenerateOptions(CapacityOptions):
+class GenerateOptions(ClusterOptions, CapacityOptions):
     """What ``agentload generate`` was asked to do."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -85,9 +84,9 @@ class GenerateOptions(CapacityOptions):
     sessions: Annotated[int, Flag("Sessions to run.", short="-n")] = Field(
         default=1, ge=1, le=MAX_SESSIONS
     )
-    parallel: Annotated[int, Flag("Sessions running at once.", short="-p")] = Field(
-        default=1, ge=1, le=MAX_LEVEL
-    )
+    levels: Levels = Field(default=[1])
+    """``--concurrency``/``--parallel``/``-p``: sessions running at once; several levels (``--sweep
+    1,4,16``) are the points of a live benchmark, one run of ``--sessions`` each."""
     seed: Annotated[int | None, Flag("Run seed (default: the scenario's).")] = Field(
         default=None, ge=-MAX_SEED, le=MAX_SEED
     )
@@ -96,25 +95,6 @@ class GenerateOptions(CapacityOptions):
         Literal["auto", "docker", "local"] | None,
         Flag("Where tools run (default: the scenario's, normally auto)."),
     ] = None
-    ray: Annotated[
-        str | None,
-        Flag(
-            "Run the sessions on a Ray cluster: --ray alone starts one on this machine; auto "
-            "joins this machine's cluster; HOST:PORT joins that one (pip install "
-            "'agentload\\[ray]').",
-            metavar="[ADDRESS]",
-        ),
-    ] = None
-    """``--ray``: run the sessions on a Ray cluster (``local``, ``auto``, ``HOST:PORT``;
-    ``generate.ray_driver``); None: in this process."""
-    workers: Annotated[
-        int | None,
-        Flag(
-            "Ray workers, one CPU each (default: one per cluster CPU, at most --sessions and "
-            "--parallel); needs --ray.",
-            metavar="N",
-        ),
-    ] = Field(default=None, ge=1, le=MAX_WORKERS)
     call_timeout_s: Annotated[
         float,
         Flag(
@@ -166,24 +146,10 @@ class GenerateOptions(CapacityOptions):
         ),
     ] = "fast"
     """``--pace``: whether the agents sleep through the modeled waits they record."""
-    sweep: Annotated[
-        list[Annotated[int, Field(ge=1, le=MAX_LEVEL)]] | None,
-        Flag(
-            "Live benchmark points: one run of --sessions per parallelism level, e.g. 1,4,16 "
-            "(instead of --parallel).",
-            metavar="P1,P2,...",
-            reads=str | None,
-        ),
-    ] = Field(default=None, min_length=1)
     retry_backoff_s: float = 0.5
     simulator: Literal["process", "thread"] = "process"
     """Where the built-in simulator runs: ``process`` (a child process, its own GIL) or
     ``thread`` (in this process)."""
-
-    @field_validator("sweep", mode="before")
-    @classmethod
-    def _levels_text(cls, v: Any) -> Any:
-        return parse_levels(v) if isinstance(v, str) else v
 
     @field_validator("tasks", mode="before")
     @classmethod
@@ -191,9 +157,10 @@ class GenerateOptions(CapacityOptions):
         return v.split(",") if isinstance(v, str) else v
 
     @property
-    def levels(self) -> list[int]:
-        """The live benchmark's points: ``--sweep``, else ``--parallel`` alone."""
-        return self.sweep if self.sweep is not None else [self.parallel]
+    def parallel(self) -> int:
+        """Sessions running at once in one run: the first level (each point of a sweep runs
+        as a copy of the options with its own level alone)."""
+        return self.levels[0]
 
     def task_names(self) -> list[str] | None:
         """The eval tasks the run runs: ``--tasks``, else the scenario's; None: no tasks."""
@@ -252,17 +219,14 @@ def check_options(opts: GenerateOptions) -> None:
     if opts.oracle and tasks is None:
         raise ConfigError("--oracle applies eval tasks' reference fixes: give --tasks")
     if tasks is not None and len(opts.levels) > 1:
-        raise ConfigError("--tasks with --sweep: one eval per run; run it once per -p")
+        raise ConfigError("--tasks with --sweep: one eval per run; run it once per -p N")
     if tasks is not None:
         from agentload.evals.tasks import select_tasks
 
         select_tasks(tasks)  # an unknown name is one line now, not after the endpoint
-    if opts.workers is not None and opts.ray is None:
-        raise ConfigError("--workers counts Ray workers: give --ray [ADDRESS] too")
     if opts.capacity:
         given = (
-            ("--sweep", opts.sweep is not None),
-            ("--parallel", opts.parallel != 1),
+            ("--concurrency/--sweep/--parallel", opts.levels != [1]),
             ("--tasks", tasks is not None),
             ("--ray", opts.ray is not None),
         )

@@ -1,6 +1,6 @@
 """A generate run: N sessions, K at a time, one trace file, the endpoint (default: simulator).
 
-    result = await generate(GenerateOptions(scenario=..., sessions=8, parallel=8), progress)
+    result = await generate(GenerateOptions(scenario=..., sessions=8, levels=[8]), progress)
 
 * Endpoint: ``--endpoint URL`` (checked with ``GET /models`` first: unreachable → one-line
   error), else the built-in simulator with the scenario's profile, in a child process (its

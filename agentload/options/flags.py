@@ -33,7 +33,7 @@ from pydantic.fields import FieldInfo
 
 from agentload.errors import ConfigError
 
-__all__ = ["Flag", "flag_of", "given", "option_name", "parameters", "validated"]
+__all__ = ["Flag", "Switch", "flag_of", "given", "option_name", "parameters", "validated"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -61,6 +61,25 @@ class Flag:
     default: Any = None
     """The command line's default where the model has none (a preset's name); None: the
     model's default applies to an option not given."""
+    aliases: tuple[str, ...] = ()
+    """More names of the same option (``--sweep`` and ``--parallel`` for ``--concurrency``)."""
+    switch: Switch | None = None
+    """A switch that gives the field one value (``--no-salt``: ``--salt-at off``)."""
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A switch that stands for one value of a field's option."""
+
+    name: str
+    """The switch (``--no-salt``); its parameter is the name without dashes (``no_salt``)."""
+    value: Any
+    """The field's value it gives."""
+    help: str
+
+    @property
+    def parameter(self) -> str:
+        return self.name.lstrip("-").replace("-", "_")
 
 
 def flag_of(field: FieldInfo) -> Flag | None:
@@ -69,12 +88,14 @@ def flag_of(field: FieldInfo) -> Flag | None:
 
 
 def option_name(model: type[BaseModel], name: str) -> str:
-    """How the command line spells field ``name`` of ``model`` (``--duration``, ``TRACES``)."""
+    """How the command line spells field ``name`` of ``model`` (``--duration``, ``TRACES``; an
+    option with more names, all its long ones: ``--concurrency/--sweep/--parallel``)."""
     field = model.model_fields.get(name)
     flag = flag_of(field) if field is not None else None
     if flag is not None and flag.argument:
         return name.upper()
-    return option_name_for(name, flag)
+    more = [a for a in flag.aliases if a.startswith("--")] if flag is not None else []
+    return "/".join([option_name_for(name, flag), *more])
 
 
 def _cli_type(field: FieldInfo, flag: Flag) -> Any:
@@ -108,7 +129,7 @@ def _parameter(name: str, field: FieldInfo, flag: Flag) -> inspect.Parameter:
         arg = typer.Argument(default, help=flag.help, show_default=False)
         positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
         return inspect.Parameter(name, positional, default=arg, annotation=_cli_type(field, flag))
-    names = [option_name_for(name, flag)] + ([flag.short] if flag.short else [])
+    names = [option_name_for(name, flag), *flag.aliases] + ([flag.short] if flag.short else [])
     if flag.invert or field.annotation is bool:
         opt = typer.Option(False, *names, help=flag.help)
         return inspect.Parameter(name, kind, default=opt, annotation=bool)
@@ -153,12 +174,21 @@ def parameters(
         flag = flag_of(field)
         if flag is not None and name not in skip:
             out.append(_parameter(name, field, flag))
+            if flag.switch is not None:
+                out.append(_switch_parameter(flag.switch))
     return out
+
+
+def _switch_parameter(switch: Switch) -> inspect.Parameter:
+    opt = typer.Option(False, switch.name, help=switch.help)
+    kind = inspect.Parameter.KEYWORD_ONLY
+    return inspect.Parameter(switch.parameter, kind, default=opt, annotation=bool)
 
 
 def given(kw: Mapping[str, Any], model: type[BaseModel]) -> dict[str, Any]:
     """The options of ``model`` given in ``kw``: without None values and switches left off, an
-    inverted switch (``--no-extras``) as the field's False."""
+    inverted switch (``--no-extras``) as the field's False, a field's ``Switch`` as its value
+    (one ``ConfigError`` line when the field's option says otherwise)."""
     out: dict[str, Any] = {}
     for name, value in kw.items():
         field = model.model_fields.get(name)
@@ -166,6 +196,17 @@ def given(kw: Mapping[str, Any], model: type[BaseModel]) -> dict[str, Any]:
             continue
         flag = flag_of(field)
         out[name] = False if flag is not None and flag.invert else value
+    for name, field in model.model_fields.items():
+        flag = flag_of(field)
+        switch = flag.switch if flag is not None else None
+        if switch is None or not kw.get(switch.parameter):
+            continue
+        if name in out and out[name] != switch.value:
+            option = option_name_for(name, flag)
+            raise ConfigError(
+                f"{switch.name} is {option} {switch.value}; it contradicts {option} {out[name]}"
+            )
+        out[name] = switch.value
     return out
 
 

@@ -7,9 +7,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from agentload.options.flags import Flag
+from agentload.options.flags import Flag, Switch
 from agentload.options.modes import SALT_MODES, SaltAt
 from agentload.options.values import (
     MAX_LEVEL,
@@ -20,7 +28,33 @@ from agentload.options.values import (
     parse_levels,
 )
 
-__all__ = ["LoadOptions"]
+__all__ = ["Levels", "LoadOptions"]
+
+
+def _levels_text(v: Any) -> Any:
+    return parse_levels(v) if isinstance(v, str) else v
+
+
+Levels = Annotated[
+    list[Annotated[int, Field(ge=1, le=MAX_LEVEL)]],
+    BeforeValidator(_levels_text),
+    Field(
+        min_length=1,
+        description="sessions in flight at once, one point per level (--concurrency N, or a "
+        "sweep: --sweep 1,2,4; generate's --parallel)",
+    ),
+    Flag(
+        "Sessions in flight at once; several, comma-separated, run one point each (a sweep: "
+        "1,2,4,8).",
+        name="--concurrency",
+        aliases=("--sweep", "--parallel"),
+        short="-p",
+        metavar="N[,N...]",
+        reads=str | None,
+    ),
+]
+"""The concurrency levels, one option with three names, the same field in every command that
+offers load (``replay``'s lanes, ``generate``'s sessions at once)."""
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "start_at": ("random", "zero"),
@@ -36,14 +70,7 @@ class LoadOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    levels: Annotated[
-        list[Annotated[int, Field(ge=1, le=MAX_LEVEL)]],
-        Flag("Concurrency levels, e.g. 1,2,4,8.", name="--sweep", reads=str | None),
-    ] = Field(
-        default=[1],
-        min_length=1,
-        description="concurrency per point, the sweep levels (--sweep 1,2,4 or --concurrency N)",
-    )
+    levels: Levels = Field(default=[1])
     arrival_rate: Annotated[
         float | None, Flag("Start sessions as a Poisson process (sessions/s).")
     ] = Field(
@@ -90,6 +117,7 @@ class LoadOptions(BaseModel):
             "the tools), after-system (after the tools and system prompt: shared across "
             "sessions, as in production; the default), off (no salt).",
             show_default=False,
+            switch=Switch("--no-salt", "off", "The same as --salt-at off."),
         ),
     ] = Field(
         default="after-system",
@@ -132,11 +160,6 @@ class LoadOptions(BaseModel):
         description="multiplier of the recorded offsets with --schedule recorded (0.5: twice "
         "as fast) (--time-scale)",
     )
-
-    @field_validator("levels", mode="before")
-    @classmethod
-    def _levels_text(cls, v: Any) -> Any:
-        return parse_levels(v) if isinstance(v, str) else v
 
     @model_validator(mode="before")
     @classmethod

@@ -17,13 +17,13 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from agentload.options.capacity import CapacityOptions
+from agentload.options.cluster import ClusterOptions
 from agentload.options.endpoint import EndpointOptions
 from agentload.options.flags import Flag
 from agentload.options.load import LoadOptions
 from agentload.options.modes import FIT_MODES, FitMode
 from agentload.options.values import (
     MAX_CONTEXT,
-    MAX_WORKERS,
     bad_value,
     endpoint_problem,
     one_of,
@@ -33,7 +33,7 @@ from agentload.tokenizer import is_tokenizer_name
 __all__ = ["ReplayConfig"]
 
 
-class ReplayConfig(CapacityOptions, LoadOptions, EndpointOptions):
+class ReplayConfig(ClusterOptions, CapacityOptions, LoadOptions, EndpointOptions):
     """Everything that decides what a replay sends and measures (never the API key)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -87,28 +87,6 @@ class ReplayConfig(CapacityOptions, LoadOptions, EndpointOptions):
         description="how --max-context fits a session with a call above it: cut-session "
         "(keep it up to that call) or drop-session (leave it out) (--fit)",
     )
-    ray: Annotated[
-        str | None,
-        Flag(
-            "Run on a Ray cluster: --ray alone starts one on this machine; --ray auto, "
-            "--ray HOST:PORT join one (pip install 'agentload\\[ray]'; docs/distributed.md).",
-            metavar="[ADDRESS]",
-        ),
-    ] = Field(
-        default=None,
-        description="run on a Ray cluster (--ray [ADDRESS]): local (a Ray instance on this "
-        "machine), auto, or HOST:PORT; None: one process",
-    )
-    workers: Annotated[
-        int | None, Flag("Ray workers (default: one per cluster CPU, at most the lanes).")
-    ] = Field(
-        default=None,
-        ge=1,
-        le=MAX_WORKERS,
-        description="replay workers on the cluster (--workers; default: one per cluster CPU, "
-        "at most the lanes)",
-    )
-
     repeat: Annotated[
         int, Flag("Run every point N times: means with 95% intervals (compare tests them).")
     ] = Field(
@@ -139,6 +117,11 @@ class ReplayConfig(CapacityOptions, LoadOptions, EndpointOptions):
                 f"combined with {', '.join(clash)}"
             )
         return self
+
+    @field_validator("traces", mode="before")
+    @classmethod
+    def _trace_paths(cls, v: Any) -> Any:
+        return [str(t) for t in v] if isinstance(v, list | tuple) else v
 
     @field_validator("fit", mode="before")
     @classmethod
@@ -173,8 +156,6 @@ class ReplayConfig(CapacityOptions, LoadOptions, EndpointOptions):
 
     @model_validator(mode="after")
     def _cluster(self) -> ReplayConfig:
-        if self.workers is not None and self.ray is None:
-            raise bad_value("--workers counts Ray workers: give --ray [ADDRESS] too")
         if self.ray is not None and self.power is not None:
             raise bad_value(
                 "--power nvml measures this machine's GPUs; with --ray give --power-watts"

@@ -21,7 +21,7 @@ from agentload.outfile import write_errors
 __all__ = ["register", "start_at_note"]
 
 
-def replay(*, concurrency: int, no_salt: bool, out: Path | None, **kw: Any) -> None:
+def replay(*, out: Path | None, **kw: Any) -> None:
     """Replay traces against an endpoint: identical agentic traffic, closed loop or on the
     recorded schedule (content-free traces: prompts synthesized from their block ids)."""
     from agentload.measure.files import write_run
@@ -31,19 +31,13 @@ def replay(*, concurrency: int, no_salt: bool, out: Path | None, **kw: Any) -> N
     from agentload.replay.progress import Progress
     from agentload.replay.run import run_replay
 
-    raw = given(kw, ReplayConfig)
-    raw["traces"] = [str(t) for t in raw.get("traces", [])]
-    raw.setdefault("levels", [concurrency])
-    if no_salt:
-        raw["salt"] = False
-    levels = "--sweep" if kw.get("levels") is not None else "--concurrency"
-    cfg = validated(ReplayConfig, raw, {"levels": levels, "salt": "--no-salt"})
+    cfg = validated(ReplayConfig, given(kw, ReplayConfig))
     if out is not None:
         prepare_out_dir(out)
     warning = userinfo_warning(cfg.endpoint)
     if warning:
         print(one_line(warning), file=sys.stderr)
-    note = start_at_note(cfg) if kw.get("start_at") is None else None
+    note = start_at_note(cfg) if "start_at" not in cfg.model_fields_set else None
     if note is not None:
         print(note, file=sys.stderr)
     results = asyncio.run(run_replay(cfg, Progress()))
@@ -63,31 +57,11 @@ def replay(*, concurrency: int, no_salt: bool, out: Path | None, **kw: Any) -> N
 
 
 def _replay_parameters() -> list[inspect.Parameter]:
-    """``replay``'s parameters: ``ReplayConfig``'s options, ``--concurrency N`` (a sweep of
-    one) before ``--sweep``, ``--no-salt`` after ``--salt-at``, and ``--out`` last."""
-    kind = inspect.Parameter.KEYWORD_ONLY
-    sugar = {
-        "levels": inspect.Parameter(
-            "concurrency",
-            kind,
-            default=typer.Option(1, help="Sessions kept in flight."),
-            annotation=int,
-        ),
-        "start_at": inspect.Parameter(
-            "no_salt",
-            kind,
-            default=typer.Option(False, "--no-salt", help="The same as --salt-at off."),
-            annotation=bool,
-        ),
-    }
-    params: list[inspect.Parameter] = []
-    for p in parameters(ReplayConfig):
-        if p.name in sugar:
-            params.append(sugar[p.name])
-        params.append(p)
+    """``replay``'s parameters: ``ReplayConfig``'s options, and ``--out`` last."""
     out = typer.Option(None, help="Write results, CSV and report here.")
-    params.append(inspect.Parameter("out", kind, default=out, annotation=Path | None))
-    return params
+    kind = inspect.Parameter.KEYWORD_ONLY
+    out_param = inspect.Parameter("out", kind, default=out, annotation=Path | None)
+    return [*parameters(ReplayConfig), out_param]
 
 
 setattr(replay, "__signature__", inspect.Signature(_replay_parameters()))  # noqa: B010 (typer reads it)

@@ -163,7 +163,7 @@ def test_quick_generate_docker(docker_client: Any, tmp_path: Path) -> None:
 @pytest.mark.docker
 def test_parallel_sessions_each_get_a_sandbox(docker_client: Any, tmp_path: Path) -> None:
     _, trace = run_generate(
-        tmp_path, overrides=["context_target=12000"], sandbox="docker", sessions=3, parallel=2
+        tmp_path, overrides=["context_target=12000"], sandbox="docker", sessions=3, levels=[2]
     )
     assert sorted(trace.sessions) == ["s0-0", "s0-1", "s0-2"]
     assert [s.meta["seed"] for s in sorted(trace.sessions.values(), key=lambda s: s.id)] == [

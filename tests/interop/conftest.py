@@ -50,7 +50,7 @@ def generated_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ),
         out=out,
         sessions=2,
-        parallel=2,
+        levels=[2],
         sandbox="local",
     )
     return asyncio.run(generate(opts)).trace_path

@@ -30,7 +30,7 @@ BY_DESIGN = {"last_prompt_tokens_root", "calls_per_root_agent", "prefix_reuse"}
 
 def _generate(out: Path, scenario: str, sandbox: str) -> Trace:
     """Three sessions, two at a time, in this process (its containers carry its pid)."""
-    return run_generate(out, scenario, sessions=3, parallel=2, sandbox=sandbox)[1]
+    return run_generate(out, scenario, sessions=3, levels=[2], sandbox=sandbox)[1]
 
 
 def _realism(trace: Trace, corpus: Path, *extra: str) -> dict[str, Any]:

@@ -40,7 +40,7 @@ def _run(record_proxy: Callable[..., Any], out: Path) -> tuple[Trace, Trace]:
             scenario=scenario,
             endpoint=rp.base_url,
             sessions=2,
-            parallel=2,
+            levels=[2],
             sandbox="local",
             seed=0,
             out=out,
