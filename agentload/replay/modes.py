@@ -102,10 +102,10 @@ class Schedule(Protocol):
 
 def schedule_for(shape: LoadShape) -> Schedule:
     """The schedule ``shape`` asks for: recorded, else arrivals at a rate, else lanes."""
-    if shape.schedule == "recorded":
+    if shape.load.schedule == "recorded":
         return RecordedSchedule()
-    if shape.arrival_rate:
-        return ArrivalSchedule(shape.arrival_rate)
+    if shape.load.arrival_rate:
+        return ArrivalSchedule(shape.load.arrival_rate)
     return LaneSchedule()
 
 
@@ -128,7 +128,7 @@ class LaneSchedule:
         first = True
         try:
             while not host.stopped:
-                inst = host.source.next(first and host.shape.start_at == "random")
+                inst = host.source.next(first and host.shape.load.start_at == "random")
                 if inst is None:
                     break
                 await run_session(host, inst, lane, first)
@@ -148,7 +148,7 @@ class ArrivalSchedule:
     async def run(self, host: Host) -> None:
         """Start sessions at exponential intervals until the source is exhausted or the run
         stopped (no warm-up)."""
-        rng = random.Random(host.shape.seed)
+        rng = random.Random(host.shape.load.seed)
         host.expect_warm(0)
         host.warm_done()
         async with asyncio.TaskGroup() as tg:
@@ -228,7 +228,7 @@ class _SessionRun:
     async def main(self) -> None:
         """Send every future call once its predecessors completed and its gap passed."""
         r = self.r
-        scale = r.shape.gap_scale
+        scale = r.shape.load.gap_scale
         off = self.inst.join_ns or 0
         self.remaining: dict[str, int] = {}
         self.ready: dict[str, int] = {}
@@ -269,7 +269,7 @@ class _SessionRun:
             return
         self.sent += 1
         self.agent_end[call.agent_id] = end
-        scale = r.shape.gap_scale
+        scale = r.shape.load.gap_scale
         for sid in call.succs:
             if sid not in self.fut_set:
                 continue
@@ -307,7 +307,7 @@ class RecordedSchedule:
         )
         runs = [_OpenRun(host, inst) for inst in insts]
         base = host.clock()
-        scale = host.shape.time_scale
+        scale = host.shape.load.time_scale
         try:
             async with asyncio.TaskGroup() as tg:
                 for off, i, call in calls:

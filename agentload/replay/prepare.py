@@ -171,19 +171,13 @@ def point_shape(
     the recorded schedule): by default every recorded session at least once, or ``level`` of
     them, unless ``--duration`` bounds the point instead."""
     return LoadShape(
+        cfg,
         concurrency=level,
-        arrival_rate=cfg.arrival_rate,
-        duration_s=cfg.duration_s,
         sessions=cfg.sessions
         if cfg.sessions is not None
         else (None if cfg.duration_s else max(recorded_sessions, level)),
-        gap_scale=cfg.gap_scale,
-        start_at=cfg.start_at,
-        seed=cfg.seed,
         session_header=cfg.session_header or engine.session_header,
         parent_header=engine.parent_header,
-        schedule=cfg.schedule,
-        time_scale=cfg.time_scale,
     )
 
 

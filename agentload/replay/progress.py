@@ -30,7 +30,8 @@ def status_line(
     tok_s = (st.output_tokens - prev[1]) / dt_s if dt_s > 0 else 0.0
     ttfts = st.ttfts
     p50 = f"{percentile(ttfts, 50) / 1e6:.1f} ms" if ttfts else "-"
-    level = runner.shape.concurrency if not runner.shape.arrival_rate else runner.shape.arrival_rate
+    rate = runner.shape.load.arrival_rate
+    level = rate if rate else runner.shape.concurrency
     text = (
         f"{f'point {index + 1}/{total}' if total else f'probe {index + 1}'} (load {level}): sessions {st.active_sessions} active, "
         f"{st.done_sessions} done{f', {st.cut_sessions} cut' if st.cut_sessions else ''} | "

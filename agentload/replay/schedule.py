@@ -297,9 +297,9 @@ class PointRunner(PointAccount):
 
     async def _deadline(self) -> None:
         await self._warm.wait()
-        if self.shape.duration_s is None:
+        if self.shape.load.duration_s is None:
             return
-        await asyncio.sleep(self.shape.duration_s)
+        await asyncio.sleep(self.shape.load.duration_s)
         self.mark_drain()
         self.stop()
 

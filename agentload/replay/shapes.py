@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agentload.options.engines import session_headers as session_headers_of
+from agentload.options.load import LoadOptions
 from agentload.replay.plan import CallPlan, SessionPlan
 from agentload.replay.salt import make_salt
 
@@ -31,27 +32,21 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LoadShape:
-    """How sessions are offered to the target at one point."""
+    """How sessions are offered to the target at one point: the run's load options as given,
+    and what the point decides itself."""
 
+    load: LoadOptions = field(default_factory=LoadOptions)
+    """The run's load options (the schedule, arrival rate, duration, gaps, joins, seed)."""
     concurrency: int = 1
-    """Sessions kept in flight (lanes); ignored with ``arrival_rate``."""
-    arrival_rate: float | None = None
-    """Sessions started per second as a Poisson process, instead of lanes."""
-    duration_s: float | None = None
-    """Stop sending this long after the measured window started."""
+    """This point's lanes (one level of ``load.levels``); ignored with an arrival rate or the
+    recorded schedule."""
     sessions: int | None = None
-    """Stop after this many session instances were started."""
-    gap_scale: float = 1.0
-    start_at: str = "random"
-    seed: int = 0
+    """Stop after this many session instances were started (the point's count: ``--sessions``,
+    else every recorded session at least once; None: ``--duration`` bounds the point)."""
     session_header: str | None = None
     parent_header: str | None = None
     """With it, each agent is a session of its own under its parent's (``CallPlan.agent_session``;
     the engine preset's ``parent_header``)."""
-    schedule: str = "closed"
-    """closed (lanes or arrivals) or recorded (every call at its recorded offset)."""
-    time_scale: float = 1.0
-    """Multiplier of the recorded offsets (``schedule="recorded"``)."""
 
 
 def session_headers(shape: LoadShape, instance: str, call: CallPlan) -> dict[str, str] | None:
@@ -155,6 +150,6 @@ class SessionSource:
         plan = self.plans[i % len(self.plans)]
         join = None
         if join_random and plan.last_submit_ns > 0:
-            join = int(random.Random(f"{self.shape.seed}:{i}").uniform(0, plan.last_submit_ns))
+            join = int(random.Random(f"{self.shape.load.seed}:{i}").uniform(0, plan.last_submit_ns))
         salt = make_salt(self.nonce, i) if plan.salt_at != "off" else None
         return SessionInstance(i, plan, salt, join, f"{self.nonce}-{i}")

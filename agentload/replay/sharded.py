@@ -322,9 +322,8 @@ def _shapes(
     if cfg.arrival_rate is not None or recorded:
         for k, w in enumerate(alive):
             rate = cfg.arrival_rate / len(alive) if cfg.arrival_rate is not None else None
-            mine = dataclasses.replace(
-                shape, arrival_rate=rate, duration_s=None, seed=cfg.seed * 1_000_003 + k
-            )
+            own = {"arrival_rate": rate, "duration_s": None, "seed": cfg.seed * 1_000_003 + k}
+            mine = dataclasses.replace(shape, load=shape.load.model_copy(update=own))
             w.rate = rate
             parts.append((w, mine, Shard(k, len(alive)), 0))
         return shape, parts
@@ -333,7 +332,8 @@ def _shapes(
     for k, (w, share) in enumerate(zip(alive, _split(lanes, len(alive)), strict=True)):
         if share == 0:
             continue
-        mine = dataclasses.replace(shape, concurrency=share, duration_s=None)
+        untimed = shape.load.model_copy(update={"duration_s": None})
+        mine = dataclasses.replace(shape, load=untimed, concurrency=share)
         w.lanes = share
         parts.append((w, mine, Shard(k, len(alive), (lo, lo + share, lanes)), share))
         lo += share

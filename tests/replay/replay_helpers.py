@@ -11,6 +11,7 @@ from agentload.cli import main
 from agentload.client.stream import StreamClient
 from agentload.measure.pointrun import PointRun
 from agentload.options.engines import get_engine
+from agentload.options.load import LoadOptions
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.plan import SessionPlan, build_plans
 from agentload.replay.salt import SaltAt
@@ -38,11 +39,23 @@ async def run_point(
             client,
             plans_of(*paths, salt_at=salt_at),
             BodyBuilder(model, get_engine(engine)),
-            LoadShape(**shape),
+            shape_of(**shape),
         )
         return await runner.run(), runner
     finally:
         await client.aclose()
+
+
+def shape_of(
+    concurrency: int = 1,
+    sessions: int | None = None,
+    session_header: str | None = None,
+    parent_header: str | None = None,
+    **load: Any,
+) -> LoadShape:
+    """A point's shape: ``concurrency`` lanes, ``sessions`` instances, the session headers,
+    the other keywords ``LoadOptions``."""
+    return LoadShape(LoadOptions(**load), concurrency, sessions, session_header, parent_header)
 
 
 def run_cli(argv: list[str]) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
-from replay_helpers import plans_of
+from replay_helpers import plans_of, shape_of
 from replay_servers import ChatServer
 from replay_traces import Shape, agentic_trace
 from rich.console import Console
@@ -21,7 +21,7 @@ from agentload.options.replay import ReplayConfig
 from agentload.options.values import parse_duration_ns
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.progress import Progress
-from agentload.replay.schedule import LoadShape, PointRunner
+from agentload.replay.schedule import PointRunner
 
 
 async def test_plain_progress_prints_periodic_lines(
@@ -36,7 +36,7 @@ async def test_plain_progress_prints_periodic_lines(
         client,
         plans_of(fast_trace),
         BodyBuilder("test-model", get_engine("vllm")),
-        LoadShape(concurrency=2, sessions=4, start_at="zero"),
+        shape_of(concurrency=2, sessions=4, start_at="zero"),
     )
     task = asyncio.create_task(progress(runner, 0, 1))
     await runner.run()
@@ -94,7 +94,7 @@ async def test_live_progress_renders_on_a_terminal(
         client,
         plans_of(fast_trace),
         BodyBuilder("test-model", get_engine("vllm")),
-        LoadShape(concurrency=1, sessions=2, start_at="zero"),
+        shape_of(concurrency=1, sessions=2, start_at="zero"),
     )
     task = asyncio.create_task(progress(runner, 1, 3))
     await runner.run()
@@ -120,7 +120,7 @@ def test_sessions_stopped_by_the_deadline_are_cut_not_done(
             client,
             plans_of(trace),
             BodyBuilder("test-model", get_engine("vllm")),
-            LoadShape(concurrency=2, duration_s=0.3, start_at="zero"),
+            shape_of(concurrency=2, duration_s=0.3, start_at="zero"),
         )
         task = asyncio.create_task(progress(runner, 0, 1))
         result = await runner.run()

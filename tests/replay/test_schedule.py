@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from replay_helpers import plans_of, run_point
+from replay_helpers import plans_of, run_point, shape_of
 from replay_servers import ChatServer
 
 from agentload.client.stream import StreamClient
@@ -17,7 +17,7 @@ from agentload.options.engines import get_engine
 from agentload.replay.bodies import BodyBuilder, unsalt_messages
 from agentload.replay.modes import LEAD_NS
 from agentload.replay.plan import traffic_body
-from agentload.replay.schedule import LoadShape, PointRunner
+from agentload.replay.schedule import PointRunner
 from agentload.trace import load_trace
 
 MS = 1_000_000
@@ -257,7 +257,7 @@ async def test_a_stop_before_a_scheduled_request_went_sends_nothing(
             client,
             plans_of(trace_path),
             BodyBuilder("test-model", get_engine("vllm")),
-            LoadShape(start_at="zero", sessions=1),
+            shape_of(start_at="zero", sessions=1),
         )
         inst = runner.source.next(False)
         assert inst is not None
