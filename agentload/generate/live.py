@@ -47,8 +47,9 @@ from agentload.measure.results import (
     TruncatedTrace,
 )
 from agentload.options.capacity import CapacityOptions
+from agentload.options.cluster import ClusterOptions
+from agentload.options.live import LiveConfig
 from agentload.options.measure import MeasureOptions
-from agentload.options.replay import ReplayConfig
 from agentload.replay.plan import build_plans
 from agentload.trace.paths import TRACE_SUFFIXES
 from agentload.trace.timeline import describe_waits
@@ -156,25 +157,22 @@ async def run_points(
 
 def _config(
     runs: Sequence[RunResult], opts: GenerateOptions, first: Any, levels: list[int]
-) -> ReplayConfig:
-    """The run's ``config`` in results.json: the fields every results document has, with what
-    the live run did (its traces, target, points, measurement options; the requests were
-    the agents' own: no extras, no salt, sessions from their start, the recorded gaps)."""
-    return ReplayConfig.model_validate(
+) -> LiveConfig:
+    """The run's ``config`` in results.json: what the live run was given (its traces, target,
+    points, sessions, seed, measurement and cluster options)."""
+    shared = set(CapacityOptions.model_fields) | set(ClusterOptions.model_fields)
+    return LiveConfig.model_validate(
         {
             "traces": [str(r.trace_path) for r in runs],
             "endpoint": first.endpoint or runs[0].endpoint,
             "model": first.model or runs[0].model,
-            "engine": opts.engine or "openai",  # its session headers only: no extras
-            "extras": False,
+            "engine": opts.engine,
             "levels": levels,
             "sessions": opts.sessions,
-            "salt_at": "off",
-            "start_at": "zero",
-            "gaps": "modeled" if opts.pace == "real" else "measured",
-            "timeout_s": opts.call_timeout_s,
             "seed": first.seed if first.seed is not None else 0,
-            **opts.model_dump(include=set(CapacityOptions.model_fields) - {"capacity"}),
+            "gaps": "modeled" if opts.pace == "real" else "measured",
+            "call_timeout_s": opts.call_timeout_s,
+            **opts.model_dump(include=shared),
         }
     )
 

@@ -23,6 +23,7 @@ from agentload.measure.results import (
     waits_note,
 )
 from agentload.measure.summary import group_columns, summary_columns
+from agentload.options.replay import ReplayConfig
 
 __all__ = ["headlines", "run_lines", "text_summary", "write_report"]
 
@@ -270,18 +271,23 @@ def _capacity_section(cap: Capacity) -> list[str]:
 def _what(run: ResultsDocument) -> str:
     """What ran: the command or endpoint, model, traces and load settings."""
     cfg = run.config
-    if run.live is not None:
+    if run.live is not None or not isinstance(cfg, ReplayConfig):
         live = run.live
+        ran = f"{live.command} -s {live.scenario} · " if live is not None else ""
+        sandbox = f" · sandbox {live.sandbox}" if live is not None else ""
         return (
-            f"LIVE · {live.command} -s {live.scenario} · endpoint {redact_url(cfg.endpoint)} · model "
-            f"{cfg.model} · {cfg.sessions} sessions per point · sandbox {live.sandbox} · "
-            f"traces {', '.join(cfg.traces)}"
+            f"LIVE · {ran}endpoint {redact_url(cfg.endpoint)} · model {cfg.model} · "
+            f"{cfg.sessions} sessions per point{sandbox} · traces {', '.join(cfg.traces)}"
         )
     return (
         f"endpoint {redact_url(cfg.endpoint)} · model {cfg.model} · engine {cfg.engine} · "
         f"traces {', '.join(cfg.traces)} · gap scale {cfg.gap_scale} · "
         f"start at {cfg.start_at} · salt at {cfg.salt_at}"
     )
+
+
+def _time_scale(run: ResultsDocument) -> float:
+    return run.config.time_scale if isinstance(run.config, ReplayConfig) else 1.0
 
 
 def _run_section(run: ResultsDocument, name: str) -> str:
@@ -309,7 +315,7 @@ def _run_section(run: ResultsDocument, name: str) -> str:
             if p.concurrency
             else f"rate {p.arrival_rate}/s"
             if p.arrival_rate
-            else f"the recorded schedule (time scale {run.config.time_scale:g})"
+            else f"the recorded schedule (time scale {_time_scale(run):g})"
         )
         parts.append(f"<h3>{html.escape(load)}</h3>")
         parts.append(

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     ConfigDict,
+    Discriminator,
     Field,
     PrivateAttr,
+    Tag,
     ValidationError,
     field_validator,
     model_validator,
@@ -62,6 +64,7 @@ from agentload.measure.runinfo import (
     PlanInfo,
     TruncatedTrace,
 )
+from agentload.options.live import LiveConfig
 from agentload.options.modes import SaltAt
 from agentload.options.replay import ReplayConfig
 from agentload.outfile import output_dir, write_document
@@ -86,6 +89,7 @@ __all__ = [
     "PlanInfo",
     "Point",
     "ResultsDocument",
+    "RunConfig",
     "ScrapeSample",
     "ScrapeSummary",
     "Span",
@@ -100,11 +104,26 @@ __all__ = [
 ]
 
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 2
+SCHEMA_MINOR = 3
 SCHEMA = f"agentload.replay-results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 """1.1 added plan.gaps and plan.modeled_waits; 1.2 the serving worker and timing of each
-request and the pools, workers and router hit rate they make (a 1.x reader reads any 1.y
-file)."""
+request and the pools, workers and router hit rate they make; 1.3 config.source, and a live
+run's config of its own (``LiveConfig``) where it was a replay config with invented values
+(a 1.x reader reads any 1.y file)."""
+
+
+def _config_source(v: Any) -> str:
+    """Which config a document holds: its ``source``; a config without one (before 1.3) is a
+    replay config, a live run's of then too."""
+    source = v.get("source") if isinstance(v, dict) else getattr(v, "source", None)
+    return source if source in ("replay", "live") else "replay"
+
+
+RunConfig = Annotated[
+    Annotated[ReplayConfig, Tag("replay")] | Annotated[LiveConfig, Tag("live")],
+    Discriminator(_config_source),
+]
+"""The options of the run: a replay's or a live run's."""
 _PREFIX = "agentload.replay-results/"
 LIVE_NOTE = (
     "LIVE benchmark: real agents ran against the target, so its own outputs decided every "
@@ -118,7 +137,8 @@ def simulated_note(doc: ResultsDocument) -> str | None:
     the target was agentload's built-in simulator, or another model of a server
     (``--modeled-server``: Dynamo's mocker workers)."""
     sim = doc.simulator
-    modeled = doc.config.modeled_server
+    cfg = doc.config
+    modeled = cfg.modeled_server if isinstance(cfg, ReplayConfig) else None
     if sim is None and modeled is not None:
         return (
             f"MODELED target: {modeled}; its timings below are a model of a server, not a "
@@ -163,9 +183,9 @@ class ResultsDocument(ResultsModel):
         description="where the salt went (config.salt_at): start, after-system or off; read "
         "from config when absent (an older file)",
     )
-    config: ReplayConfig = Field(
-        description="the run's options (a live run: its traces, endpoint, model, levels, "
-        "sessions per point, power and GPUs; no salt, no pinned lengths, start at zero)"
+    config: RunConfig = Field(
+        description="the run's options: a replay's (source: replay), or a live run's (source: "
+        "live: its traces, endpoint, model, levels, sessions per point, measurement options)"
     )
     environment: Environment = Field(description="where it ran")
     engine: EngineInfo = Field(description="the engine preset as used")
@@ -203,8 +223,9 @@ class ResultsDocument(ResultsModel):
 
     @model_validator(mode="after")
     def _salt_mode(self) -> ResultsDocument:
-        if self.salt_at is None:
-            self.salt_at = self.config.salt_at
+        if self.salt_at is None:  # a live run's agents send their own requests: no salt
+            cfg = self.config
+            self.salt_at = cfg.salt_at if isinstance(cfg, ReplayConfig) else "off"
         return self
 
     @field_validator("schema_")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from agentload.measure.results import ResultsDocument
+from agentload.options.replay import ReplayConfig
 
 __all__ = ["ExitCode", "Verdict", "verdict"]
 
@@ -46,7 +47,7 @@ class Verdict:
 
 def verdict(results: ResultsDocument) -> Verdict:
     """The run's exit code: 130 when interrupted, 3 when the failed share of its requests is
-    above ``config.max_error_rate``, else 0."""
+    above ``config.max_error_rate`` (a replay's; a live run has none), else 0."""
     if results.interrupted:
         return Verdict(
             ExitCode.INTERRUPTED, "interrupted: the results cover what ran before the interruption"
@@ -54,7 +55,8 @@ def verdict(results: ResultsDocument) -> Verdict:
     kinds = Counter(r.error_kind for p in results.points for r in p.requests if not r.ok)
     sent = sum(len(p.requests) for p in results.points)
     failed = sum(kinds.values())
-    limit = results.config.max_error_rate
+    cfg = results.config
+    limit = cfg.max_error_rate if isinstance(cfg, ReplayConfig) else 1.0  # live: no limit
     if sent == 0 or failed / sent <= limit:
         return Verdict(ExitCode.OK)
     causes = ", ".join(f"{kind} {n}" for kind, n in kinds.most_common())

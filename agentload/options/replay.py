@@ -12,7 +12,7 @@ the field as its location; ``flags.validated`` turns that into one line naming t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
@@ -38,6 +38,11 @@ class ReplayConfig(ClusterOptions, CapacityOptions, LoadOptions, EndpointOptions
 
     model_config = ConfigDict(extra="forbid")
 
+    source: Literal["replay"] = Field(
+        default="replay",
+        description="replay: recorded traffic, identical for every target (a file before 1.3 "
+        "has no source; a live run's config of then is a replay config)",
+    )
     traces: Annotated[
         list[str], Flag("Trace files (.agentload.jsonl[.zst]).", argument=True, reads=list[Path])
     ] = Field(description="trace files replayed, in the order given (arguments)")

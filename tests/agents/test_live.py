@@ -17,7 +17,9 @@ import orjson
 import pytest
 from agent_runs import agentload, one_error_line, recorded_calls
 
-from agentload.measure.results import ResultsDocument, load_results
+from agentload.measure.results import SCHEMA, ResultsDocument, load_results
+from agentload.options.live import LiveConfig
+from agentload.options.replay import ReplayConfig
 from agentload.trace import Trace, load_trace
 
 SMALL = ["-s", "quick", "-c", "context_target=10000", "--sandbox", "local"]
@@ -182,6 +184,45 @@ def test_a_results_file_without_mode_is_a_replay(serial: LiveRun, tmp_path: Path
     assert doc.mode == "replay" and doc.live is None
 
 
+def test_a_live_runs_config_is_its_own_and_a_1_2_live_file_still_reads(
+    serial: LiveRun, tmp_path: Path
+) -> None:
+    """Since 1.3 a live run's ``config`` says ``source: live`` and holds what the run was
+    given, none of replay's options; a live file of 1.2 (its config written as a replay's,
+    with invented values) still loads, and ``compare`` reads it beside a 1.3 one."""
+    raw = orjson.loads((serial.folder / "results.json").read_bytes())
+    cfg = raw["config"]
+    assert raw["schema"] == SCHEMA and cfg["source"] == "live"
+    assert cfg["call_timeout_s"] > 0 and cfg["levels"] == [1] and cfg["sessions"] == 2
+    assert not {"extras", "salt_at", "start_at", "gap_scale", "schedule"} & cfg.keys()
+    assert isinstance(serial.doc.config, LiveConfig) and serial.doc.salt_at == "off"
+    old = dict(raw, schema="agentload.replay-results/1.2")
+    old["config"] = {  # what 1.2 wrote: a replay config with the live run's values
+        "traces": cfg["traces"],
+        "endpoint": cfg["endpoint"],
+        "model": cfg["model"],
+        "engine": "openai",
+        "extras": False,
+        "levels": cfg["levels"],
+        "sessions": cfg["sessions"],
+        "salt_at": "off",
+        "start_at": "zero",
+        "gaps": cfg["gaps"],
+        "timeout_s": cfg["call_timeout_s"],
+        "seed": cfg["seed"],
+    }
+    (tmp_path / "results.json").write_bytes(orjson.dumps(old))
+    doc = load_results(tmp_path)
+    assert doc.mode == "live" and isinstance(doc.config, ReplayConfig)
+    assert doc.config.engine == "openai" and doc.salt_at == "off"
+    proc = agentload("compare", str(tmp_path), str(serial.folder))
+    assert proc.returncode == 0, proc.stderr
+    assert "traffic: not compared (A live, B live)" in proc.stdout and "point 1:" in proc.stdout
+    proc = agentload("report", str(tmp_path), "--out", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    assert "LIVE · generate -s quick" in (tmp_path / "r" / "report.html").read_text()
+
+
 def test_a_live_run_against_agentload_serve_says_its_timings_are_simulated(
     tmp_path: Path,
 ) -> None:
@@ -208,8 +249,8 @@ def test_json_output_names_the_results(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--sweep", "1,x"], "--sweep '1,x': write the concurrency levels"),
-        (["--sweep", "0,2"], "--sweep '0,2': Input should be greater than or equal to 1"),
+        (["--sweep", "1,x"], "--sweep/--parallel '1,x': write the concurrency levels"),
+        (["--sweep", "0,2"], "--concurrency/--sweep/--parallel '0,2': Input should be greater than or equal to 1"),
         (["--power", "rapl"], "--power 'rapl': only 'nvml'"),
         (["--power", "nvml", "--power-watts", "300"], "not both"),
     ],

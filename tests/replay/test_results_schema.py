@@ -53,7 +53,8 @@ def _branches(node: dict[str, Any], defs: dict[str, Any]) -> list[dict[str, Any]
 def shape(schema: dict[str, Any]) -> Shape:
     """Every field path of a results JSON Schema with its JSON types and whether it is
     required (``a.b``: a field of an object; ``a[]``: an item of a list; ``a{}``: a value of a
-    map); titles, descriptions and defaults left out."""
+    map; a field of a union of objects, such as ``config``, is required when every variant
+    requires it); titles, descriptions and defaults left out."""
     defs = schema.get("$defs", {})
     out: dict[str, tuple[set[str], bool]] = {}
 
@@ -61,12 +62,14 @@ def shape(schema: dict[str, Any]) -> Shape:
         assert depth < 40, path
         types, req = out.setdefault(path, (set(), required))
         out[path] = (types, req or required)
-        for b in _branches(node, defs):
+        branches = _branches(node, defs)
+        objects = [set(b.get("required", ())) for b in branches if "properties" in b]
+        for b in branches:
             kind = b.get("type", "any")
             types.update(kind if isinstance(kind, list) else [kind])
-            need = set(b.get("required", ()))
             for name, sub in b.get("properties", {}).items():
-                walk(sub, f"{path}.{name}", name in need, depth + 1)
+                need = all(name in req for req in objects)  # what every variant requires
+                walk(sub, f"{path}.{name}", need, depth + 1)
             if isinstance(b.get("items"), dict):
                 walk(b["items"], f"{path}[]", True, depth + 1)
             if isinstance(b.get("additionalProperties"), dict):
