@@ -37,14 +37,14 @@ from agentload.generate.run import (
     RunSpec,
     calibrated_header,
     open_endpoint,
-    session_setup,
 )
+from agentload.generate.sessions import ProductSessions, SessionPlace, run_sessions
 from agentload.masking import PLACEHOLDER_KEY, redact_url
 from agentload.products.install import AgentInstallError, Installed, install, spec_of
 from agentload.products.live import LiveCounts
 from agentload.products.placement import Placement, place
 from agentload.products.registry import Product
-from agentload.products.session import ProductRun, run_product_session
+from agentload.products.session import ProductRun
 from agentload.record.ledger import header_session_id
 from agentload.record.server import RecordOptions, RecordServer
 from agentload.sandboxes.choice import SandboxChoice, choose_sandbox
@@ -114,29 +114,11 @@ async def run_product(spec: RunSpec, product: Product, progress: ProgressSink | 
         run = ProductRun(
             product, installed, model, key, proxy, opts.agent_max_tokens, choice, placement
         )
-        gate = asyncio.Semaphore(opts.parallel)
-
-        async def one(i: int) -> SessionStats:
-            setup = session_setup(opts, plan, i, spec.seed, workdir, spec.kind)
-
-            def started(stats: SessionStats) -> None:
-                live.watch(stats)
-                if progress is not None:
-                    progress.session_started(stats)
-
-            async with gate:
-                stats = await run_product_session(setup, plan[i][0], run, started)
-            if progress is not None:
-                progress.session_ended(stats)
-            return stats
-
-        tasks = [asyncio.create_task(one(i)) for i in range(len(plan))]
+        place = SessionPlace(opts, plan, spec.seed, workdir, spec.kind)
         try:
-            sessions = list(await asyncio.gather(*tasks))
+            runner = ProductSessions(place, run)
+            sessions = await run_sessions(len(plan), opts.parallel, runner, progress, live.watch)
         finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
             await asyncio.to_thread(proxy.stop)
             shutil.rmtree(workdir, ignore_errors=True)
     counted(load_trace(spec.path), sessions)

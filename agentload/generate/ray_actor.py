@@ -7,9 +7,11 @@
     batches, live = await worker.drain() # records since the last call, running sessions' counters
     batches = await worker.close()       # (or ``stop()``: cancel the running sessions first)
 
-* Sessions: ``run(i)`` builds session ``i`` with ``run.session_setup`` (id ``s{seed}-{i}``,
-  seed ``seed + i``) and runs ``run_session`` on this worker's ``ChatClient``, trace writer and
-  ``CallCapture``, so a session's content is the one a single-machine run gives it.
+* Sessions: ``run(i)`` runs session ``i`` with the runner of the run's agent kind
+  (``sessions.BuiltinSessions`` on this worker's ``ChatClient``, trace writer and
+  ``CallCapture``, or ``sessions.ProductSessions`` through its recording proxy): id
+  ``s{seed}-{i}``, seed ``seed + i``, so a session's content is the one a single-machine run
+  gives it.
 * Endpoint: with ``--endpoint`` the URL and the model the driver checked, and the API key as an
   argument (never an environment variable of the cluster, never logged); else a simulator of
   its own (``run.open_endpoint``: the scenario's profile, the run's seed and pacing), since the
@@ -36,13 +38,17 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from agentload.agents.llm import ChatClient
-from agentload.agents.session import run_session
 from agentload.agents.tracing import LiveCall, SessionStats
-from agentload.generate.run import open_endpoint, session_setup
-from agentload.options.engines import get_engine
+from agentload.generate.run import chat_client, open_endpoint
+from agentload.generate.sessions import (
+    BuiltinSessions,
+    ProductSessions,
+    SessionPlace,
+    SessionRunner,
+)
 from agentload.products.live import LiveCounts
 from agentload.products.registry import product
-from agentload.products.session import ProductRun, run_product_session
+from agentload.products.session import ProductRun
 from agentload.sandboxes.tempdirs import WORKSPACES, owned_tempdir
 from agentload.tokenizer import ChatTokenCounter
 from agentload.trace.capture import CallCapture
@@ -103,16 +109,15 @@ class GenerateWorker:
         self.workdir: Path | None = None
         self.base_url = ""
         self.model = ""
-        self.ratio = 1.0
         self.client: ChatClient | None = None
         self.writer: TraceWriter | None = None
-        self.capture: CallCapture | None = None
+        self.runner: SessionRunner | None = None
+        """The sessions' agent kind (``open``): agentload's agents or the product."""
         self._lines: list[tuple[bytes, str | None]] = []
         self._batches = 0
         self._live: dict[int, SessionStats] = {}
         self._tasks: dict[int, asyncio.Task[Any]] = {}
         self.product = product(opts.agent)
-        self._product_run: ProductRun | None = None
         self._counts: LiveCounts | None = None
         self._proxy: RecordServer | None = None
 
@@ -155,24 +160,19 @@ class GenerateWorker:
         """The trace writer with the run's header, the capture and the client (an agent
         product: its recording proxy, which writes this worker's trace, and its install)."""
         assert self.workdir is not None
-        self.ratio = ratio
         if self.product is not None:
             await self._open_product(header)
             return
         path = self.workdir / f"worker{self.index}.agentload.jsonl"
         self.writer = TraceWriter(path, header, tee=self._tee)
         await self.writer.open()
-        self.capture = CallCapture(self.writer, ChatTokenCounter(header.tokenizer))
-        o = self.opts
-        self.client = ChatClient(
-            self.base_url,
-            model=self.model,
-            api_key=self._key,
-            retries=o.retries,
-            backoff_s=o.retry_backoff_s,
-            call_timeout_s=o.call_timeout_s,
-            engine=get_engine(o.engine) if o.engine else None,
-        )
+        capture = CallCapture(self.writer, ChatTokenCounter(header.tokenizer))
+        self.client = chat_client(self.opts, self.base_url, self.model, self._key)
+        self.runner = BuiltinSessions(self._place(), self.client, self.writer, capture, ratio)
+
+    def _place(self) -> SessionPlace:
+        assert self.workdir is not None
+        return SessionPlace(self.opts, self.plan, self.seed, self.workdir, self.kind)
 
     async def _open_product(self, header: Header) -> None:
         """``--agent NAME``: the product installed on this node, a recording proxy to this
@@ -187,7 +187,7 @@ class GenerateWorker:
         self._counts = LiveCounts()
         self._proxy = RecordServer(record, trace_path=path, header=header, on_recorded=self._counts)
         await asyncio.to_thread(self._proxy.start)
-        self._product_run = ProductRun(
+        run = ProductRun(
             self.product,
             installed,
             self.model,
@@ -195,6 +195,7 @@ class GenerateWorker:
             self._proxy,
             self.opts.agent_max_tokens,
         )
+        self.runner = ProductSessions(self._place(), run)
 
     def _tee(self, line: bytes, blob_id: str | None) -> None:
         self._lines.append((line, blob_id))
@@ -210,11 +211,10 @@ class GenerateWorker:
     async def run(self, i: int) -> tuple[dict[str, Any], list[Batch]]:
         """Session ``i`` to its end: its counters and the records written since the last
         batch (this session's last ones among them)."""
-        assert self.workdir
+        assert self.runner is not None, "open() first"
         task = asyncio.current_task()
         if task is not None:
             self._tasks[i] = task
-        setup = session_setup(self.opts, self.plan, i, self.seed, self.workdir, self.kind)
         box: list[SessionStats] = []
 
         def started(stats: SessionStats) -> None:
@@ -224,21 +224,8 @@ class GenerateWorker:
                 self._counts.watch(stats)
 
         try:
-            if self._product_run is not None:
-                run = self._product_run
-                stats = await run_product_session(setup, self.plan[i][0], run, started)
-            else:
-                assert self.client and self.writer and self.capture
-                stats = await run_session(
-                    setup,
-                    self.plan[i][0],
-                    client=self.client,
-                    writer=self.writer,
-                    capture=self.capture,
-                    on_start=started,
-                    token_ratio=self.ratio,
-                )
-        except Exception:  # recorded (end reason error, its detail) by run_session
+            stats = await self.runner(i, started)
+        except Exception:  # recorded (end reason error, its detail) by the session
             if not box:
                 raise
             stats = box[0]

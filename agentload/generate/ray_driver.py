@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -47,7 +47,7 @@ from agentload.auth import api_key_from_env
 from agentload.client.stream import PROBE_TIMEOUT_S
 from agentload.errors import ConfigError
 from agentload.generate.calibrate import TokenRatio, calibrate
-from agentload.generate.options import GenerateOptions, check_options
+from agentload.generate.options import GenerateOptions
 from agentload.generate.ray_actor import Batch, GenerateWorker, stats_from_wire
 from agentload.generate.run import (
     CALIBRATION_TIMEOUT_S,
@@ -57,9 +57,10 @@ from agentload.generate.run import (
     RunSpec,
     check_endpoint,
     generator_info,
-    prepare_trace_path,
     run_header,
+    run_spec,
 )
+from agentload.generate.sessions import StartHook, run_sessions
 from agentload.masking import redact_url
 from agentload.products.registry import product
 from agentload.raycluster import ClockOffset, Cluster, connect, measure_offset, require_ray
@@ -220,12 +221,8 @@ async def generate_on_ray(opts: GenerateOptions, progress: ProgressSink | None =
     import sys
 
     require_ray("--ray")  # without the extra: one line, before anything else
-    s = opts.scenario
-    check_options(opts)
-    seed = s.seed if opts.seed is None else opts.seed
-    kind = opts.sandbox or s.sandbox.kind
-    t0 = time.perf_counter_ns()
-    path = prepare_trace_path(Path(opts.out), s.name, seed)
+    spec = run_spec(opts)
+    s, seed, kind = opts.scenario, spec.seed, spec.kind
     plan = opts.session_plan()
     with connect(opts.ray) as cluster:  # (it keeps our SIGTERM handler: exit 143, trace closed)
         import ray
@@ -255,7 +252,7 @@ async def generate_on_ray(opts: GenerateOptions, progress: ProgressSink | None =
                 tokens = await calibrate(base_url, model, s, ChatTokenCounter(), timeout)
             else:
                 tokens = await workers[0].actor.calibrate.remote()
-            spec = RunSpec(opts, path, seed, kind, t0)
+            spec = dataclasses.replace(spec, opts=opts)  # the model the endpoint serves
             target = _Target(base_url, model, tokens)
             return await _run(spec, progress, workers, target, _ray_header(cluster, workers))
         finally:
@@ -306,8 +303,9 @@ async def _run(
 
 
 class _Dispatch:
-    """The run's sessions over the workers, ``parallel`` at a time: each given to the live
-    worker with the fewest running, its records relayed and its counters mirrored here."""
+    """The run's sessions over the workers (a ``sessions.SessionRunner``: ``run_sessions``
+    gates them, ``parallel`` at a time): each given to the live worker with the fewest
+    running, its records relayed and its counters mirrored here."""
 
     def __init__(
         self,
@@ -318,26 +316,23 @@ class _Dispatch:
         progress: ProgressSink | None,
     ) -> None:
         self.workers, self.relay, self.mirrors, self.progress = workers, relay, mirrors, progress
-        self.gate = asyncio.Semaphore(parallel)
+        self.parallel = parallel
         self.by_index = dict(enumerate(mirrors))
 
-    async def one(self, i: int) -> None:
-        """Session ``i``, once the gate lets it start: on a live worker, else failed at once."""
-        st, progress = self.mirrors[i], self.progress
-        async with self.gate:
-            alive = [w for w in self.workers if w.dead is None]
-            st.start_ns = time.perf_counter_ns()
-            if progress is not None:
-                progress.session_started(st)
-            if not alive:
-                st.end_ns, st.end_reason, st.status = st.start_ns, "error", SessionStatus.ENDED
-                st.detail = "no Ray worker left: " + "; ".join(
-                    f"{w.name()}: {w.dead}" for w in self.workers
-                )
-            else:
-                await self._run_on(min(alive, key=lambda w: (len(w.running), w.index)), i, st)
-        if progress is not None:
-            progress.session_ended(st)
+    async def __call__(self, i: int, started: StartHook) -> SessionStats:
+        """Session ``i``: on a live worker, else failed at once."""
+        st = self.mirrors[i]
+        alive = [w for w in self.workers if w.dead is None]
+        st.start_ns = time.perf_counter_ns()
+        started(st)
+        if not alive:
+            st.end_ns, st.end_reason, st.status = st.start_ns, "error", SessionStatus.ENDED
+            st.detail = "no Ray worker left: " + "; ".join(
+                f"{w.name()}: {w.dead}" for w in self.workers
+            )
+        else:
+            await self._run_on(min(alive, key=lambda w: (len(w.running), w.index)), i, st)
+        return st
 
     async def _run_on(self, w: _Worker, i: int, st: SessionStats) -> None:
         """Session ``i`` on worker ``w``; a worker that dies fails it (and is marked dead)."""
@@ -375,20 +370,15 @@ class _Dispatch:
         """Every session, the poller beside them; then each live worker's last records (its
         sessions stopped first when the run was interrupted)."""
         poller = asyncio.create_task(self.poll())
-        tasks = [asyncio.create_task(self.one(i)) for i in range(len(self.mirrors))]
+        interrupted = True
         try:
-            await asyncio.gather(*tasks)
+            n, progress = len(self.mirrors), self.progress
+            await run_sessions(n, self.parallel, self, progress)
+            interrupted = False
         finally:
             poller.cancel()
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(poller, *tasks, return_exceptions=True)
-            await _close_workers(
-                self.workers,
-                self.relay,
-                self.by_index,
-                interrupted=not all(t.done() and not t.cancelled() for t in tasks),
-            )
+            await asyncio.gather(poller, return_exceptions=True)
+            await _close_workers(self.workers, self.relay, self.by_index, interrupted)
 
 
 async def _close_workers(

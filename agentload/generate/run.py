@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentload.agents.llm import ChatClient
-from agentload.agents.session import SessionSetup, run_session
 from agentload.agents.tracing import SessionStats
 from agentload.auth import api_key_from_env
 from agentload.client.stream import PROBE_TIMEOUT_S, StreamClient
@@ -39,6 +38,7 @@ from agentload.errors import ConfigError
 from agentload.errortext import clip
 from agentload.generate.calibrate import TokenRatio, calibrate
 from agentload.generate.options import GenerateOptions, check_options
+from agentload.generate.sessions import BuiltinSessions, SessionPlace, run_sessions
 from agentload.masking import redact_url
 from agentload.options.engines import get_engine
 from agentload.outfile import output_dir, write_errors
@@ -52,13 +52,14 @@ from agentload.trace.schema import Header, WaitsInfo
 from agentload.trace.writer import TraceWriter
 
 if TYPE_CHECKING:
-    from agentload.scenarios.models import Scenario
+    pass
 
 __all__ = [
     "ProgressSink",
     "RunResult",
     "RunSpec",
     "calibrated_header",
+    "chat_client",
     "check_endpoint",
     "generate",
     "generator_info",
@@ -66,7 +67,6 @@ __all__ = [
     "open_endpoint",
     "run_header",
     "run_spec",
-    "session_setup",
 ]
 
 SIM_MODEL = "agentload-sim"
@@ -262,6 +262,22 @@ async def calibrated_header(
     return tokens, run_header(spec, base_url, model, tokens, generator)
 
 
+def chat_client(
+    opts: GenerateOptions, base_url: str, model: str, api_key: str | None = None
+) -> ChatClient:
+    """The client agentload's agents call the endpoint with: the run's retries, backoff, call
+    timeout and engine preset (``api_key``: given, else the environment's)."""
+    return ChatClient(
+        base_url,
+        model=model,
+        api_key=api_key,
+        retries=opts.retries,
+        backoff_s=opts.retry_backoff_s,
+        call_timeout_s=opts.call_timeout_s,
+        engine=get_engine(opts.engine) if opts.engine else None,
+    )
+
+
 async def _run(spec: RunSpec, progress: ProgressSink | None) -> RunResult:
     """The run on this machine: the endpoint opened, the ratio measured, the sessions run into
     one trace; the client and the workspaces' folder are closed in every case."""
@@ -272,19 +288,14 @@ async def _run(spec: RunSpec, progress: ProgressSink | None) -> RunResult:
         result = RunResult(
             trace_path=spec.path, endpoint=redact_url(base_url), model=model, tokens=tokens
         )
-        client = ChatClient(
-            base_url,
-            model=model,
-            retries=opts.retries,
-            backoff_s=opts.retry_backoff_s,
-            call_timeout_s=opts.call_timeout_s,
-            engine=get_engine(opts.engine) if opts.engine else None,
-        )
+        client = chat_client(opts, base_url, model)
         workdir = owned_tempdir(WORKSPACES)  # a kill -9 leaves it to `agentload sandbox cleanup`
         try:
             async with TraceWriter(spec.path, header) as writer:
-                sessions = _Sessions(spec, plan, workdir, client, writer, tokens.ratio)
-                result.sessions = await sessions.run_all(progress)
+                place = SessionPlace(opts, plan, spec.seed, workdir, spec.kind)
+                capture = CallCapture(writer, ChatTokenCounter(writer.header.tokenizer))
+                runner = BuiltinSessions(place, client, writer, capture, tokens.ratio)
+                result.sessions = await run_sessions(len(plan), opts.parallel, runner, progress)
         finally:
             await client.aclose()
             import shutil
@@ -292,77 +303,6 @@ async def _run(spec: RunSpec, progress: ProgressSink | None) -> RunResult:
             shutil.rmtree(workdir, ignore_errors=True)
     result.wall_ns = time.perf_counter_ns() - spec.t0
     return result
-
-
-class _Sessions:
-    """The run's sessions, ``parallel`` at a time, each into the run's one trace."""
-
-    def __init__(
-        self,
-        spec: RunSpec,
-        plan: list[tuple[Scenario, str | None, int]],
-        workdir: Path,
-        client: ChatClient,
-        writer: TraceWriter,
-        token_ratio: float,
-    ) -> None:
-        self.spec, self.plan, self.workdir = spec, plan, workdir
-        self.client, self.writer, self.token_ratio = client, writer, token_ratio
-        self.capture = CallCapture(writer, ChatTokenCounter(writer.header.tokenizer))
-        self.gate = asyncio.Semaphore(spec.opts.parallel)
-
-    async def one(self, i: int, progress: ProgressSink | None) -> SessionStats:
-        """Session ``i``, once the gate lets it start; progress told when it starts and ends."""
-        spec = self.spec
-        setup = session_setup(spec.opts, self.plan, i, spec.seed, self.workdir, spec.kind)
-        async with self.gate:
-            stats = await run_session(
-                setup,
-                self.plan[i][0],
-                client=self.client,
-                writer=self.writer,
-                capture=self.capture,
-                on_start=progress.session_started if progress else None,
-                token_ratio=self.token_ratio,
-            )
-        if progress is not None:
-            progress.session_ended(stats)
-        return stats
-
-    async def run_all(self, progress: ProgressSink | None) -> list[SessionStats]:
-        """Every session's counters, in order; on an interruption, every session is cancelled
-        and waited for."""
-        tasks = [asyncio.create_task(self.one(i, progress)) for i in range(len(self.plan))]
-        try:
-            return list(await asyncio.gather(*tasks))
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def session_setup(
-    opts: GenerateOptions,
-    plan: list[tuple[Scenario, str | None, int]],
-    i: int,
-    seed: int,
-    workdir: Path,
-    kind: str,
-) -> SessionSetup:
-    """Session ``i`` of the run: id ``s{seed}-{i}``, seed ``seed + i`` (wherever it runs)."""
-    _, task, attempt = plan[i]
-    return SessionSetup(
-        index=i,
-        session_id=f"s{seed}-{i}",
-        seed=seed + i,
-        workdir=workdir,
-        sandbox_kind=kind,
-        evaluate=opts.evaluate,
-        keep_workspace=opts.keep_workspaces,
-        task=task,
-        attempt=attempt,
-        pace_real=opts.pace == "real",
-    )
 
 
 def generator_info(opts: GenerateOptions, sessions: int, kind: str) -> dict[str, Any]:
