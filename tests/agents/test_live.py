@@ -250,7 +250,10 @@ def test_json_output_names_the_results(tmp_path: Path) -> None:
     ("args", "says"),
     [
         (["--sweep", "1,x"], "--sweep/--parallel '1,x': write the concurrency levels"),
-        (["--sweep", "0,2"], "--concurrency/--sweep/--parallel '0,2': Input should be greater than or equal to 1"),
+        (
+            ["--sweep", "0,2"],
+            "--concurrency/--sweep/--parallel '0,2': Input should be greater than or equal to 1",
+        ),
         (["--power", "rapl"], "--power 'rapl': only 'nvml'"),
         (["--power", "nvml", "--power-watts", "300"], "not both"),
     ],
