@@ -5,8 +5,9 @@ product here (``--agent NAME``: ``product_run``), or a Ray cluster with ``--ray`
 from __future__ import annotations
 
 from agentload.generate.options import GenerateOptions
-from agentload.generate.run import ProgressSink, RunResult, run_spec
+from agentload.generate.run import RunResult, run_spec
 from agentload.generate.run import generate as generate_here
+from agentload.generate.sessions import ProgressSink
 from agentload.products.registry import product
 
 __all__ = ["generate"]

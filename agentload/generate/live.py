@@ -31,8 +31,9 @@ from agentload.generate.dispatch import generate
 from agentload.generate.live_capacity import LiveProbe
 from agentload.generate.live_point import live_point
 from agentload.generate.options import GenerateOptions
-from agentload.generate.run import ProgressSink, RunResult, endpoint_simulator
+from agentload.generate.run import RunResult, endpoint_simulator
 from agentload.generate.run import prepare_trace_path as _prepare_trace_path
+from agentload.generate.sessions import ProgressSink
 from agentload.measure.capacity_search import search_capacity
 from agentload.measure.files import write_run
 from agentload.measure.metrics import SLO, prompt_token_ratio

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from agentload.generate.dispatch import generate
 from agentload.generate.options import GenerateOptions
-from agentload.generate.run import ProgressSink, RunResult
+from agentload.generate.run import RunResult
+from agentload.generate.sessions import ProgressSink
 from agentload.measure.capacity import Stop, check_objectives, session_latencies
 from agentload.measure.points import Point
 from agentload.measure.records import Phase

@@ -32,13 +32,17 @@ from agentload.agents.tracing import SessionStats
 from agentload.auth import api_key_from_env
 from agentload.errors import AgentProductError, SandboxError
 from agentload.generate.run import (
-    ProgressSink,
     RunResult,
     RunSpec,
     calibrated_header,
     open_endpoint,
 )
-from agentload.generate.sessions import ProductSessions, SessionPlace, run_sessions
+from agentload.generate.sessions import (
+    ProductSessions,
+    ProgressSink,
+    SessionPlace,
+    run_sessions,
+)
 from agentload.masking import PLACEHOLDER_KEY, redact_url
 from agentload.products.install import AgentInstallError, Installed, install, spec_of
 from agentload.products.live import LiveCounts

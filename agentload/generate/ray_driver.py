@@ -52,7 +52,6 @@ from agentload.generate.ray_actor import Batch, GenerateWorker, stats_from_wire
 from agentload.generate.run import (
     CALIBRATION_TIMEOUT_S,
     SIM_MODEL,
-    ProgressSink,
     RunResult,
     RunSpec,
     check_endpoint,
@@ -60,7 +59,7 @@ from agentload.generate.run import (
     run_header,
     run_spec,
 )
-from agentload.generate.sessions import StartHook, run_sessions
+from agentload.generate.sessions import ProgressSink, StartHook, run_sessions
 from agentload.masking import redact_url
 from agentload.products.registry import product
 from agentload.raycluster import ClockOffset, Cluster, connect, measure_offset, require_ray

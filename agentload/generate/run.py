@@ -28,7 +28,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from agentload.agents.llm import ChatClient
 from agentload.agents.tracing import SessionStats
@@ -38,7 +38,7 @@ from agentload.errors import ConfigError
 from agentload.errortext import clip
 from agentload.generate.calibrate import TokenRatio, calibrate
 from agentload.generate.options import GenerateOptions, check_options
-from agentload.generate.sessions import BuiltinSessions, SessionPlace, run_sessions
+from agentload.generate.sessions import BuiltinSessions, ProgressSink, SessionPlace, run_sessions
 from agentload.masking import redact_url
 from agentload.options.engines import get_engine
 from agentload.outfile import output_dir, write_errors
@@ -72,14 +72,6 @@ __all__ = [
 SIM_MODEL = "agentload-sim"
 CALIBRATION_TIMEOUT_S = 120.0
 """The longest the token calibration may take (less when ``--call-timeout`` is less)."""
-
-
-class ProgressSink(Protocol):
-    """Receives sessions as they start; reads their live ``SessionStats``."""
-
-    def session_started(self, stats: SessionStats) -> None: ...
-
-    def session_ended(self, stats: SessionStats) -> None: ...
 
 
 @dataclass

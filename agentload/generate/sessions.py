@@ -28,7 +28,6 @@ from agentload.agents.tracing import SessionStats
 if TYPE_CHECKING:
     from agentload.agents.llm import ChatClient
     from agentload.generate.options import GenerateOptions
-    from agentload.generate.run import ProgressSink
     from agentload.products.session import ProductRun
     from agentload.protocols import TraceSink
     from agentload.scenarios.models import Scenario
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BuiltinSessions",
     "ProductSessions",
+    "ProgressSink",
     "SessionPlace",
     "SessionPlan",
     "SessionRunner",
@@ -87,6 +87,14 @@ class SessionPlace:
 
     def scenario(self, i: int) -> Scenario:
         return self.plan[i][0]
+
+
+class ProgressSink(Protocol):
+    """Receives sessions as they start; reads their live ``SessionStats``."""
+
+    def session_started(self, stats: SessionStats) -> None: ...
+
+    def session_ended(self, stats: SessionStats) -> None: ...
 
 
 class SessionRunner(Protocol):
