@@ -4,13 +4,17 @@
 
 * ``options``    — ``GenerateOptions``: each option declared once, and the checks across them
 * ``run``        — a generate run: N sessions, K at a time, one trace file
-* ``dispatch``   — where a run goes, decided once: this process, or a Ray cluster (``--ray``)
+* ``sessions``   — the sessions the same on every executor: the agent kind's runner
+  (agentload's agents or an agent product) and ``run_sessions``, K at a time
+* ``dispatch``   — where a run goes, decided once: this process (agentload's agents, or an
+  agent product: ``product_run``), or a Ray cluster (``--ray``)
 * ``ray_driver`` — the run on a Ray cluster: the driver; ``ray_actor`` — the actor that runs a
   worker's sessions and relays their records
 * ``calibrate``  — the run's server/ours token ratio, measured once before the sessions
 * ``simproc``    — the built-in simulator in a child process
 * ``live``       — the live benchmark: one run per ``--sweep`` level, its traces → the
-  ``ResultsDocument`` (``mode: live``), results.json, summary.csv, report.html
+  ``ResultsDocument`` (``mode: live``, its config an ``options.live.LiveConfig``),
+  results.json, summary.csv, report.html
 * ``live_capacity`` — ``--capacity``: a probe as rounds of live runs at one parallelism
   (the search itself is ``measure.capacity_search``'s)
 * ``live_point`` — one run's trace → its ``Point``: the request and session records, the
