@@ -32,14 +32,13 @@ from pydantic import Field
 
 from agentload.measure.aggregates import ResultsModel
 from agentload.measure.records import RequestRecord, SessionResult
-from agentload.options.values import slo_key
+from agentload.options.slo import Objective
 from agentload.quantiles import percentile
 
 __all__ = [
     "AtCapacity",
     "Capacity",
     "Check",
-    "Objective",
     "Probe",
     "Stop",
     "Verdict",
@@ -53,38 +52,6 @@ __all__ = [
 
 Z95 = 1.96
 """The normal quantile of a two-sided 95% interval."""
-
-
-class Objective(StrEnum):
-    """What an SLO bounds, per request."""
-
-    TTFT = "ttft"
-    TPOT = "tpot"
-    E2E = "e2e"
-    TPS_USER = "tps_user"
-    SESSION = "session"
-    """Session latency, per session (not per request)."""
-
-    @property
-    def higher_is_better(self) -> bool:
-        return self is Objective.TPS_USER
-
-    @property
-    def unit(self) -> str:
-        """The unit of its values and threshold as results.json holds them."""
-        return "tok/s" if self is Objective.TPS_USER else "ms"
-
-    @property
-    def key(self) -> str:
-        """Its key in ``--slo`` values and in ``config.slo`` (``ttft_ns``, ``tps_user``)."""
-        return slo_key(self.value)
-
-    def threshold(self, slo: dict[str, float | None]) -> float | None:
-        """Its threshold in ``unit`` from a ``config.slo`` dict (ns → ms), None when unset."""
-        v = slo.get(self.key)
-        if v is None:
-            return None
-        return float(v) if self is Objective.TPS_USER else v / 1e6
 
 
 class Verdict(StrEnum):

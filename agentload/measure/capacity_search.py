@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from agentload.measure.capacity import (
     AtCapacity,
     Capacity,
-    Objective,
     Probe,
     Stop,
     Verdict,
@@ -29,6 +28,7 @@ from agentload.measure.points import Point
 from agentload.measure.records import Phase
 from agentload.measure.search import CapacitySearch
 from agentload.options.capacity import CapacityOptions
+from agentload.options.slo import Objective
 from agentload.options.values import parse_resolution
 from agentload.quantiles import percentile
 

@@ -3,6 +3,7 @@ values (the CLI turns a failed check into one line naming the option).
 
 * ``values``  — limits of the count options, the text forms (durations, SLOs, levels), what a
   header, body field or endpoint URL may be
+* ``slo``     — ``Objective`` (what an SLO bounds) and ``--slo``'s text form
 * ``modes``   — the words of the few-words options (``--salt-at``, ``--fit``)
 * ``engines`` — the engine presets (the extras each server accepts; docs/engines.md)
 * ``measure``, ``capacity`` — the measurement options (GPUs, power, SLO, targets) and, on top,

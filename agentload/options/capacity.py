@@ -24,33 +24,15 @@ class CapacityOptions(MeasureOptions):
             "Search the most concurrent sessions whose steady state meets --slo at "
             "--slo-percentile (docs/replay.md)."
         ),
-    ] = Field(
-        default=False,
-        description="search concurrency for the capacity at --slo (--capacity)",
-    )
+    ] = False
     slo_percentile: Annotated[
         float, Flag("Percentile of requests that must meet each objective (--capacity).")
-    ] = Field(
-        default=90.0,
-        gt=0,
-        lt=100,
-        allow_inf_nan=False,
-        description="the percentile of requests each SLO objective is judged at (--slo-percentile)",
-    )
+    ] = Field(default=90.0, gt=0, lt=100, allow_inf_nan=False)
     capacity_resolution: Annotated[
         str, Flag("How close the search brackets the answer: sessions (4) or a share (5%).")
-    ] = Field(
-        default="5%",
-        description="the search stops when the levels that met and missed the SLO are at most "
-        "this far apart: sessions, or a share of the lower one (--capacity-resolution)",
-    )
+    ] = "5%"
     capacity_max: Annotated[int, Flag("The highest concurrency the capacity search probes.")] = (
-        Field(
-            default=4096,
-            ge=1,
-            le=MAX_LEVEL,
-            description="the highest concurrency the capacity search probes (--capacity-max)",
-        )
+        Field(default=4096, ge=1, le=MAX_LEVEL)
     )
 
     @field_validator("capacity_resolution")

@@ -26,11 +26,7 @@ class ClusterOptions(BaseModel):
             "docs/distributed.md).",
             metavar="[ADDRESS]",
         ),
-    ] = Field(
-        default=None,
-        description="the Ray cluster the run used (--ray [ADDRESS]): local (a Ray instance on "
-        "this machine), auto, or HOST:PORT; None: one process",
-    )
+    ] = None
     workers: Annotated[
         int | None,
         Flag(
@@ -38,13 +34,7 @@ class ClusterOptions(BaseModel):
             "flight); needs --ray.",
             metavar="N",
         ),
-    ] = Field(
-        default=None,
-        ge=1,
-        le=MAX_WORKERS,
-        description="workers on the cluster (--workers; default: one per cluster CPU, at most "
-        "the sessions in flight)",
-    )
+    ] = Field(default=None, ge=1, le=MAX_WORKERS)
 
     @model_validator(mode="after")
     def _workers_need_ray(self) -> ClusterOptions:

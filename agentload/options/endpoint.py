@@ -26,60 +26,38 @@ class EndpointOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    endpoint: Annotated[str, Flag("OpenAI-compatible base URL (…/v1).")] = Field(
-        description="OpenAI-compatible base URL (…/v1), credentials stripped (--endpoint)"
-    )
-    model: Annotated[str, Flag("Model name the target serves.")] = Field(
-        description="model name sent to the target (--model)"
-    )
-    engine: Annotated[str, Flag("vllm|sglang|trtllm|dynamo|llamacpp|openai (docs/engines.md).")] = (
-        Field(default="vllm", description=f"engine preset: {'|'.join(ENGINES)} (--engine)")
-    )
+    endpoint: Annotated[str, Flag("OpenAI-compatible base URL (…/v1); kept without credentials.")]
+    model: Annotated[str, Flag("Model name the target serves.")]
+    engine: Annotated[str, Flag(f"{'|'.join(ENGINES)} (docs/engines.md).")] = "vllm"
     extras: Annotated[
-        bool, Flag("Do not send ignore_eos/min_tokens.", name="--no-extras", invert=True)
-    ] = Field(
-        default=True, description="send the preset's ignore_eos/min_tokens (--no-extras: off)"
-    )
+        bool,
+        Flag(
+            "Send the engine preset's ignore_eos/min_tokens (--no-extras: do not).",
+            name="--no-extras",
+            invert=True,
+        ),
+    ] = True
     session_header: Annotated[
         str | None, Flag("Header carrying a session id (KV-aware routing).")
-    ] = Field(default=None, description="header carrying the session id (--session-header)")
-    session_field: Annotated[str | None, Flag("Body field carrying a session id.")] = Field(
-        default=None, description="body field carrying the session id (--session-field)"
-    )
+    ] = None
+    session_field: Annotated[str | None, Flag("Body field carrying a session id.")] = None
     modeled_server: Annotated[
         str | None,
         Flag(
             "The target's timings are a model, not hardware (e.g. Dynamo's mocker workers): "
             "say which; the summary and report label them so."
         ),
-    ] = Field(
-        default=None,
-        max_length=200,
-        description="what models the target's timings when they are a model of a server, not "
-        "a measurement of hardware (Dynamo's mocker workers: --modeled-server); the summary "
-        "and the report label the run so",
-    )
+    ] = Field(default=None, max_length=200)
     timeout_s: Annotated[
         float, Flag("Per-request timeout in seconds (the probe: at most 10).", name="--timeout")
-    ] = Field(
-        default=600.0,
-        gt=0,
-        allow_inf_nan=False,
-        description="per-request timeout, s: each request as a whole, and at most "
-        "PROBE_TIMEOUT_S for the /models probe and warm-up (--timeout)",
-    )
+    ] = Field(default=600.0, gt=0, allow_inf_nan=False)
     api: Annotated[
         Literal["auto", "chat"],
         Flag(
             "auto: calls recorded in Responses, Messages or Gemini (agentload record) go in "
             "that API when the target answers it, else as Chat Completions; chat: all as chat."
         ),
-    ] = Field(
-        default="auto",
-        description="auto: a call recorded in OpenAI Responses, Anthropic Messages or Google's "
-        "Gemini API is sent in that API when the target answers it (one probe per API), else as "
-        "its Chat Completions translation; chat: every call as Chat Completions (--api)",
-    )
+    ] = "auto"
 
     @field_validator("engine")
     @classmethod

@@ -28,8 +28,10 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import typer
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, GetJsonSchemaHandler, ValidationError
 from pydantic.fields import FieldInfo
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from agentload.errors import ConfigError
 
@@ -43,7 +45,8 @@ class Flag:
     """How a config field is given on the command line."""
 
     help: str
-    """The option's help line (the field's ``description`` is the long form, for documents)."""
+    """The option's help, the field's one text: ``--help`` shows it, and results.json's JSON
+    Schema describes the field with it."""
     name: str | None = None
     """The option, when not ``--`` + the field's name with dashes (``--duration``)."""
     short: str | None = None
@@ -65,6 +68,14 @@ class Flag:
     """More names of the same option (``--sweep`` and ``--parallel`` for ``--concurrency``)."""
     switch: Switch | None = None
     """A switch that gives the field one value (``--no-salt``: ``--salt-at off``)."""
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The field's description in a JSON Schema (results.json's) is its help: one text."""
+        out = handler(schema)
+        out.setdefault("description", self.help)
+        return out
 
 
 @dataclass(frozen=True)

@@ -38,11 +38,7 @@ def _levels_text(v: Any) -> Any:
 Levels = Annotated[
     list[Annotated[int, Field(ge=1, le=MAX_LEVEL)]],
     BeforeValidator(_levels_text),
-    Field(
-        min_length=1,
-        description="sessions in flight at once, one point per level (--concurrency N, or a "
-        "sweep: --sweep 1,2,4; generate's --parallel)",
-    ),
+    Field(min_length=1),
     Flag(
         "Sessions in flight at once; several, comma-separated, run one point each (a sweep: "
         "1,2,4,8).",
@@ -73,30 +69,15 @@ class LoadOptions(BaseModel):
     levels: Levels = Field(default=[1])
     arrival_rate: Annotated[
         float | None, Flag("Start sessions as a Poisson process (sessions/s).")
-    ] = Field(
-        default=None,
-        gt=0,
-        allow_inf_nan=False,
-        description="Poisson sessions/s instead of lanes (--arrival-rate)",
-    )
+    ] = Field(default=None, gt=0, allow_inf_nan=False)
     duration_s: Annotated[
         float | None, Flag("Seconds of measured load per point.", name="--duration")
-    ] = Field(
-        default=None,
-        gt=0,
-        allow_inf_nan=False,
-        description="measured seconds per point (--duration)",
-    )
+    ] = Field(default=None, gt=0, allow_inf_nan=False)
     sessions: Annotated[
         int | None, Flag("Session instances per point (default: max(trace sessions, N)).")
-    ] = Field(
-        default=None, ge=1, le=MAX_SESSIONS, description="session instances per point (--sessions)"
-    )
+    ] = Field(default=None, ge=1, le=MAX_SESSIONS)
     gap_scale: Annotated[float, Flag("Scale recorded waits (0 = none).")] = Field(
-        default=1.0,
-        ge=0,
-        allow_inf_nan=False,
-        description="multiplier of recorded waits (--gap-scale)",
+        default=1.0, ge=0, allow_inf_nan=False
     )
     gaps: Annotated[
         Literal["modeled", "measured"],
@@ -105,11 +86,7 @@ class LoadOptions(BaseModel):
             "prompt: see docs/realism.md), as a real session waits; measured: what the "
             "generating run measured, the modeled waits left out."
         ),
-    ] = Field(
-        default="modeled",
-        description="the timeline of the recorded waits (--gaps): modeled (measured + the "
-        "trace's modeled waits, llm_call.wait_ns) or measured",
-    )
+    ] = "modeled"
     salt_at: Annotated[
         SaltAt,
         Flag(
@@ -119,25 +96,18 @@ class LoadOptions(BaseModel):
             show_default=False,
             switch=Switch("--no-salt", "off", "The same as --salt-at off."),
         ),
-    ] = Field(
-        default="after-system",
-        description="where each session instance's unique salt line goes: start (in front of "
-        "everything but the tool schemas), after-system (after the tools and the leading "
-        "system/developer messages, so those are shared across sessions), off (no salt) "
-        "(--salt-at; --no-salt = off; an older file's salt: true/false = start/off)",
-    )
+    ] = "after-system"
+    """A config written before ``salt_at`` has ``salt``: true reads as ``start``, false as
+    ``off`` (``_salt_flag``)."""
     start_at: Annotated[
         Literal["random", "zero"],
         Flag(
             "random (the default): join mid-flight after a warm-up; zero: from the start.",
             show_default=False,
         ),
-    ] = Field(default="random", description="random (mid-flight join) or zero (--start-at)")
+    ] = "random"
     seed: Annotated[int, Flag("Seed of join points, arrivals and synthesized prompts.")] = Field(
-        default=0,
-        ge=-MAX_SEED,
-        le=MAX_SEED,
-        description="seed of join points, arrivals and synthesized prompts (--seed)",
+        default=0, ge=-MAX_SEED, le=MAX_SEED
     )
     schedule: Annotated[
         Literal["closed", "recorded"],
@@ -145,21 +115,10 @@ class LoadOptions(BaseModel):
             "closed: a call waits for its predecessors (--concurrency, --arrival-rate); "
             "recorded: open loop, each call at its recorded time offset (x --time-scale)."
         ),
-    ] = Field(
-        default="closed",
-        description="closed: each call waits for its predecessors (lanes or arrivals); "
-        "recorded: open loop, every call sent at its recorded offset from the trace's first "
-        "submit, times --time-scale (--schedule)",
-    )
+    ] = "closed"
     time_scale: Annotated[
         float, Flag("--schedule recorded: multiply the recorded offsets (0.5 = twice as fast).")
-    ] = Field(
-        default=1.0,
-        gt=0,
-        allow_inf_nan=False,
-        description="multiplier of the recorded offsets with --schedule recorded (0.5: twice "
-        "as fast) (--time-scale)",
-    )
+    ] = Field(default=1.0, gt=0, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod

@@ -9,7 +9,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentload.options.flags import Flag
-from agentload.options.values import MAX_GPUS, SLO_KEYS, bad_value, parse_slo, slo_key
+from agentload.options.slo import Objective, parse_slo
+from agentload.options.values import MAX_GPUS, bad_value
 
 __all__ = ["MeasureOptions"]
 
@@ -26,38 +27,25 @@ class MeasureOptions(BaseModel):
         ]
         | None,
         Flag(
-            "e.g. ttft=2s,tpot=50ms,e2e=60s,tps_user=160 (per request), session=20m (per "
-            "session: --capacity).",
+            "Objectives, e.g. ttft=2s,tpot=50ms,e2e=60s,tps_user=160 (per request), "
+            "session=20m (per session: --capacity); kept as ttft_ns, tpot_ns, e2e_ns, "
+            "session_ns (ns) and tps_user (tokens/s per user, 1 s / TPOT).",
             reads=str | None,
         ),
-    ] = Field(
-        default=None,
-        description="SLO thresholds: ttft_ns, tpot_ns, e2e_ns in ns, tps_user in tokens/s per "
-        "user, 1 s / TPOT (--slo ttft=2s,tpot=50ms,tps_user=160); session_ns, the latency of a "
-        "whole session, judged per session by --capacity",
-    )
+    ] = None
     gpus: Annotated[int | None, Flag("GPUs behind the endpoint (per-GPU figures).")] = Field(
-        default=None, ge=1, le=MAX_GPUS, description="GPUs behind the endpoint (--gpus)"
+        default=None, ge=1, le=MAX_GPUS
     )
     power_watts: Annotated[
         float | None, Flag("Power draw of the target in W (per-MW figures).", metavar="W")
-    ] = Field(
-        default=None,
-        gt=0,
-        allow_inf_nan=False,
-        description="constant power draw in W (--power-watts)",
-    )
+    ] = Field(default=None, gt=0, allow_inf_nan=False)
     power: Annotated[
         Literal["nvml"] | None, Flag("'nvml': measure the GPUs' energy.", metavar="nvml")
-    ] = Field(default=None, description="'nvml' to measure energy (--power)")
+    ] = None
     target_tps_user: Annotated[
         list[Annotated[float, Field(gt=0, allow_inf_nan=False)]],
         Flag("Headline target tokens/s per user (repeatable; default 160).", reads=list[float]),
-    ] = Field(
-        default=[160.0],
-        min_length=1,
-        description="headline targets, tokens/s per user (--target-tps-user)",
-    )
+    ] = Field(default=[160.0], min_length=1)
 
     @field_validator("power", mode="before")
     @classmethod
@@ -72,12 +60,10 @@ class MeasureOptions(BaseModel):
         if isinstance(v, str):
             return parse_slo(v)
         if isinstance(v, dict):
-            unknown = sorted(set(v) - {slo_key(k) for k in SLO_KEYS})
+            unknown = sorted(set(v) - {o.key for o in Objective})
             if unknown:
-                raise bad_value(
-                    f"unknown objective(s) {', '.join(unknown)}; use ttft_ns, tpot_ns, e2e_ns, "
-                    "tps_user, session_ns"
-                )
+                keys = ", ".join(o.key for o in Objective)
+                raise bad_value(f"unknown objective(s) {', '.join(unknown)}; use {keys}")
         return v
 
     @model_validator(mode="after")

@@ -45,21 +45,12 @@ class ReplayConfig(ClusterOptions, CapacityOptions, LoadOptions, EndpointOptions
     )
     traces: Annotated[
         list[str], Flag("Trace files (.agentload.jsonl[.zst]).", argument=True, reads=list[Path])
-    ] = Field(description="trace files replayed, in the order given (arguments)")
+    ]
     scrape_metrics: Annotated[
         str | None, Flag("Prometheus /metrics URL, or several comma-separated, scraped at 1 Hz.")
-    ] = Field(
-        default=None,
-        description="Prometheus URL(s) scraped at 1 Hz, comma-separated (--scrape-metrics)",
-    )
+    ] = None
     max_error_rate: Annotated[float, Flag("Exit 3 when a larger share of the requests failed.")] = (
-        Field(
-            default=0.5,
-            ge=0,
-            le=1,
-            allow_inf_nan=False,
-            description="failed share of all requests above which the run exits 3 (--max-error-rate)",
-        )
+        Field(default=0.5, ge=0, le=1, allow_inf_nan=False)
     )
     tokenizer: Annotated[
         str | None,
@@ -67,40 +58,21 @@ class ReplayConfig(ClusterOptions, CapacityOptions, LoadOptions, EndpointOptions
             "Tokenizer of prompts synthesized for content-free traces: o200k_base "
             "(default), cl100k_base, hf:PATH/tokenizer.json."
         ),
-    ] = Field(
-        default=None,
-        description="tokenizer of synthesized prompts (content-free traces): o200k_base (the "
-        "default when None), cl100k_base or hf:PATH/tokenizer.json (--tokenizer)",
-    )
+    ] = None
     max_context: Annotated[
         int | None,
         Flag("Fit the traces to N tokens per call (prompt + output); see --fit."),
-    ] = Field(
-        default=None,
-        ge=1,
-        le=MAX_CONTEXT,
-        description="fit the traces to this many tokens per call, prompt + output (--max-context)",
-    )
+    ] = Field(default=None, ge=1, le=MAX_CONTEXT)
     fit: Annotated[
         FitMode,
         Flag(
             "cut-session: keep each session up to its first call above --max-context; "
             "drop-session: leave such sessions out."
         ),
-    ] = Field(
-        default="cut-session",
-        description="how --max-context fits a session with a call above it: cut-session "
-        "(keep it up to that call) or drop-session (leave it out) (--fit)",
-    )
+    ] = "cut-session"
     repeat: Annotated[
         int, Flag("Run every point N times: means with 95% intervals (compare tests them).")
-    ] = Field(
-        default=1,
-        ge=1,
-        le=100,
-        description="runs of every point (--repeat): results.json's repeats give each "
-        "headline metric's mean and 95% interval",
-    )
+    ] = Field(default=1, ge=1, le=100)
 
     @model_validator(mode="after")
     def _capacity_load(self) -> ReplayConfig:

@@ -6,7 +6,6 @@ a config model reports with the field as its location.
 
 from __future__ import annotations
 
-import math
 import re
 
 import httpx
@@ -23,7 +22,6 @@ __all__ = [
     "MAX_WORKERS",
     "RESERVED_BODY_FIELDS",
     "RESERVED_HEADERS",
-    "SLO_KEYS",
     "bad_value",
     "endpoint_problem",
     "header_name_problem",
@@ -31,8 +29,6 @@ __all__ = [
     "parse_duration_ns",
     "parse_levels",
     "parse_resolution",
-    "parse_slo",
-    "slo_key",
 ]
 
 # The largest value each count option takes (replay's, and generate's, which are checked here
@@ -53,7 +49,6 @@ MAX_SEED = 2**53
 
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000}
 _DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ns|us|ms|s|m)?\s*$")
-SLO_KEYS = ("ttft", "tpot", "e2e", "tps_user", "session")
 
 
 def bad_value(message: str) -> PydanticCustomError:
@@ -70,42 +65,6 @@ def parse_duration_ns(text: str, default_unit: str = "s") -> int:
     if ns <= 0:
         raise bad_value(f"duration {text!r} must be more than 0")
     return ns
-
-
-def parse_slo(text: str) -> dict[str, int | float | None] | None:
-    """``ttft=2s,tpot=50ms,e2e=60s,tps_user=160`` (any subset) → ``{"ttft_ns": …, "tpot_ns":
-    …, "e2e_ns": …, "tps_user": …}`` (None when empty): durations in ns, tokens/s as given."""
-    vals: dict[str, int | float] = {}
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        key, sep, value = part.partition("=")
-        key = key.strip().lower()
-        if not sep or key not in SLO_KEYS:
-            raise bad_value(
-                f"unknown objective {part.strip()!r}; write ttft=2s,tpot=50ms,e2e=60s,"
-                "tps_user=160,session=20m (any subset)"
-            )
-        if key == "tps_user":
-            vals[key] = _rate(value)
-        else:
-            vals[f"{key}_ns"] = parse_duration_ns(value)
-    return {slo_key(k): vals.get(slo_key(k)) for k in SLO_KEYS} if vals else None
-
-
-def slo_key(objective: str) -> str:
-    """An objective's key in ``slo`` dicts: ``ttft_ns``, …, ``tps_user`` (a rate, not ns)."""
-    return objective if objective == "tps_user" else f"{objective}_ns"
-
-
-def _rate(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not math.isfinite(v) or v <= 0:
-        raise bad_value(f"tps_user={text!r}: expected tokens/s per user, a number above 0")
-    return v
 
 
 def parse_resolution(text: str) -> tuple[int | None, float | None]:

@@ -42,7 +42,7 @@ class RealismOptions(BaseModel):
             argument=True,
             reads=list[str] | None,
         ),
-    ] = Field(default_factory=list, description="our traces (arguments)")
+    ] = Field(default_factory=list)
     against: Annotated[
         list[str],
         Flag(
@@ -50,7 +50,7 @@ class RealismOptions(BaseModel):
             "Claude Code logs, Codex rollouts ...). Repeat for several paths.",
             reads=list[str] | None,
         ),
-    ] = Field(default_factory=list, description="the corpus's paths (--against)")
+    ] = Field(default_factory=list)
     json_: Annotated[
         bool, Flag("Print the result as one JSON object (last line).", name="--json")
     ] = False

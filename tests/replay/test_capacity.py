@@ -19,10 +19,10 @@ import pytest
 from replay_servers import timed_serve
 from replay_traces import linear_trace
 
-from agentload.measure.capacity import Objective, check_objectives, interval, samples
+from agentload.measure.capacity import check_objectives, interval, samples
 from agentload.measure.records import Phase, RequestRecord
 from agentload.measure.search import CapacitySearch
-from agentload.options.values import parse_slo
+from agentload.options.slo import Objective, parse_slo
 
 D, DEG, T = 400.0, 0.25, 90.0
 """The profile's decode rate and degradation, and the test's tokens/s per user."""

@@ -21,6 +21,7 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 from agentload.measure.records import Phase, RequestRecord, SessionResult, Window
+from agentload.options.slo import Objective
 from agentload.quantiles import percentile
 
 __all__ = ["SLO", "Column", "Metric", "MetricContext", "compute_all", "distribution"]
@@ -69,18 +70,18 @@ class SLO:
         if not slo:
             return None
         ns = {
-            k: None if slo.get(k) is None else int(slo[k] or 0)
-            for k in ("ttft_ns", "tpot_ns", "e2e_ns")
+            o.key: None if slo.get(o.key) is None else int(slo[o.key] or 0)
+            for o in (Objective.TTFT, Objective.TPOT, Objective.E2E)
         }
-        rate = slo.get("tps_user")
+        rate = slo.get(Objective.TPS_USER.key)
         return cls(**ns, tps_user=None if rate is None else float(rate))
 
     def to_dict(self) -> dict[str, float | None]:
         return {
-            "ttft_ns": self.ttft_ns,
-            "tpot_ns": self.tpot_ns,
-            "e2e_ns": self.e2e_ns,
-            "tps_user": self.tps_user,
+            Objective.TTFT.key: self.ttft_ns,
+            Objective.TPOT.key: self.tpot_ns,
+            Objective.E2E.key: self.e2e_ns,
+            Objective.TPS_USER.key: self.tps_user,
         }
 
 
