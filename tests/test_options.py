@@ -15,7 +15,16 @@ from typer.testing import CliRunner
 
 from agentload.errors import ConfigError
 from agentload.generate.options import GenerateOptions
-from agentload.options.flags import Flag, flag_of, given, option_name, parameters, validated
+from agentload.options.cluster import ClusterOptions
+from agentload.options.flags import (
+    Flag,
+    Switch,
+    flag_of,
+    given,
+    option_name,
+    parameters,
+    validated,
+)
 from agentload.options.measure import MeasureOptions
 from agentload.options.replay import ReplayConfig
 
@@ -26,8 +35,13 @@ class Toy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     files: Annotated[list[str], Flag("Input files.", argument=True, reads=list[Path])]
-    level: Annotated[int, Flag("How hard.", short="-l")] = Field(default=3, ge=1, le=9)
-    mode: Annotated[Literal["fast", "slow"], Flag("fast or slow.")] = "fast"
+    level: Annotated[int, Flag("How hard.", short="-l", aliases=("--effort",))] = Field(
+        default=3, ge=1, le=9
+    )
+    mode: Annotated[
+        Literal["fast", "slow"],
+        Flag("fast or slow.", switch=Switch("--slowly", "slow", "The same as --mode slow.")),
+    ] = "fast"
     wait_s: Annotated[float | None, Flag("Seconds to wait.", name="--wait")] = Field(
         default=None, gt=0
     )
@@ -64,8 +78,29 @@ def test_a_field_is_its_option_with_help_default_and_range() -> None:
     assert res.exit_code == 0 and seen[-1] == Toy(files=["a.txt"])  # the model's defaults
 
 
+def test_an_option_with_more_names_and_a_switch_give_the_same_field() -> None:
+    """An alias is the same option (``--effort`` is ``--level``); a ``Switch`` stands for one
+    value of its field's option (``--slowly`` is ``--mode slow``) and refuses another; the
+    JSON Schema describes each field with its one help text."""
+    app, seen = _app()
+    runner = CliRunner()
+    for argv in (["--effort", "5"], ["--level", "5"], ["-l", "5"]):
+        res = runner.invoke(app, ["a.txt", *argv])
+        assert res.exit_code == 0 and seen[-1].level == 5, (argv, res.output)
+    res = runner.invoke(app, ["a.txt", "--slowly"])
+    assert res.exit_code == 0 and seen[-1].mode == "slow"
+    res = runner.invoke(app, ["a.txt", "--slowly", "--mode", "slow"])
+    assert res.exit_code == 0 and seen[-1].mode == "slow"
+    with pytest.raises(ConfigError, match=r"^--slowly is --mode slow; it contradicts --mode fast$"):
+        given({"slowly": True, "mode": "fast"}, Toy)
+    with pytest.raises(ConfigError, match=r"^--level/--effort 0: "):
+        validated(Toy, {"files": [], "level": 0})
+    props = Toy.model_json_schema()["properties"]
+    assert props["level"]["description"] == "How hard." and "description" not in props["internal"]
+
+
 def test_a_bad_value_names_the_option_as_written() -> None:
-    with pytest.raises(ConfigError, match=r"^--level 0: Input should be greater than or equal"):
+    with pytest.raises(ConfigError, match=r"^--level/--effort 0: Input should be greater than"):
         validated(Toy, {"files": [], "level": 0})
     with pytest.raises(ConfigError, match=r"^--wait -1\.0: Input should be greater than 0"):
         validated(Toy, {"files": [], "wait_s": -1.0})
@@ -76,12 +111,14 @@ def test_a_bad_value_names_the_option_as_written() -> None:
     assert option_name(Toy, "files") == "FILES" and option_name(Toy, "wait_s") == "--wait"
 
 
-def test_the_measurement_options_are_the_same_in_replay_generate_and_eval() -> None:
-    shared = set(MeasureOptions.model_fields)
+def test_the_shared_options_are_the_same_in_replay_generate_and_eval() -> None:
+    """The measurement options, the cluster's and the concurrency levels (``--concurrency``,
+    ``--sweep``, ``--parallel``, ``-p``) are one declaration in both models."""
+    shared = set(MeasureOptions.model_fields) | set(ClusterOptions.model_fields) | {"levels"}
     assert shared <= set(ReplayConfig.model_fields) and shared <= set(GenerateOptions.model_fields)
     for name in shared:
         assert repr(ReplayConfig.model_fields[name]) == repr(GenerateOptions.model_fields[name])
-        flag = flag_of(MeasureOptions.model_fields[name])
+        flag = flag_of(ReplayConfig.model_fields[name])
         assert flag is not None and option_name(ReplayConfig, name) == option_name(
             GenerateOptions, name
         )
@@ -102,4 +139,6 @@ def test_every_flagged_field_is_in_the_commands_help(
         flag = flag_of(field)
         if flag is None or flag.argument or (command == ["eval"] and name == "evaluate"):
             continue
-        assert option_name(model, name) in res.output, name
+        names = [option_name(model, name).split("/")[0], *flag.aliases]
+        names += [flag.switch.name] if flag.switch is not None else []
+        assert all(n in res.output for n in names), name

@@ -130,7 +130,8 @@ def _cli_default(field: FieldInfo, flag: Flag) -> Any:
         return flag.default
     value = field.default
     plain = isinstance(value, int | float | str | Path) and not isinstance(value, bool)
-    return value if plain and flag.show_default else None
+    shown = flag.show_default and flag.switch is None  # a switch must see it not given
+    return value if plain and shown else None
 
 
 def _parameter(name: str, field: FieldInfo, flag: Flag) -> inspect.Parameter:
