@@ -274,6 +274,7 @@ async def run_agentload(
 ) -> dict[str, Any]:
     from agentload.client.stream import StreamClient
     from agentload.options.engines import get_engine
+    from agentload.options.load import LoadOptions
     from agentload.replay.bodies import BodyBuilder
     from agentload.replay.plan import build_plans
     from agentload.replay.schedule import LoadShape, PointRunner
@@ -281,14 +282,8 @@ async def run_agentload(
 
     plans = build_plans([load_trace(trace)])
     client = StreamClient(base, max_connections=level + 8, timeout_s=300)
-    shape = LoadShape(
-        concurrency=level,
-        sessions=total,
-        start_at="zero",
-        gap_scale=0.0,
-        session_header="x-bench-id",
-        arrival_rate=rate,
-    )
+    load = LoadOptions(start_at="zero", gap_scale=0.0, arrival_rate=rate)
+    shape = LoadShape(load, concurrency=level, sessions=total, session_header="x-bench-id")
     runner = PointRunner(client, plans, BodyBuilder("agentload-sim", get_engine("vllm")), shape)
     rss0 = _rss_kib()
     await client.warm(level)
