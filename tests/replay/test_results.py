@@ -97,7 +97,7 @@ def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
             None,
             _set("schema", "agentload.replay-results/2"),
             "schema: results schema 'agentload.replay-results/2' is not supported by this "
-            "agentload (reads agentload.replay-results/1.2); upgrade agentload to read it",
+            f"agentload (reads {SCHEMA}); upgrade agentload to read it",
         ),
         (
             None,
