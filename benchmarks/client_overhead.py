@@ -1,18 +1,30 @@
-"""Client overhead of ``agentload replay`` vs AIPerf, and agentload's client timing error.
+"""Client overhead of ``agentload replay`` against the floor and AIPerf, and agentload's client
+timing error.
 
     .venv/bin/python benchmarks/client_overhead.py [--levels 10,100,1000] [--no-aiperf]
 
 The built-in simulator (``instant`` profile: no sleeps) runs in its own process, wrapped in an
 ASGI shim that logs, per request, when the server received it and when it handed out the
 first body bytes (``time.perf_counter_ns``: CLOCK_MONOTONIC, the same clock in every process
-of the machine). At each concurrency level both clients drive the same server with the same
+of the machine). At each concurrency level three clients drive the same server with the same
 shape of traffic (single-call sessions, ~100 prompt tokens, ``--output-tokens`` pinned with
 ``ignore_eos``; ``--requests-per-stream`` requests a stream, and at least ``--min-requests`` a
-level, so the lower levels are not measured over a couple of CPU-seconds), and the script
-prints the sustained chunk rate (SSE content events/s), the
-client's CPU seconds, and chunks per CPU second; the ratio is agentload's chunks/CPU-s over
-AIPerf's. The timing error is agentload's TTFT minus the server's own (first body bytes −
-request received) for the same request, at the highest level.
+level, so the lower levels are not measured over a couple of CPU-seconds):
+
+* ``agentload`` — replay's own client and point runner (records, phases, timings);
+* ``floor`` — the cost floor of this machine: as many keep-alive connections sending the same
+  requests (written out before the clock starts) and reading the same responses, counting
+  bytes, SSE events and content events by byte patterns only (no HTTP parser, no JSON, no
+  records);
+* ``aiperf`` — AIPerf, the peer.
+
+The table (``COLUMNS``: a stable format scripts read; the JSON line's ``rows`` carry every
+cell) gives per level and client the content chunks read, their sustained rate, the client's
+CPU seconds, chunks per CPU second, CPU µs per chunk and that cost as a multiple of the
+floor's. The headlines: agentload's cost per chunk as a multiple of the floor's at each level
+(goal ≤ 2), its cost at the highest level over the lowest (goal within 5%), and its chunks
+per CPU-second over AIPerf's. The timing error is agentload's TTFT minus the server's own
+(first body bytes − request received) for the same request, at ``--timing-streams``.
 
 AIPerf is installed on demand by ``scripts/aiperf.sh install`` (its own cached, pinned venv
 under /var/tmp/agentload-aiperf; ~1.2 GB), never into agentload's; it runs offline with the tokenizer
@@ -306,10 +318,108 @@ async def run_agentload(
         "failed": len(run.requests) - len(ok),
         "ttft": ttft,
         "first": first,
-        "max_inflight": run.stats.max_inflight,
+        "max_inflight": runner.stats.max_inflight,
         # resident memory at the end of the run over what the process held before this
         # level's connections: per stream, its connection and its records
         "kib_per_stream": (rss1 - rss0) / level,
+    }
+
+
+# ------------------------------------------------------------------------ the floor ------
+_CONTENT_EVENT = b'"delta":{"content":"'
+"""How the floor tells a content event (a chunk) without parsing: the simulator's bytes."""
+
+
+class _FloorConn(asyncio.Protocol):
+    """One keep-alive connection of the floor: counts bytes, SSE events and content events by
+    byte patterns (no HTTP parser, no JSON, no records); a response ends at the chunked
+    body's last chunk."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.tail = b""
+        self.bytes = self.events = self.chunks = 0
+        self.done: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.bytes += len(data)
+        tail, joined = self.tail, self.tail + data
+        self.events += joined.count(b"data: ") - tail.count(b"data: ")
+        self.chunks += joined.count(_CONTENT_EVENT) - tail.count(_CONTENT_EVENT)
+        self.tail = joined[-32:]
+        if self.tail.endswith(b"\r\n0\r\n\r\n") and self.done and not self.done.done():
+            self.done.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.done is not None and not self.done.done():
+            self.done.set_exception(exc or ConnectionError("closed mid-response"))
+
+
+def _floor_request(host: str, i: int, out_tokens: int) -> bytes:
+    """Request ``i`` as agentload sends it (the trace's prompt, the vllm preset's pinned
+    length and usage chunk), written out once before the clock starts."""
+    words = " ".join(f"w{(i * 7 + k) % 997}" for k in range(60))
+    body = json.dumps(
+        {
+            "model": "agentload-sim",
+            "messages": [{"role": "user", "content": f"{i} {words}"}],
+            "stream": True,
+            "max_tokens": out_tokens,
+            "ignore_eos": True,
+            "min_tokens": out_tokens,
+            "stream_options": {"include_usage": True},
+        }
+    ).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\n"
+        f"content-type: application/json\r\naccept: text/event-stream\r\n"
+        f"x-bench-id: floor-{i}\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def run_floor(base: str, level: int, total: int, out_tokens: int) -> dict[str, Any]:
+    """The cost floor of this machine: ``level`` connections reading ``total`` responses of
+    the same requests, counting bytes and events only (``_FloorConn``)."""
+    from urllib.parse import urlsplit
+
+    u = urlsplit(base)
+    host, port = u.hostname or "127.0.0.1", u.port or 80
+    requests = [_floor_request(f"{host}:{port}", i, out_tokens) for i in range(total)]
+    loop = asyncio.get_running_loop()
+    conns = [(await loop.create_connection(_FloorConn, host, port))[1] for _ in range(level)]
+    todo = iter(requests)
+    failed = 0
+
+    async def lane(c: _FloorConn) -> None:
+        nonlocal failed
+        for req in todo:
+            c.done = loop.create_future()
+            assert c.transport is not None
+            c.transport.write(req)
+            try:
+                await c.done
+            except ConnectionError:
+                failed += 1
+                return
+
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(lane(c) for c in conns))
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+    for c in conns:
+        if c.transport is not None:
+            c.transport.close()
+    return {
+        "chunks": sum(c.chunks for c in conns),
+        "events": sum(c.events for c in conns),
+        "bytes": sum(c.bytes for c in conns),
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "failed": failed,
     }
 
 
@@ -455,6 +565,93 @@ def timing_error(tmp: Path, n: int, kind: str) -> dict[str, Any]:
     }
 
 
+CLIENTS = ("agentload", "floor", "aiperf")
+COLUMNS = (
+    "level",
+    "client",
+    "chunks",
+    "chunks_per_s",
+    "cpu_s",
+    "chunks_per_cpu_s",
+    "us_per_chunk",
+    "x_floor",
+    "kib_per_stream",
+)
+"""The table's columns, in order (scripts read them; the JSON line's ``rows`` use these keys):
+the streams in flight, the client, the content chunks it read, their sustained rate, the
+client's CPU seconds, chunks per CPU second, CPU µs per chunk, that cost as a multiple of the
+floor's at the same level, and resident KiB per stream (agentload only)."""
+
+
+def client_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The table's lines and rows (``COLUMNS``), and the headline figures: agentload's chunks
+    per CPU-s over AIPerf's (the lowest level's ratio), its cost per chunk as a multiple of
+    the floor's (the highest), and its cost at the highest level over the lowest."""
+    widths = (6, 10, 11, 12, 8, 14, 10, 8, 11)
+    lines = [" ".join(f"{c:>{w}}" for c, w in zip(COLUMNS, widths, strict=True))]
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        floor_us = _us_per_chunk(row.get("floor"))
+        for name in CLIENTS:
+            r = row.get(name)
+            if not r:
+                continue
+            if "error" in r:
+                lines.append(f"{row['level']:>6} {name:>10} {r['error']}")
+                continue
+            us = _us_per_chunk(r)
+            rec = {
+                "level": row["level"],
+                "client": name,
+                "chunks": r["chunks"],
+                "chunks_per_s": round(r["chunks"] / max(r["wall_s"], 1e-9)),
+                "cpu_s": round(r["cpu_s"], 3),
+                "chunks_per_cpu_s": round(r["chunks"] / max(r["cpu_s"], 1e-9)),
+                "us_per_chunk": None if us is None else round(us, 3),
+                "x_floor": None if us is None or not floor_us else round(us / floor_us, 2),
+                "kib_per_stream": None
+                if r.get("kib_per_stream") is None
+                else round(r["kib_per_stream"], 1),
+            }
+            out.append(rec)
+            lines.append(
+                " ".join(
+                    f"{'' if rec[c] is None else _cell(rec[c]):>{w}}"
+                    for c, w in zip(COLUMNS, widths, strict=True)
+                )
+            )
+    ours = [r for r in out if r["client"] == "agentload" and r["us_per_chunk"]]
+    theirs = {r["level"]: r for r in out if r["client"] == "aiperf"}
+    ratios = [
+        r["chunks_per_cpu_s"] / theirs[r["level"]]["chunks_per_cpu_s"]
+        for r in ours
+        if r["level"] in theirs and theirs[r["level"]]["chunks_per_cpu_s"]
+    ]
+    return {
+        "lines": lines,
+        "rows": out,
+        "ratio_vs_aiperf": round(min(ratios), 2) if ratios else None,
+        "agentload_x_floor": {r["level"]: r["x_floor"] for r in ours},
+        "flatness": round(ours[-1]["us_per_chunk"] / ours[0]["us_per_chunk"], 3)
+        if len(ours) > 1
+        else None,
+    }
+
+
+def _us_per_chunk(r: dict[str, Any] | None) -> float | None:
+    if not r or "error" in r or not r.get("chunks"):
+        return None
+    return float(r["cpu_s"]) / r["chunks"] * 1e6
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.2f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--serve", nargs=3, metavar=("PORT", "LOG", "PROFILE"), help=argparse.SUPPRESS)
@@ -499,7 +696,8 @@ def main() -> None:
         for level in levels:
             total = totals[level]
             ours = asyncio.run(run_agentload(base, trace, level, total))
-            row: dict[str, Any] = {"level": level, "agentload": ours}
+            floor = asyncio.run(run_floor(base, level, total, a.output_tokens))
+            row: dict[str, Any] = {"level": level, "agentload": ours, "floor": floor}
             if aiperf is not None:
                 row["aiperf"] = run_aiperf(
                     aiperf, base, level, total, a.output_tokens, cache, tmp / f"aiperf-{level}"
@@ -513,31 +711,9 @@ def main() -> None:
         "lean": timing_error(tmp, n, "raw"),
     }
 
-    print(
-        f"{'level':>6} {'client':>10} {'chunks/s':>12} {'CPU s':>8} {'chunks/CPU-s':>14} "
-        f"{'KiB/stream':>11}"
-    )
-    ratios = []
-    for row in rows:
-        for name in ("agentload", "aiperf"):
-            r = row.get(name)
-            if not r:
-                continue
-            if "error" in r:
-                print(f"{row['level']:>6} {name:>10} {r['error']}")
-                continue
-            r["chunk_rate"] = r["chunks"] / r["wall_s"]
-            r["per_cpu_s"] = r["chunks"] / max(r["cpu_s"], 1e-9)
-            kib = r.get("kib_per_stream")
-            print(
-                f"{row['level']:>6} {name:>10} {r['chunk_rate']:>12,.0f} {r['cpu_s']:>8.2f} "
-                f"{r['per_cpu_s']:>14,.0f} {'' if kib is None else f'{kib:.1f}':>11}"
-            )
-        ap_ = row.get("aiperf") or {}
-        if "per_cpu_s" in ap_:
-            ratio = row["agentload"]["per_cpu_s"] / ap_["per_cpu_s"]
-            ratios.append(ratio)
-            print(f"{row['level']:>6} {'ratio':>10} {ratio:>12.2f}x (chunks per CPU second)")
+    table = client_table(rows)
+    for line in table["lines"]:
+        print(line)
     for name, t in timings.items():
         what = (
             "the simulator (paced profile)"
@@ -555,24 +731,15 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "ratio_vs_aiperf": min(ratios) if ratios else None,
+                "ratio_vs_aiperf": table["ratio_vs_aiperf"],
+                "agentload_x_floor": table["agentload_x_floor"],
+                "agentload_cost_flatness": table["flatness"],
                 "timing_error_p99_ms": round(timings["lean"]["p99"], 3),
                 "timing_error_vs_simulator_p99_ms": round(timings["simulator"]["p99"], 3),
                 "receive_lag_p99_ms": round(timings["lean"]["recv_p99"], 3),
                 "timing_streams": n,
-                "levels": [
-                    {
-                        "level": r["level"],
-                        "agentload_chunk_rate": round(r["agentload"].get("chunk_rate", 0)),
-                        "agentload_cpu_s": round(r["agentload"]["cpu_s"], 3),
-                        "agentload_chunks_per_cpu_s": round(r["agentload"].get("per_cpu_s", 0)),
-                        "agentload_kib_per_stream": round(r["agentload"]["kib_per_stream"], 1),
-                        "aiperf_chunk_rate": round((r.get("aiperf") or {}).get("chunk_rate", 0))
-                        or None,
-                        "aiperf_cpu_s": (r.get("aiperf") or {}).get("cpu_s"),
-                    }
-                    for r in rows
-                ],
+                "columns": list(COLUMNS),
+                "rows": table["rows"],
                 "aiperf": note,
             }
         )
