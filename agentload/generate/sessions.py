@@ -37,38 +37,18 @@ __all__ = [
     "BuiltinSessions",
     "ProductSessions",
     "ProgressSink",
+    "RunPlan",
     "SessionPlace",
-    "SessionPlan",
     "SessionRunner",
     "StartHook",
     "run_sessions",
-    "session_setup",
 ]
 
-SessionPlan = list[tuple["Scenario", str | None, int]]
+RunPlan = list[tuple["Scenario", str | None, int]]
 """(scenario, eval task, attempt) of each session of a run, in order
 (``GenerateOptions.session_plan``)."""
 StartHook = Callable[[SessionStats], None]
 """Told a session's counters as it starts."""
-
-
-def session_setup(
-    opts: GenerateOptions, plan: SessionPlan, i: int, seed: int, workdir: Path, kind: str
-) -> SessionSetup:
-    """Session ``i`` of the run: id ``s{seed}-{i}``, seed ``seed + i`` (wherever it runs)."""
-    _, task, attempt = plan[i]
-    return SessionSetup(
-        index=i,
-        session_id=f"s{seed}-{i}",
-        seed=seed + i,
-        workdir=workdir,
-        sandbox_kind=kind,
-        evaluate=opts.evaluate,
-        keep_workspace=opts.keep_workspaces,
-        task=task,
-        attempt=attempt,
-        pace_real=opts.pace == "real",
-    )
 
 
 @dataclass(frozen=True)
@@ -76,14 +56,27 @@ class SessionPlace:
     """The run's sessions and where their files go."""
 
     opts: GenerateOptions
-    plan: SessionPlan
+    plan: RunPlan
     seed: int
     workdir: Path
     kind: str
     """The sandbox kind."""
 
     def setup(self, i: int) -> SessionSetup:
-        return session_setup(self.opts, self.plan, i, self.seed, self.workdir, self.kind)
+        """Session ``i`` of the run: id ``s{seed}-{i}``, seed ``seed + i`` (wherever it runs)."""
+        _, task, attempt = self.plan[i]
+        return SessionSetup(
+            index=i,
+            session_id=f"s{self.seed}-{i}",
+            seed=self.seed + i,
+            workdir=self.workdir,
+            sandbox_kind=self.kind,
+            evaluate=self.opts.evaluate,
+            keep_workspace=self.opts.keep_workspaces,
+            task=task,
+            attempt=attempt,
+            pace_real=self.opts.pace == "real",
+        )
 
     def scenario(self, i: int) -> Scenario:
         return self.plan[i][0]
