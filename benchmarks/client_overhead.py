@@ -255,6 +255,12 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
 
 
 # ------------------------------------------------------------------ agentload client ------
+def _prompt(i: int) -> str:
+    """The user message of request ``i`` (~100 tokens, different in every request)."""
+    words = " ".join(f"w{(i * 7 + k) % 997}" for k in range(60))
+    return f"{i} {words}"
+
+
 async def _write_trace(path: Path, n: int, out_tokens: int) -> None:
     from agentload.tokenizer import ChatTokenCounter
     from agentload.trace import CallCapture, ObservedCall, TraceWriter, make_header
@@ -263,8 +269,7 @@ async def _write_trace(path: Path, n: int, out_tokens: int) -> None:
     async with TraceWriter(path, make_header(model="bench")) as w:
         cap = CallCapture(w, ChatTokenCounter())
         for i in range(n):
-            words = " ".join(f"w{(i * 7 + k) % 997}" for k in range(60))
-            body = {"model": "bench", "messages": [{"role": "user", "content": f"{i} {words}"}]}
+            body = {"model": "bench", "messages": [{"role": "user", "content": _prompt(i)}]}
             await cap.record(
                 ObservedCall(
                     call_id=f"c{i}",
@@ -362,11 +367,10 @@ class _FloorConn(asyncio.Protocol):
 def _floor_request(host: str, i: int, out_tokens: int) -> bytes:
     """Request ``i`` as agentload sends it (the trace's prompt, the vllm preset's pinned
     length and usage chunk), written out once before the clock starts."""
-    words = " ".join(f"w{(i * 7 + k) % 997}" for k in range(60))
     body = json.dumps(
         {
             "model": "agentload-sim",
-            "messages": [{"role": "user", "content": f"{i} {words}"}],
+            "messages": [{"role": "user", "content": _prompt(i)}],
             "stream": True,
             "max_tokens": out_tokens,
             "ignore_eos": True,
