@@ -1,5 +1,5 @@
 """Option values every command shares, and their checks: the limits of the count options, the
-text forms (``2s``, ``ttft=2s,tpot=50ms``, ``1,2,4``), and what a session header, body field or
+text forms (``2s``, ``1,2,4``, ``4`` or ``5%``; ``--slo``'s is ``options.slo``), and what a session header, body field or
 endpoint URL may be. A bad value raises pydantic's ``PydanticCustomError`` (``bad_value``), which
 a config model reports with the field as its location.
 """
