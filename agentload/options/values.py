@@ -1,7 +1,8 @@
 """Option values every command shares, and their checks: the limits of the count options, the
-text forms (``2s``, ``1,2,4``, ``4`` or ``5%``; ``--slo``'s is ``options.slo``), and what a session header, body field or
-endpoint URL may be. A bad value raises pydantic's ``PydanticCustomError`` (``bad_value``), which
-a config model reports with the field as its location.
+text forms (``2s``, ``1,2,4``, ``4`` or ``5%``; ``--slo``'s is ``options.slo``), and what a
+session header, body field or endpoint URL may be. A bad value raises pydantic's
+``PydanticCustomError`` (``bad_value``), which a config model reports with the field as its
+location.
 """
 
 from __future__ import annotations
