@@ -5,9 +5,10 @@ probe's measured requests at ``--slo-percentile`` with distribution-free interva
 probe at parallelism P is rounds of generate runs, each ``max(--sessions, 2P)`` sessions with
 P at a time (its own trace, ``…-pP-rR.agentload.jsonl.zst``; its window is the live rule:
 from the start to the first lane with no session left). After each round the probe is judged
-over all its rounds' requests; it ends when every objective is settled (replay's steady-state
-rule: decided, or its interval within 5% of its estimate, with at least 30 requests each) or
-after ``MAX_ROUNDS`` rounds (``cap``).
+over all its rounds' requests by replay's sequential test (``measure.steady.Sequential``: each
+objective decided after 30, 60, 120… requests, or its interval within 5% of its estimate); it
+ends when that test ends it or after ``MAX_ROUNDS`` rounds (``cap``). A round's sessions have
+all completed, so none is in flight when it is judged.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from agentload.generate.dispatch import generate
 from agentload.generate.options import GenerateOptions
 from agentload.generate.run import RunResult
 from agentload.generate.sessions import ProgressSink
-from agentload.measure.capacity import Stop, check_objectives, session_latencies
+from agentload.measure.capacity import Stop, objective_samples, session_latencies
 from agentload.measure.points import Point
 from agentload.measure.records import Phase
-from agentload.measure.steady import SteadyRule, settled
+from agentload.measure.steady import Sequential, SteadyRule
 
 __all__ = ["MAX_ROUNDS", "LiveProbe"]
 
@@ -60,6 +61,7 @@ class LiveProbe:
         sessions = max(opts.sessions, 2 * level)
         points: list[Point] = []
         stops: list[Stop] = []
+        test = Sequential(LIVE_STEADY)
         for r in range(MAX_ROUNDS):
             self.current = (self.trace_for(level, r), level)
             one = opts.model_copy(
@@ -77,7 +79,7 @@ class LiveProbe:
             points.append(point)
             measured = [x for p in points for x in p.requests if x.phase == Phase.MEASURED]
             jobs = [ms for p in points for ms in session_latencies(p.sessions, p.window.start_ns)]
-            why = settled(check_objectives(measured, slo, pct, jobs), LIVE_STEADY)
+            why = test.look(objective_samples(measured, slo, pct, jobs), 0, 0)
             if why is not None or point.interrupted or r == MAX_ROUNDS - 1:
                 stops.append(Stop.ENDED if point.interrupted else why or Stop.CAP)
                 break

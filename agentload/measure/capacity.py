@@ -10,27 +10,34 @@ threshold, the ``(100 − p)``-th percentile of tokens/s per user at least it. A
 a miss of every objective (it enters each sample as the worst value); a request with fewer than
 two output tokens has no TPOT and is left out of the TPOT and tokens/s samples.
 
-**The interval** of a percentile is distribution-free, from order statistics: of ``n`` sorted
-values, with ``q`` the quantile (``p/100``, or ``1 − p/100`` for tokens/s), the 95% interval is
-``[x(l), x(u)]`` with the 1-based ranks ``l = ⌊nq − 1.96·√(nq(1−q))⌋`` and
-``u = ⌈nq + 1.96·√(nq(1−q))⌉ + 1``; a rank below 1 or above ``n`` leaves that side open
-(None): too few requests to bound it.
+**The bounds** of a percentile are distribution-free and exact (``binomial``): of ``n`` sorted
+values, with ``q`` the quantile (``p/100``, or ``1 − p/100`` for tokens/s), the upper bound at
+95% confidence is ``x(u)`` with ``u`` the smallest rank such that ``P(Bin(n, q) ≥ u) ≤ 0.05``,
+the lower bound ``x(l)`` with ``l`` the largest such that ``P(Bin(n, q) ≤ l − 1) ≤ 0.05``; a
+rank past the sample leaves that side open (None): too few requests to bound it. Each bound is
+one-sided, because only one side matters to a verdict: 29 requests all under a p90 threshold
+already bound the p90 under it (0.9^29 < 0.05). Together they are a 90% interval.
 
-**The verdict** of an objective: ``pass`` when the whole interval is on the good side of the
-threshold, ``fail`` when the whole interval is on the bad side, else ``uncertain`` (the
-estimate is then what the search goes by, and the results say so). A point passes when every
-objective passes, fails when any fails, else is uncertain.
+**The verdict** of an objective: ``pass`` when the bound on the bad side is on the good side of
+the threshold (TTFT: the upper bound at most it; tokens/s: the lower bound at least it),
+``fail`` when the bound on the good side is on the bad side, else ``uncertain`` (the estimate
+is then what the search goes by, and the results say so). A point passes when every objective
+passes, fails when any fails, else is uncertain. While a probe runs (``steady``), requests and
+sessions still in flight are counted the worst way for the verdict looked for (a miss for
+``pass``, a hit for ``fail``), so no request that completes later can overturn a decision.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 
 from pydantic import Field
 
 from agentload.measure.aggregates import ResultsModel
+from agentload.measure.binomial import lower_rank, upper_rank
 from agentload.measure.records import RequestRecord, SessionResult
 from agentload.options.slo import Objective
 from agentload.quantiles import percentile
@@ -40,18 +47,21 @@ __all__ = [
     "Capacity",
     "Check",
     "Probe",
+    "Sample",
     "Stop",
     "Verdict",
     "check_objectives",
     "check_text",
     "interval",
+    "judge",
+    "objective_samples",
     "point_verdict",
     "samples",
     "session_latencies",
 ]
 
-Z95 = 1.96
-"""The normal quantile of a two-sided 95% interval."""
+ALPHA = 0.05
+"""Each bound's error: 95% one-sided confidence."""
 
 
 class Verdict(StrEnum):
@@ -82,8 +92,8 @@ class Check(ResultsModel):
     quantile: float = Field(description="the quantile judged (0.9; 0.1 for tps_user at p90)")
     n: int = Field(description="requests in the sample")
     estimate: float | None = Field(description="the quantile of the sample (None: empty)")
-    low: float | None = Field(description="95% interval, lower end (None: unbounded)")
-    high: float | None = Field(description="95% interval, upper end (None: unbounded)")
+    low: float | None = Field(description="95% one-sided lower bound (None: unbounded)")
+    high: float | None = Field(description="95% one-sided upper bound (None: unbounded)")
     verdict: Verdict = Field(description="pass, fail or uncertain (see measure.capacity)")
 
     @property
@@ -130,19 +140,46 @@ def samples(requests: Sequence[RequestRecord], objective: Objective) -> list[flo
     return out
 
 
-def interval(values: Sequence[float], q: float) -> tuple[float | None, float | None, float | None]:
+def interval(
+    values: Sequence[float], q: float, alpha: float = ALPHA, below: int = 0, above: int = 0
+) -> tuple[float | None, float | None, float | None]:
     """(estimate, low, high) of quantile ``q`` (0..1) of the sorted ``values`` (module
-    docstring); None for what the sample cannot give."""
+    docstring), each bound at ``1 − alpha``; None for what the sample cannot give. ``below``
+    and ``above``: values not known yet, counted as lower (higher) than every value: a bound
+    that falls on one of them is None."""
     n = len(values)
     if n == 0:
         return None, None, None
     est = percentile(values, q * 100, presorted=True)
-    spread = Z95 * math.sqrt(n * q * (1 - q))
-    lo_rank = math.floor(n * q - spread)
-    hi_rank = math.ceil(n * q + spread) + 1
-    low = values[lo_rank - 1] if lo_rank >= 1 else None
-    high = values[hi_rank - 1] if hi_rank <= n else None
+    total = n + below + above
+    lo = lower_rank(total, q, alpha) - below
+    hi = upper_rank(total, q, alpha) - below
+    low = values[lo - 1] if 1 <= lo <= n else None
+    high = values[hi - 1] if 1 <= hi <= n else None
     return est, low, high
+
+
+def judge(
+    values: Sequence[float],
+    q: float,
+    threshold: float,
+    higher_is_better: bool,
+    alpha: float = ALPHA,
+    pending: int = 0,
+) -> Verdict:
+    """The verdict of one objective's sorted ``values`` against ``threshold`` at ``1 − alpha``,
+    with ``pending`` values still to come counted the worst way for each verdict."""
+    if higher_is_better:
+        good = interval(values, q, alpha, below=pending)[1]  # the misses would be lowest
+        bad = interval(values, q, alpha, above=pending)[2]
+        if good is not None and good >= threshold:
+            return Verdict.PASS
+        return Verdict.FAIL if bad is not None and bad < threshold else Verdict.UNCERTAIN
+    good = interval(values, q, alpha, above=pending)[2]
+    bad = interval(values, q, alpha, below=pending)[1]
+    if good is not None and good <= threshold:
+        return Verdict.PASS
+    return Verdict.FAIL if bad is not None and bad > threshold else Verdict.UNCERTAIN
 
 
 def _finite(v: float | None) -> float | None:
@@ -160,14 +197,41 @@ def session_latencies(sessions: Sequence[SessionResult], since_ns: int) -> list[
     ]
 
 
-def check_objectives(
+@dataclass(frozen=True)
+class Sample:
+    """One objective's sorted values at a point, with its threshold and quantile."""
+
+    objective: Objective
+    threshold: float
+    quantile: float
+    values: list[float]
+
+    def check(self) -> Check:
+        """Its estimate, bounds and verdict (``judge``)."""
+        obj, q, vals = self.objective, self.quantile, self.values
+        est, low, high = interval(vals, q)
+        return Check(
+            objective=obj,
+            threshold=self.threshold,
+            unit=obj.unit,
+            quantile=q,
+            n=len(vals),
+            estimate=_finite(est),
+            low=_finite(low),
+            high=_finite(high),
+            verdict=judge(vals, q, self.threshold, obj.higher_is_better),
+        )
+
+
+def objective_samples(
     requests: Sequence[RequestRecord],
     slo: dict[str, float | None],
     pct: float,
     sessions: Sequence[float] = (),
-) -> list[Check]:
-    """Every objective ``slo`` sets, judged at percentile ``pct`` (0..100) over the measured
-    ``requests``, and over the latencies (ms) of complete ``sessions`` for the session one."""
+) -> list[Sample]:
+    """The sample of every objective ``slo`` sets, judged at percentile ``pct`` (0..100): of
+    the measured ``requests``, or of the latencies (ms) of complete ``sessions`` for the
+    session one."""
     out = []
     for obj in Objective:
         t = obj.threshold(slo)
@@ -175,28 +239,18 @@ def check_objectives(
             continue
         q = 1 - pct / 100 if obj.higher_is_better else pct / 100
         vals = sorted(sessions) if obj is Objective.SESSION else samples(requests, obj)
-        est, low, high = interval(vals, q)
-        if obj.higher_is_better:
-            good = low is not None and low >= t
-            bad = high is not None and high < t
-        else:
-            good = high is not None and high <= t
-            bad = low is not None and low > t
-        verdict = Verdict.PASS if good else Verdict.FAIL if bad else Verdict.UNCERTAIN
-        out.append(
-            Check(
-                objective=obj,
-                threshold=t,
-                unit=obj.unit,
-                quantile=q,
-                n=len(vals),
-                estimate=_finite(est),
-                low=_finite(low),
-                high=_finite(high),
-                verdict=verdict,
-            )
-        )
+        out.append(Sample(obj, t, q, vals))
     return out
+
+
+def check_objectives(
+    requests: Sequence[RequestRecord],
+    slo: dict[str, float | None],
+    pct: float,
+    sessions: Sequence[float] = (),
+) -> list[Check]:
+    """Every objective ``slo`` sets, judged (``objective_samples``, ``Sample.check``)."""
+    return [s.check() for s in objective_samples(requests, slo, pct, sessions)]
 
 
 def _num(v: float | None) -> str:

@@ -8,10 +8,16 @@ the window that have completed (less often when a look takes long: every 20 time
 time at least, so that looking costs the sending loop at most ~5%), and ends the window (the runner stops sending; requests in
 flight complete and count) at the first look where
 
-* at least ``min_s`` seconds were measured and every objective has at least ``min_n``
-  requests, and
-* every objective is settled: its verdict is decided (the whole 95% interval on one side of
-  the threshold), or the interval's half-width is at most ``tolerance`` of its estimate;
+* at least ``min_s`` seconds were measured, and
+* every objective is decided, or one failed: a sequential test (``Sequential``) that looks at
+  each objective when its sample has reached ``min_n``, then 2, 4, 8… times ``min_n`` requests,
+  and decides it when the one-sided bound on its bad (good) side is on the good (bad) side of
+  the threshold, counting the requests in flight the worst way (``capacity.judge``). Its ``k``-th
+  look spends ``α / 2^k`` of the error (α = 5%), so all its looks together are wrong at most
+  α of the time: a probe whose p90 TTFT is far under its limit passes after ~30-40 requests,
+  one near the limit runs on; or
+* every objective not decided has at least ``min_n`` requests and a 90% interval whose half-width
+  is at most ``tolerance`` of its estimate (``precise``: the estimate decides);
 
 or when the cap (``--duration``: measured seconds, 300 by default) is reached, whatever the
 intervals say.
@@ -26,15 +32,18 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agentload.measure.capacity import (
-    Check,
+    ALPHA,
+    Sample,
     Stop,
     Verdict,
-    check_objectives,
+    judge,
+    objective_samples,
     session_latencies,
 )
 from agentload.measure.records import Phase, RequestRecord, SessionResult
+from agentload.options.slo import Objective
 
-__all__ = ["LivePoint", "SteadyRule", "settled", "watch"]
+__all__ = ["LivePoint", "Sequential", "SteadyRule", "watch", "window_samples"]
 
 
 class LivePoint(Protocol):
@@ -66,6 +75,10 @@ class LivePoint(Protocol):
     def stop(self) -> None:
         """Stop sending; requests in flight complete."""
 
+    def pending(self, since_ns: int) -> tuple[int, int]:
+        """The requests sent, and the sessions started from their first call, at ``since_ns``
+        (ns since ``t0``) or later that are still in flight."""
+
 
 @dataclass(frozen=True)
 class SteadyRule:
@@ -77,17 +90,44 @@ class SteadyRule:
     every_s: float = 0.5
 
 
-def settled(checks: list[Check], rule: SteadyRule) -> Stop | None:
-    """Why the window may end now given ``checks`` (None: not yet)."""
-    if not checks or any(c.n < rule.min_n for c in checks):
-        return None
-    if all(c.verdict is not Verdict.UNCERTAIN for c in checks):
-        return Stop.DECIDED
-    for c in checks:
-        width = c.rel_halfwidth()
-        if c.verdict is Verdict.UNCERTAIN and (width is None or width > rule.tolerance):
+class Sequential:
+    """The sequential test of one probe (module docstring): each objective's next look and its
+    decision, kept from look to look."""
+
+    def __init__(self, rule: SteadyRule) -> None:
+        self.rule = rule
+        self.looks: dict[Objective, int] = {}
+        self.decided: dict[Objective, Verdict] = {}
+
+    def look(self, got: list[Sample], pending: int, pending_sessions: int) -> Stop | None:
+        """Why the window may end now, given the samples so far and ``pending`` requests
+        (``pending_sessions`` sessions) sent inside it still in flight (None: not yet)."""
+        rule = self.rule
+        for s in got:
+            obj, n = s.objective, len(s.values)
+            k = self.looks.get(obj, 0)
+            if obj in self.decided or n < rule.min_n << k:
+                continue
+            m = pending_sessions if obj is Objective.SESSION else pending
+            v = judge(
+                s.values, s.quantile, s.threshold, obj.higher_is_better, ALPHA / 2 ** (k + 1), m
+            )
+            if v is not Verdict.UNCERTAIN:
+                self.decided[obj] = v
+            while rule.min_n << k <= n:
+                k += 1
+            self.looks[obj] = k
+        if not got:
             return None
-    return Stop.PRECISE
+        if Verdict.FAIL in self.decided.values() or len(self.decided) == len(got):
+            return Stop.DECIDED
+        for s in got:
+            if s.objective in self.decided:
+                continue
+            width = s.check().rel_halfwidth()
+            if len(s.values) < rule.min_n or width is None or width > rule.tolerance:
+                return None
+        return Stop.PRECISE
 
 
 async def watch(
@@ -97,6 +137,7 @@ async def watch(
     ``--duration`` deadline); why it ended."""
     await runner.wait_warm()
     start = runner.warm_end
+    test = Sequential(rule)
     pause = rule.every_s
     while True:
         await asyncio.sleep(pause)
@@ -104,12 +145,21 @@ async def watch(
             continue
         t = time.perf_counter()
         w = start - runner.t0
-        done = [r for r in runner.records if r.send_ns >= w and r.phase != Phase.WARMUP]
-        jobs = session_latencies(runner.sessions, w)
-        why = settled(check_objectives(done, slo, pct, jobs), rule)
+        why = test.look(*window_samples(runner, w, slo, pct))
         if why is not None:
             runner.mark_drain()
             runner.stop()
             return why
         # a look sorts every request so far, on the loop that sends: at most ~5% of its time
         pause = max(rule.every_s, 20 * (time.perf_counter() - t))
+
+
+def window_samples(
+    runner: LivePoint, since: int, slo: dict[str, float | None], pct: float
+) -> tuple[list[Sample], int, int]:
+    """The objectives' samples of the requests sent (sessions started) at ``since`` (ns since
+    the point's start) or later that completed, and how many are still in flight."""
+    done = [r for r in runner.records if r.send_ns >= since and r.phase != Phase.WARMUP]
+    jobs = session_latencies(runner.sessions, since)
+    pending, pending_sessions = runner.pending(since)
+    return objective_samples(done, slo, pct, jobs), pending, pending_sessions

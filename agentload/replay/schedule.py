@@ -96,6 +96,13 @@ class PointAccount:
         """The loop thread's CPU time when the point started."""
         self._cpu_s = 0.0
 
+    def pending(self, since_ns: int) -> tuple[int, int]:
+        """The requests (not warm-up) sent, and the sessions started from their first call, at
+        ``since_ns`` (ns since ``t0``) or later that are in flight."""
+        at = self.t0 + since_ns
+        reqs = sum(1 for f in self.inflight.values() if f[4] >= at and f[2] != Phase.WARMUP)
+        return reqs, sum(1 for _, _, start in self.active.values() if start >= at)
+
     def session_started(self, inst: SessionInstance, lane: int, start: int) -> None:
         """Account for a session instance that started on ``lane`` at ``start`` (clock ns)."""
         self.active[inst.index] = (inst.plan.key, lane, start)

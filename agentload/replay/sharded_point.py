@@ -423,6 +423,18 @@ class LiveShards:
     def mark_drain(self) -> None:
         """The workers mark their own drain when told to stop (``stop``)."""
 
+    def pending(self, since_ns: int) -> tuple[int, int]:
+        """The requests (not warm-up) and sessions in flight that the workers' last polls
+        reported, sent (started) at ``since_ns`` or later on the driver's time line."""
+        reqs = sessions = 0
+        for w in self.state.workers:
+            if w.lost is not None or w.shift is None:
+                continue
+            base = w.shift  # their times are ns since the worker's t0
+            reqs += sum(1 for f in w.inflight if f[2] != Phase.WARMUP and f[4] + base >= since_ns)
+            sessions += sum(1 for r in w.running if r[3] + base >= since_ns)
+        return reqs, sessions
+
     def stop(self) -> None:
         if self._stopping is None:
             self._stopping = asyncio.ensure_future(self.state.stop_now())

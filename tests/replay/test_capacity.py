@@ -19,7 +19,8 @@ import pytest
 from replay_servers import timed_serve
 from replay_traces import linear_trace
 
-from agentload.measure.capacity import check_objectives, interval, samples
+from agentload.measure import binomial
+from agentload.measure.capacity import Verdict, check_objectives, interval, judge, samples
 from agentload.measure.records import Phase, RequestRecord
 from agentload.measure.search import CapacitySearch
 from agentload.options.slo import Objective, parse_slo
@@ -103,9 +104,18 @@ def _rec(i: int, ttft_ms: float, ok: bool = True) -> RequestRecord:
 def test_the_percentile_interval_is_distribution_free_order_statistics() -> None:
     values = [float(v) for v in range(1, 101)]  # 1..100
     est, low, high = interval(values, 0.9)
-    # ranks ⌊90 − 1.96·3⌋ = 84 and ⌈90 + 5.88⌉ + 1 = 97
-    assert (est, low, high) == (pytest.approx(90.1), 84.0, 97.0)
+
+    def at_least(u: int, n: int = 100, q: float = 0.9) -> float:  # P(Bin(n, q) ≥ u)
+        return sum(math.comb(n, k) * q**k * (1 - q) ** (n - k) for k in range(u, n + 1))
+
+    # one-sided 95% bounds: the smallest u with P(Bin ≥ u) ≤ 5%, the largest l with
+    # P(Bin ≤ l − 1) ≤ 5%
+    assert (est, low, high) == (pytest.approx(90.1), 85.0, 96.0)
+    assert at_least(96) <= 0.05 < at_least(95)
+    assert 1 - at_least(85) <= 0.05 < 1 - at_least(86)
     assert interval(values[:5], 0.9)[2] is None  # too few to bound the top
+    # 29 requests all under a p90 threshold bound it (0.9^29 < 5%); 28 do not
+    assert interval(values[:29], 0.9)[2] == 29.0 and interval(values[:28], 0.9)[2] is None
     assert interval([], 0.5) == (None, None, None)
     # TTFT at p90 with a 2 s threshold: 100 requests, all fast → pass; all slow → fail.
     fast = [_rec(i, 100.0) for i in range(100)]
@@ -180,3 +190,42 @@ def test_bad_capacity_options_are_one_line_and_exit_2(
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], lines
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("n", [30, 60, 200])
+def test_requests_in_flight_count_the_worst_way_for_each_verdict(n: int) -> None:
+    """A decision taken while requests are in flight holds whatever they turn out to be: for
+    ``pass`` they count as misses, for ``fail`` as hits."""
+    fast = [100.0] * n
+    slow = [9000.0] * n
+    for pending in range(0, 12):
+        for vals in (fast, slow, sorted(fast[: n // 2] + slow[: n // 2])):
+            got = judge(vals, 0.9, 5000.0, False, pending=pending)
+            as_miss = judge(sorted(vals + [math.inf] * pending), 0.9, 5000.0, False)
+            as_hit = judge(sorted([0.0] * pending + vals), 0.9, 5000.0, False)
+            assert (got is Verdict.PASS) == (as_miss is Verdict.PASS)
+            assert (got is Verdict.FAIL) == (as_hit is Verdict.FAIL)
+            # tokens/s per user: a miss is the lowest value
+            tps = sorted(1e5 / v for v in vals)
+            got = judge(tps, 0.1, 30.0, True, pending=pending)
+            assert (got is Verdict.PASS) == (
+                judge(sorted([0.0] * pending + tps), 0.1, 30.0, True) is Verdict.PASS
+            )
+            assert (got is Verdict.FAIL) == (
+                judge(sorted(tps + [math.inf] * pending), 0.1, 30.0, True) is Verdict.FAIL
+            )
+
+
+def test_the_normal_approximation_takes_over_where_it_agrees_with_the_exact_tails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    n = binomial.EXACT_N + 1
+    approx = [
+        (binomial.upper_rank(n, q, 0.05), binomial.lower_rank(n, q, 0.05)) for q in (0.1, 0.9, 0.99)
+    ]
+    monkeypatch.setattr(binomial, "EXACT_N", 10**9)
+    exact = [
+        (binomial.upper_rank(n, q, 0.05), binomial.lower_rank(n, q, 0.05)) for q in (0.1, 0.9, 0.99)
+    ]
+    for (au, al), (eu, el) in zip(approx, exact, strict=True):
+        assert abs(au - eu) <= 1 and abs(al - el) <= 1
