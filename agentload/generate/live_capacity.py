@@ -23,7 +23,7 @@ from agentload.generate.sessions import ProgressSink
 from agentload.measure.capacity import Stop, objective_samples, session_latencies
 from agentload.measure.points import Point
 from agentload.measure.records import Phase
-from agentload.measure.steady import Sequential, SteadyRule
+from agentload.measure.steady import Look, Pending, Sequential, SteadyRule
 
 __all__ = ["MAX_ROUNDS", "LiveProbe"]
 
@@ -79,7 +79,8 @@ class LiveProbe:
             points.append(point)
             measured = [x for p in points for x in p.requests if x.phase == Phase.MEASURED]
             jobs = [ms for p in points for ms in session_latencies(p.sessions, p.window.start_ns)]
-            why = test.look(objective_samples(measured, slo, pct, jobs), 0, 0)
+            got = objective_samples(measured, slo, pct, jobs)
+            why = test.look(Look(got, got, Pending()))
             if why is not None or point.interrupted or r == MAX_ROUNDS - 1:
                 stops.append(Stop.ENDED if point.interrupted else why or Stop.CAP)
                 break

@@ -10,10 +10,12 @@ made; both write them with the same code.
 * ``results``  — ``ResultsDocument``: results.json, typed and versioned (write, read); its parts:
   ``aggregates`` (a point's and a group's metric values), ``points`` (a load point),
   ``runinfo`` (environment, engine, plan, live run, cluster)
-* ``capacity`` — capacity at an SLO: the objectives, a percentile's distribution-free interval,
-  a point's verdict, results.json's ``capacity`` object; ``capacity_search``: the search's
-  probes and answer (replay's and generate's), ``search``: bracket by doubling, then bisect,
-  ``steady``: when a probe has measured enough (on a running point, ``LivePoint``)
+* ``capacity`` — capacity at an SLO: the objectives, a percentile's exact one-sided bounds
+  (``binomial``), a point's verdict, results.json's ``capacity`` object; ``capacity_search``:
+  the search's probes and answer (replay's and generate's), ``capacity_stages``: the search in
+  one run whose lanes it moves, ``search``: the levels (a climb, then probes placed where the
+  margins cross, both ends confirmed), ``steady``: when a probe has measured enough, the
+  sequential test (on a running point, ``LivePoint``)
 * ``power``    — energy: NVML sampling and the window's average watts
 * ``files``    — a run's files written one way (results.json, summary.csv, report.html)
 * ``verdict``  — the exit code of a run (0, 2, 3, 130), decided in one place

@@ -23,8 +23,9 @@ the threshold (TTFT: the upper bound at most it; tokens/s: the lower bound at le
 ``fail`` when the bound on the good side is on the bad side, else ``uncertain`` (the estimate
 is then what the search goes by, and the results say so). A point passes when every objective
 passes, fails when any fails, else is uncertain. While a probe runs (``steady``), requests and
-sessions still in flight are counted the worst way for the verdict looked for (a miss for
-``pass``, a hit for ``fail``), so no request that completes later can overturn a decision.
+sessions still in flight count as misses for a pass, so none that completes later can overturn
+it; a fail is judged on what completed (those in flight are the slower ones: if anything more
+misses).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pydantic import Field
 from agentload.measure.aggregates import ResultsModel
 from agentload.measure.binomial import lower_rank, upper_rank
 from agentload.measure.records import RequestRecord, SessionResult
+from agentload.options.capacity import SearchMethod
 from agentload.options.slo import Objective
 from agentload.quantiles import percentile
 
@@ -54,6 +56,7 @@ __all__ = [
     "check_text",
     "interval",
     "judge",
+    "margin",
     "objective_samples",
     "point_verdict",
     "samples",
@@ -78,7 +81,9 @@ class Stop(StrEnum):
     PRECISE = "precise"
     """Every objective is decided or its interval is within the tolerance."""
     CAP = "cap"
-    """The cap (--duration) was reached first."""
+    """The cap (--duration; a ramp step's: ``ramp_s``) was reached first."""
+    ENOUGH = "enough"
+    """A ramp step had its ``min_n`` requests: its estimates decide (``capacity_stages``)."""
     ENDED = "ended"
     """The point ended by itself (interrupted, or no session left)."""
 
@@ -168,15 +173,17 @@ def judge(
     pending: int = 0,
 ) -> Verdict:
     """The verdict of one objective's sorted ``values`` against ``threshold`` at ``1 − alpha``,
-    with ``pending`` values still to come counted the worst way for each verdict."""
+    with ``pending`` values still to come (requests in flight) counted as misses for a pass.
+    They are the slower requests (a late first token, a slow decode, a long session), so they
+    could overturn a pass but hardly a fail: a fail is judged on what completed."""
     if higher_is_better:
         good = interval(values, q, alpha, below=pending)[1]  # the misses would be lowest
-        bad = interval(values, q, alpha, above=pending)[2]
+        bad = interval(values, q, alpha)[2]
         if good is not None and good >= threshold:
             return Verdict.PASS
         return Verdict.FAIL if bad is not None and bad < threshold else Verdict.UNCERTAIN
     good = interval(values, q, alpha, above=pending)[2]
-    bad = interval(values, q, alpha, below=pending)[1]
+    bad = interval(values, q, alpha)[1]
     if good is not None and good <= threshold:
         return Verdict.PASS
     return Verdict.FAIL if bad is not None and bad > threshold else Verdict.UNCERTAIN
@@ -267,6 +274,19 @@ def check_text(c: Check) -> str:
     )
 
 
+def margin(checks: Sequence[Check]) -> float | None:
+    """The smallest relative distance of an estimate from its threshold, positive on the good
+    side (``(T − est) / T``; tokens/s: ``(est − T) / T``); None when an estimate is missing."""
+    out: float | None = None
+    for c in checks:
+        if c.estimate is None or not c.threshold:
+            return None
+        m = (c.threshold - c.estimate) / c.threshold
+        m = -m if c.objective.higher_is_better else m
+        out = m if out is None else min(out, m)
+    return out
+
+
 def point_verdict(checks: Sequence[Check]) -> Verdict:
     """Fail when an objective fails, pass when every one passes, else uncertain."""
     if any(c.verdict is Verdict.FAIL for c in checks):
@@ -284,7 +304,11 @@ class Probe(ResultsModel):
     verdict: Verdict = Field(description="pass, fail or uncertain")
     met: bool = Field(description="what the search took it as (the estimate when uncertain)")
     stops: list[Stop] = Field(
-        description="why each point's window ended: decided, precise, cap or ended"
+        description="why each point's window ended: decided, precise, enough, cap or ended"
+    )
+    ramp: bool = Field(
+        default=False,
+        description="a ramp step: a quick look the search took by its estimates (1.4)",
     )
     window_s: float = Field(description="measured seconds, all its points together")
     checks: list[Check] = Field(
@@ -324,3 +348,10 @@ class Capacity(ResultsModel):
     probes: list[Probe] = Field(description="every probe, in the order run")
     at_capacity: AtCapacity | None = Field(description="the capacity point's figures")
     answer: str = Field(description="the one-line answer")
+    search: SearchMethod = Field(
+        default="probes",
+        description="ramp: one run whose lanes the search moved; probes: a point per probe (1.4)",
+    )
+    elapsed_s: float | None = Field(
+        default=None, description="the search's wall-clock seconds, from its first probe (1.4)"
+    )

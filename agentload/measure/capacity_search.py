@@ -10,29 +10,34 @@ builds results.json's ``capacity`` object and its one-line answer.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from agentload.measure.capacity import (
     AtCapacity,
     Capacity,
+    Check,
     Probe,
     Stop,
     Verdict,
     check_objectives,
     check_text,
+    margin,
     point_verdict,
     samples,
     session_latencies,
 )
+from agentload.measure.capacity_stages import StagedPoint, StageDriver, StageMark, run_stages
 from agentload.measure.points import Point
 from agentload.measure.records import Phase
 from agentload.measure.search import CapacitySearch
-from agentload.options.capacity import CapacityOptions
+from agentload.measure.steady import SteadyRule
+from agentload.options.capacity import CapacityOptions, SearchMethod
 from agentload.options.slo import Objective
 from agentload.options.values import parse_resolution
 from agentload.quantiles import percentile
 
-__all__ = ["ProbeRun", "judge_probe", "search_capacity"]
+__all__ = ["ProbeRun", "StagedRun", "judge_probe", "search_capacity", "search_in_one_run"]
 
 ProbeRun = Callable[[int], Awaitable[tuple[list[Point], list[Stop]]]]
 """``probe(level)``: run one probe's points at ``level`` (``--repeat`` of them, or a live
@@ -40,11 +45,11 @@ probe's rounds); its points and why each one's window ended."""
 
 
 async def search_capacity(opts: CapacityOptions, probe: ProbeRun, points: list[Point]) -> Capacity:
-    """Run the search's probes (each probe's points appended to ``points``); the capacity
+    """Run the search's probes, each its own points (appended to ``points``); the capacity
     object."""
     slo = dict(opts.slo or {})
-    sessions, share = parse_resolution(opts.capacity_resolution)
-    search = CapacitySearch(top=opts.capacity_max, sessions=sessions, share=share)
+    search = _search(opts)
+    began = time.monotonic()
     probes: list[Probe] = []
     while (level := search.next_level()) is not None:
         runs, stops = await probe(level)
@@ -55,8 +60,76 @@ async def search_capacity(opts: CapacityOptions, probe: ProbeRun, points: list[P
         print(_probe_line(len(probes), pr), file=sys.stderr, flush=True)
         if not runs or runs[-1].interrupted:
             break
-        search.record(level, pr.met)
-    return _capacity(opts, search, probes, points)
+        search.record(level, pr.met, margin=margin(pr.checks))
+    return _capacity(opts, search, probes, points, "probes", time.monotonic() - began)
+
+
+StagedRun = Callable[[StageDriver, list[StageMark]], Awaitable[list[Point]]]
+"""``staged(driver, marks)``: run one point whose lanes ``driver`` moves, its stages appended to
+``marks``; a point per stage."""
+
+
+async def search_in_one_run(
+    opts: CapacityOptions, staged: StagedRun, points: list[Point], rule: SteadyRule, cap_s: float
+) -> Capacity:
+    """Run the search as one run's stages (``capacity_stages``; a point each, appended to
+    ``points``); the capacity object. Ctrl-C keeps the stages decided."""
+    slo, pct = dict(opts.slo or {}), opts.slo_percentile
+    search = _search(opts, ramp=True)
+    began = time.monotonic()
+    marks: list[StageMark] = []
+
+    def told(mark: StageMark, checks: list[Check]) -> str:
+        n = len(marks)
+        word = "pass" if mark.met else "fail"
+        line = _stage_line(n, mark, word, checks)
+        left = _left(search, marks)
+        print(f"agentload: {line}{left}", file=sys.stderr, flush=True)
+        return left
+
+    async def driver(runner: StagedPoint) -> None:
+        await run_stages(runner, search, slo, pct, rule, cap_s, marks, told)
+
+    first = len(points)
+    runs = await staged(driver, marks)
+    points += runs
+    probes = []
+    for i, (mark, run) in enumerate(zip(marks, runs, strict=True)):
+        pr = judge_probe(mark.level, [run], [mark.stop], first + i, slo, pct)
+        probes.append(pr.model_copy(update={"ramp": not mark.full, "met": bool(mark.met)}))
+    return _capacity(opts, search, probes, points, "ramp", time.monotonic() - began)
+
+
+def _search(opts: CapacityOptions, ramp: bool = False) -> CapacitySearch:
+    sessions, share = parse_resolution(opts.capacity_resolution)
+    return CapacitySearch(top=opts.capacity_max, sessions=sessions, share=share, ramp=ramp)
+
+
+def _stage_line(n: int, mark: StageMark, word: str, checks: list[Check]) -> str:
+    """``capacity probe 5 (ramp): 32 sessions: pass (…) in a 6.1s window (enough)``."""
+    s = "s" if mark.level != 1 else ""
+    window = ((mark.end_ns or 0) - (mark.start_ns or 0)) / 1e9
+    return (
+        f"capacity probe {n}{' (ramp)' if not mark.full else ''}: {mark.level} session{s}: "
+        f"{word} ({'; '.join(check_text(c) for c in checks)}) in a {window:.1f}s window "
+        f"({mark.stop.value})"
+    )
+
+
+def _left(search: CapacitySearch, marks: list[StageMark]) -> str:
+    """``; bracket [32, 64]: ~3 probes left, ~1.2 min`` (nothing while the ramp climbs): the
+    time a probe took so far, on average (the full ones, once there are)."""
+    left = search.left()
+    if left is None:
+        return ""
+    full = [m for m in marks if m.full] or marks
+    per = sum(_took(m) for m in full) / len(full)
+    eta = f", ~{left * per / 60:.1f} min" if left else ""
+    return f"; bracket [{search.met}, {search.missed}]: ~{left} probe{'s' if left != 1 else ''} left{eta}"
+
+
+def _took(m: StageMark) -> float:
+    return ((m.end_ns or m.begin_ns) - m.begin_ns) / 1e9
 
 
 def judge_probe(
@@ -116,7 +189,12 @@ def _slo_text(cfg: CapacityOptions) -> str:
 
 
 def _capacity(
-    cfg: CapacityOptions, search: CapacitySearch, probes: list[Probe], points: list[Point]
+    cfg: CapacityOptions,
+    search: CapacitySearch,
+    probes: list[Probe],
+    points: list[Point],
+    method: SearchMethod,
+    elapsed_s: float,
 ) -> Capacity:
     answer = search.answer
     at = None
@@ -132,6 +210,8 @@ def _capacity(
         probes=probes,
         at_capacity=at,
         answer=_answer(cfg, search, probes, at),
+        search=method,
+        elapsed_s=elapsed_s,
     )
 
 
@@ -187,6 +267,8 @@ def _answer(
         text += f" (--capacity-max {cfg.capacity_max} reached)"
     else:
         text += f" ({search.missed:,} missed it)"
+    if not search.met_full:
+        text += f"; {at.agents:,} is a ramp step's estimate, not yet confirmed by a full probe"
     shaky = sorted({p.concurrency for p in probes if p.verdict is Verdict.UNCERTAIN})
     if shaky and (at.agents in shaky or search.missed in shaky):
         text += (

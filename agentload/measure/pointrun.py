@@ -44,6 +44,8 @@ class PointRun:
     cpu_s: float | None = 0.0
     """CPU seconds the client's event-loop thread used while the point ran (with --ray: the
     busiest worker's); None when no client of ours sent the requests (a live run's agents)."""
+    warmup_start_ns: int = 0
+    """Where its warm-up began (a capacity stage's: when its lanes were set)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ def build_point(
         schedule=load.schedule,
         arrival_rate=load.arrival_rate,
         wall_s=run.wall_s,
-        warmup_window=Span(start_ns=0, end_ns=run.warmup_end_ns),
+        warmup_window=Span(start_ns=run.warmup_start_ns, end_ns=run.warmup_end_ns),
         window=run.window,
         power_watts=watts,
         max_active_sessions=run.max_active_sessions,

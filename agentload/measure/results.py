@@ -104,12 +104,13 @@ __all__ = [
 ]
 
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 3
+SCHEMA_MINOR = 4
 SCHEMA = f"agentload.replay-results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 """1.1 added plan.gaps and plan.modeled_waits; 1.2 the serving worker and timing of each
 request and the pools, workers and router hit rate they make; 1.3 config.source, and a live
-run's config of its own (``LiveConfig``) where it was a replay config with invented values
-(a 1.x reader reads any 1.y file)."""
+run's config of its own (``LiveConfig``) where it was a replay config with invented values;
+1.4 capacity.search and capacity.elapsed_s (the search in one run, ``--capacity-search``),
+probes[].ramp and the stop ``enough`` (a 1.x reader reads any 1.y file)."""
 
 
 def _config_source(v: Any) -> str:

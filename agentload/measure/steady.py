@@ -12,7 +12,7 @@ flight complete and count) at the first look where
 * every objective is decided, or one failed: a sequential test (``Sequential``) that looks at
   each objective when its sample has reached ``min_n``, then 2, 4, 8… times ``min_n`` requests,
   and decides it when the one-sided bound on its bad (good) side is on the good (bad) side of
-  the threshold, counting the requests in flight the worst way (``capacity.judge``). Its ``k``-th
+  the threshold, counting the requests in flight as misses for a pass (``capacity.judge``). Its ``k``-th
   look spends ``α / 2^k`` of the error (α = 5%), so all its looks together are wrong at most
   α of the time: a probe whose p90 TTFT is far under its limit passes after ~30-40 requests,
   one near the limit runs on; or
@@ -43,7 +43,7 @@ from agentload.measure.capacity import (
 from agentload.measure.records import Phase, RequestRecord, SessionResult
 from agentload.options.slo import Objective
 
-__all__ = ["LivePoint", "Sequential", "SteadyRule", "watch", "window_samples"]
+__all__ = ["LivePoint", "Look", "Pending", "Sequential", "SteadyRule", "watch", "window_samples"]
 
 
 class LivePoint(Protocol):
@@ -75,9 +75,21 @@ class LivePoint(Protocol):
     def stop(self) -> None:
         """Stop sending; requests in flight complete."""
 
-    def pending(self, since_ns: int) -> tuple[int, int]:
+    def pending(self, since_ns: int) -> Pending:
         """The requests sent, and the sessions started from their first call, at ``since_ns``
         (ns since ``t0``) or later that are still in flight."""
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What a running point has in flight of a window: requests (not warm-up) sent and sessions
+    started from their first call since its start, and the earliest send (start) among them (ns
+    since the point's ``t0``; None: none)."""
+
+    requests: int = 0
+    sessions: int = 0
+    first_request_ns: int | None = None
+    first_session_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,10 @@ class SteadyRule:
     min_n: int = 30
     tolerance: float = 0.05
     every_s: float = 0.5
+    ramp_s: float = 10.0
+    ramp_n: int = 5
+    """A ramp step of a staged search (``capacity_stages``) ends after ``ramp_s`` seconds once
+    each objective has ``ramp_n`` requests."""
 
 
 class Sequential:
@@ -99,21 +115,24 @@ class Sequential:
         self.looks: dict[Objective, int] = {}
         self.decided: dict[Objective, Verdict] = {}
 
-    def look(self, got: list[Sample], pending: int, pending_sessions: int) -> Stop | None:
-        """Why the window may end now, given the samples so far and ``pending`` requests
-        (``pending_sessions`` sessions) sent inside it still in flight (None: not yet)."""
-        rule = self.rule
-        for s in got:
+    def look(self, now: Look) -> Stop | None:
+        """Why the window may end now, given what completed and what is in flight (None: not
+        yet)."""
+        rule, got = self.rule, now.done
+        for s, whole in zip(got, now.prefix, strict=True):
             obj, n = s.objective, len(s.values)
             k = self.looks.get(obj, 0)
             if obj in self.decided or n < rule.min_n << k:
                 continue
-            m = pending_sessions if obj is Objective.SESSION else pending
-            v = judge(
-                s.values, s.quantile, s.threshold, obj.higher_is_better, ALPHA / 2 ** (k + 1), m
-            )
-            if v is not Verdict.UNCERTAIN:
-                self.decided[obj] = v
+            m = now.pending.sessions if obj is Objective.SESSION else now.pending.requests
+            alpha = ALPHA / 2 ** (k + 2)  # two tests a look
+            hib = obj.higher_is_better
+            said = {
+                judge(s.values, s.quantile, s.threshold, hib, alpha, m),
+                judge(whole.values, whole.quantile, whole.threshold, hib, alpha),
+            } - {Verdict.UNCERTAIN}
+            if len(said) == 1:
+                self.decided[obj] = said.pop()
             while rule.min_n << k <= n:
                 k += 1
             self.looks[obj] = k
@@ -128,6 +147,17 @@ class Sequential:
             if len(s.values) < rule.min_n or width is None or width > rule.tolerance:
                 return None
         return Stop.PRECISE
+
+
+@dataclass(frozen=True)
+class Look:
+    """One look at a window: the samples of what completed (``done``), of the complete prefix
+    (``prefix``: what was sent, or started, before the earliest still in flight: every one of
+    those completed, so it is a sample no slow request is missing from) and what is in flight."""
+
+    done: list[Sample]
+    prefix: list[Sample]
+    pending: Pending
 
 
 async def watch(
@@ -145,7 +175,7 @@ async def watch(
             continue
         t = time.perf_counter()
         w = start - runner.t0
-        why = test.look(*window_samples(runner, w, slo, pct))
+        why = test.look(window_samples(runner, w, slo, pct))
         if why is not None:
             runner.mark_drain()
             runner.stop()
@@ -154,12 +184,19 @@ async def watch(
         pause = max(rule.every_s, 20 * (time.perf_counter() - t))
 
 
-def window_samples(
-    runner: LivePoint, since: int, slo: dict[str, float | None], pct: float
-) -> tuple[list[Sample], int, int]:
-    """The objectives' samples of the requests sent (sessions started) at ``since`` (ns since
-    the point's start) or later that completed, and how many are still in flight."""
+def window_samples(runner: LivePoint, since: int, slo: dict[str, float | None], pct: float) -> Look:
+    """A look at the requests sent (sessions started) at ``since`` (ns since the point's
+    start) or later: those completed, the complete prefix, and those in flight."""
     done = [r for r in runner.records if r.send_ns >= since and r.phase != Phase.WARMUP]
     jobs = session_latencies(runner.sessions, since)
-    pending, pending_sessions = runner.pending(since)
-    return objective_samples(done, slo, pct, jobs), pending, pending_sessions
+    fly = runner.pending(since)
+    got = objective_samples(done, slo, pct, jobs)
+    if not fly.requests and not fly.sessions:
+        return Look(got, got, fly)
+    cut = fly.first_request_ns
+    early = done if cut is None else [r for r in done if r.send_ns < cut]
+    upto = fly.first_session_ns
+    jobs_early = session_latencies(
+        [s for s in runner.sessions if upto is None or s.start_ns < upto], since
+    )
+    return Look(got, objective_samples(early, slo, pct, jobs_early), fly)

@@ -4,7 +4,7 @@ runs. Shared, so each option is the same everywhere."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -12,7 +12,11 @@ from agentload.options.flags import Flag
 from agentload.options.measure import MeasureOptions
 from agentload.options.values import MAX_LEVEL, bad_value, parse_resolution
 
-__all__ = ["CapacityOptions"]
+__all__ = ["CapacityOptions", "SearchMethod"]
+
+SearchMethod = Literal["ramp", "probes"]
+"""How replay's capacity search runs its probes: ``ramp``, one run whose lanes the search moves
+(``measure.capacity_stages``); ``probes``, each probe its own point."""
 
 
 class CapacityOptions(MeasureOptions):

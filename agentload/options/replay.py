@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from agentload.options.capacity import CapacityOptions
+from agentload.options.capacity import CapacityOptions, SearchMethod
 from agentload.options.cluster import ClusterOptions
 from agentload.options.endpoint import EndpointOptions
 from agentload.options.flags import Flag
@@ -73,6 +73,22 @@ class ReplayConfig(ClusterOptions, CapacityOptions, LoadOptions, EndpointOptions
     repeat: Annotated[
         int, Flag("Run every point N times: means with 95% intervals (compare tests them).")
     ] = Field(default=1, ge=1, le=100)
+    capacity_search: Annotated[
+        SearchMethod | None,
+        Flag(
+            "How --capacity probes: ramp (one run: a quick ramp brackets the answer, then full "
+            "probes confirm it; the default) or probes (each probe its own point from cold; "
+            "the default with --ray or --repeat)."
+        ),
+    ] = None
+    capacity_min_window_s: Annotated[
+        float,
+        Flag(
+            "Measure every full capacity probe at least this many seconds before the "
+            "sequential test may end it (long windows: slow drifts show).",
+            name="--capacity-min-window",
+        ),
+    ] = Field(default=5.0, gt=0, le=86400, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _capacity_load(self) -> ReplayConfig:
@@ -93,7 +109,24 @@ class ReplayConfig(ClusterOptions, CapacityOptions, LoadOptions, EndpointOptions
                 f"--capacity chooses the concurrency of each probe itself; it cannot be "
                 f"combined with {', '.join(clash)}"
             )
+        if self.duration_s is not None and self.capacity_min_window_s > self.duration_s:
+            raise bad_value(
+                f"--capacity-min-window {self.capacity_min_window_s:g} is longer than the "
+                f"probe's cap, --duration {self.duration_s:g}"
+            )
+        if self.capacity_search == "ramp" and (self.ray is not None or self.repeat > 1):
+            raise bad_value(
+                "--capacity-search ramp moves the lanes of one run on this machine; with "
+                "--ray or --repeat the probes are points of their own: --capacity-search probes"
+            )
         return self
+
+    @property
+    def search_method(self) -> SearchMethod:
+        """How the capacity search runs: as given, else ramp unless --ray or --repeat."""
+        if self.capacity_search is not None:
+            return self.capacity_search
+        return "probes" if self.ray is not None or self.repeat > 1 else "ramp"
 
     @field_validator("traces", mode="before")
     @classmethod

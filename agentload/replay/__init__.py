@@ -20,7 +20,8 @@ requests go out through ``agentload.client`` (the streaming client with precise 
 * ``points``    — one point run with its side tasks, and the executor and watcher interfaces
 * ``prepare``   — what a run decides before the load: plans, APIs, load shapes, connections
 * ``run``       — a whole run, one orchestration for either executor: levels, ``--repeat``, the
-  ``--capacity`` search (``measure.capacity_search``; replay's probe: ``capacity_run``), results
+  ``--capacity`` search (``measure.capacity_search``; replay's probes: ``capacity_run``, or
+  the stages of one run whose lanes ``measure.capacity_stages`` moves), results
 * ``local``     — the executor of this machine
 * ``sharded``, ``ray_actor`` — the executor of a Ray cluster (``--ray``): the driver's side, and
   the actor that runs one shard of each point (``sharded_point``: one point as the driver

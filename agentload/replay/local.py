@@ -4,13 +4,16 @@ here (``--power nvml``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from agentload.auth import api_key_from_env
 from agentload.client.stream import StreamClient
+from agentload.measure.capacity_stages import StageDriver, StageMark
 from agentload.measure.metrics import SLO
 from agentload.measure.power import NvmlPower
 from agentload.measure.results import ClusterRun, Point
 from agentload.replay.bodies import BodyBuilder
-from agentload.replay.points import RunInputs, Watcher, run_point
+from agentload.replay.points import RunInputs, Watcher, run_point, run_staged
 from agentload.replay.prepare import (
     choose_apis,
     connections,
@@ -64,6 +67,21 @@ class LocalPoints:
         await self.client.warm(warm if not cfg.arrival_rate else 0)
         return await run_point(
             runner, cfg, self.slo, self.power, self.progress, index, total, watcher
+        )
+
+    async def staged(
+        self, index: int, level: int, search: StageDriver, marks: list[StageMark]
+    ) -> list[Point]:
+        cfg = self.cfg.model_copy(update={"duration_s": None})  # the search ends it
+        shape = replace(
+            point_shape(cfg, level, len(self.plans), self.engine), sessions=None
+        )  # lanes recycle sessions until then
+        runner = PointRunner(
+            self.client, self.plans, self.builder, shape, nonce=new_nonce(self.nonce, index)
+        )
+        await self.client.warm(level * self.width)
+        return await run_staged(
+            runner, cfg, self.slo, self.power, self.progress, index, search, marks
         )
 
     async def aclose(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
+from functools import partial
 from typing import Protocol
 
 from agentload.measure.records import Phase
@@ -111,7 +112,26 @@ def schedule_for(shape: LoadShape) -> Schedule:
 
 # ---- closed loop --------------------------------------------------------------------------
 class LaneSchedule:
-    """Closed loop: ``concurrency`` lanes, each running one session after another."""
+    """Closed loop: ``concurrency`` lanes, each running one session after another; a capacity
+    search's staged run moves the number of lanes while it runs (``set_lanes``)."""
+
+    def __init__(self) -> None:
+        self._host: Host | None = None
+        self._tg: asyncio.TaskGroup | None = None
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        """Every lane started (numbered from 0); those in ``_halted`` were taken away."""
+        self._halted: set[int] = set()
+        self._warming: set[int] = set()
+
+    @property
+    def lanes(self) -> int:
+        """The lanes running (not taken away)."""
+        return len(self._tasks) - len(self._halted)
+
+    @property
+    def warming(self) -> int:
+        """Lanes added by ``set_lanes`` still in their warm-up."""
+        return len(self._warming)
 
     async def run(self, host: Host) -> None:
         """Every lane until the source is exhausted or the run stopped."""
@@ -119,11 +139,39 @@ class LaneSchedule:
         if host.shape.sessions is not None:
             n = max(1, min(n, host.shape.sessions))
         host.expect_warm(n)
+        self._host = host
         async with asyncio.TaskGroup() as tg:
-            for lane in range(n):
-                tg.create_task(self._lane(host, lane))
+            self._tg = tg
+            for _ in range(n):
+                self._start(host.warm_done)
+        self._tg = None
 
-    async def _lane(self, host: Host, lane: int) -> None:
+    def _start(self, warm_done: Callable[[], None] | None) -> None:
+        """Start the next lane; ``warm_done``: what its warm-up's end calls (None: a lane
+        added while the point runs, counted in ``warming`` until then)."""
+        assert self._tg is not None and self._host is not None
+        lane = len(self._tasks)
+        if warm_done is None:
+            self._warming.add(lane)
+            warm_done = partial(self._warming.discard, lane)
+        self._tasks[lane] = self._tg.create_task(self._lane(self._host, lane, warm_done))
+
+    def set_lanes(self, n: int) -> None:
+        """Run ``n`` lanes from now: new ones join their sessions mid-flight after a warm-up;
+        those taken away (the last started first) are cancelled, calls in flight and all: what
+        they sent and had not completed is not recorded."""
+        if self._tg is None:
+            return
+        for lane in sorted(set(self._tasks) - self._halted, reverse=True):
+            if self.lanes <= n:
+                break
+            self._halted.add(lane)
+            self._warming.discard(lane)
+            self._tasks[lane].cancel()
+        while self.lanes < n:
+            self._start(None)
+
+    async def _lane(self, host: Host, lane: int, warm_done: Callable[[], None]) -> None:
         """One lane: its first session may join mid-flight, the next ones start from zero."""
         first = True
         try:
@@ -131,12 +179,13 @@ class LaneSchedule:
                 inst = host.source.next(first and host.shape.load.start_at == "random")
                 if inst is None:
                     break
-                await run_session(host, inst, lane, first)
+                await run_session(host, inst, lane, warm_done if first else None)
                 first = False
         finally:
             if first:
-                host.warm_done()
-            host.mark_drain()
+                warm_done()
+            if lane not in self._halted:
+                host.mark_drain()
 
 
 class ArrivalSchedule:
@@ -157,7 +206,7 @@ class ArrivalSchedule:
                 inst = host.source.next(False)
                 if inst is None:
                     break
-                tg.create_task(run_session(host, inst, -1, False))
+                tg.create_task(run_session(host, inst, -1, None))
                 t += int(rng.expovariate(self.rate) * 1e9)
                 if not await host.sleep_until(t):
                     break
@@ -168,21 +217,23 @@ class ArrivalSchedule:
             host.mark_drain()
 
 
-async def run_session(host: Host, inst: SessionInstance, lane: int, first: bool) -> None:
-    """Run one session instance's call graph (its warm-up first); ``first``: the lane's first
-    session, whose warm-up ends the lane's."""
+async def run_session(
+    host: Host, inst: SessionInstance, lane: int, warm_done: Callable[[], None] | None
+) -> None:
+    """Run one session instance's call graph (its warm-up first); ``warm_done``: called once
+    its warm-up is over (a lane's first session: its warm-up ends the lane's)."""
     start = host.clock()
     host.session_started(inst, lane, start)
     run = _SessionRun(host, inst)
     try:
         await run.warmup()
-        if first:
-            host.warm_done()
-            first = False
+        if warm_done is not None:
+            warm_done()
+            warm_done = None
         await run.main()
     finally:
-        if first:
-            host.warm_done()
+        if warm_done is not None:
+            warm_done()
         span = (start, host.clock())
         host.session_ended(inst, lane, span, run.sent, run.planned, run.warm_sent)
 

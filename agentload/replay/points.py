@@ -10,6 +10,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentload.measure.capacity_stages import StageDriver, StageMark, split_stages
 from agentload.measure.metrics import SLO
 from agentload.measure.pointrun import PointRun, build_point, window_watts
 from agentload.measure.power import NvmlPower
@@ -32,6 +33,7 @@ __all__ = [
     "RunInputs",
     "Watcher",
     "run_point",
+    "run_staged",
 ]
 
 
@@ -65,6 +67,13 @@ class PointExecutor(Protocol):
         """Run point ``index`` (of ``total``; 0: not known) at ``level`` lanes, ``watcher``
         beside it."""
 
+    async def staged(
+        self, index: int, level: int, search: StageDriver, marks: list[StageMark]
+    ) -> list[Point]:
+        """Run point ``index`` from ``level`` lanes with ``search`` moving them (a staged
+        capacity search, which appends its stages to ``marks``); a point per stage. Only this
+        machine's executor moves lanes (``ReplayConfig.search_method``)."""
+
     async def aclose(self) -> None: ...
 
     @property
@@ -84,6 +93,69 @@ async def run_point(
 ) -> Point:
     """Run one point (``total`` points in all, 0: not known) with the side tasks: scraping,
     power, progress and ``watcher`` (the capacity search's steady-state rule)."""
+    ran = await _run(runner, cfg, power, progress, index, total, watcher)
+    load = point_load(cfg, runner.shape.concurrency)
+    watts = ran.watts(cfg, ran.run)
+    summary = ran.scraper.summary() if ran.scraper else None
+    return build_point(
+        ran.run, load, cfg.gpus, slo, watts, scrape=summary, interrupted=ran.interrupted
+    )
+
+
+async def run_staged(
+    runner: PointRunner,
+    cfg: ReplayConfig,
+    slo: SLO | None,
+    power: NvmlPower | None,
+    progress: ProgressHook | None,
+    index: int,
+    search: StageDriver,
+    marks: Sequence[StageMark],
+) -> list[Point]:
+    """Run a staged capacity search's one point (``search`` moves its lanes and appends its
+    stages to ``marks``); one results point per stage (``capacity_stages.split_stages``), the
+    scraped metrics (over the whole run) on none of them."""
+    ran = await _run(runner, cfg, power, progress, index, 0, lambda _: search(runner))
+    parts = split_stages(ran.run, marks)
+    return [
+        build_point(
+            part,
+            point_load(cfg, mark.level),
+            cfg.gpus,
+            slo,
+            ran.watts(cfg, part),
+            interrupted=ran.interrupted and mark.end_ns is None,
+        )
+        for part, mark in zip(parts, marks, strict=True)
+    ]
+
+
+@dataclass
+class _Ran:
+    """What running a point gave: its run, whether Ctrl-C cut it, its scraper and power."""
+
+    run: PointRun
+    interrupted: bool
+    scraper: MetricsScraper | None
+    power: NvmlPower | None
+
+    def watts(self, cfg: ReplayConfig, part: PointRun) -> float | None:
+        """The average power over ``part``'s window (measured, else --power-watts)."""
+        if self.power is None:
+            return cfg.power_watts
+        return window_watts(self.power.samples, part)
+
+
+async def _run(
+    runner: PointRunner,
+    cfg: ReplayConfig,
+    power: NvmlPower | None,
+    progress: ProgressHook | None,
+    index: int,
+    total: int,
+    watcher: Watcher | None,
+) -> _Ran:
+    """Run the point with its side tasks; Ctrl-C keeps what it measured so far."""
     side: list[asyncio.Task[Any]] = []
     scraper = None
     runner_task = asyncio.ensure_future(runner.run())
@@ -113,10 +185,6 @@ async def run_point(
         for t in side:
             t.cancel()
         await asyncio.gather(*side, return_exceptions=True)
-    watts = cfg.power_watts
     if power is not None:
         power.sample()
-        watts = window_watts(power.samples, run)
-    load = point_load(cfg, runner.shape.concurrency)
-    summary = scraper.summary() if scraper else None
-    return build_point(run, load, cfg.gpus, slo, watts, scrape=summary, interrupted=interrupted)
+    return _Ran(run, interrupted, scraper, power)

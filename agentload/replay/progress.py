@@ -14,6 +14,7 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from agentload.quantiles import percentile
 from agentload.replay.shapes import PointView
@@ -32,8 +33,9 @@ def status_line(
     p50 = f"{percentile(ttfts, 50) / 1e6:.1f} ms" if ttfts else "-"
     rate = runner.shape.load.arrival_rate
     level = rate if rate else runner.shape.concurrency
+    head = f"{f'point {index + 1}/{total}' if total else f'probe {index + 1}'} (load {level})"
     text = (
-        f"{f'point {index + 1}/{total}' if total else f'probe {index + 1}'} (load {level}): sessions {st.active_sessions} active, "
+        f"{runner.note or head}: sessions {st.active_sessions} active, "
         f"{st.done_sessions} done{f', {st.cut_sessions} cut' if st.cut_sessions else ''} | "
         f"{req_s:.1f} req/s | {tok_s:.0f} tok/s | "
         f"p50 TTFT {p50} | errors {st.errors}"
@@ -66,10 +68,10 @@ class Progress:
                     now = self.clock()
                     text, prev = status_line(runner, index, total, now - last, prev)
                     last = now
-                    self.console.print(text, highlight=False, soft_wrap=True)
+                    self.console.print(text, highlight=False, soft_wrap=True, markup=False)
             finally:
                 text, _ = status_line(runner, index, total, self.clock() - last, prev)
-                self.console.print(text, highlight=False, soft_wrap=True)
+                self.console.print(text, highlight=False, soft_wrap=True, markup=False)
         with Live(console=self.console, refresh_per_second=4, transient=False) as live:
             while True:
                 await asyncio.sleep(self.interval)
@@ -77,5 +79,5 @@ class Progress:
                 text, prev = status_line(runner, index, total, now - last, prev)
                 last = now
                 table = Table.grid(padding=(0, 1))
-                table.add_row("[bold]agentload replay[/]", text)
+                table.add_row("[bold]agentload replay[/]", Text(text))
                 live.update(table)

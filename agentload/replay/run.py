@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentload.masking import redact_url
-from agentload.measure.capacity_search import search_capacity
+from agentload.measure.capacity import Capacity
+from agentload.measure.capacity_search import search_capacity, search_in_one_run
+from agentload.measure.capacity_stages import StageDriver, StageMark
 from agentload.measure.metrics import prompt_token_ratio
 from agentload.measure.repeats import repeat_groups
 from agentload.measure.results import (
@@ -26,6 +28,7 @@ from agentload.measure.results import (
     Point,
     ResultsDocument,
 )
+from agentload.measure.steady import SteadyRule
 from agentload.measure.summary import summary_rows
 from agentload.options.engines import EnginePreset, get_engine
 from agentload.options.replay import ReplayConfig
@@ -54,7 +57,8 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         GapMode(cfg.gaps),
     )
     if cfg.capacity and cfg.duration_s is None:  # the cap of each probe
-        cfg = cfg.model_copy(update={"duration_s": DEFAULT_CAP_S})
+        cap = max(DEFAULT_CAP_S, cfg.capacity_min_window_s)
+        cfg = cfg.model_copy(update={"duration_s": cap})
     executor = _executor(RunInputs(cfg, plans, engine, progress))
     points: list[Point] = []
     manifest: dict[str, str] = {}
@@ -64,7 +68,7 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
         manifest = digest_manifest(plans)
         repeated = _Repeats(cfg, executor)
         if cfg.capacity:
-            capacity = await search_capacity(cfg, watched(repeated, cfg, points), points)
+            capacity = await _capacity(cfg, executor, repeated, points)
         for level in [] if cfg.capacity else cfg.levels:
             points += await repeated(len(points), level)
             if points[-1].interrupted:
@@ -79,6 +83,22 @@ async def run_replay(cfg: ReplayConfig, progress: ProgressHook | None = None) ->
     doc.capacity = capacity
     doc.repeats = repeat_groups(summary_rows(doc), [p.load for p in points]) or None
     return doc
+
+
+async def _capacity(
+    cfg: ReplayConfig, executor: PointExecutor, repeated: _Repeats, points: list[Point]
+) -> Capacity:
+    """The capacity search: in one run whose lanes it moves (``--capacity-search ramp``), or a
+    point per probe."""
+    rule = SteadyRule(min_s=cfg.capacity_min_window_s)
+    if cfg.search_method == "probes":
+        return await search_capacity(cfg, watched(repeated, cfg, points, rule), points)
+    cap_s = cfg.duration_s or DEFAULT_CAP_S
+
+    async def staged(search: StageDriver, marks: list[StageMark]) -> list[Point]:
+        return await executor.staged(len(points), 1, search, marks)
+
+    return await search_in_one_run(cfg, staged, points, rule, cap_s)
 
 
 def _executor(run: RunInputs) -> PointExecutor:

@@ -48,9 +48,10 @@ from agentload.measure.records import (
     label_phases,
     steady_window,
 )
+from agentload.measure.steady import Pending
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.heap import quiet_heap
-from agentload.replay.modes import LEAD_NS, Schedule, schedule_for
+from agentload.replay.modes import LEAD_NS, LaneSchedule, Schedule, schedule_for
 from agentload.replay.plan import CallPlan, SessionPlan
 from agentload.replay.salt import new_nonce
 from agentload.replay.shapes import (
@@ -96,12 +97,15 @@ class PointAccount:
         """The loop thread's CPU time when the point started."""
         self._cpu_s = 0.0
 
-    def pending(self, since_ns: int) -> tuple[int, int]:
+    def pending(self, since_ns: int) -> Pending:
         """The requests (not warm-up) sent, and the sessions started from their first call, at
         ``since_ns`` (ns since ``t0``) or later that are in flight."""
-        at = self.t0 + since_ns
-        reqs = sum(1 for f in self.inflight.values() if f[4] >= at and f[2] != Phase.WARMUP)
-        return reqs, sum(1 for _, _, start in self.active.values() if start >= at)
+        at, t0 = self.t0 + since_ns, self.t0
+        sends = [f[4] - t0 for f in self.inflight.values() if f[4] >= at and f[2] != Phase.WARMUP]
+        starts = [start - t0 for _, _, start in self.active.values() if start >= at]
+        return Pending(
+            len(sends), len(starts), min(sends, default=None), min(starts, default=None)
+        )
 
     def session_started(self, inst: SessionInstance, lane: int, start: int) -> None:
         """Account for a session instance that started on ``lane`` at ``start`` (clock ns)."""
@@ -247,6 +251,8 @@ class PointRunner(PointAccount):
         self.waker = Waker(clock)
         """Wakes each scheduled send at its due time (``waker``)."""
         self._pending_warm = 0
+        self.note = ""
+        """What the progress display adds to its line (``show``)."""
         self.warm_end = 0
         self.drain_at: int | None = None
 
@@ -371,6 +377,22 @@ class PointRunner(PointAccount):
             finally:
                 self._sleepers.discard(task)
         return not self._stop.is_set()
+
+    # ---- a staged capacity search (``measure.capacity_stages``) -----------------------------
+    def set_lanes(self, n: int) -> None:
+        """Run ``n`` lanes from now (closed loop: ``modes.LaneSchedule.set_lanes``)."""
+        if not isinstance(self.schedule, LaneSchedule):
+            raise TypeError("only a closed-loop point's lanes can be moved")
+        self.schedule.set_lanes(n)
+
+    def settling(self) -> bool:
+        """Lanes added are still in their warm-up."""
+        lanes = self.schedule
+        return isinstance(lanes, LaneSchedule) and lanes.warming > 0
+
+    def show(self, note: str) -> None:
+        """What the progress display adds to its line (a capacity search's stage)."""
+        self.note = note
 
     # ---- sending -----------------------------------------------------------------------
     def body(self, inst: SessionInstance, call: CallPlan, phase: Phase) -> bytes:

@@ -101,6 +101,11 @@ class PointView(Protocol):
     @property
     def stats(self) -> LiveStats: ...
 
+    @property
+    def note(self) -> str:
+        """What the line says of the point instead of its number and load (a capacity
+        search's stage), or ""."""
+
 
 @dataclass(frozen=True)
 class Shard:

@@ -48,6 +48,7 @@ from typing import Any
 from agentload.auth import api_key_from_env
 from agentload.client.stream import StreamClient
 from agentload.errors import ReplayError
+from agentload.measure.capacity_stages import StageDriver, StageMark
 from agentload.measure.metrics import SLO
 from agentload.measure.pointrun import PointRun, build_point
 from agentload.measure.results import ClusterRun, Point, WorkerPoint
@@ -140,6 +141,12 @@ class RayPoints:
 
     async def aclose(self) -> None:
         self._exit.close()
+
+    async def staged(
+        self, index: int, level: int, search: StageDriver, marks: list[StageMark]
+    ) -> list[Point]:
+        """Not on a cluster: its capacity search runs a point per probe."""
+        raise TypeError("a sharded point's lanes are not moved: --capacity-search probes")
 
     async def point(self, index: int, level: int, total: int, watcher: Watcher | None) -> Point:
         """One point on every taking part worker: started together, followed, merged."""

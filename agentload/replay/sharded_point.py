@@ -33,6 +33,7 @@ from agentload.measure.records import (
     label_phases,
     steady_window,
 )
+from agentload.measure.steady import Pending
 from agentload.raycluster import ClockOffset
 from agentload.replay.plan import CallPlan, SessionPlan
 from agentload.replay.ray_actor import unpack_requests
@@ -106,6 +107,7 @@ class ProgressView:
 
     shape: LoadShape
     stats: LiveStats = field(default_factory=LiveStats)
+    note: str = ""
 
 
 def sum_stats(stats: Sequence[LiveStats]) -> LiveStats:
@@ -423,17 +425,20 @@ class LiveShards:
     def mark_drain(self) -> None:
         """The workers mark their own drain when told to stop (``stop``)."""
 
-    def pending(self, since_ns: int) -> tuple[int, int]:
+    def pending(self, since_ns: int) -> Pending:
         """The requests (not warm-up) and sessions in flight that the workers' last polls
         reported, sent (started) at ``since_ns`` or later on the driver's time line."""
-        reqs = sessions = 0
+        sends: list[int] = []
+        starts: list[int] = []
         for w in self.state.workers:
             if w.lost is not None or w.shift is None:
                 continue
             base = w.shift  # their times are ns since the worker's t0
-            reqs += sum(1 for f in w.inflight if f[2] != Phase.WARMUP and f[4] + base >= since_ns)
-            sessions += sum(1 for r in w.running if r[3] + base >= since_ns)
-        return reqs, sessions
+            sends += [f[4] + base for f in w.inflight if f[2] != Phase.WARMUP]
+            starts += [r[3] + base for r in w.running]
+        sends = [t for t in sends if t >= since_ns]
+        starts = [t for t in starts if t >= since_ns]
+        return Pending(len(sends), len(starts), min(sends, default=None), min(starts, default=None))
 
     def stop(self) -> None:
         if self._stopping is None:

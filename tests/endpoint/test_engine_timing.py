@@ -120,6 +120,34 @@ async def test_cancelled_request_frees_its_blocks() -> None:
     assert eng.kv.active_blocks == 0 and not eng.running
 
 
+@pytest.mark.parametrize("cancel", [False, True])
+async def test_an_aborted_request_gives_back_the_prefill_it_had_not_used(cancel: bool) -> None:
+    """Prefill is one line of work: a request that arrives behind a queued one waits for it,
+    unless that one was aborted first (its client went away), as a real engine drops it."""
+    clock = VirtualClock()
+    eng = Engine(_profile(), clock)
+    first = Sequence(5000, _hashes("a", 313), 1)  # 500 ms of prefill
+    queued = Sequence(5000, _hashes("b", 313), 1)  # 500 ms more, behind it
+    t1 = asyncio.ensure_future(_collect(eng, first, clock))
+    t2 = asyncio.ensure_future(_collect(eng, queued, clock))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    if cancel:
+        t2.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await t2
+    late = Sequence(1000, _hashes("c", 63), 1)  # 100 ms of prefill
+    t3 = asyncio.ensure_future(_collect(eng, late, clock))
+    await clock.run_until_idle()
+    await t1
+    if not cancel:
+        await t2
+    events = await t3
+    # behind the first (500 ms) and, unless it was aborted, the queued one (500 ms more)
+    expect = (500 + 100 + (0 if cancel else 500) + 2) * MS
+    assert events[0][0] == expect
+
+
 def test_shipped_profiles_load_and_bad_files_name_the_field(tmp_path: object) -> None:
     from pathlib import Path
 

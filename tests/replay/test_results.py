@@ -13,7 +13,13 @@ from replay_helpers import run_cli
 from replay_servers import ChatServer
 
 from agentload.errors import ResultsFormatError
-from agentload.measure.results import SCHEMA, load_results, write_results
+from agentload.measure.results import (
+    SCHEMA,
+    SCHEMA_MAJOR,
+    SCHEMA_MINOR,
+    load_results,
+    write_results,
+)
 
 
 @pytest.fixture
@@ -38,7 +44,7 @@ def test_results_round_trip_through_the_model(results_dir: Path, tmp_path: Path)
 
 def test_a_newer_minor_version_keeps_the_fields_it_adds(results_dir: Path, tmp_path: Path) -> None:
     raw = orjson.loads((results_dir / "results.json").read_bytes())
-    raw["schema"] = "agentload.replay-results/1.3"
+    raw["schema"] = f"agentload.replay-results/{SCHEMA_MAJOR}.{SCHEMA_MINOR + 1}"
     raw["points"][0]["aggregates"]["queue_ms"] = {"p50": 4.0}
     newer = tmp_path / "newer.json"
     newer.write_bytes(orjson.dumps(raw))

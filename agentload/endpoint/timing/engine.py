@@ -128,6 +128,8 @@ class Sequence:
     preempted: bool = False
     first_token_ns: int | None = None
     finish_reason: str = "stop"
+    prefill: tuple[int, int] | None = None
+    """Its prefill's reserved span on the engine's prefill line (start, end ns) until done."""
     _admitted: asyncio.Future[None] | None = None
 
 
@@ -194,6 +196,13 @@ class Engine:
             raise
 
     def _release(self, seq: Sequence) -> None:
+        if seq.prefill is not None:  # aborted before its prefill was done: give back the rest
+            start, end = seq.prefill
+            now = self.clock.now_ns()
+            if end > now:
+                rest = end - max(now, start)
+                self._prefill_free_ns = max(now, self._prefill_free_ns - rest)
+            seq.prefill = None
         if seq in self.running:
             self.running.remove(seq)
             self.kv.release(seq.hashes, seq.anon)
@@ -216,11 +225,15 @@ class Engine:
         return True
 
     # -- timing ------------------------------------------------------------------------------
-    def _prefill_done_ns(self, uncached: int) -> int:
+    def _prefill_done_ns(self, seq: Sequence, uncached: int) -> int:
+        """When ``seq``'s prefill of ``uncached`` tokens is done: prefill is one line of work
+        in arrival order (its span is kept until done, so an abort gives back what it had not
+        used: the work the next arrivals wait behind is conserved)."""
         now = self.clock.now_ns()
         start = max(now, self._prefill_free_ns)
         work = int(uncached / self.profile.prefill_tokens_per_s * 1e9)
         self._prefill_free_ns = start + work
+        seq.prefill = (start, start + work)
         return start + work + int(self.profile.overhead_ms * 1e6)
 
     def _itl_ns(self) -> int:
@@ -262,8 +275,9 @@ class Engine:
             if was_preempted:
                 hit = self.kv.resident_prefix(seq.hashes) * self.profile.block_size
                 uncached = max(1, uncached - min(hit, seq.prompt_tokens - 1))
-            t = self._prefill_done_ns(uncached)
+            t = self._prefill_done_ns(seq, uncached)
             await self.clock.sleep_until(t)
+            seq.prefill = None
             if seq.preempted:
                 continue
             if seq.first_token_ns is None:
