@@ -138,10 +138,19 @@ def search(
         argv = [*CLI, "replay", str(trace), "--endpoint", base, "--model", server.model]
         argv += ["--capacity", "--slo", server.slo, *server.extra, *extra, "--out", str(out)]
         t = time.monotonic()
-        run = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT
+        )
+        assert proc.stderr is not None
+        tail: list[str] = []
+        for line in proc.stderr:  # each probe's line as it ends, with the time so far
+            tail = [*tail[-20:], line]
+            if line.startswith("agentload: capacity probe"):
+                print(f"  {time.monotonic() - t:6.1f}s {line[11:].rstrip()}", flush=True)
+        proc.wait()
         wall = time.monotonic() - t
-    if run.returncode != 0:
-        return {"error": run.stderr.strip()[-600:], "wall_s": round(wall, 1)}
+    if proc.returncode != 0:
+        return {"error": "".join(tail).strip()[-600:], "wall_s": round(wall, 1)}
     cap = json.loads((out / "results.json").read_text())["capacity"]
     low, high = cap["bracket"]
     return {

@@ -164,15 +164,20 @@ class StreamClient:
         limit_s: float | None = None,
         due: Due | None = None,
         model: str = "",
+        out: Outcome | None = None,
     ) -> Outcome:
         """Send one streaming request (in ``api``: chat, or a call's recorded Responses,
         Messages or Gemini; a Gemini call to ``model``, which its path names), within
         ``limit_s`` (default ``timeout_s``) from now (a wait for a free connection and for
         ``due`` included); never raises for endpoint failures. With ``reply``, the answer
         itself is kept in ``Outcome.reply`` (see ``streams.read_answer``). With ``due``, the
-        request goes at its time, written by its gate (``client.gate``)."""
+        request goes at its time, written by its gate (``client.gate``). ``out``: the outcome
+        to fill in (its first chunk's time is there to read while the answer streams)."""
         clock = self.clock
-        out = Outcome(send_ns=clock())
+        if out is None:
+            out = Outcome(send_ns=clock())
+        else:
+            out.send_ns = clock()
         pool = self._pool
         limit = self.timeout_s if limit_s is None else limit_s
         if due is not None and due[1] > out.send_ns:

@@ -176,17 +176,16 @@ def judge(
     with ``pending`` values still to come (requests in flight) counted as misses for a pass.
     They are the slower requests (a late first token, a slow decode, a long session), so they
     could overturn a pass but hardly a fail: a fail is judged on what completed."""
-    if higher_is_better:
-        good = interval(values, q, alpha, below=pending)[1]  # the misses would be lowest
-        bad = interval(values, q, alpha)[2]
-        if good is not None and good >= threshold:
-            return Verdict.PASS
-        return Verdict.FAIL if bad is not None and bad < threshold else Verdict.UNCERTAIN
-    good = interval(values, q, alpha, above=pending)[2]
-    bad = interval(values, q, alpha)[1]
-    if good is not None and good <= threshold:
+    hib = higher_is_better
+    # the bound on the bad side (tokens/s: the lower one), with the pending as misses
+    good = interval(values, q, alpha, below=pending if hib else 0, above=0 if hib else pending)
+    bad = interval(values, q, alpha)[2 if hib else 1]  # the bound on the good side
+    side = good[1 if hib else 2]
+    if side is not None and (side >= threshold if hib else side <= threshold):
         return Verdict.PASS
-    return Verdict.FAIL if bad is not None and bad > threshold else Verdict.UNCERTAIN
+    if bad is not None and (bad < threshold if hib else bad > threshold):
+        return Verdict.FAIL
+    return Verdict.UNCERTAIN
 
 
 def _finite(v: float | None) -> float | None:

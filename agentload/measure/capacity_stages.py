@@ -3,8 +3,9 @@ ramp``): one point whose lanes the search moves, stage by stage.
 
 The run starts with the search's first level. Each stage sets the lanes (``set_lanes``: new
 lanes join their sessions mid-flight after a warm-up; lanes taken away are cancelled with their
-calls in flight), waits until the new lanes are past their warm-up, then measures from there:
-its window holds the requests sent from then on.
+calls in flight), waits until the new lanes are past their warm-up and every request sent
+before the move has had its first token (the queue the load before built has been served),
+then measures from there: its window holds the requests sent from then on.
 
 * **A ramp stage** (the doubling, ``search.CapacitySearch.ramp``) ends as soon as every
   objective has ``min_n`` requests, or ``ramp_n`` and an estimate misses (``enough``: a ramp
@@ -34,7 +35,7 @@ from copy import copy
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from agentload.measure.capacity import Check, Stop, check_text, margin
+from agentload.measure.capacity import Check, Stop, Verdict, check_text, margin
 from agentload.measure.pointrun import PointRun
 from agentload.measure.records import Phase, label_phases, steady_window
 from agentload.measure.search import CapacitySearch
@@ -68,8 +69,9 @@ class StagedPoint(LivePoint, Protocol):
     def set_lanes(self, n: int) -> None:
         """Run ``n`` lanes from now."""
 
-    def settling(self) -> bool:
-        """Lanes added are still in their warm-up."""
+    def settling(self, since_ns: int) -> bool:
+        """Lanes added are still in their warm-up, or a request sent before ``since_ns`` (when
+        the lanes were moved) still waits for its first token."""
 
     def show(self, note: str) -> None:
         """What the progress display says of the search now."""
@@ -104,7 +106,7 @@ async def run_stages(
         head = _measuring(mark, len(marks))
         runner.show(f"{head}: settling{tail}")
         deadline = clock() + int(cap_s * 1e9)
-        while runner.settling() and clock() < deadline:
+        while runner.settling(mark.begin_ns) and clock() < deadline:
             await asyncio.sleep(SETTLE_POLL_S)
         mark.start_ns = clock() - t0
 
@@ -153,7 +155,7 @@ async def _measure(
         why = test.look(now)
         got, pending = now.done, now.pending.requests
         if why is Stop.DECIDED:
-            return why, all(v.value == "pass" for v in test.decided.values())
+            return why, all(v is Verdict.PASS for v in test.decided.values())
         checks = [s.check() for s in got]
         so_far(checks)
         least = min((c.n for c in checks), default=0)

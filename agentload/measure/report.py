@@ -251,11 +251,12 @@ def _row_tables(p: Point) -> list[str]:
 
 
 def _capacity_section(cap: Capacity) -> list[str]:
-    """The capacity answer, then one row per probe: its verdict and each objective's
-    percentile with its 95% interval."""
+    """The capacity answer and how long the search took, then one row per probe (a ramp
+    step's marked): its verdict and each objective's percentile with its two 95% bounds."""
     rows = [
         [
             p.concurrency,
+            "ramp step" if p.ramp else "full probe",
             p.verdict.value,
             "met" if p.met else "missed",
             f"{p.window_s:.1f}",
@@ -264,8 +265,18 @@ def _capacity_section(cap: Capacity) -> list[str]:
         ]
         for p in cap.probes
     ]
-    head = ["sessions", "verdict", "taken as", "window (s)", "window ended", "objectives"]
-    return [f"<p class='headline'>{html.escape(cap.answer)}</p>", _table(head, rows)]
+    head = ["sessions", "probe", "verdict", "taken as", "window (s)", "window ended", "objectives"]
+    took = f" The search took {cap.elapsed_s / 60:.1f} min" if cap.elapsed_s else ""
+    how = (
+        " in one run whose lanes it moved (a ramp, then full probes)."
+        if cap.search == "ramp"
+        else ", a point per probe."
+    )
+    return [
+        f"<p class='headline'>{html.escape(cap.answer)}</p>",
+        f"<p>{took}{how if took else ''}</p>" if took else "",
+        _table(head, rows),
+    ]
 
 
 def _what(run: ResultsDocument) -> str:

@@ -11,8 +11,8 @@ times where their line crosses zero (at most twice the last level, at least one 
 above it), so the first miss lands near the answer.
 
 Inside the bracket, a probe goes where the line through the margins of its ends (how far their
-estimates were from the thresholds) crosses zero, rather than to the middle, when both are
-known and the last two probes did not move the same end: on a smooth curve the answer is then
+estimates were from the thresholds) crosses zero, rather than to the middle, when both ends
+are full probes and the last two probes did not move the same end: on a smooth curve the answer is then
 bracketed in two or three probes instead of ``log2`` of the bracket over the resolution.
 
 With ``ramp``, the doubling is a ramp: its steps are quick looks (judged by their estimates
@@ -100,11 +100,14 @@ class CapacitySearch:
 
     def _between(self) -> int:
         """The next level inside the bracket: where the line through its ends' margins
-        crosses zero, or the middle when their margins are not known or the last two probes
-        moved the same end (so a bent curve does not make it creep)."""
+        crosses zero (both ends full probes), or the middle when their margins are not known,
+        an end is a ramp step's, or the last two probes moved the same end (so a bent curve
+        does not make it creep)."""
         lo, hi = self.met, self.missed
         assert hi is not None
         a, b = self.margins.get(lo), self.margins.get(hi)
+        if not (self.met_full and self.missed_full):
+            a = None  # a ramp step's margin is a quick look's: it places the climb, not these
         moved = [ok for _, ok in self.probes[-2:]]
         if a is None or b is None or a < 0 or b >= 0 or (len(moved) == 2 and moved[0] == moved[1]):
             return (lo + hi) // 2

@@ -10,12 +10,15 @@ flight complete and count) at the first look where
 
 * at least ``min_s`` seconds were measured, and
 * every objective is decided, or one failed: a sequential test (``Sequential``) that looks at
-  each objective when its sample has reached ``min_n``, then 2, 4, 8… times ``min_n`` requests,
-  and decides it when the one-sided bound on its bad (good) side is on the good (bad) side of
-  the threshold, counting the requests in flight as misses for a pass (``capacity.judge``). Its ``k``-th
-  look spends ``α / 2^k`` of the error (α = 5%), so all its looks together are wrong at most
-  α of the time: a probe whose p90 TTFT is far under its limit passes after ~30-40 requests,
-  one near the limit runs on; or
+  each objective when its sample has reached ``min_n``, then 2, 4, 8… times ``min_n`` requests.
+  A look runs two tests: one over every request completed, the requests in flight counted as
+  misses for a pass (``capacity.judge``; a request streaming already adds its known TTFT to the
+  TTFT sample instead), and one over the complete prefix (the requests sent before the
+  earliest still in flight: all completed, so no slow one is missing); the objective is
+  decided when one says pass or fail and the other does not say the opposite. The ``k``-th
+  look spends ``α / 2^(k+2)`` of the error on each test (α = 5%), so all the looks together are
+  wrong at most α of the time: a probe whose p90 TTFT is far under its limit passes after
+  ~45 requests, one near the limit runs on; or
 * every objective not decided has at least ``min_n`` requests and a 90% interval whose half-width
   is at most ``tolerance`` of its estimate (``precise``: the estimate decides);
 
@@ -28,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from agentload.measure.capacity import (
@@ -90,6 +93,27 @@ class Pending:
     sessions: int = 0
     first_request_ns: int | None = None
     first_session_ns: int | None = None
+    ttft_ms: tuple[float, ...] | None = None
+    """The TTFTs of those requests that are streaming already (None: not known, every one in
+    flight counts as waiting for its first token)."""
+    first_waiting_ns: int | None = None
+    """The earliest send among those still waiting for their first token (with ``ttft_ms``)."""
+
+    def count(self, obj: Objective) -> int:
+        """How many of ``obj``'s sample are still to come."""
+        if obj is Objective.SESSION:
+            return self.sessions
+        if obj is Objective.TTFT and self.ttft_ms is not None:
+            return self.requests - len(self.ttft_ms)
+        return self.requests
+
+    def cut(self, obj: Objective) -> int | None:
+        """Where ``obj``'s complete prefix ends: the earliest send (start) still to come."""
+        if obj is Objective.SESSION:
+            return self.first_session_ns
+        if obj is Objective.TTFT and self.ttft_ms is not None:
+            return self.first_waiting_ns
+        return self.first_request_ns
 
 
 @dataclass(frozen=True)
@@ -124,7 +148,7 @@ class Sequential:
             k = self.looks.get(obj, 0)
             if obj in self.decided or n < rule.min_n << k:
                 continue
-            m = now.pending.sessions if obj is Objective.SESSION else now.pending.requests
+            m = now.pending.count(obj)
             alpha = ALPHA / 2 ** (k + 2)  # two tests a look
             hib = obj.higher_is_better
             said = {
@@ -186,17 +210,38 @@ async def watch(
 
 def window_samples(runner: LivePoint, since: int, slo: dict[str, float | None], pct: float) -> Look:
     """A look at the requests sent (sessions started) at ``since`` (ns since the point's
-    start) or later: those completed, the complete prefix, and those in flight."""
+    start) or later: those completed (with the TTFTs of those streaming already: known), the
+    complete prefix of each objective, and those in flight."""
     done = [r for r in runner.records if r.send_ns >= since and r.phase != Phase.WARMUP]
-    jobs = session_latencies(runner.sessions, since)
     fly = runner.pending(since)
-    got = objective_samples(done, slo, pct, jobs)
+    got = _samples(done, runner.sessions, since, None, slo, pct, fly.ttft_ms or ())
     if not fly.requests and not fly.sessions:
         return Look(got, got, fly)
-    cut = fly.first_request_ns
-    early = done if cut is None else [r for r in done if r.send_ns < cut]
-    upto = fly.first_session_ns
-    jobs_early = session_latencies(
-        [s for s in runner.sessions if upto is None or s.start_ns < upto], since
-    )
-    return Look(got, objective_samples(early, slo, pct, jobs_early), fly)
+    prefix = [
+        _samples(done, runner.sessions, since, fly.cut(s.objective), slo, pct, ())[i]
+        for i, s in enumerate(got)
+    ]
+    return Look(got, prefix, fly)
+
+
+def _samples(
+    done: list[RequestRecord],
+    sessions: Sequence[SessionResult],
+    since: int,
+    cut: int | None,
+    slo: dict[str, float | None],
+    pct: float,
+    ttfts: Sequence[float],
+) -> list[Sample]:
+    """The samples of what was sent (started) before ``cut`` (None: all), ``ttfts`` added to
+    TTFT's."""
+    if cut is not None:
+        done = [r for r in done if r.send_ns < cut]
+        sessions = [s for s in sessions if s.start_ns < cut]
+    got = objective_samples(done, slo, pct, session_latencies(sessions, since))
+    if ttfts:
+        got = [
+            replace(s, values=sorted([*s.values, *ttfts])) if s.objective is Objective.TTFT else s
+            for s in got
+        ]
+    return got

@@ -11,8 +11,9 @@ requests go out through ``agentload.client`` (the streaming client with precise 
   ceilings of requests as sent (within a session instance, across instances)
 * ``bodies``    — a planned call → the body sent (the engine preset's extras, the session id)
 * ``shapes``    — load shapes and the salted, replicated session pool
-* ``schedule``  — runs one load point (warm-up, windows, the records); ``modes``: its three
-  schedules behind one interface (closed-loop lanes, Poisson arrivals, the recorded open loop)
+* ``schedule``  — runs one load point (warm-up, windows, the records; ``account``: what it
+  recorded and has in flight); ``modes``: its three schedules behind one interface
+  (closed-loop lanes, which a capacity search may move, Poisson arrivals, the recorded open loop)
 * ``waker``, ``timerfd`` — sending on time: every due send in one heap, woken by a kernel
   timer (Linux) or a short spin, the request written by the waker itself (``client.gate``);
   ``heap``: the garbage collector kept off a running point's loaded plans

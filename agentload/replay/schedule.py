@@ -23,15 +23,19 @@ each from its own first submit, all starting together). There is no warm-up: the
 from the start to the last scheduled send (or the ``--duration`` deadline, which stops the
 sending; calls in flight complete).
 
+A capacity search in one run (``measure.capacity_stages``) moves a closed-loop point's lanes
+while it runs (``set_lanes``: lanes added join mid-flight after their own warm-up, counted by
+``settling``; lanes taken away are cancelled with their calls in flight).
+
 Each of the three is a strategy in ``modes`` (``schedule_for`` picks it from the shape once,
 when the runner is made); ``PointRunner`` keeps what they share: sending and recording
-requests, session accounting, warm-up and drain, the stop, the window and the timeline.
+requests, session accounting (``account.PointAccount``), warm-up and drain, the stop, the
+window and the timeline.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -42,13 +46,11 @@ from agentload.client.stream import StreamClient
 from agentload.measure.pointrun import PointRun
 from agentload.measure.records import (
     Phase,
-    RequestRecord,
-    SessionResult,
     Window,
     label_phases,
     steady_window,
 )
-from agentload.measure.steady import Pending
+from agentload.replay.account import InFlight, PointAccount
 from agentload.replay.bodies import BodyBuilder
 from agentload.replay.heap import quiet_heap
 from agentload.replay.modes import LEAD_NS, LaneSchedule, Schedule, schedule_for
@@ -72,155 +74,6 @@ __all__ = [
     "PointRunner",
     "SessionInstance",
 ]
-
-InFlight = tuple[int, str, str, int, int, int]
-"""A request in flight: (session instance, call key, phase, scheduled ns, sent ns (clock),
-expected tokens) — what a sharded replay counts as failed when its worker is lost."""
-
-
-class PointAccount:
-    """What a running point recorded: its request and session records, the live counters and
-    the timeline, and the requests and sessions in flight (times since ``t0``)."""
-
-    def __init__(self, clock: Callable[[], int]) -> None:
-        self.clock = clock
-        self.inflight: dict[int, InFlight] = {}
-        """Requests in flight by a serial number (see ``InFlight``)."""
-        self.active: dict[int, tuple[str, int, int]] = {}
-        """Session instances running: number → (recorded session, lane, start clock ns)."""
-        self.stats = LiveStats()
-        self.records: list[RequestRecord] = []
-        self.sessions: list[SessionResult] = []
-        self.timeline: list[dict[str, Any]] = []
-        self.t0 = 0
-        self.cpu0 = 0.0
-        """The loop thread's CPU time when the point started."""
-        self._cpu_s = 0.0
-
-    def pending(self, since_ns: int) -> Pending:
-        """The requests (not warm-up) sent, and the sessions started from their first call, at
-        ``since_ns`` (ns since ``t0``) or later that are in flight."""
-        at, t0 = self.t0 + since_ns, self.t0
-        sends = [f[4] - t0 for f in self.inflight.values() if f[4] >= at and f[2] != Phase.WARMUP]
-        starts = [start - t0 for _, _, start in self.active.values() if start >= at]
-        return Pending(
-            len(sends), len(starts), min(sends, default=None), min(starts, default=None)
-        )
-
-    def session_started(self, inst: SessionInstance, lane: int, start: int) -> None:
-        """Account for a session instance that started on ``lane`` at ``start`` (clock ns)."""
-        self.active[inst.index] = (inst.plan.key, lane, start)
-        st = self.stats
-        st.active_sessions += 1
-        st.max_active_sessions = max(st.max_active_sessions, st.active_sessions)
-
-    def session_ended(
-        self,
-        inst: SessionInstance,
-        lane: int,
-        span: tuple[int, int],
-        sent: int,
-        planned: int,
-        warm_sent: int,
-    ) -> None:
-        """Account for a session instance that ended over ``span`` (clock ns): complete when it
-        sent the ``planned`` calls, else cut; its ``SessionResult``."""
-        start, end = span
-        self.active.pop(inst.index, None)
-        st = self.stats
-        st.active_sessions -= 1
-        complete = sent == planned
-        if complete:
-            st.done_sessions += 1
-        else:
-            st.cut_sessions += 1
-        self.sessions.append(
-            SessionResult(
-                session=inst.index,
-                source=inst.plan.key,
-                lane=lane,
-                start_ns=start - self.t0,
-                end_ns=end - self.t0,
-                joined_at_ns=inst.join_ns,
-                complete=complete,
-                requests=sent,
-                warmup_requests=warm_sent,
-            )
-        )
-
-    def _request_record(
-        self,
-        inst: SessionInstance,
-        call: CallPlan,
-        out: Outcome,
-        phase: Phase,
-        scheduled: int,
-        expected: int,
-        prev_end: int | None,
-    ) -> RequestRecord:
-        """The record of a request that completed as ``out`` (times since the point's start)."""
-        t0 = self.t0
-        ch = out.chunk_ns
-        return RequestRecord(
-            session=inst.index,
-            source=inst.plan.key,
-            agent=call.agent_id,
-            call=call.key,
-            seq=call.seq,
-            turn_depth=call.seq,
-            phase=phase,
-            digest=call.digest,
-            scheduled_ns=scheduled - t0,
-            send_ns=out.send_ns - t0,
-            end_ns=out.end_ns - t0,
-            first_ns=None if out.first_ns is None else out.first_ns - t0,
-            status=out.status,
-            error_kind=out.error_kind,
-            error=out.error,
-            prompt_tokens=out.prompt_tokens,
-            completion_tokens=out.completion_tokens,
-            cached_tokens=out.cached_tokens,
-            expected_tokens=expected,
-            recorded_prompt_tokens=call.prompt_tokens,
-            prompt_tokens_ours=call.ours(),
-            mismatch=out.completion_tokens is not None and out.completion_tokens != expected,
-            ceiling_tokens=call.ceiling(),
-            within_ceiling_tokens=call.within(),
-            gap_ns=None if prev_end is None else out.send_ns - prev_end,
-            recorded_gap_ns=call.recorded_gap_ns,
-            finish_reason=out.finish_reason,
-            prefill_worker=out.prefill_worker,
-            decode_worker=out.decode_worker,
-            server_timing=out.server_timing,
-            itl_ns=[b - a for a, b in itertools.pairwise(ch)],
-        )
-
-    def _keep(self, rec: RequestRecord) -> None:
-        """Keep a completed request's record and add it to the live counters."""
-        st = self.stats
-        self.records.append(rec)
-        st.requests += 1
-        if rec.error_kind is not None:
-            st.errors += 1
-        else:
-            st.output_tokens += rec.output_tokens
-            if rec.ttft_ns is not None:
-                st.ttfts.append(rec.ttft_ns)
-
-    def _take_sample(self) -> None:
-        """Add the counters now to the timeline (and read the loop's CPU time)."""
-        self._cpu_s = time.thread_time() - self.cpu0
-        st = self.stats
-        self.timeline.append(
-            {
-                "t_ns": self.clock() - self.t0,
-                "active_sessions": st.active_sessions,
-                "inflight": st.inflight,
-                "requests": st.requests,
-                "errors": st.errors,
-                "output_tokens": st.output_tokens,
-            }
-        )
 
 
 class PointRunner(PointAccount):
@@ -385,10 +238,19 @@ class PointRunner(PointAccount):
             raise TypeError("only a closed-loop point's lanes can be moved")
         self.schedule.set_lanes(n)
 
-    def settling(self) -> bool:
-        """Lanes added are still in their warm-up."""
+    def settling(self, since_ns: int) -> bool:
+        """Lanes added are still in their warm-up, or a request sent before ``since_ns`` (ns
+        since ``t0``: when the lanes were moved) still waits for its first token: the queue of
+        the load before has not been served yet."""
         lanes = self.schedule
-        return isinstance(lanes, LaneSchedule) and lanes.warming > 0
+        if isinstance(lanes, LaneSchedule) and lanes.warming > 0:
+            return True
+        at = self.t0 + since_ns
+        return any(
+            f[4] < at and not self.streams[serial].chunk_ns
+            for serial, f in self.inflight.items()
+            if serial in self.streams
+        )
 
     def show(self, note: str) -> None:
         """What the progress display adds to its line (a capacity search's stage)."""
@@ -452,12 +314,15 @@ class PointRunner(PointAccount):
         st.max_inflight = max(st.max_inflight, st.inflight)
         serial = self._serial = self._serial + 1
         self.inflight[serial] = (inst.index, call.key, phase, scheduled, self.clock(), expected)
+        live = self.streams[serial] = Outcome(send_ns=0)
         try:
             model = self.builder.model  # a Gemini call's path names it
-            out = await self.client.chat(body, headers, call.send_api, due=due, model=model)
+            out = await self.client.chat(
+                body, headers, call.send_api, due=due, model=model, out=live
+            )
         finally:
             st.inflight -= 1
-            del self.inflight[serial]
+            del self.inflight[serial], self.streams[serial]
         rec = self._request_record(inst, call, out, phase, scheduled, expected, prev_end)
         self._keep(rec)
         self.waker.poll()  # building the record took a while: a send may have fallen due
