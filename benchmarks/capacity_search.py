@@ -12,8 +12,9 @@ each against a fresh server process:
   probes placed inside the bracket, ``--capacity-search ramp``), each probe ended by the
   sequential test;
 * ``full`` — the reference: ``--capacity-search probes`` (every probe a point of its own from
-  cold, its requests in flight completed) with every probe measured at least
-  ``--full-window-s`` seconds (``--capacity-min-window``) before its verdict.
+  cold, its requests in flight completed; or ``--full-search ramp``: the same one run) with
+  every full probe measured at least ``--full-window-s`` seconds (``--capacity-min-window``)
+  before its verdict.
 
 With ``--target llamacpp`` both run against llama.cpp's ``llama-server`` serving Gemma 3 270M
 (``scripts/llama-server.sh``; a tiny model on the CPU, so a tiny trace and loose objectives).
@@ -188,6 +189,13 @@ def main() -> None:
     ap.add_argument("--target", choices=("simulator", "llamacpp"), default="simulator")
     ap.add_argument("--full-window-s", type=float, default=60.0)
     ap.add_argument("--no-full", action="store_true", help="run the fast search only")
+    ap.add_argument(
+        "--full-search",
+        choices=("probes", "ramp"),
+        default="probes",
+        help="the reference's way: a point per probe from cold (the default), or the same "
+        "one run as the fast search with every full probe's window at least --full-window-s",
+    )
     a = ap.parse_args()
     os.chdir(ROOT)
     tmp = Path(tempfile.mkdtemp(prefix="agentload-capacity-"))
@@ -198,7 +206,8 @@ def main() -> None:
     rows["fast"] = search(server, trace, tmp / "fast", [])
     print(f"fast: {rows['fast']}", flush=True)
     if not a.no_full:
-        full = ["--capacity-search", "probes", "--capacity-min-window", f"{a.full_window_s:g}"]
+        full = ["--capacity-search", a.full_search]
+        full += ["--capacity-min-window", f"{a.full_window_s:g}"]
         rows["full"] = search(server, trace, tmp / "full", full)
         print(f"full: {rows['full']}", flush=True)
     for line in table(rows):
@@ -218,6 +227,7 @@ def main() -> None:
                 "target": a.target,
                 "slo": server.slo,
                 "full_window_s": None if a.no_full else a.full_window_s,
+                "full_search": None if a.no_full else a.full_search,
                 "columns": list(COLUMNS),
                 "rows": [{"search": k, **v} for k, v in rows.items()],
                 "fast_minutes": None if minutes is None else round(minutes, 2),

@@ -10,7 +10,8 @@ flight complete and count) at the first look where
 
 * at least ``min_s`` seconds were measured, and
 * every objective is decided, or one failed: a sequential test (``Sequential``) that looks at
-  each objective when its sample has reached ``min_n``, then 2, 4, 8… times ``min_n`` requests.
+  each objective when its sample has reached ``first_look`` (45) requests, then 1.5, 2.25…
+  times as many.
   A look runs two tests: one over every request completed, the requests in flight counted as
   misses for a pass (``capacity.judge``; a request streaming already adds its known TTFT to the
   TTFT sample instead), and one over the complete prefix (the requests sent before the
@@ -18,7 +19,7 @@ flight complete and count) at the first look where
   decided when one says pass or fail and the other does not say the opposite. The ``k``-th
   look spends ``α / 2^(k+2)`` of the error on each test (α = 5%), so all the looks together are
   wrong at most α of the time: a probe whose p90 TTFT is far under its limit passes after
-  ~45 requests, one near the limit runs on; or
+  45 requests, one near the limit runs on; or
 * every objective not decided has at least ``min_n`` requests and a 90% interval whose half-width
   is at most ``tolerance`` of its estimate (``precise``: the estimate decides);
 
@@ -122,6 +123,9 @@ class SteadyRule:
 
     min_s: float = 5.0
     min_n: int = 30
+    first_look: int = 45
+    """The sequential test's first look: the fewest requests that can decide at its error
+    (α/4: 42 all on the good side of a p90 threshold); then every 1.5 times as many."""
     tolerance: float = 0.05
     every_s: float = 0.5
     ramp_s: float = 10.0
@@ -146,7 +150,7 @@ class Sequential:
         for s, whole in zip(got, now.prefix, strict=True):
             obj, n = s.objective, len(s.values)
             k = self.looks.get(obj, 0)
-            if obj in self.decided or n < rule.min_n << k:
+            if obj in self.decided or n < _look_at(rule, k):
                 continue
             m = now.pending.count(obj)
             alpha = ALPHA / 2 ** (k + 2)  # two tests a look
@@ -157,7 +161,7 @@ class Sequential:
             } - {Verdict.UNCERTAIN}
             if len(said) == 1:
                 self.decided[obj] = said.pop()
-            while rule.min_n << k <= n:
+            while _look_at(rule, k) <= n:
                 k += 1
             self.looks[obj] = k
         if not got:
@@ -171,6 +175,11 @@ class Sequential:
             if len(s.values) < rule.min_n or width is None or width > rule.tolerance:
                 return None
         return Stop.PRECISE
+
+
+def _look_at(rule: SteadyRule, k: int) -> int:
+    """The sample size of the sequential test's ``k``-th look."""
+    return int(rule.first_look * 1.5**k)
 
 
 @dataclass(frozen=True)
