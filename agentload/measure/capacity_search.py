@@ -269,10 +269,11 @@ def _answer(
         text += f" ({search.missed:,} missed it)"
     if not search.met_full:
         text += f"; {at.agents:,} is a ramp step's estimate, not yet confirmed by a full probe"
-    shaky = sorted({p.concurrency for p in probes if p.verdict is Verdict.UNCERTAIN})
+    # a full probe's (a ramp step's quick look is uncertain by design: full probes confirm it)
+    shaky = sorted({p.concurrency for p in probes if p.verdict is Verdict.UNCERTAIN and not p.ramp})
     if shaky and (at.agents in shaky or search.missed in shaky):
         text += (
-            "; uncertain: the 95% interval straddles a threshold at "
+            "; uncertain: the 95% bounds straddle a threshold at "
             + ", ".join(str(s) for s in shaky)
             + " (the estimate decided; more measured time narrows it)"
         )
