@@ -114,9 +114,8 @@ async def run_stages(
             said = "; ".join(check_text(c) for c in checks)
             runner.show(f"{head}: so far {said or 'no request completed'}{tail}")
 
-        mark.stop, mark.met = await _measure(runner, mark, slo, pct, rule, cap_s, so_far)
+        mark.stop, mark.met, checks = await _measure(runner, mark, slo, pct, rule, cap_s, so_far)
         mark.end_ns = clock() - t0
-        checks = [s.check() for s in window_samples(runner, mark.start_ns, slo, pct).done]
         search.record(level, mark.met, full, margin(checks))
         tail = told(mark, checks)
     runner.mark_drain()
@@ -137,9 +136,9 @@ async def _measure(
     rule: SteadyRule,
     cap_s: float,
     so_far: Callable[[list[Check]], None],
-) -> tuple[Stop, bool]:
+) -> tuple[Stop, bool, list[Check]]:
     """Measure one stage from ``mark.start_ns`` until it ends (module docstring); why, and
-    whether the search takes it as met."""
+    whether the search takes it as met, and its checks at that look."""
     assert mark.start_ns is not None
     test = Sequential(rule)
     start = runner.clock()
@@ -154,9 +153,9 @@ async def _measure(
         now = window_samples(runner, mark.start_ns, slo, pct)
         why = test.look(now)
         got, pending = now.done, now.pending.requests
-        if why is Stop.DECIDED:
-            return why, all(v is Verdict.PASS for v in test.decided.values())
         checks = [s.check() for s in got]
+        if why is Stop.DECIDED:
+            return why, all(v is Verdict.PASS for v in test.decided.values()), checks
         so_far(checks)
         least = min((c.n for c in checks), default=0)
         quiet = least + pending < rule.ramp_n  # too little traffic to judge: presumed met
@@ -166,7 +165,7 @@ async def _measure(
             elif elapsed >= rule.ramp_s and (least >= rule.ramp_n or quiet):
                 why = Stop.CAP
         if why is not None or capped:
-            return why or Stop.CAP, all(c.met or (quiet and c.n == 0) for c in checks)
+            return why or Stop.CAP, all(c.met or (quiet and c.n == 0) for c in checks), checks
         pause = max(rule.every_s, 20 * (time.perf_counter() - t))
 
 

@@ -226,10 +226,13 @@ def window_samples(runner: LivePoint, since: int, slo: dict[str, float | None], 
     got = _samples(done, runner.sessions, since, None, slo, pct, fly.ttft_ms or ())
     if not fly.requests and not fly.sessions:
         return Look(got, got, fly)
-    prefix = [
-        _samples(done, runner.sessions, since, fly.cut(s.objective), slo, pct, ())[i]
-        for i, s in enumerate(got)
-    ]
+    by_cut: dict[int | None, list[Sample]] = {}  # at most three cuts: sampled once each
+    prefix = []
+    for i, s in enumerate(got):
+        cut = fly.cut(s.objective)
+        if cut not in by_cut:
+            by_cut[cut] = _samples(done, runner.sessions, since, cut, slo, pct, ())
+        prefix.append(by_cut[cut][i])
     return Look(got, prefix, fly)
 
 
