@@ -22,6 +22,8 @@ agents' retry policy (``agents.llm``) asks ``failures.verdict`` what a failure m
   model, or the first listed) and which APIs the endpoint speaks
 * ``streams``   — an answer read into an ``Outcome``: every content event's time, usage, the
   failure; asked for the answer itself, ``wire``'s reader of its API reassembles it
+* ``textrun``   — a run of a Chat Completions stream's plain text deltas counted by the bytes
+  around their text (learned from one parsed delta), not event by event
 * ``outcome``   — ``Outcome``: what happened to one request
 * ``failures``  — each failure to its ``measure.errorkinds.ErrorKind`` (or ``http_<status>``),
   and what it means for a retry (``Verdict``, ``Retry-After``)

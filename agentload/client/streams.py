@@ -25,6 +25,7 @@ import orjson
 from agentload.client.failures import answer_failure, reported_failure
 from agentload.client.netback import SocketStream
 from agentload.client.outcome import Outcome
+from agentload.client.textrun import Template
 from agentload.errors import WireError
 from agentload.errortext import clip
 from agentload.measure.errorkinds import ErrorKind
@@ -88,12 +89,14 @@ def _stamped(resp: Answer) -> SocketStream | None:
 
 async def _read_chat(resp: Answer, out: Outcome, clock: Callable[[], int]) -> None:
     """A Chat Completions stream: one chunk time per content event. Until the first content
-    event every event is parsed; after it, a run of plain text deltas in one read is counted
-    by its byte patterns (``_plain_run``) and any other event is classified line by line."""
+    event every event is parsed; after it, a block's leading run of text deltas shaped as the
+    stream's plain deltas is counted by their bytes (``textrun.Template``), and the rest by
+    ``_read_rest``."""
     chunks = out.chunk_ns
     append = chunks.append
     buf = b""
     done = False
+    tpl: Template | None = None
     rx = _stamped(resp)
     send = out.send_ns
     async for raw in resp.aiter_raw():
@@ -107,25 +110,47 @@ async def _read_chat(resp: Answer, out: Outcome, clock: Callable[[], int]) -> No
         block, buf = buf[:cut], buf[cut:]
         if not chunks:
             # the first content event is parsed whole; the block goes on after its line
-            first, ended = _first_content_line(block, out)
+            first, ended, line = _first_content_line(block, out)
             done = done or ended
             if first < 0:
                 continue
             append(now)
+            tpl = Template.learn(line)
             block = block[first:]
-        plain, block = _plain_run(block)
-        if plain:
-            chunks.extend([now] * (plain.count(b'"content":"') - plain.count(b'"content":""')))
-        for line in block.split(b"\n"):
-            got = _line(line, out, fast=True)
-            if got == _DONE:
-                done = True
-            elif got:
-                append(now)
+        if tpl is not None:
+            n, end = tpl.run(block)
+            if n:
+                chunks.extend([now] * n)
+                block = block[end:]
+        if block:
+            ended, learned = _read_rest(block, out, now)
+            done = done or ended
+            tpl = learned or tpl
     if chunks:
         out.first_ns = chunks[0]
     if out.error_kind is None and not done and out.finish_reason is None:
         out.error_kind, out.error = ErrorKind.TRUNCATED, "stream ended without [DONE]"
+
+
+def _read_rest(block: bytes, out: Outcome, now: int) -> tuple[bool, Template | None]:
+    """Whole lines of a stream past its first content event that its template did not take: a
+    run of plain text deltas counted by byte patterns (``_plain_run``), any other event
+    classified line by line; whether ``[DONE]`` was among them, and the template of the last
+    content line taken line by line (the stream's shape may have changed: a new ``created``)."""
+    chunks = out.chunk_ns
+    plain, block = _plain_run(block)
+    if plain:
+        chunks.extend([now] * (plain.count(b'"content":"') - plain.count(b'"content":""')))
+    done = False
+    last = b""
+    for line in block.split(b"\n"):
+        got = _line(line, out, fast=True)
+        if got == _DONE:
+            done = True
+        elif got:
+            chunks.append(now)
+            last = line
+    return done, Template.learn(last) if last else None
 
 
 _DONE = 2
@@ -196,19 +221,20 @@ def _compact(head: bytes) -> bool:
     return head.count(b"data:") == head.count(b'"finish_reason":null') and head[:1] != b":"
 
 
-def _first_content_line(block: bytes, out: Outcome) -> tuple[int, bool]:
+def _first_content_line(block: bytes, out: Outcome) -> tuple[int, bool, bytes]:
     """Parse ``block``'s events in turn until one carries content: the offset just after that
-    event's line (-1 when none did), and whether ``[DONE]`` was among them."""
+    event's line (-1 when none did), whether ``[DONE]`` was among them, and that line."""
     pos = 0
     done = False
     while (nl := block.find(b"\n", pos)) >= 0:
-        got = _line(block[pos:nl], out, fast=False)
+        line = block[pos:nl]
+        got = _line(line, out, fast=False)
         pos = nl + 1
         if got == _DONE:
             done = True
         elif got:
-            return pos, done
-    return -1, done
+            return pos, done, line
+    return -1, done, b""
 
 
 def _text_deltas(block: bytes) -> bool:

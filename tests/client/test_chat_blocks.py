@@ -1,6 +1,7 @@
 """A Chat Completions stream read a block at a time counts the same content events as read an
-event at a time: the block fast path (``streams._text_deltas``) over real HTTP, against the
-count a JSON parse of every event gives, for streams written whole and in small pieces."""
+event at a time: the block fast paths (a run of the stream's plain deltas counted by the bytes
+around their text, ``textrun.Template``; then ``streams._text_deltas``) over real HTTP, against
+the count a JSON parse of every event gives, for streams written whole and in small pieces."""
 
 from __future__ import annotations
 
@@ -68,6 +69,59 @@ STREAMS: dict[str, list[bytes]] = {
         b"data: " + orjson.dumps(_chunk({}, finish="tool_calls")),
         b"data: [DONE]",
     ],
+    "shapes the template must not take": [
+        *(b"data: " + orjson.dumps(_text(f"t{i}")) for i in range(20)),
+        b"data: " + orjson.dumps(_text('"},"finish_reason":null}]}')),  # its tail, as text
+        b"data: " + orjson.dumps(_text("data: x")),
+        *(b"data: " + orjson.dumps(_text("a")) for _ in range(5)),
+        b"data: " + orjson.dumps(_chunk({"content": "", "tool_calls": [{"index": 0}]})),
+        b"data: " + orjson.dumps(_chunk({"content": "b", "reasoning_content": "r"})),
+        *(
+            b"data: " + orjson.dumps({**_text("u"), "usage": {"completion_tokens": i}})
+            for i in range(5)
+        ),
+        *(b"data: " + orjson.dumps(_text("c")) for _ in range(5)),
+        b"data: " + orjson.dumps(_chunk({"content": "\\"})),  # a text ending in a backslash
+        b"data: " + orjson.dumps(_chunk({"content": "last"}, finish="length")),
+        b"data: [DONE]",
+    ],
+    "usage reported mid-stream (vLLM's continuous_usage_stats)": [
+        *(b"data: " + orjson.dumps(_text(f"t{i}")) for i in range(10)),
+        *(
+            b"data: " + orjson.dumps({**_text("u"), "usage": {"completion_tokens": 10 + i}})
+            for i in range(3)
+        ),
+        *(b"data: " + orjson.dumps(_text(f"t{i}")) for i in range(5)),
+        b"data: " + orjson.dumps(_chunk({}, finish="stop")),
+        b"data: [DONE]",
+    ],
+    "a usage report of its own mid-stream": [
+        *(b"data: " + orjson.dumps(_text(f"t{i}")) for i in range(10)),
+        b"data: " + orjson.dumps({"id": "c1", "choices": [], "usage": {"completion_tokens": 20}}),
+        *(b"data: " + orjson.dumps(_text(f"t{i}")) for i in range(5)),
+        b"data: " + orjson.dumps(_chunk({}, finish="stop")),
+        b"data: [DONE]",
+    ],
+    "an empty text mid-stream": [
+        *(b"data: " + orjson.dumps(_text(f"t{i}")) for i in range(10)),
+        b"data: " + orjson.dumps(_text("")),
+        *(b"data: " + orjson.dumps(_text(f"t{i}")) for i in range(5)),
+        b"data: " + orjson.dumps(_chunk({}, finish="stop")),
+        b"data: [DONE]",
+    ],
+    "a new created every few events (llama.cpp's key order)": [
+        b"data: "
+        + orjson.dumps(
+            {
+                "choices": [{"finish_reason": None, "index": 0, "delta": {"content": f"w{i}"}}],
+                "created": 1_700_000_000 + i // 7,
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+            }
+        )
+        for i in range(60)
+    ]
+    + [b"data: " + orjson.dumps(_chunk({}, finish="stop")), b"data: [DONE]"],
     "spaced JSON": [
         b"data: " + json.dumps(_text("a")).encode(),
         *(b"data: " + json.dumps(_text("b")).encode() for _ in range(40)),
@@ -77,16 +131,27 @@ STREAMS: dict[str, list[bytes]] = {
 }
 
 
-def _expected(lines: list[bytes]) -> int:
-    """Content events by a JSON parse of every event (what the reader must count)."""
-    n = 0
+SEPARATORS = {"plain text, CRLF line ends": b"\r\n\r\n"}
+"""How a stream's events are ended (default: a blank line after each, with LF ends)."""
+STREAMS["plain text, CRLF line ends"] = STREAMS["plain text"]
+
+
+def _expected(lines: list[bytes]) -> tuple[int, str | None, int | None]:
+    """Content events, the finish reason and the last usage report's completion tokens, by a
+    JSON parse of every event (what the reader must find)."""
+    n, finish, tokens = 0, None, None
     for line in lines:
         if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
             continue
-        ch = json.loads(line[5:])["choices"][0]
+        ev = json.loads(line[5:])
+        tokens = (ev.get("usage") or {}).get("completion_tokens", tokens)
+        if not ev["choices"]:
+            continue
+        ch = ev["choices"][0]
+        finish = ch.get("finish_reason") or finish
         d = ch.get("delta") or {}
         n += bool(d.get("content") or d.get("reasoning_content") or d.get("tool_calls"))
-    return n
+    return n, finish, tokens
 
 
 @asynccontextmanager
@@ -128,21 +193,21 @@ async def _raw_server(payload: bytes, piece: int) -> AsyncIterator[str]:
 @pytest.mark.parametrize("piece", [1 << 20, 97, 7], ids=["whole", "97B", "7B"])
 def test_block_reading_counts_every_content_event_once(name: str, piece: int) -> None:
     lines = STREAMS[name]
-    payload = b"".join(line + b"\n\n" for line in lines)
+    payload = b"".join(line + SEPARATORS.get(name, b"\n\n") for line in lines)
     expected = _expected(lines)
 
-    async def go() -> tuple[int, Any, Any]:
+    async def go() -> tuple[tuple[int, Any, Any], Any]:
         async with _raw_server(payload, piece) as base:
             client = StreamClient(base, max_connections=2, timeout_s=10)
             try:
                 out = await client.chat(orjson.dumps({"model": "m", "messages": []}))
             finally:
                 await client.aclose()
-        return len(out.chunk_ns), out.error_kind, out.finish_reason
+        return (len(out.chunk_ns), out.finish_reason, out.completion_tokens), out.error_kind
 
-    got, error, finish = asyncio.run(go())
+    got, error = asyncio.run(go())
     assert error is None
-    assert finish in {"stop", "length", "tool_calls"}
+    assert expected[1] in {"stop", "length", "tool_calls"}
     assert got == expected
 
 
@@ -161,3 +226,40 @@ def test_the_fast_path_takes_plain_text_and_refuses_everything_else() -> None:
     assert not _text_deltas(block(_text("data: x")))  # text holding "data:": parsed per line
     assert not _text_deltas(block({**_text("a"), "usage": {"completion_tokens": 1}}))
     assert not _text_deltas(block({**_text("a"), "error": {"message": "x"}}))
+
+
+def test_a_template_is_learned_from_plain_deltas_only_and_counts_only_their_runs() -> None:
+    from agentload.client.textrun import Template
+
+    def line(ev: dict[str, Any]) -> bytes:
+        return b"data: " + orjson.dumps(ev)
+
+    def block(*evs: dict[str, Any]) -> bytes:
+        return b"".join(line(e) + b"\n\n" for e in evs)
+
+    tpl = Template.learn(line(_text("a")))
+    assert tpl is not None
+    assert (
+        tpl.head.endswith(b'"delta":{"content":"') and tpl.tail == b'"},"finish_reason":null}]}\n'
+    )
+    for not_plain in (
+        _text(""),
+        _chunk({"content": "a"}, finish="stop"),
+        _chunk({"content": "a"}, index=1),
+        _chunk({"reasoning_content": "r"}),
+        {**_text("a"), "usage": {"completion_tokens": 1}},
+        {**_text("a"), "error": {"message": "x"}},
+    ):
+        assert Template.learn(line(not_plain)) is None, not_plain
+    assert Template.learn(b"data: [DONE]") is None
+    assert Template.learn(b": comment") is None
+
+    assert tpl.run(block(_text("a"), _text('b"\\'), _text("data: x"))) == (0, 0)  # data: in text
+    plain = block(_text("a"), _text('b"\\'), _text("c"))
+    assert tpl.run(plain) == (3, len(plain) - 1)  # up to the last tail; its blank line after
+    assert tpl.run(b": ping\n\n" + plain) == (3, len(plain) + 7)
+    assert tpl.run(block(_text("a"), _text(""), _text("c"))) == (0, 0)  # an empty text
+    rest = block(_chunk({}, finish="stop")) + b"data: [DONE]\n\n"
+    assert tpl.run(plain + rest) == (3, len(plain) - 1)
+    assert tpl.run(block(_text("a"), {**_text("b"), "usage": {"x": 1}}, _text("c"))) == (0, 0)
+    assert tpl.run(rest) == (0, 0)

@@ -1,0 +1,123 @@
+"""A run of plain text deltas in a Chat Completions stream, counted by its bytes.
+
+A server writes every plain text delta of one stream with the same bytes around the text:
+``data: {"id":"chatcmpl-1",...,"choices":[{"index":0,"delta":{"content":"`` before it and
+``"},"logprobs":null,"finish_reason":null}]}`` and the line's end after it. ``Template.learn``
+takes the two (``head``, ``tail``) from one such event the reader parsed whole, and
+``Template.run`` counts, in a block of whole SSE lines, the content events of its longest
+leading part that holds only events of that shape: four byte counts (``data:``, the head, the
+tail, an empty text), where a check event by event would cost a parse or a dozen byte scans
+per event.
+
+Why the counts are enough. The head starts with ``data:`` and holds it once; the tail ends the
+line and holds no ``data:``. Inside a JSON string a quote is escaped, so the head and the tail
+(each a run of JSON structure around quotes) are never found inside text: every head found
+starts a line, and every tail found ends one. When a part of the block holds as many
+``data:`` as heads, every event line in it starts with the head (and the text holds no
+``data:``); when it holds as many tails, every one of those lines ends with the tail; and when
+no head is followed at once by a quote, every text is non-empty. So each event there is one
+content event with the shape of the learned one: index 0, ``finish_reason`` as learned (null
+or absent), no usage, no error. Lines that are not ``data:`` lines (comments, blank lines) are
+not events for the reader either. Anything else (a text holding ``data:``, an empty text, a
+finish, a usage report, a second choice, a server that writes a new ``created`` each second)
+makes the counts differ, and the reader takes that part event by event as before, and learns
+the shape again from a later plain delta (``Template.learn`` on a line it parsed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+__all__ = ["Template"]
+
+_CONTENT = b'"content":"'
+_DATA = b"data:"
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """The bytes around the text of this stream's plain text deltas (see the module
+    docstring)."""
+
+    head: bytes
+    """From ``data:`` up to and with the text's opening quote."""
+    tail: bytes
+    """From the text's closing quote to the end of the line, its newline included."""
+    empty: bytes
+    """``head`` and a quote: a delta whose text is empty."""
+
+    @classmethod
+    def learn(cls, line: bytes) -> Template | None:
+        """The template of ``line`` (one SSE ``data:`` line, its newline left off) when it is a
+        plain text delta: one choice of index 0, non-empty ``content`` (nothing else in its
+        delta but what follows the text), ``finish_reason`` null or absent, no usage, no
+        error; else None."""
+        if not _plain_delta(line):
+            return None
+        start = line.find(_CONTENT)
+        if start < 0 or line.count(_CONTENT) != 1:
+            return None
+        close = _closing_quote(line, start + len(_CONTENT))
+        if close is None:
+            return None
+        head, tail = line[: start + len(_CONTENT)], line[close:] + b"\n"
+        if not head.startswith(_DATA) or head.count(_DATA) != 1 or _DATA in tail:
+            return None
+        return cls(head, tail, head + b'"')
+
+    def run(self, block: bytes) -> tuple[int, int]:
+        """In ``block`` (whole lines): the content events of its leading part up to the last
+        line that ends with the tail, and where that part ends; ``(0, 0)`` when that part
+        holds anything but events of this template's shape (see the module docstring)."""
+        end = block.rfind(self.tail)
+        if end < 0:
+            return 0, 0
+        end += len(self.tail)
+        n = block.count(self.head, 0, end)
+        if (
+            n == 0
+            or block.count(_DATA, 0, end) != n
+            or block.count(self.tail, 0, end) != n
+            or block.count(self.empty, 0, end)
+        ):
+            return 0, 0
+        return n, end
+
+
+def _plain_delta(line: bytes) -> bool:
+    """Whether ``line`` is a ``data:`` line of one plain text delta (see ``Template.learn``)."""
+    if not line.startswith(_DATA):
+        return False
+    try:
+        ev: Any = orjson.loads(line[len(_DATA) :])
+    except orjson.JSONDecodeError:
+        return False
+    if not isinstance(ev, dict) or ev.get("usage") is not None or "error" in ev:
+        return False
+    choices = ev.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        return False
+    ch = choices[0]
+    delta = ch.get("delta")
+    return (
+        ch.get("index", 0) == 0
+        and ch.get("finish_reason") is None
+        and isinstance(delta, dict)
+        and isinstance(delta.get("content"), str)
+        and bool(delta["content"])
+    )
+
+
+def _closing_quote(line: bytes, at: int) -> int | None:
+    """The offset of the quote that ends the JSON string whose text starts at ``at``."""
+    while (q := line.find(b'"', at)) >= 0:
+        slashes = 0
+        while q - slashes - 1 >= at and line[q - slashes - 1] == 0x5C:  # backslash
+            slashes += 1
+        if slashes % 2 == 0:
+            return q
+        at = q + 1
+    return None
