@@ -116,7 +116,8 @@ def serve_raw(port: int, log: str, tokens: int = 8, tok_s: float = 5.0) -> None:
 
     import httpcore
 
-    from agentload.client.netback import _SO_TIMESTAMPNS, KernelStamps, SocketStream
+    from agentload.client.kstamps import SO_TIMESTAMPNS, KernelStamps
+    from agentload.client.netback import SocketStream
 
     times: list[str] = []
     head = (
@@ -202,7 +203,7 @@ def serve_raw(port: int, log: str, tokens: int = 8, tok_s: float = 5.0) -> None:
                 conn.setblocking(False)
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 try:
-                    conn.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                    conn.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
                     st: KernelStamps | None = stamps
                 except OSError:
                     st = None

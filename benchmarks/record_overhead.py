@@ -54,7 +54,8 @@ from typing import Any
 import httpx
 import orjson
 
-from agentload.client.netback import AsyncioBackend, KernelStamps, SocketStream
+from agentload.client.kstamps import KernelStamps
+from agentload.client.netback import AsyncioBackend, SocketStream
 from agentload.quantiles import percentile
 from agentload.trace.trace import load_trace
 

@@ -14,14 +14,17 @@ agents' retry policy (``agents.llm``) asks ``failures.verdict`` what a failure m
   request, no locks, the answer's body one network read at a time
 * ``http1``     — strict HTTP/1.1 framing (heads, Content-Length, chunked and to-close bodies,
   header lines to write): the lean connection's and the recording proxy's
-* ``netback``   — plain asyncio sockets with kernel receive times (``SO_TIMESTAMPNS``)
-  converted to ``perf_counter_ns``: under the lean connections and under httpcore
+* ``netback``   — plain asyncio sockets with kernel receive times: under the lean connections
+  and under httpcore; a body can be pumped to a sink from the socket's callback
+* ``kstamps``   — kernel receive times (``SO_TIMESTAMPNS``) converted to ``perf_counter_ns``
 * ``gate``      — a scheduled request written at its due time by whoever runs then (replay's
   waker), not by its task one loop turn later
 * ``probe``     — ``GET /models`` (replay: the model must be listed; an agent run: a named
   model, or the first listed) and which APIs the endpoint speaks
 * ``streams``   — an answer read into an ``Outcome``: every content event's time, usage, the
   failure; asked for the answer itself, ``wire``'s reader of its API reassembles it
+* ``chatsse``   — a Chat Completions stream folded into an ``Outcome`` a read at a time
+  (``ChatReader``: synchronous, so a lean connection feeds it from its socket's callback)
 * ``textrun``   — a run of a Chat Completions stream's plain text deltas counted by the bytes
   around their text (learned from one parsed delta), not event by event
 * ``outcome``   — ``Outcome``: what happened to one request

@@ -219,7 +219,7 @@ class LeanConnection:
                     if framing.to_close:
                         ended = True
                         break
-                    raise _reset("RemoteProtocolError: the server closed the connection mid-answer")
+                    raise _reset(_CLOSED_MID_ANSWER)
                 try:
                     got = framing.feed(chunk)
                 except HeadError as exc:
@@ -228,14 +228,39 @@ class LeanConnection:
                     yield got
             ended = ended or framing.done
         finally:
-            keep = (
-                ended
-                and not framing.to_close
-                and not framing.extra
-                and head.start[0] == b"HTTP/1.1"
-                and b"close" not in head.tokens(b"connection")
-            )
-            await self.settle(keep)
+            await self.settle(_reusable(head, framing, ended))
+
+    async def pump(
+        self, head: Head, framing: Body, first: bytes, feed: Callable[[bytes, int], None]
+    ) -> None:
+        """An answer's body to its end, each network read's payload handed to ``feed(data,
+        rx_ns)`` from the socket's callback (``netback.SocketStream.pump``); the connection
+        is kept or closed as after ``body``."""
+        stream = self.stream
+        assert stream is not None
+        ended = framing.done
+
+        def sink(data: bytes, rx_ns: int) -> bool:
+            got = framing.feed(data)
+            if got:
+                feed(got, rx_ns)
+            return framing.done
+
+        try:
+            if first:
+                feed(first, stream.rx_ns)
+            if not framing.done:
+                try:
+                    finished = await stream.pump(sink)
+                except httpcore.ReadError as exc:
+                    raise _reset(f"ReadError: {exc}") from None
+                except HeadError as exc:
+                    raise _reset(f"RemoteProtocolError: {exc}") from None
+                if not finished and not framing.to_close:
+                    raise _reset(_CLOSED_MID_ANSWER)
+                ended = True
+        finally:
+            await self.settle(_reusable(head, framing, ended))
 
     async def settle(self, keep: bool) -> None:
         """After an answer: keep the connection for the next request, or close it."""
@@ -284,6 +309,21 @@ async def read_upto(parts: AsyncIterator[bytes], limit: int | None) -> bytes:
     return b"".join(got)
 
 
+_CLOSED_MID_ANSWER = "RemoteProtocolError: the server closed the connection mid-answer"
+
+
+def _reusable(head: Head, framing: Body, ended: bool) -> bool:
+    """Whether a connection can carry the next request after this answer: it was read to its
+    end, nothing came after it, and both sides keep the connection alive."""
+    return (
+        ended
+        and not framing.to_close
+        and not framing.extra
+        and head.start[0] == b"HTTP/1.1"
+        and b"close" not in head.tokens(b"connection")
+    )
+
+
 def _fields(headers: Mapping[str, str]) -> bytes:
     """Header lines (each checked: a token name, a value without control bytes)."""
     return b"".join(
@@ -292,14 +332,17 @@ def _fields(headers: Mapping[str, str]) -> bytes:
 
 
 class LeanAnswer:
-    """An answer's status and headers; its body read once, by ``aiter_raw`` or ``aread``."""
+    """An answer's status and headers; its body read once, by ``aiter_raw``, ``pump`` or
+    ``aread``."""
 
     def __init__(self, conn: LeanConnection, head: Head, framing: Body, first: bytes) -> None:
         self.status_code = int(head.start[1])
         self._head = head
         self.network_stream: object = conn.stream
         self._conn = conn
-        self._body = conn.body(head, framing, first)
+        self._framing = framing
+        self._first = first
+        self._body: AsyncGenerator[bytes, None] | None = None
 
     def header(self, name: str) -> str | None:
         """The first value of header ``name``, or None."""
@@ -308,17 +351,25 @@ class LeanAnswer:
 
     def aiter_raw(self) -> AsyncIterator[bytes]:
         """The body, one network read at a time."""
+        if self._body is None:
+            self._body = self._conn.body(self._head, self._framing, self._first)
         return self._body
+
+    async def pump(self, feed: Callable[[bytes, int], None]) -> None:
+        """The body to its end: ``feed(data, rx_ns)`` for each network read, called from the
+        socket's callback (``LeanConnection.pump``)."""
+        await self._conn.pump(self._head, self._framing, self._first, feed)
 
     async def aread(self, limit: int | None = None) -> bytes:
         """The whole body, or (``limit``) its first ``limit`` bytes or a little more (the rest
         is left unread, and the connection closed)."""
-        got = await read_upto(self._body, limit)
+        got = await read_upto(self.aiter_raw(), limit)
         await self.aclose()
         return got
 
     async def aclose(self) -> None:
         """Done with the answer: an unread rest closes its connection."""
-        await self._body.aclose()
-        if self._conn.answering:  # its body was never started
+        if self._body is not None:
+            await self._body.aclose()
+        if self._conn.answering:  # its body was never started, or not read to its end
             await self._conn.settle(False)

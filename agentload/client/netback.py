@@ -5,7 +5,9 @@ httpcore's default backend goes through anyio and opens a cancel scope around ev
 read; at thousands of streams that bookkeeping is most of the client's CPU. This backend owns
 a non-blocking socket directly: one ``loop.add_reader`` callback per connection (registered
 once, removed only to pause a full buffer or on close) receives each block with
-``sock.recvmsg`` into a small queue, and ``read`` hands blocks out in order. Writes go through
+``sock.recvmsg`` into a small queue, and ``read`` hands blocks out in order; or, while a
+``pump`` runs, hands each block straight to its sink from that callback (an answer's body read
+with no task step per read: ``lean.LeanAnswer.pump``). Writes go through
 ``loop.sock_sendall`` (a direct ``send`` when the socket has room; ``send_now`` is that
 direct ``send`` alone, for a scheduled request written at its due time, ``client.gate``). The
 backend's ``tick``, when set, is called before each read is handled. Connects, reads and
@@ -15,39 +17,17 @@ requests pass none (it bounds each request as a whole with ``asyncio.timeout`` i
 one timer per request instead of one per read). Errors are mapped to httpcore's exceptions,
 which httpx maps to its own as usual. HTTPS endpoints keep httpcore's default backend.
 
-Kernel receive timestamps (Linux): with ``SO_TIMESTAMPNS`` on, every ``recvmsg`` also returns
-when the kernel received the data (for TCP: the newest segment in that block), so a busy event
-loop that gets to a read late no longer delays the measured arrival. ``SocketStream.rx_ns`` is
-that time for the block the last ``read`` returned, already in the ``time.perf_counter_ns``
-domain (0 when unknown). The kernel stamps with CLOCK_REALTIME; ``KernelStamps`` converts with
-an offset CLOCK_REALTIME − CLOCK_MONOTONIC (``perf_counter_ns`` is CLOCK_MONOTONIC on Linux),
-measured once per client and measured again whenever the kernel times it converts have moved
-more than a second from the last measurement (NTP slews the offset by < 1 ms/s; a step of the
-wall clock is picked up within about a second). This is the one place in agentload that reads
-the wall clock, and only to convert kernel timestamps. Elsewhere (not Linux, a 32-bit build,
-a kernel that refuses the option, ``perf_counter`` not on CLOCK_MONOTONIC) the stream receives
-with plain ``recv`` and ``rx_ns`` stays 0: callers use their own clock readings.
-
-The kernel stamps arriving packets only while some socket wants it, and it switches that on
-and off lazily (a deferred work item, milliseconds later): a connection opened while
-stamping is off gets its first responses unstamped. So ``KernelStamps`` keeps it on for as
-long as it lives: it holds one socket of its own with the option set, and at creation waits
-(at most ~0.2 s, usually < 5 ms) until a loopback probe comes back stamped. ``close()`` (or
-garbage collection) lets it go. A block that still arrives without a stamp gets ``rx_ns`` 0,
-as above.
+Kernel receive timestamps (``kstamps``): with ``SO_TIMESTAMPNS`` on, every ``recvmsg`` also
+returns when the kernel received the data; ``SocketStream.rx_ns`` is that time for the block the
+last ``read`` returned (or the block handed to a ``pump``'s sink), in the ``time.perf_counter_ns``
+domain (0 when unknown).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import platform
 import socket
 import ssl
-import struct
-import sys
-import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -55,141 +35,18 @@ from typing import Any
 import httpcore
 from httpcore._utils import is_socket_readable
 
-__all__ = ["KERNEL_STAMPS_SUPPORTED", "AsyncioBackend", "KernelStamps", "SocketStream"]
+from agentload.client.kstamps import (
+    KERNEL_STAMPS_SUPPORTED,
+    SO_TIMESTAMPNS,
+    KernelStamps,
+    recv_stamped,
+)
+
+__all__ = ["AsyncioBackend", "SocketStream"]
 
 _RECV_SIZE = 1 << 16
 _READ_LIMIT = 1 << 20
 """Bytes buffered in user space before the stream stops reading (until ``read`` drains it)."""
-
-_SO_TIMESTAMPNS = 35
-"""SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) in the generic Linux ABI; 64-bit ``struct timespec``."""
-_TIMESPEC = struct.Struct("@qq")
-_ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
-
-KERNEL_STAMPS_SUPPORTED = (
-    sys.platform == "linux"
-    and sys.maxsize > 2**32
-    and _ANC_SIZE > 0
-    # these architectures number SO_TIMESTAMPNS differently
-    and not platform.machine().startswith(("alpha", "mips", "parisc", "sparc"))
-    and time.get_clock_info("perf_counter").implementation == "clock_gettime(CLOCK_MONOTONIC)"
-)
-"""Can this platform stamp received data in the ``time.perf_counter_ns`` domain?"""
-
-_NS = 1_000_000_000
-_WARM_TRIES = 200
-_WARM_PAUSE_S = 0.001
-
-
-def _realtime_ns() -> int:
-    return time.clock_gettime_ns(time.CLOCK_REALTIME)
-
-
-def _hold_rx_stamps() -> socket.socket | None:
-    """A socket with ``SO_TIMESTAMPNS`` on (keeps the kernel's receive stamping on while it is
-    open), returned once a loopback probe comes back stamped or the bounded wait is over;
-    None where the kernel refuses."""
-    keeper = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        keeper.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-    except OSError:
-        keeper.close()
-        return None
-    # no loopback to probe with: stamps may be missing for the first milliseconds
-    with contextlib.suppress(OSError):
-        _wait_until_stamped()
-    return keeper
-
-
-def _wait_until_stamped() -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(1)
-        listener.settimeout(1.0)
-        with socket.create_connection(listener.getsockname(), timeout=1.0) as rx:
-            tx, _ = listener.accept()
-            with tx:
-                tx.settimeout(1.0)
-                rx.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-                for _ in range(_WARM_TRIES):
-                    tx.sendall(b"x")
-                    _data, anc, _flags, _addr = rx.recvmsg(16, _ANC_SIZE)
-                    if anc:
-                        return
-                    time.sleep(_WARM_PAUSE_S)
-
-
-class KernelStamps:
-    """Converts kernel receive times (CLOCK_REALTIME ns) to ``time.perf_counter_ns`` readings,
-    and keeps the kernel stamping received packets while it lives (see the module docstring;
-    ``hold=False`` for a converter only).
-
-    ``offset_ns`` = CLOCK_REALTIME − CLOCK_MONOTONIC, read as the wall clock between two
-    monotonic readings (the narrowest of three brackets, midpoint); ``to_perf(t) = t −
-    offset_ns``. It is measured again when a converted time lies more than ``recheck_ns``
-    (1 s) after or before the wall time of the last measurement: about once a second under
-    load, never when idle, and soon after the wall clock is stepped. The clocks are injectable
-    for tests.
-    """
-
-    __slots__ = (
-        "__weakref__",
-        "_mono",
-        "_real",
-        "_real_at",
-        "_release",
-        "measurements",
-        "offset_ns",
-        "recheck_ns",
-    )
-
-    def __init__(
-        self,
-        *,
-        realtime: Callable[[], int] = _realtime_ns,
-        monotonic: Callable[[], int] = time.perf_counter_ns,
-        recheck_ns: int = _NS,
-        hold: bool = True,
-    ) -> None:
-        self._real = realtime
-        self._mono = monotonic
-        self.recheck_ns = recheck_ns
-        self.offset_ns = 0
-        self._real_at = 0
-        self.measurements = 0
-        """How many times the offset was measured."""
-        self.measure()
-        keeper = _hold_rx_stamps() if hold and KERNEL_STAMPS_SUPPORTED else None
-        self._release = weakref.finalize(self, keeper.close) if keeper is not None else None
-
-    @property
-    def holding(self) -> bool:
-        """Is this converter keeping the kernel's receive stamping on?"""
-        return self._release is not None and self._release.alive
-
-    def close(self) -> None:
-        """Stop keeping the kernel's receive stamping on (idempotent)."""
-        if self._release is not None:
-            self._release()
-
-    def measure(self) -> None:
-        real, mono = self._real, self._mono
-        best = None
-        for _ in range(3):
-            m0 = mono()
-            r = real()
-            m1 = mono()
-            if best is None or m1 - m0 < best[0]:
-                best = (m1 - m0, r, (m0 + m1) // 2)
-        assert best is not None
-        self.offset_ns = best[1] - best[2]
-        self._real_at = best[1]
-        self.measurements += 1
-
-    def to_perf(self, real_ns: int) -> int:
-        if not -self.recheck_ns < real_ns - self._real_at < self.recheck_ns:
-            self.measure()
-        return real_ns - self.offset_ns
 
 
 class SocketStream(httpcore.AsyncNetworkStream):
@@ -219,6 +76,8 @@ class SocketStream(httpcore.AsyncNetworkStream):
         self._exc: OSError | None = None
         self._reading = False
         self._closed = False
+        self._sink: Callable[[bytes, int], bool] | None = None
+        self._pumped: asyncio.Future[bool] | None = None
         self._resume()
 
     def _resume(self) -> None:
@@ -239,11 +98,7 @@ class SocketStream(httpcore.AsyncNetworkStream):
         ts = 0
         try:
             if stamps is not None:
-                data, anc, _flags, _addr = self._sock.recvmsg(_RECV_SIZE, _ANC_SIZE)
-                for level, kind, raw in anc:
-                    if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
-                        sec, nsec = _TIMESPEC.unpack(raw)
-                        ts = stamps.to_perf(sec * _NS + nsec)
+                data, ts = recv_stamped(self._sock, _RECV_SIZE, stamps)
             else:
                 data = self._sock.recv(_RECV_SIZE)
         except (BlockingIOError, InterruptedError):
@@ -252,6 +107,14 @@ class SocketStream(httpcore.AsyncNetworkStream):
             self._exc = exc
             self._pause()
         else:
+            if data and self._sink is not None:
+                self.rx_ns = ts
+                try:
+                    if self._sink(data, ts):
+                        self._end_pump(True)
+                except Exception as exc:  # the sink's own failure ends the pump with it
+                    self._end_pump(exc)
+                return
             if data:
                 self._blocks.append((data, ts))
                 self._buffered += len(data)
@@ -260,9 +123,50 @@ class SocketStream(httpcore.AsyncNetworkStream):
             else:
                 self._pause()
                 self._eof = True
+        if self._sink is not None:  # ended or failed while pumping
+            self._end_pump(httpcore.ReadError(str(self._exc)) if self._exc else False)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def _end_pump(self, result: bool | Exception) -> None:
+        pumped = self._pumped
+        self._sink = self._pumped = None
+        if pumped is not None and not pumped.done():
+            if isinstance(result, Exception):
+                pumped.set_exception(result)
+            else:
+                pumped.set_result(result)
+
+    async def pump(self, sink: Callable[[bytes, int], bool]) -> bool:
+        """Hand each block to ``sink(data, rx_ns)`` as it arrives, from the socket's reader
+        callback (no task step per read; ``rx_ns`` as ``rx_ns`` says), until ``sink`` answers
+        True (then True) or the peer ended the connection or it was closed (False); a failed
+        socket raises ``httpcore.ReadError``, and the sink's own exception is raised here."""
+        blocks = self._blocks
+        while blocks:
+            data, ts = blocks.popleft()
+            self._buffered -= len(data)
+            self.rx_ns = ts
+            if sink(data, ts):
+                self._refill()
+                return True
+        if self._exc is not None:
+            raise httpcore.ReadError(str(self._exc))
+        if self._eof or self._closed:
+            return False
+        pumped: asyncio.Future[bool] = self._loop.create_future()
+        self._sink, self._pumped = sink, pumped
+        self._refill()
+        try:
+            return await pumped
+        finally:
+            self._sink = self._pumped = None
+
+    def _refill(self) -> None:
+        """Read from the socket again once the buffer was drained below half its limit."""
+        if not self._reading and self._buffered <= _READ_LIMIT // 2 and self._exc is None:
+            self._resume()
 
     async def _wait_readable(self) -> None:
         """Until a block is buffered, or the connection failed, ended or was closed."""
@@ -298,8 +202,7 @@ class SocketStream(httpcore.AsyncNetworkStream):
             data = data[:max_bytes]
         self.rx_ns = ts
         self._buffered -= len(data)
-        if not self._reading and self._buffered <= _READ_LIMIT // 2 and self._exc is None:
-            self._resume()
+        self._refill()
         return data
 
     def send_now(self, buffer: bytes) -> int:
@@ -330,6 +233,8 @@ class SocketStream(httpcore.AsyncNetworkStream):
             return
         self._pause()
         self._closed = True
+        if self._sink is not None:
+            self._end_pump(False)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -435,7 +340,7 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         stamps = self.stamps
         if stamps is not None:
             try:
-                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             except OSError:
                 stamps = None
         return SocketStream(sock, loop, stamps, self)

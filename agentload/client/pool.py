@@ -24,8 +24,9 @@ import httpcore
 import httpx
 
 from agentload.client.gate import Due
+from agentload.client.kstamps import KernelStamps
 from agentload.client.lean import LeanConnection, read_upto
-from agentload.client.netback import AsyncioBackend, KernelStamps
+from agentload.client.netback import AsyncioBackend, SocketStream
 from agentload.client.streams import Answer
 from agentload.client.target import Target
 
@@ -245,6 +246,14 @@ class HttpxAnswer:
     def aiter_raw(self) -> AsyncIterator[bytes]:
         """The body, one network read at a time."""
         return self._resp.aiter_raw()
+
+    async def pump(self, feed: Callable[[bytes, int], None]) -> None:
+        """The body to its end: ``feed(data, rx_ns)`` for each network read (``rx_ns`` when
+        the connection has kernel receive times, else 0)."""
+        rx = self.network_stream
+        stamped = rx if type(rx) is SocketStream and rx.stamped else None
+        async for raw in self._resp.aiter_raw():
+            feed(raw, stamped.rx_ns if stamped is not None else 0)
 
     async def aread(self, limit: int | None = None) -> bytes:
         """The whole body, or (``limit``) its first ``limit`` bytes or a little more."""

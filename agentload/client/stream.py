@@ -47,8 +47,8 @@ import orjson
 
 from agentload.client.failures import transport_failure
 from agentload.client.gate import Due
+from agentload.client.kstamps import KernelStamps
 from agentload.client.lean import LeanError
-from agentload.client.netback import KernelStamps
 from agentload.client.outcome import Outcome
 from agentload.client.pool import Connection, ConnectionPool
 from agentload.client.probe import list_models, simulator_profile

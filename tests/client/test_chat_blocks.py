@@ -212,7 +212,7 @@ def test_block_reading_counts_every_content_event_once(name: str, piece: int) ->
 
 
 def test_the_fast_path_takes_plain_text_and_refuses_everything_else() -> None:
-    from agentload.client.streams import _text_deltas
+    from agentload.client.chatsse import _text_deltas
 
     def block(*evs: dict[str, Any], dump: Callable[[Any], bytes] = orjson.dumps) -> bytes:
         return b"".join(b"data: " + dump(e) + b"\n\n" for e in evs)

@@ -1,7 +1,8 @@
 """The lean HTTP/1.1 connection (``agentload.client.lean``) against a raw-socket server on
 127.0.0.1: it reuses a kept-alive connection, retries once only a reused one the server closed,
 reads every body framing, refuses a malformed answer, and never writes a header it would not
-read back."""
+read back; an answer's body read by its task (``aread``) or pumped from the socket's callback
+(``pump``: how a chat stream is read) alike."""
 
 from __future__ import annotations
 
@@ -67,22 +68,35 @@ async def served(raw: Raw) -> AsyncIterator[LeanConnection]:
         await server.wait_closed()
 
 
-async def _get(conn: LeanConnection, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+READS = ["aread", "pump"]
+
+
+async def _get(
+    conn: LeanConnection, headers: dict[str, str] | None = None, how: str = "aread"
+) -> tuple[int, bytes]:
     stamps: list[int] = []
     answer = await conn.request(
         "POST", "/v1/chat/completions?x=1", b"{}", headers, lambda: stamps.append(1)
     )
     assert stamps  # called as the bytes went out (again on a retry)
-    return answer.status_code, await answer.aread()
+    if how == "aread":
+        return answer.status_code, await answer.aread()
+    parts: list[bytes] = []
+    try:
+        await answer.pump(lambda data, _rx: parts.append(data))
+    finally:
+        await answer.aclose()
+    return answer.status_code, b"".join(parts)
 
 
-def test_a_kept_alive_connection_carries_the_next_request() -> None:
+@pytest.mark.parametrize("how", READS)
+def test_a_kept_alive_connection_carries_the_next_request(how: str) -> None:
     raw = Raw([OK])
 
     async def go() -> None:
         async with served(raw) as conn:
-            assert await _get(conn) == (200, b"ok")
-            assert await _get(conn, {"x-session": "s1"}) == (200, b"ok")
+            assert await _get(conn, how=how) == (200, b"ok")
+            assert await _get(conn, {"x-session": "s1"}, how) == (200, b"ok")
 
     asyncio.run(go())
     assert raw.connections == 1
@@ -100,13 +114,14 @@ def test_a_kept_alive_connection_carries_the_next_request() -> None:
     ],
     ids=["connection-close", "http-1.0"],
 )
-def test_an_answer_that_ends_the_connection_is_not_reused(answer: bytes) -> None:
+@pytest.mark.parametrize("how", READS)
+def test_an_answer_that_ends_the_connection_is_not_reused(answer: bytes, how: str) -> None:
     raw = Raw([answer], close_after={0, 1})
 
     async def go() -> None:
         async with served(raw) as conn:
-            assert await _get(conn) == (200, b"ok")
-            assert await _get(conn) == (200, b"ok")
+            assert await _get(conn, how=how) == (200, b"ok")
+            assert await _get(conn, how=how) == (200, b"ok")
 
     asyncio.run(go())
     assert raw.connections == 2
@@ -153,12 +168,13 @@ def test_a_fresh_connection_that_fails_is_not_retried() -> None:
     ],
     ids=["chunked", "100-continue", "to-close", "204"],
 )
-def test_every_body_framing_is_read(answer: bytes, body: bytes) -> None:
+@pytest.mark.parametrize("how", READS)
+def test_every_body_framing_is_read(answer: bytes, body: bytes, how: str) -> None:
     raw = Raw([answer], close_after={0})
 
     async def go() -> tuple[int, bytes]:
         async with served(raw) as conn:
-            return await _get(conn)
+            return await _get(conn, how=how)
 
     assert asyncio.run(go())[1] == body
 
@@ -175,13 +191,14 @@ def test_every_body_framing_is_read(answer: bytes, body: bytes) -> None:
     ],
     ids=["cl-and-te", "status", "bare-lf", "chunk-size", "short-body", "obs-fold"],
 )
-def test_a_malformed_answer_is_a_reset_and_closes_the_connection(answer: bytes) -> None:
+@pytest.mark.parametrize("how", READS)
+def test_a_malformed_answer_is_a_reset_and_closes_the_connection(answer: bytes, how: str) -> None:
     raw = Raw([answer], close_after={0})
 
     async def go() -> tuple[LeanError, bool]:
         async with served(raw) as conn:
             with pytest.raises(LeanError) as err:
-                await _get(conn)
+                await _get(conn, how=how)
             return err.value, conn.open
 
     err, still_open = asyncio.run(go())
@@ -292,3 +309,94 @@ def test_a_scheduled_request_cancelled_before_its_time_sends_nothing_and_keeps_t
     kept, cancelled = asyncio.run(go())
     assert kept and cancelled
     assert raw.connections == 1 and len(raw.requests) == 2
+
+
+def test_a_request_cancelled_mid_pump_leaves_its_connection_closed() -> None:
+    stalled = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n"
+    raw = Raw([stalled, OK])  # the first answer stops mid-body and never ends
+
+    async def go() -> tuple[bool, list[bytes]]:
+        async with served(raw) as conn:
+            got: list[bytes] = []
+            answer = await conn.request("POST", "/v1/x", b"{}", None, lambda: None)
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.2):
+                    await answer.pump(lambda data, _rx: got.append(data))
+            await answer.aclose()
+            was_open = conn.open
+            assert await _get(conn, how="pump") == (200, b"ok")
+            return was_open, got
+
+    assert asyncio.run(go()) == (False, [b"abc"])
+    assert raw.connections == 2  # the second request went on a new connection
+
+
+def test_a_failing_sink_ends_the_pump_with_its_error_and_closes_an_unfinished_answer() -> None:
+    raw = Raw([b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n"])
+
+    def sink(data: bytes, _rx: int) -> None:
+        raise ValueError("a reader's bug")
+
+    async def go() -> bool:
+        async with served(raw) as conn:
+            answer = await conn.request("POST", "/v1/x", b"{}", None, lambda: None)
+            with pytest.raises(ValueError, match="a reader's bug"):
+                async with asyncio.timeout(5):
+                    await answer.pump(sink)
+            return conn.open
+
+    assert asyncio.run(go()) is False
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["reads", "sink-fails"])
+def test_a_body_that_arrives_after_the_pump_started_is_fed_from_the_socket(fail: bool) -> None:
+    head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+
+    handled: list[asyncio.Task[None]] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handled.append(asyncio.current_task())  # type: ignore[arg-type]
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            await reader.readexactly(2)
+            writer.write(head)
+            for part in (b"3\r\nabc\r\n", b"2\r\nde\r\n", b"0\r\n\r\n"):
+                await writer.drain()
+                await asyncio.sleep(0.05)  # each part in a read of its own, the pump waiting
+                writer.write(part)
+            await writer.drain()
+            await reader.read()  # until the client closes
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    async def go() -> tuple[list[bytes], bool]:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        conn = LeanConnection(f"http://127.0.0.1:{port}/v1", {}, AsyncioBackend(), 5.0, 4.0)
+        got: list[bytes] = []
+
+        def sink(data: bytes, _rx: int) -> None:
+            got.append(data)
+            if fail:
+                raise ValueError("a reader's bug")
+
+        try:
+            answer = await conn.request("POST", "/v1/x", b"{}", None, lambda: None)
+            async with asyncio.timeout(5):
+                if fail:
+                    with pytest.raises(ValueError, match="a reader's bug"):
+                        await answer.pump(sink)
+                else:
+                    await answer.pump(sink)
+            return got, conn.open
+        finally:
+            await conn.close()
+            await asyncio.gather(*handled)
+            server.close()
+            await server.wait_closed()
+
+    got, still_open = asyncio.run(go())
+    assert got == ([b"abc"] if fail else [b"abc", b"de"])
+    assert still_open is not fail  # read to its end: kept for the next request

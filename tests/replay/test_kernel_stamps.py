@@ -13,8 +13,9 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from agentload.client import netback
-from agentload.client.netback import KERNEL_STAMPS_SUPPORTED, AsyncioBackend, KernelStamps
+from agentload.client import kstamps, netback
+from agentload.client.kstamps import KERNEL_STAMPS_SUPPORTED, KernelStamps
+from agentload.client.netback import AsyncioBackend
 from agentload.client.stream import StreamClient
 
 pytestmark = pytest.mark.skipif(
@@ -94,7 +95,7 @@ def one_shot() -> Iterator[OneShot]:
 def stamps_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """``fallback``: an option number the kernel refuses, so the real fallback path runs."""
     if request.param == "fallback":
-        monkeypatch.setattr(netback, "_SO_TIMESTAMPNS", 0x7FFF)
+        monkeypatch.setattr(netback, "SO_TIMESTAMPNS", 0x7FFF)
     return str(request.param)
 
 
@@ -215,9 +216,9 @@ def _fresh_connection_is_stamped() -> bool:
         with socket.create_connection(listener.getsockname(), timeout=5) as rx:
             tx, _ = listener.accept()
             with tx:
-                rx.setsockopt(socket.SOL_SOCKET, netback._SO_TIMESTAMPNS, 1)
+                rx.setsockopt(socket.SOL_SOCKET, kstamps.SO_TIMESTAMPNS, 1)
                 tx.sendall(b"x")
-                _data, anc, _flags, _addr = rx.recvmsg(16, netback._ANC_SIZE)
+                _data, anc, _flags, _addr = rx.recvmsg(16, kstamps.ANC_SIZE)
                 return bool(anc)
 
 
