@@ -4,24 +4,25 @@ A server writes every plain text delta of one stream with the same bytes around 
 ``data: {"id":"chatcmpl-1",...,"choices":[{"index":0,"delta":{"content":"`` before it and
 ``"},"logprobs":null,"finish_reason":null}]}`` and the line's end after it. ``Template.learn``
 takes the two (``head``, ``tail``) from one such event the reader parsed whole, and
-``Template.run`` counts, in a block of whole SSE lines, the content events of its longest
-leading part that holds only events of that shape: four byte counts (``data:``, the head, the
-tail, an empty text), where a check event by event would cost a parse or a dozen byte scans
-per event.
+``Template.run`` counts, in a block of whole SSE lines, the content events of its leading part
+when that part holds only events of that shape, each followed by one blank line: three byte
+counts (the *joint* of two such events, ``tail`` + blank line + ``head``; the newlines; a head
+followed at once by a quote, an empty text), where a check event by event would cost a parse
+or a dozen byte scans per event.
 
-Why the counts are enough. The head starts with ``data:`` and holds it once; the tail ends the
-line and holds no ``data:``. Inside a JSON string a quote is escaped, so the head and the tail
-(each a run of JSON structure around quotes) are never found inside text: every head found
-starts a line, and every tail found ends one. When a part of the block holds as many
-``data:`` as heads, every event line in it starts with the head (and the text holds no
-``data:``); when it holds as many tails, every one of those lines ends with the tail; and when
-no head is followed at once by a quote, every text is non-empty. So each event there is one
-content event with the shape of the learned one: index 0, ``finish_reason`` as learned (null
-or absent), no usage, no error. Lines that are not ``data:`` lines (comments, blank lines) are
-not events for the reader either. Anything else (a text holding ``data:``, an empty text, a
-finish, a usage report, a second choice, a server that writes a new ``created`` each second)
-makes the counts differ, and the reader takes that part event by event as before, and learns
-the shape again from a later plain delta (``Template.learn`` on a line it parsed).
+Why the counts are enough. The part starts with the head (after blank lines only) and ends with
+the tail; the head holds no newline and the tail one, at its end. With ``n - 1`` joints in the
+part and ``2n - 1`` newlines, the joints hold every newline but the last tail's, so the part is
+exactly ``n`` lines, each the head, a text with no newline, and the tail, with one blank line
+between two. Inside a JSON string a quote is escaped, so the head and the tail (each a run of
+JSON structure around quotes) cannot be taken for text; when no head is followed at once by a
+quote, every text is non-empty. So each of those lines is one content event with the shape of
+the learned one: index 0, ``finish_reason`` as learned (null or absent), no usage, no error
+(what a server may add after the text inside the delta, a tool call or reasoning, is one
+content event still). Anything else (an empty text, a finish, a usage report, a second choice,
+a comment, a server that writes a new ``created`` each second) makes the counts differ, and
+the reader takes that part event by event as before, and learns the shape again from a later
+plain delta (``Template.learn`` on a line it parsed).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import orjson
 __all__ = ["Template"]
 
 _CONTENT = b'"content":"'
-_DATA = b"data:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,8 @@ class Template:
     """From ``data:`` up to and with the text's opening quote."""
     tail: bytes
     """From the text's closing quote to the end of the line, its newline included."""
+    joint: bytes
+    """``tail``, a blank line (ended as ``tail`` is) and ``head``: two deltas in a row."""
     empty: bytes
     """``head`` and a quote: a delta whose text is empty."""
 
@@ -64,35 +66,36 @@ class Template:
         if close is None:
             return None
         head, tail = line[: start + len(_CONTENT)], line[close:] + b"\n"
-        if not head.startswith(_DATA) or head.count(_DATA) != 1 or _DATA in tail:
+        if b"\r" in head or b"\r" in tail[:-2]:
             return None
-        return cls(head, tail, head + b'"')
+        blank = b"\r\n" if tail.endswith(b"\r\n") else b"\n"
+        return cls(head, tail, tail + blank + head, head + b'"')
 
     def run(self, block: bytes) -> tuple[int, int]:
         """In ``block`` (whole lines): the content events of its leading part up to the last
         line that ends with the tail, and where that part ends; ``(0, 0)`` when that part
         holds anything but events of this template's shape (see the module docstring)."""
+        start = 0
+        if not block.startswith(self.head):
+            start = block.find(self.head)
+            if start < 0 or block[:start].strip():  # only blank lines before it
+                return 0, 0
         end = block.rfind(self.tail)
-        if end < 0:
+        if end < start:
             return 0, 0
         end += len(self.tail)
-        n = block.count(self.head, 0, end)
-        if (
-            n == 0
-            or block.count(_DATA, 0, end) != n
-            or block.count(self.tail, 0, end) != n
-            or block.count(self.empty, 0, end)
-        ):
+        n = block.count(self.joint, start, end) + 1
+        if block.count(b"\n", start, end) != 2 * n - 1 or block.count(self.empty, start, end):
             return 0, 0
         return n, end
 
 
 def _plain_delta(line: bytes) -> bool:
     """Whether ``line`` is a ``data:`` line of one plain text delta (see ``Template.learn``)."""
-    if not line.startswith(_DATA):
+    if not line.startswith(b"data:"):
         return False
     try:
-        ev: Any = orjson.loads(line[len(_DATA) :])
+        ev: Any = orjson.loads(line[5:])
     except orjson.JSONDecodeError:
         return False
     if not isinstance(ev, dict) or ev.get("usage") is not None or "error" in ev:

@@ -1,7 +1,8 @@
 """A Chat Completions stream read a block at a time counts the same content events as read an
 event at a time: the block fast paths (a run of the stream's plain deltas counted by the bytes
 around their text, ``textrun.Template``; then ``streams._text_deltas``) over real HTTP, against
-the count a JSON parse of every event gives, for streams written whole and in small pieces."""
+the count a JSON parse of every event gives, for streams written whole, in small pieces and a
+few events at a time."""
 
 from __future__ import annotations
 
@@ -95,8 +96,8 @@ STREAMS: dict[str, list[bytes]] = {
         b"data: " + orjson.dumps(_chunk({}, finish="stop")),
         b"data: [DONE]",
     ],
-    "a usage report of its own mid-stream": [
-        *(b"data: " + orjson.dumps(_text(f"t{i}")) for i in range(10)),
+    "a usage report of its own mid-stream": [  # first in a write of 3 events
+        *(b"data: " + orjson.dumps(_text(f"t{i}")) for i in range(9)),
         b"data: " + orjson.dumps({"id": "c1", "choices": [], "usage": {"completion_tokens": 20}}),
         *(b"data: " + orjson.dumps(_text(f"t{i}")) for i in range(5)),
         b"data: " + orjson.dumps(_chunk({}, finish="stop")),
@@ -155,9 +156,9 @@ def _expected(lines: list[bytes]) -> tuple[int, str | None, int | None]:
 
 
 @asynccontextmanager
-async def _raw_server(payload: bytes, piece: int) -> AsyncIterator[str]:
+async def _raw_server(parts: list[bytes]) -> AsyncIterator[str]:
     """An HTTP/1.1 server on 127.0.0.1 answering every request with ``payload`` as an SSE body
-    (chunked), written ``piece`` bytes at a time with a loop turn between pieces."""
+    (chunked), written a part at a time with a pause between parts."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -171,11 +172,10 @@ async def _raw_server(payload: bytes, piece: int) -> AsyncIterator[str]:
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
             b"transfer-encoding: chunked\r\n\r\n"
         )
-        for i in range(0, len(payload), piece):
-            part = payload[i : i + piece]
+        for part in parts:
             writer.write(b"%x\r\n%s\r\n" % (len(part), part))
             await writer.drain()
-            await asyncio.sleep(0.001 if piece < len(payload) else 0)
+            await asyncio.sleep(0.001 if len(parts) > 1 else 0)
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         writer.close()
@@ -189,15 +189,24 @@ async def _raw_server(payload: bytes, piece: int) -> AsyncIterator[str]:
         await server.wait_closed()
 
 
+def _parts(lines: list[bytes], payload: bytes, piece: int, sep: bytes) -> list[bytes]:
+    """``payload`` in writes of ``piece`` bytes, or (negative) of ``-piece`` whole events."""
+    if piece > 0:
+        return [payload[i : i + piece] for i in range(0, len(payload), piece)]
+    k = -piece
+    return [b"".join(line + sep for line in lines[i : i + k]) for i in range(0, len(lines), k)]
+
+
 @pytest.mark.parametrize("name", sorted(STREAMS))
-@pytest.mark.parametrize("piece", [1 << 20, 97, 7], ids=["whole", "97B", "7B"])
+@pytest.mark.parametrize("piece", [1 << 20, 97, 7, -3], ids=["whole", "97B", "7B", "3-events"])
 def test_block_reading_counts_every_content_event_once(name: str, piece: int) -> None:
     lines = STREAMS[name]
-    payload = b"".join(line + SEPARATORS.get(name, b"\n\n") for line in lines)
+    sep = SEPARATORS.get(name, b"\n\n")
+    payload = b"".join(line + sep for line in lines)
     expected = _expected(lines)
 
     async def go() -> tuple[tuple[int, Any, Any], Any]:
-        async with _raw_server(payload, piece) as base:
+        async with _raw_server(_parts(lines, payload, piece, sep)) as base:
             client = StreamClient(base, max_connections=2, timeout_s=10)
             try:
                 out = await client.chat(orjson.dumps({"model": "m", "messages": []}))
@@ -254,12 +263,19 @@ def test_a_template_is_learned_from_plain_deltas_only_and_counts_only_their_runs
     assert Template.learn(b"data: [DONE]") is None
     assert Template.learn(b": comment") is None
 
-    assert tpl.run(block(_text("a"), _text('b"\\'), _text("data: x"))) == (0, 0)  # data: in text
-    plain = block(_text("a"), _text('b"\\'), _text("c"))
+    plain = block(_text("a"), _text('b"\\ data: {"content":"x"}'), _text("c"))
     assert tpl.run(plain) == (3, len(plain) - 1)  # up to the last tail; its blank line after
-    assert tpl.run(b": ping\n\n" + plain) == (3, len(plain) + 7)
-    assert tpl.run(block(_text("a"), _text(""), _text("c"))) == (0, 0)  # an empty text
+    assert tpl.run(b"\n" + plain) == (3, len(plain))  # a blank line before it
     rest = block(_chunk({}, finish="stop")) + b"data: [DONE]\n\n"
     assert tpl.run(plain + rest) == (3, len(plain) - 1)
-    assert tpl.run(block(_text("a"), {**_text("b"), "usage": {"x": 1}}, _text("c"))) == (0, 0)
     assert tpl.run(rest) == (0, 0)
+    for spoilt in (
+        b": ping\n\n" + plain,  # a comment first
+        block(_text("a")) + b": ping\n\n" + block(_text("c")),  # a comment between
+        block(_text("a"), _text(""), _text("c")),  # an empty text
+        block(_text("a"), {**_text("b"), "usage": {"x": 1}}, _text("c")),
+        block(_text("a"), _chunk({"content": "x"}, index=1)),  # the same tail, another choice
+        block(_text("a")) + b"\n" + block(_text("c")),  # two blank lines
+        block(_text("a")).replace(b"\n\n", b"\n") + block(_text("c")),  # none
+    ):
+        assert tpl.run(spoilt) == (0, 0), spoilt
