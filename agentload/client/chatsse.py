@@ -55,30 +55,28 @@ class ChatReader:
         if self.send_ns < rx_ns < now:
             now = rx_ns
         buf = self._buf + raw if self._buf else raw
-        if b"\n" not in raw:
-            self._buf = buf
+        cut = buf.rfind(b"\n") + 1  # whole lines up to there; the rest waits for its end
+        self._buf = buf[cut:]
+        if not cut:
             return
-        cut = buf.rfind(b"\n") + 1
-        block, self._buf = buf[:cut], buf[cut:]
         out = self.out
         chunks = out.chunk_ns
+        pos = 0
         if not chunks:
-            # the first content event is parsed whole; the block goes on after its line
-            first, ended, line = _first_content_line(block, out)
+            # the first content event is parsed whole; the lines go on after its own
+            pos, ended, self._tpl = _first_content_line(buf, out)
             self.done = self.done or ended
-            if first < 0:
+            if pos < 0:
                 return
             chunks.append(now)
-            self._tpl = Template.learn(line)
-            block = block[first:]
         tpl = self._tpl
         if tpl is not None:
-            n, end = tpl.run(block)
+            n, end = tpl.run(buf, pos, cut)
             if n:
                 chunks.extend([now] * n)
-                block = block[end:]
-        if block:
-            ended, learned = _read_rest(block, out, now)
+                pos = end
+        if cut - pos > 2 or buf[pos:cut].strip():  # more than the blank line after an event
+            ended, learned = _read_rest(buf[pos:cut], out, now)
             self.done = self.done or ended
             self._tpl = learned or tpl
 
@@ -138,12 +136,18 @@ def _line(line: bytes, out: Outcome, fast: bool) -> int:
             or b'"tool_calls":[' in payload
             or b'"reasoning_content":"' in payload
         )
+    return _parsed(payload, out)[0]
+
+
+def _parsed(payload: bytes, out: Outcome) -> tuple[int, Any]:
+    """One event's JSON parsed and folded into ``out``: 1 when it carries content, else 0;
+    and the event (None when it could not be parsed: ``stream_error``)."""
     try:
         ev: Any = orjson.loads(payload)
     except orjson.JSONDecodeError:
         out.error_kind, out.error = ErrorKind.STREAM_ERROR, "unparseable SSE event"
-        return 0
-    return int(_event(ev, out))
+        return 0, None
+    return int(_event(ev, out)), ev
 
 
 _NOT_PLAIN = (
@@ -181,20 +185,25 @@ def _compact(head: bytes) -> bool:
     return head.count(b"data:") == head.count(b'"finish_reason":null') and head[:1] != b":"
 
 
-def _first_content_line(block: bytes, out: Outcome) -> tuple[int, bool, bytes]:
+def _first_content_line(block: bytes, out: Outcome) -> tuple[int, bool, Template | None]:
     """Parse ``block``'s events in turn until one carries content: the offset just after that
-    event's line (-1 when none did), whether ``[DONE]`` was among them, and that line."""
+    event's line (-1 when none did), whether ``[DONE]`` was among them, and the template of
+    that line (``Template.learn``; None when it is not a plain text delta)."""
     pos = 0
     done = False
     while (nl := block.find(b"\n", pos)) >= 0:
         line = block[pos:nl]
-        got = _line(line, out, fast=False)
         pos = nl + 1
-        if got == _DONE:
+        if not line.startswith(b"data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
             done = True
-        elif got:
-            return pos, done, line
-    return -1, done, b""
+            continue
+        got, ev = _parsed(payload, out)
+        if got:
+            return pos, done, Template.learn(line, ev)
+    return -1, done, None
 
 
 def _text_deltas(block: bytes) -> bool:

@@ -35,6 +35,8 @@ import orjson
 __all__ = ["Template"]
 
 _CONTENT = b'"content":"'
+_UNPARSED: Any = object()
+"""``Template.learn``'s default: the line's JSON is still to parse."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +54,19 @@ class Template:
     """``head`` and a quote: a delta whose text is empty."""
 
     @classmethod
-    def learn(cls, line: bytes) -> Template | None:
-        """The template of ``line`` (one SSE ``data:`` line, its newline left off) when it is a
-        plain text delta: one choice of index 0, non-empty ``content`` (nothing else in its
-        delta but what follows the text), ``finish_reason`` null or absent, no usage, no
-        error; else None."""
-        if not _plain_delta(line):
+    def learn(cls, line: bytes, event: Any = _UNPARSED) -> Template | None:
+        """The template of ``line`` (one SSE ``data:`` line, its newline left off; ``event``:
+        its JSON, when parsed already) when it is a plain text delta: one choice of index 0,
+        non-empty ``content`` (nothing else in its delta but what follows the text),
+        ``finish_reason`` null or absent, no usage, no error; else None."""
+        if not line.startswith(b"data:"):
+            return None
+        if event is _UNPARSED:
+            try:
+                event = orjson.loads(line[5:])
+            except orjson.JSONDecodeError:
+                return None
+        if not _plain_delta(event):
             return None
         start = line.find(_CONTENT)
         if start < 0 or line.count(_CONTENT) != 1:
@@ -71,33 +80,28 @@ class Template:
         blank = b"\r\n" if tail.endswith(b"\r\n") else b"\n"
         return cls(head, tail, tail + blank + head, head + b'"')
 
-    def run(self, block: bytes) -> tuple[int, int]:
-        """In ``block`` (whole lines): the content events of its leading part up to the last
-        line that ends with the tail, and where that part ends; ``(0, 0)`` when that part
-        holds anything but events of this template's shape (see the module docstring)."""
-        start = 0
-        if not block.startswith(self.head):
-            start = block.find(self.head)
-            if start < 0 or block[:start].strip():  # only blank lines before it
-                return 0, 0
-        end = block.rfind(self.tail)
-        if end < start:
-            return 0, 0
+    def run(self, block: bytes, pos: int, stop: int) -> tuple[int, int]:
+        """In ``block[pos:stop]`` (whole lines): the content events of its leading part up to
+        the last line that ends with the tail, and where that part ends; ``(0, pos)`` when
+        that part holds anything but events of this template's shape (see the module
+        docstring)."""
+        start = pos
+        if not block.startswith(self.head, pos, stop):
+            start = block.find(self.head, pos, stop)
+            if start < 0 or block[pos:start].strip():  # only blank lines before it
+                return 0, pos
+        end = block.rfind(self.tail, start, stop)
+        if end < 0:
+            return 0, pos
         end += len(self.tail)
         n = block.count(self.joint, start, end) + 1
         if block.count(b"\n", start, end) != 2 * n - 1 or block.count(self.empty, start, end):
-            return 0, 0
+            return 0, pos
         return n, end
 
 
-def _plain_delta(line: bytes) -> bool:
-    """Whether ``line`` is a ``data:`` line of one plain text delta (see ``Template.learn``)."""
-    if not line.startswith(b"data:"):
-        return False
-    try:
-        ev: Any = orjson.loads(line[5:])
-    except orjson.JSONDecodeError:
-        return False
+def _plain_delta(ev: Any) -> bool:
+    """Whether ``ev`` (an SSE event's JSON) is one plain text delta (see ``Template.learn``)."""
     if not isinstance(ev, dict) or ev.get("usage") is not None or "error" in ev:
         return False
     choices = ev.get("choices")

@@ -264,11 +264,17 @@ def test_a_template_is_learned_from_plain_deltas_only_and_counts_only_their_runs
     assert Template.learn(b": comment") is None
 
     plain = block(_text("a"), _text('b"\\ data: {"content":"x"}'), _text("c"))
-    assert tpl.run(plain) == (3, len(plain) - 1)  # up to the last tail; its blank line after
-    assert tpl.run(b"\n" + plain) == (3, len(plain))  # a blank line before it
+
+    def run(block: bytes) -> tuple[int, int]:
+        return tpl.run(block, 0, len(block))
+
+    assert run(plain) == (3, len(plain) - 1)  # up to the last tail; its blank line after
+    assert run(b"\n" + plain) == (3, len(plain))  # a blank line before it
+    assert tpl.run(b'data: {"x":1}\n\n' + plain, 15, 15 + len(plain)) == (3, 14 + len(plain))
+    assert tpl.run(plain + plain, 0, len(plain)) == (3, len(plain) - 1)  # not past the stop
     rest = block(_chunk({}, finish="stop")) + b"data: [DONE]\n\n"
-    assert tpl.run(plain + rest) == (3, len(plain) - 1)
-    assert tpl.run(rest) == (0, 0)
+    assert run(plain + rest) == (3, len(plain) - 1)
+    assert run(rest) == (0, 0)
     for spoilt in (
         b": ping\n\n" + plain,  # a comment first
         block(_text("a")) + b": ping\n\n" + block(_text("c")),  # a comment between
@@ -278,4 +284,4 @@ def test_a_template_is_learned_from_plain_deltas_only_and_counts_only_their_runs
         block(_text("a")) + b"\n" + block(_text("c")),  # two blank lines
         block(_text("a")).replace(b"\n\n", b"\n") + block(_text("c")),  # none
     ):
-        assert tpl.run(spoilt) == (0, 0), spoilt
+        assert run(spoilt) == (0, 0), spoilt
