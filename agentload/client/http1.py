@@ -40,6 +40,8 @@ _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 """RFC 9110 §5.6.2 token: a method or a field name."""
 _CTL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 """Control bytes other than HTAB: never in a field value, a reason phrase or a chunk extension."""
+_FIELDS = re.compile(rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*(?:\r\n|\Z))*")
+"""Field lines joined by CRLF, each well formed (what ``_field`` checks one at a time)."""
 _TARGET_BAD = re.compile(rb"[^\x21-\x7e]")
 """A request target is visible ASCII only."""
 _DIGITS = re.compile(rb"[0-9]{1,18}")
@@ -94,7 +96,13 @@ def split_head(buf: bytes | bytearray, *, request: bool) -> tuple[Head, int] | N
     if not lines:
         raise HeadError("empty head")
     start = _request_line(lines[0]) if request else _status_line(lines[0])
-    headers = [_field(line) for line in lines[1:]]
+    if _FIELDS.fullmatch(b"\r\n".join(lines[1:])):  # every field well formed: split them
+        headers = [
+            (name.lower(), value.strip(b" \t"))
+            for name, _, value in (line.partition(b":") for line in lines[1:])
+        ]
+    else:  # find the first bad one, and say why
+        headers = [_field(line) for line in lines[1:]]
     head = Head(start, headers)
     if request and sum(1 for k, _ in headers if k == b"host") > 1:
         raise HeadError("more than one host header")

@@ -107,3 +107,47 @@ def test_a_bad_content_length_is_an_error() -> None:
     assert got is not None
     with pytest.raises(HeadError, match="bad content-length"):
         body_for(got[0], request=True)
+
+
+def test_a_head_read_whole_accepts_and_refuses_exactly_what_its_fields_read_one_by_one() -> None:
+    """``split_head`` checks every field line with one pattern, and on a miss reads them one
+    by one (``_field``) to say which and why: the two must agree on every line."""
+    import random
+
+    from agentload.client.http1 import HeadError, _field, split_head
+
+    rng = random.Random(7)
+    alphabet = [
+        b"a",
+        b"Z",
+        b"-",
+        b":",
+        b" ",
+        b"\t",
+        b"\x00",
+        b"\x7f",
+        b"\r",
+        b"\x01",
+        b"\xff",
+        b"~",
+    ]
+    for _ in range(3000):
+        lines = [
+            b"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6)))
+            for _ in range(rng.randint(1, 3))
+        ]
+        head = b"HTTP/1.1 200 OK\r\n" + b"\r\n".join(lines) + b"\r\n\r\n"
+        try:
+            for line in lines:
+                _field(line)
+            one_by_one: object = True
+        except HeadError:
+            one_by_one = False
+        if b"\r\n\r\n" in head[:-4] or b"\n\n" in head:
+            continue  # the head would end early: another test's matter
+        try:
+            split_head(head, request=False)
+            whole: object = True
+        except HeadError:
+            whole = False
+        assert whole == one_by_one, lines
