@@ -111,14 +111,14 @@ def _stream_end(c: LLMCallRecord) -> int:
     return t.end_ns
 
 
-def _itl(c: LLMCallRecord) -> list[int]:
+def _itl(c: LLMCallRecord) -> tuple[int, ...]:
     """Gaps between consecutive chunks from the first token's to the last token's."""
     t = c.timings
     if t.first_token_ns is None or t.last_token_ns is None:
-        return []
+        return ()
     lo, hi = t.first_token_ns - t.submit_ns, t.last_token_ns - t.submit_ns
     inside = [o for o in t.chunk_offsets_ns if lo <= o <= hi]
-    return [b - a for a, b in itertools.pairwise(inside)]
+    return tuple(b - a for a, b in itertools.pairwise(inside))
 
 
 def _requests(

@@ -2,7 +2,10 @@
 
 They are pydantic dataclasses: the scheduler builds them while a point runs, and the same
 classes are the ``requests``, ``sessions`` and ``window`` of a point in results.json (see
-``results``), so a record is written and read back by one definition. The derived values
+``results``), so a record is written and read back by one definition. A running replay builds
+its records with ``unchecked(RequestRecord)(...)``: the same typed keywords, not validated
+again (validating 31 fields and a list of inter-chunk times cost more than the rest of a
+request's bookkeeping); a record read from a file is always validated. The derived values
 (``lag_ns``, ``ttft_ns``, ``e2e_ns``, ``tpot_ns``) are computed fields: written to
 results.json for readers, recomputed (never trusted) when a file is read. A request's
 ``phase`` is a ``Phase`` (a ``StrEnum``: written as its plain string value).
@@ -10,7 +13,9 @@ results.json for readers, recomputed (never trusted) when a file is read. A requ
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
+from typing import Any, ParamSpec, TypeVar
 
 from pydantic import Field, computed_field
 from pydantic.dataclasses import dataclass
@@ -23,7 +28,32 @@ __all__ = [
     "Window",
     "label_phases",
     "steady_window",
+    "unchecked",
 ]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def unchecked(cls: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``cls``'s constructor (a pydantic dataclass of this module) without validation: for
+    records a running point builds from values its own typed code computed (see the module
+    docstring). Keywords only; a field not given takes its default."""
+    fields: dict[str, Any] = getattr(cls, "__pydantic_fields__")  # noqa: B009
+    defaults = {name: info for name, info in fields.items() if not info.is_required()}
+    setter = object.__setattr__
+
+    def build(*args: _P.args, **values: _P.kwargs) -> _R:
+        if args:
+            raise TypeError(f"{getattr(cls, '__name__', cls)}: keywords only")
+        rec: Any = object.__new__(cls)  # type: ignore[arg-type]
+        for name in defaults.keys() - values.keys():
+            setter(rec, name, defaults[name].get_default(call_default_factory=True))
+        for name, value in values.items():
+            setter(rec, name, value)
+        return rec  # type: ignore[no-any-return]
+
+    return build
 
 
 class Phase(StrEnum):
@@ -133,8 +163,8 @@ class RequestRecord:
         "nvext.timing: ttft_ms, prefill_wait_time_ms, prefill_time_ms, total_time_ms, "
         "kv_hit_rate: the router's predicted hit rate, router_queue_depth); None when absent",
     )
-    itl_ns: list[int] = Field(
-        default_factory=list,
+    itl_ns: tuple[int, ...] = Field(
+        default_factory=tuple,
         description="inter-chunk latencies: differences between consecutive content-event arrivals",
     )
 

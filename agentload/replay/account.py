@@ -4,18 +4,21 @@ in flight; what a capacity probe's rule reads of them (``pending``)."""
 
 from __future__ import annotations
 
-import itertools
+import operator
 import time
 from collections.abc import Callable
 from typing import Any
 
 from agentload.client.outcome import Outcome
-from agentload.measure.records import Phase, RequestRecord, SessionResult
+from agentload.measure.records import Phase, RequestRecord, SessionResult, unchecked
 from agentload.measure.steady import Pending
 from agentload.replay.plan import CallPlan
 from agentload.replay.shapes import LiveStats, SessionInstance
 
 __all__ = ["InFlight", "PointAccount"]
+
+_request_record = unchecked(RequestRecord)
+_session_result = unchecked(SessionResult)
 
 InFlight = tuple[int, str, str, int, int, int]
 """A request in flight: (session instance, call key, phase, scheduled ns, sent ns (clock),
@@ -98,7 +101,7 @@ class PointAccount:
         else:
             st.cut_sessions += 1
         self.sessions.append(
-            SessionResult(
+            _session_result(
                 session=inst.index,
                 source=inst.plan.key,
                 lane=lane,
@@ -124,7 +127,7 @@ class PointAccount:
         """The record of a request that completed as ``out`` (times since the point's start)."""
         t0 = self.t0
         ch = out.chunk_ns
-        return RequestRecord(
+        return _request_record(
             session=inst.index,
             source=inst.plan.key,
             agent=call.agent_id,
@@ -155,7 +158,7 @@ class PointAccount:
             prefill_worker=out.prefill_worker,
             decode_worker=out.decode_worker,
             server_timing=out.server_timing,
-            itl_ns=[b - a for a, b in itertools.pairwise(ch)],
+            itl_ns=tuple(map(operator.sub, ch[1:], ch)),
         )
 
     def _keep(self, rec: RequestRecord) -> None:

@@ -277,3 +277,43 @@ async def test_a_stop_before_a_scheduled_request_went_sends_nothing(
         await runner.waker.aclose()
     finally:
         await client.aclose()
+
+
+async def test_a_point_builds_records_that_validate_as_they_are(
+    chat_server: ChatServer, trace_path: Path
+) -> None:
+    """A running point builds its records without validating them (``records.unchecked``):
+    every field is there, and validating each again (as a results.json reader does) gives the
+    same record, written the same way."""
+    import dataclasses
+
+    from pydantic import TypeAdapter
+
+    from agentload.measure.records import RequestRecord, SessionResult
+
+    run, _ = await run_point(chat_server.base_url, [trace_path], start_at="random", sessions=3)
+    assert run.requests and run.sessions
+    for cls, recs in ((RequestRecord, run.requests), (SessionResult, run.sessions)):
+        adapter = TypeAdapter(cls)
+        for rec in recs:
+            fields = {f.name: getattr(rec, f.name) for f in dataclasses.fields(rec)}
+            again = cls(**fields)
+            assert again == rec
+            assert adapter.dump_json(again) == adapter.dump_json(rec)
+    assert any(r.itl_ns for r in run.requests)
+    assert {r.phase for r in run.requests} >= {Phase.WARMUP, Phase.MEASURED}
+
+
+def test_an_unchecked_record_takes_its_defaults_and_keywords_only() -> None:
+    from agentload.measure.records import SessionResult, unchecked
+
+    build = unchecked(SessionResult)
+    kw = {"session": 1, "source": "s", "lane": 0, "start_ns": 0, "end_ns": 5}
+    kw |= {"joined_at_ns": None, "complete": True, "requests": 2, "warmup_requests": 0}
+    rec = build(**kw)
+    assert rec == SessionResult(**kw)
+    assert rec.eval_passed is None
+    with pytest.raises(TypeError):
+        build(1)
+    with pytest.raises(AttributeError):
+        build(**kw, nope=1)
