@@ -37,7 +37,7 @@ __all__ = ["ChatReader", "fold_usage"]
 class ChatReader:
     """Folds one Chat Completions stream into ``out`` (see the module docstring)."""
 
-    __slots__ = ("_buf", "_clock", "_tpl", "done", "out", "send_ns")
+    __slots__ = ("_buf", "_clock", "_tpl", "done", "out")
 
     def __init__(self, out: Outcome, clock: Callable[[], int]) -> None:
         self.out = out
@@ -46,13 +46,12 @@ class ChatReader:
         self._tpl: Template | None = None
         self.done = False
         """``data: [DONE]`` was read."""
-        self.send_ns = out.send_ns
 
     def feed(self, raw: bytes, rx_ns: int = 0) -> None:
         """One read's bytes; ``rx_ns``: when the kernel received them (0: unknown), taken
         over the clock's reading when it lies between the send and that reading."""
         now = self._clock()
-        if self.send_ns < rx_ns < now:
+        if self.out.send_ns < rx_ns < now:
             now = rx_ns
         buf = self._buf + raw if self._buf else raw
         cut = buf.rfind(b"\n") + 1  # whole lines up to there; the rest waits for its end

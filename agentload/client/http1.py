@@ -40,7 +40,9 @@ _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 """RFC 9110 §5.6.2 token: a method or a field name."""
 _CTL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 """Control bytes other than HTAB: never in a field value, a reason phrase or a chunk extension."""
-_FIELDS = re.compile(rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*(?:\r\n|\Z))*")
+_FIELDS = re.compile(
+    rb"(?:" + _TOKEN.pattern + rb":" + _CTL.pattern.replace(b"[", b"[^", 1) + rb"*(?:\r\n|\Z))*"
+)
 """Field lines joined by CRLF, each well formed (what ``_field`` checks one at a time)."""
 _TARGET_BAD = re.compile(rb"[^\x21-\x7e]")
 """A request target is visible ASCII only."""

@@ -26,8 +26,8 @@ import httpx
 from agentload.client.gate import Due
 from agentload.client.kstamps import KernelStamps
 from agentload.client.lean import LeanConnection, read_upto
-from agentload.client.netback import AsyncioBackend, SocketStream
-from agentload.client.streams import Answer
+from agentload.client.netback import AsyncioBackend
+from agentload.client.streams import Answer, stamped
 from agentload.client.target import Target
 
 __all__ = ["KEEPALIVE_S", "Connection", "ConnectionPool", "HttpxAnswer"]
@@ -250,10 +250,9 @@ class HttpxAnswer:
     async def pump(self, feed: Callable[[bytes, int], None]) -> None:
         """The body to its end: ``feed(data, rx_ns)`` for each network read (``rx_ns`` when
         the connection has kernel receive times, else 0)."""
-        rx = self.network_stream
-        stamped = rx if type(rx) is SocketStream and rx.stamped else None
+        rx = stamped(self)
         async for raw in self._resp.aiter_raw():
-            feed(raw, stamped.rx_ns if stamped is not None else 0)
+            feed(raw, rx.rx_ns if rx is not None else 0)
 
     async def aread(self, limit: int | None = None) -> bytes:
         """The whole body, or (``limit``) its first ``limit`` bytes or a little more."""

@@ -28,7 +28,7 @@ from agentload.errortext import clip
 from agentload.measure.errorkinds import ErrorKind
 from agentload.wire import WireReply, stream_reader
 
-__all__ = ["MAX_ERROR_BODY", "Answer", "ChunkHook", "read_answer"]
+__all__ = ["MAX_ERROR_BODY", "Answer", "ChunkHook", "read_answer", "stamped"]
 
 MAX_ERROR_BODY = 65536
 """How much of an error answer's body is kept (``Outcome.body``)."""
@@ -83,7 +83,7 @@ async def read_answer(
         await _read_wire(resp, out, api, clock, reply)
 
 
-def _stamped(resp: Answer) -> SocketStream | None:
+def stamped(resp: Answer) -> SocketStream | None:
     """The connection of ``resp`` when it has kernel receive times, else None."""
     rx = resp.network_stream
     return rx if type(rx) is SocketStream and rx.stamped else None
@@ -104,7 +104,7 @@ async def _read_wire(
     content = out.chunk_ns
     events: list[int] | None = [] if reply is not False else None
     on_chunk = reply if callable(reply) else None
-    rx = _stamped(resp)
+    rx = stamped(resp)
     send = out.send_ns
     reader = stream_reader(api)  # type: ignore[arg-type]
     async for raw in resp.aiter_raw():

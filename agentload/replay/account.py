@@ -17,8 +17,8 @@ from agentload.replay.shapes import LiveStats, SessionInstance
 
 __all__ = ["InFlight", "PointAccount"]
 
-_request_record = unchecked(RequestRecord)
-_session_result = unchecked(SessionResult)
+_new_request = unchecked(RequestRecord)
+_new_session = unchecked(SessionResult)
 
 InFlight = tuple[int, str, str, int, int, int]
 """A request in flight: (session instance, call key, phase, scheduled ns, sent ns (clock),
@@ -101,7 +101,7 @@ class PointAccount:
         else:
             st.cut_sessions += 1
         self.sessions.append(
-            _session_result(
+            _new_session(
                 session=inst.index,
                 source=inst.plan.key,
                 lane=lane,
@@ -127,7 +127,7 @@ class PointAccount:
         """The record of a request that completed as ``out`` (times since the point's start)."""
         t0 = self.t0
         ch = out.chunk_ns
-        return _request_record(
+        return _new_request(
             session=inst.index,
             source=inst.plan.key,
             agent=call.agent_id,

@@ -9,9 +9,9 @@ exists before the point starts (``gc.freeze``: moved out of the collector's sigh
 freed when no longer referenced), so a collection during the point walks only what the
 point itself allocated. While the point runs the collector makes young collections only
 (``FULL_EVERY``): a full one walked every record kept and every request in flight (at 10,000
-streams, ~100 ms each, and 9% of the client's CPU), and a point's requests leave no cyclic
-garbage for it to find (none in 30,000 requests at 10,000 streams), which is freed by
-reference counting as it goes. After the point the heap is unfrozen and the thresholds are
+streams ~100 ms each; the client spent 13% more CPU with them), and it would find nothing: a
+point's requests leave no cyclic garbage (none in 30,000 requests at 10,000 streams), so what
+they leave behind is freed by reference counting as it goes. After the point the heap is unfrozen and the thresholds are
 restored, so garbage of one point never outlives the run.
 """
 

@@ -1,6 +1,6 @@
 """A Chat Completions stream read a block at a time counts the same content events as read an
 event at a time: the block fast paths (a run of the stream's plain deltas counted by the bytes
-around their text, ``textrun.Template``; then ``streams._text_deltas``) over real HTTP, against
+around their text, ``textrun.Template``; then ``chatsse._text_deltas``) over real HTTP, against
 the count a JSON parse of every event gives, for streams written whole, in small pieces and a
 few events at a time."""
 
