@@ -53,17 +53,30 @@ class ChatReader:
         now = self._clock()
         if self.out.send_ns < rx_ns < now:
             now = rx_ns
-        buf = self._buf + raw if self._buf else raw
-        cut = buf.rfind(b"\n") + 1  # whole lines up to there; the rest waits for its end
-        self._buf = buf[cut:]
-        if not cut:
+        pos = 0
+        if self._buf:
+            # the line a read before left unfinished ends in this one: it is taken on its own,
+            # so this read's bytes are not copied behind it
+            pos = raw.find(b"\n") + 1
+            if not pos:
+                self._buf += raw
+                return
+            line, self._buf = self._buf + raw[:pos], b""
+            self._take(line, 0, len(line), now)
+        cut = raw.rfind(b"\n", pos) + 1  # whole lines up to there; the rest waits for its end
+        if cut <= pos:
+            self._buf = raw[pos:]
             return
+        self._buf = raw[cut:]
+        self._take(raw, pos, cut, now)
+
+    def _take(self, buf: bytes, pos: int, cut: int, now: int) -> None:
+        """The whole lines ``buf[pos:cut]``, all read at ``now``."""
         out = self.out
         chunks = out.chunk_ns
-        pos = 0
         if not chunks:
             # the first content event is parsed whole; the lines go on after its own
-            pos, ended, self._tpl = _first_content_line(buf, out)
+            pos, ended, self._tpl = _first_content_line(buf, pos, out)
             self.done = self.done or ended
             if pos < 0:
                 return
@@ -184,11 +197,10 @@ def _compact(head: bytes) -> bool:
     return head.count(b"data:") == head.count(b'"finish_reason":null') and head[:1] != b":"
 
 
-def _first_content_line(block: bytes, out: Outcome) -> tuple[int, bool, Template | None]:
-    """Parse ``block``'s events in turn until one carries content: the offset just after that
-    event's line (-1 when none did), whether ``[DONE]`` was among them, and the template of
-    that line (``Template.learn``; None when it is not a plain text delta)."""
-    pos = 0
+def _first_content_line(block: bytes, pos: int, out: Outcome) -> tuple[int, bool, Template | None]:
+    """Parse ``block``'s events from ``pos`` in turn until one carries content: the offset
+    just after that event's line (-1 when none did), whether ``[DONE]`` was among them, and
+    the template of that line (``Template.learn``; None when it is not a plain text delta)."""
     done = False
     while (nl := block.find(b"\n", pos)) >= 0:
         line = block[pos:nl]
