@@ -13,8 +13,8 @@ direct ``send`` alone, for a scheduled request written at its due time, ``client
 backend's ``tick``, when set, is called before each read is handled. Connects, reads and
 writes honour the timeout httpcore passes (``ConnectTimeout``, ``ReadTimeout``,
 ``WriteTimeout``); a read that finds data waiting sets no timer, and replay's streaming
-requests pass none (it bounds each request as a whole with ``asyncio.timeout`` in the client,
-one timer per request instead of one per read). Errors are mapped to httpcore's exceptions,
+requests pass none (the client bounds each request as a whole: ``deadline.Deadlines``, one
+timer per tick instead of one per read). Errors are mapped to httpcore's exceptions,
 which httpx maps to its own as usual. HTTPS endpoints keep httpcore's default backend.
 
 Kernel receive timestamps (``kstamps``): with ``SO_TIMESTAMPNS`` on, every ``recvmsg`` also

@@ -45,6 +45,7 @@ from typing import Any
 import httpx
 import orjson
 
+from agentload.client.deadline import Deadlines
 from agentload.client.failures import transport_failure
 from agentload.client.gate import Due
 from agentload.client.kstamps import KernelStamps
@@ -91,6 +92,15 @@ class StreamClient:
             self._target, timeout_s=timeout_s, max_connections=max_connections, stamps=self._stamps
         )
         self.max_connections = max_connections
+        self._limits: Deadlines | None = None
+
+    def _deadlines(self) -> Deadlines:
+        """The time limits of this loop's requests (made anew when the client moved loops)."""
+        loop = asyncio.get_running_loop()
+        limits = self._limits
+        if limits is None or limits.loop is not loop:
+            limits = self._limits = Deadlines(loop)
+        return limits
 
     async def aclose(self) -> None:
         await self._pool.aclose()
@@ -182,8 +192,10 @@ class StreamClient:
         limit = self.timeout_s if limit_s is None else limit_s
         if due is not None and due[1] > out.send_ns:
             limit += (due[1] - out.send_ns) / 1e9  # the bound runs from the due time
+        limits = self._deadlines()
+        bound = limits.enter(limit)
         try:
-            async with asyncio.timeout(limit), pool.slots:
+            async with pool.slots:
                 conn = pool.take()
                 out.send_ns = clock()
                 if api in ("messages", "gemini"):
@@ -192,9 +204,13 @@ class StreamClient:
                     await self._exchange(conn, body, headers, out, (api, model), reply, due)
                 finally:
                     pool.put(conn)
-        except TimeoutError:
+        except asyncio.CancelledError:
+            if not bound.timed_out():
+                raise
             out.error_kind = ErrorKind.TIMEOUT
             out.error = f"no complete answer in {limit:g}s"
+        finally:
+            limits.leave(bound)
         out.end_ns = clock()
         if out.error is not None:
             out.error = clip(self.hide(out.error))
