@@ -169,6 +169,7 @@ class Body:
     def __init__(self, *, length: int = 0, chunked: bool = False, to_close: bool = False) -> None:
         self.chunked = chunked
         self.to_close = to_close
+        self.length = length
         self._left = length
         """Payload bytes still to come: of the body (``Content-Length``) or of this chunk."""
         self._state = 0 if chunked else 1
@@ -177,6 +178,10 @@ class Body:
         self.done = not chunked and not to_close and length == 0
         self.extra = b""
 
+    def again(self) -> Body:
+        """A new body framed as this one was, read from its start."""
+        return Body(length=self.length, chunked=self.chunked, to_close=self.to_close)
+
     @property
     def wanted(self) -> int | None:
         """Bytes still to come when its framing tells (a ``Content-Length``), else None."""
@@ -184,7 +189,12 @@ class Body:
             return None
         return self._left
 
-    def feed(self, data: bytes) -> bytes:
+    def feed(self, data: bytes, start: int = 0) -> bytes:
+        """The payload in ``data[start:]`` (``start``: where a head before it ended, so
+        the caller need not copy what follows it)."""
+        if start and not (self.chunked and not self._buf and not self.done):
+            data = data[start:]
+            start = 0
         if self.done:
             self.extra += data
             return b""
@@ -198,13 +208,13 @@ class Body:
             self.done = True
             self.extra = data[n:]
             return data[:n] if n < len(data) else data
-        return self._chunked(data)
+        return self._chunked(data, start)
 
-    def _chunked(self, data: bytes) -> bytes:
+    def _chunked(self, data: bytes, start: int) -> bytes:
         buf = self._buf + data if self._buf else data
         self._buf = b""
         out: list[bytes] = []
-        i, n = 0, len(buf)
+        i, n = start, len(buf)
         while i < n:
             if self._state == 1:  # chunk data
                 take = min(self._left, n - i)

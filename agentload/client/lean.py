@@ -7,9 +7,10 @@ request and per read. The client gives each stream a connection of its own, used
 request at a time, so none of that is needed: a ``LeanConnection`` is a ``netback`` socket
 (kernel receive times kept) read with the project's own strict HTTP/1.1 framing
 (``http1``, the recording proxy's): a malformed status line, header, length or chunk ends the
-connection, never a guess. A request is built whole, stamped, and written in one call; the
-answer's body is handed out one network read at a time (``LeanAnswer.aiter_raw``), the
-chunks of a read joined, so each read keeps its one time.
+connection, never a guess (a head read well once is known by its bytes after that: a server
+writes the same head again and again). A request is built whole, stamped, and written in one
+call; the answer's body is handed out one network read at a time (``LeanAnswer.aiter_raw``),
+the chunks of a read joined, so each read keeps its one time.
 
 A connection is reused while both sides keep it alive (an HTTP/1.1 answer without
 ``Connection: close``, read to its end, nothing after it); an answer left unread is not
@@ -41,6 +42,10 @@ __all__ = ["LeanAnswer", "LeanConnection", "LeanError", "read_upto"]
 _READ = 1 << 14
 """Bytes handed to the answer's parser at a time (a network read may hold more): between two,
 the connection's ``tick`` lets a send that fell due leave (``netback``)."""
+_HEAD_READ = 1 << 17
+"""Bytes taken at a time while an answer's head arrives: a whole network read, so the body's
+first bytes behind the head are not split off and copied (a pumped body's reads are handed
+whole too)."""
 
 
 class LeanError(Exception):
@@ -168,24 +173,21 @@ class LeanConnection:
         try:
             await stream.write(data)
             while True:
-                got = split_head(buf, request=False) if buf else None
+                got = _answer_head(buf, method) if buf else None
                 if got is None:
-                    chunk = await stream.read(_READ)
+                    chunk = await stream.read(_HEAD_READ)
                     if not chunk:
                         raise _reset("ReadError: the server closed the connection before answering")
                     buf += chunk
                     continue
-                head, n = got
-                status = int(head.start[1])
-                buf = buf[n:]
-                if 100 <= status < 200 and status != 101:
+                known, n = got
+                if known is None:
+                    buf = buf[n:]
                     continue  # 100 Continue, 103 Early Hints: the real answer follows
-                if status == 101:
-                    raise _reset("RemoteProtocolError: the server switched protocols")
-                framing = body_for(
-                    head, request=False, no_body=method == "HEAD" or status in (204, 304)
-                )
-                return LeanAnswer(self, head, framing, framing.feed(buf) if buf else b"")
+                head, framing, alive = known
+                framing = framing.again()
+                first = framing.feed(buf, n) if len(buf) > n else b""
+                return LeanAnswer(self, head, framing, alive, first)
         except HeadError as exc:
             await self.close()
             raise _reset(f"RemoteProtocolError: {exc}") from None
@@ -201,7 +203,7 @@ class LeanConnection:
             self.drop()
             raise
 
-    async def body(self, head: Head, framing: Body, first: bytes) -> AsyncGenerator[bytes, None]:
+    async def body(self, alive: bool, framing: Body, first: bytes) -> AsyncGenerator[bytes, None]:
         """An answer's body, one network read at a time; the connection is kept for the next
         request when the answer ended and both sides keep it alive, else closed."""
         stream = self.stream
@@ -228,10 +230,10 @@ class LeanConnection:
                     yield got
             ended = ended or framing.done
         finally:
-            await self.settle(_reusable(head, framing, ended))
+            await self.settle(_reusable(alive, framing, ended))
 
     async def pump(
-        self, head: Head, framing: Body, first: bytes, feed: Callable[[bytes, int], None]
+        self, alive: bool, framing: Body, first: bytes, feed: Callable[[bytes, int], None]
     ) -> None:
         """An answer's body to its end, each network read's payload handed to ``feed(data,
         rx_ns)`` from the socket's callback (``netback.SocketStream.pump``); the connection
@@ -260,7 +262,7 @@ class LeanConnection:
                     raise _reset(_CLOSED_MID_ANSWER)
                 ended = True
         finally:
-            await self.settle(_reusable(head, framing, ended))
+            await self.settle(_reusable(alive, framing, ended))
 
     async def settle(self, keep: bool) -> None:
         """After an answer: keep the connection for the next request, or close it."""
@@ -312,16 +314,49 @@ async def read_upto(parts: AsyncIterator[bytes], limit: int | None) -> bytes:
 _CLOSED_MID_ANSWER = "RemoteProtocolError: the server closed the connection mid-answer"
 
 
-def _reusable(head: Head, framing: Body, ended: bool) -> bool:
+def _reusable(alive: bool, framing: Body, ended: bool) -> bool:
     """Whether a connection can carry the next request after this answer: it was read to its
-    end, nothing came after it, and both sides keep the connection alive."""
-    return (
-        ended
-        and not framing.to_close
-        and not framing.extra
-        and head.start[0] == b"HTTP/1.1"
-        and b"close" not in head.tokens(b"connection")
-    )
+    end, nothing came after it, and both sides keep the connection alive (``alive``: the
+    answer's head does)."""
+    return ended and alive and not framing.to_close and not framing.extra
+
+
+_Known = tuple[Head, Body, bool]
+"""An answer head as read: the head, its body's framing (never fed: ``Body.again``), and
+whether it keeps the connection alive."""
+_KNOWN: dict[tuple[bytes, bool], _Known] = {}
+"""Answer heads read before, by their bytes and whether they answered a HEAD request: a
+server writes the same head again and again (its ``date`` changes once a second), and a head
+is read in one look-up instead of a parse. Only heads that read well are kept."""
+_KNOWN_MAX = 256
+_KNOWN_BYTES = 4096
+"""Longer heads are parsed each time (the look-up table stays under a megabyte)."""
+
+
+def _answer_head(buf: bytes, method: str) -> tuple[_Known | None, int] | None:
+    """The answer head at the start of ``buf`` (as ``_Known``: None for an informational 1xx
+    answer, which another follows) and its length; None until all of it is there."""
+    end = buf.find(b"\r\n\r\n")
+    key = (buf[: end + 4] if end >= 0 else b"", method == "HEAD")
+    if end >= 0 and (known := _KNOWN.get(key)) is not None:
+        return known, end + 4
+    got = split_head(buf, request=False)
+    if got is None:
+        return None
+    head, n = got
+    status = int(head.start[1])
+    if 100 <= status < 200 and status != 101:
+        return None, n
+    if status == 101:
+        raise _reset("RemoteProtocolError: the server switched protocols")
+    framing = body_for(head, request=False, no_body=key[1] or status in (204, 304))
+    alive = head.start[0] == b"HTTP/1.1" and b"close" not in head.tokens(b"connection")
+    known = (head, framing, alive)
+    if n <= _KNOWN_BYTES:
+        if len(_KNOWN) >= _KNOWN_MAX:
+            _KNOWN.clear()
+        _KNOWN[key] = known
+    return known, n
 
 
 def _fields(headers: Mapping[str, str]) -> bytes:
@@ -335,9 +370,12 @@ class LeanAnswer:
     """An answer's status and headers; its body read once, by ``aiter_raw``, ``pump`` or
     ``aread``."""
 
-    def __init__(self, conn: LeanConnection, head: Head, framing: Body, first: bytes) -> None:
+    def __init__(
+        self, conn: LeanConnection, head: Head, framing: Body, alive: bool, first: bytes
+    ) -> None:
         self.status_code = int(head.start[1])
         self._head = head
+        self._alive = alive
         self.network_stream: object = conn.stream
         self._conn = conn
         self._framing = framing
@@ -352,13 +390,13 @@ class LeanAnswer:
     def aiter_raw(self) -> AsyncIterator[bytes]:
         """The body, one network read at a time."""
         if self._body is None:
-            self._body = self._conn.body(self._head, self._framing, self._first)
+            self._body = self._conn.body(self._alive, self._framing, self._first)
         return self._body
 
     async def pump(self, feed: Callable[[bytes, int], None]) -> None:
         """The body to its end: ``feed(data, rx_ns)`` for each network read, called from the
         socket's callback (``LeanConnection.pump``)."""
-        await self._conn.pump(self._head, self._framing, self._first, feed)
+        await self._conn.pump(self._alive, self._framing, self._first, feed)
 
     async def aread(self, limit: int | None = None) -> bytes:
         """The whole body, or (``limit``) its first ``limit`` bytes or a little more (the rest

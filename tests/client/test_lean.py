@@ -106,6 +106,25 @@ def test_a_kept_alive_connection_carries_the_next_request(how: str) -> None:
     assert b"x-session: s1" in raw.requests[1]
 
 
+@pytest.mark.parametrize("how", READS)
+def test_a_head_read_before_is_framed_afresh_and_by_the_request_it_answers(how: str) -> None:
+    """A head known by its bytes (``lean._KNOWN``) gives each answer a framing of its own,
+    and the answer to a HEAD request, with the very bytes of a GET's head, no body."""
+    head = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n"
+    raw = Raw([head + b"ok", head + b"ok", head, head + b"ok"])
+
+    async def go() -> list[tuple[int, bytes]]:
+        async with served(raw) as conn:
+            got = [await _get(conn, how=how), await _get(conn, how=how)]
+            answer = await conn.request("HEAD", "/v1/models", b"", None, lambda: None)
+            got.append((answer.status_code, await answer.aread()))
+            got.append(await _get(conn, how=how))
+            return got
+
+    assert asyncio.run(go()) == [(200, b"ok"), (200, b"ok"), (200, b""), (200, b"ok")]
+    assert raw.connections == 1  # every answer read to its end: the connection carried all
+
+
 @pytest.mark.parametrize(
     "answer",
     [

@@ -17,11 +17,16 @@ def _chunked(parts: list[bytes], *, ext: bool, trailers: bool) -> bytes:
     return out + b"0\r\n" + (b"x-trailer: 1\r\n" if trailers else b"") + b"\r\n"
 
 
-def _feed(body: Body, data: bytes, cuts: list[int]) -> bytes:
+def _feed(body: Body, data: bytes, cuts: list[int], lead: bytes = b"") -> bytes:
+    """``data`` fed in pieces cut at ``cuts``; the first behind ``lead`` (a head read with
+    it: ``feed(read, start)``)."""
     out = b""
     last = 0
     for c in [*sorted({min(c, len(data)) for c in cuts}), len(data)]:
-        out += body.feed(data[last:c])
+        if last == 0:
+            out += body.feed(lead + data[:c], len(lead))
+        else:
+            out += body.feed(data[last:c])
         last = c
     return out
 
@@ -32,12 +37,13 @@ def _feed(body: Body, data: bytes, cuts: list[int]) -> bytes:
     ext=st.booleans(),
     trailers=st.booleans(),
     extra=st.binary(max_size=20),
+    lead=st.binary(max_size=30),
 )
 def test_a_chunked_body_reads_the_same_however_it_is_split(
-    parts: list[bytes], cuts: list[int], ext: bool, trailers: bool, extra: bytes
+    parts: list[bytes], cuts: list[int], ext: bool, trailers: bool, extra: bytes, lead: bytes
 ) -> None:
     body = Body(chunked=True)
-    got = _feed(body, _chunked(parts, ext=ext, trailers=trailers) + extra, cuts)
+    got = _feed(body, _chunked(parts, ext=ext, trailers=trailers) + extra, cuts, lead)
     assert got == b"".join(parts)
     assert body.done and body.extra == extra
 
@@ -46,11 +52,14 @@ def test_a_chunked_body_reads_the_same_however_it_is_split(
     payload=st.binary(max_size=500),
     cuts=st.lists(st.integers(min_value=0, max_value=600), max_size=8),
     extra=st.binary(max_size=20),
+    lead=st.binary(max_size=30),
 )
-def test_a_sized_body_ends_at_its_length(payload: bytes, cuts: list[int], extra: bytes) -> None:
+def test_a_sized_body_ends_at_its_length(
+    payload: bytes, cuts: list[int], extra: bytes, lead: bytes
+) -> None:
     body = Body(length=len(payload))
     assert body.wanted == len(payload)
-    assert _feed(body, payload + extra, cuts) == payload
+    assert _feed(body, payload + extra, cuts, lead) == payload
     assert body.done and body.extra == extra and body.wanted == 0
 
 
