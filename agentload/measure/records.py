@@ -38,22 +38,32 @@ _R = TypeVar("_R")
 def unchecked(cls: Callable[_P, _R]) -> Callable[_P, _R]:
     """``cls``'s constructor (a pydantic dataclass of this module) without validation: for
     records a running point builds from values its own typed code computed (see the module
-    docstring). Keywords only; a field not given takes its default."""
+    docstring). Keywords only; a field not given takes its default. It is compiled once per
+    class, as ``dataclasses`` compiles an ``__init__``: one plain assignment a field."""
     fields: dict[str, Any] = getattr(cls, "__pydantic_fields__")  # noqa: B009
-    defaults = {name: info for name, info in fields.items() if not info.is_required()}
-    setter = object.__setattr__
+    if getattr(cls, "__setattr__", None) is not object.__setattr__:
+        raise TypeError(f"{getattr(cls, '__name__', cls)}: a class with its own __setattr__")
+    scope: dict[str, Any] = {"_cls": cls, "_new": object.__new__, "_MISSING": _MISSING}
+    params, lines = [], []
+    for name, info in fields.items():
+        if info.is_required():
+            params.append(name)
+        else:
+            scope[f"_d_{name}"] = info
+            params.append(f"{name}=_MISSING")
+            lines.append(
+                f"    if {name} is _MISSING: {name} = _d_{name}.get_default(call_default_factory=True)"
+            )
+        lines.append(f"    rec.{name} = {name}")
+    source = "\n".join(
+        [f"def build(*, {', '.join(params)}):", "    rec = _new(_cls)", *lines, "    return rec"]
+    )
+    exec(source, scope)  # the field names of this module's own classes, nothing read
+    return scope["build"]  # type: ignore[no-any-return]
 
-    def build(*args: _P.args, **values: _P.kwargs) -> _R:
-        if args:
-            raise TypeError(f"{getattr(cls, '__name__', cls)}: keywords only")
-        rec: Any = object.__new__(cls)  # type: ignore[arg-type]
-        for name in defaults.keys() - values.keys():
-            setter(rec, name, defaults[name].get_default(call_default_factory=True))
-        for name, value in values.items():
-            setter(rec, name, value)
-        return rec  # type: ignore[no-any-return]
 
-    return build
+_MISSING: Any = object()
+"""An ``unchecked`` builder's default: the field was not given."""
 
 
 class Phase(StrEnum):

@@ -315,5 +315,7 @@ def test_an_unchecked_record_takes_its_defaults_and_keywords_only() -> None:
     assert rec.eval_passed is None
     with pytest.raises(TypeError):
         build(1)
-    with pytest.raises(AttributeError):
+    with pytest.raises(TypeError, match="nope"):
         build(**kw, nope=1)
+    with pytest.raises(TypeError, match="session"):
+        build(**{k: v for k, v in kw.items() if k != "session"})  # a required field left out
