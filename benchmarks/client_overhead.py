@@ -18,6 +18,14 @@ level, so the lower levels are not measured over a couple of CPU-seconds):
   records);
 * ``aiperf`` — AIPerf, the peer.
 
+The levels run ``--rounds`` times (default 2), every other pass in reverse order (1,000 then
+10,000, then 10,000 then 1,000), and agentload's and the floor's figures at a level are their
+sums over the passes: a shared machine that slows down or speeds up over the run (run to run,
+the same work's CPU time drifts by 10% and more here) then weighs on every level alike instead
+of on the last one. agentload replays as ``agentload replay`` does: its plans, and the
+payload digests of results.json, are made before the clock starts. AIPerf runs in the first
+pass only.
+
 The table (``COLUMNS``: a stable format scripts read; the JSON line's ``rows`` carry every
 cell) gives per level and client the content chunks read, their sustained rate, the client's
 CPU seconds, chunks per CPU second, CPU µs per chunk and that cost as a multiple of the
@@ -295,10 +303,12 @@ async def run_agentload(
     from agentload.options.load import LoadOptions
     from agentload.replay.bodies import BodyBuilder
     from agentload.replay.plan import build_plans
+    from agentload.replay.prepare import digest_manifest
     from agentload.replay.schedule import LoadShape, PointRunner
     from agentload.trace import load_trace
 
     plans = build_plans([load_trace(trace)])
+    digest_manifest(plans)  # before the clock, as ``agentload replay`` does (replay.run)
     client = StreamClient(base, max_connections=level + 8, timeout_s=300)
     load = LoadOptions(start_at="zero", gap_scale=0.0, arrival_rate=rate)
     shape = LoadShape(load, concurrency=level, sessions=total, session_header="x-bench-id")
@@ -643,6 +653,22 @@ def client_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _summed(before: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any]:
+    """One client's figures at a level over the passes so far: chunks, CPU and wall seconds
+    summed (a failed pass is the level's error); memory per stream the first pass's (a later
+    one reuses what the process already holds)."""
+    if before is None or "error" in before:
+        return before or now
+    if "error" in now:
+        return now
+    return {
+        **before,
+        "chunks": before["chunks"] + now["chunks"],
+        "cpu_s": before["cpu_s"] + now["cpu_s"],
+        "wall_s": before["wall_s"] + now["wall_s"],
+    }
+
+
 def _us_per_chunk(r: dict[str, Any] | None) -> float | None:
     if not r or "error" in r or not r.get("chunks"):
         return None
@@ -671,6 +697,14 @@ def main() -> None:
         "level measures the same volume of chunks, not a few CPU-seconds that noise decides",
     )
     ap.add_argument("--output-tokens", type=int, default=256)
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="passes over the levels, every other one in reverse (1,2,3 then 3,2,1: a machine "
+        "that slows or speeds up over the run weighs on every level alike); agentload's and "
+        "the floor's figures are their sums over the passes, AIPerf runs in the first only",
+    )
     ap.add_argument("--no-aiperf", action="store_true")
     a = ap.parse_args()
     if a.serve:
@@ -696,18 +730,19 @@ def main() -> None:
         write_tiktoken_cache(str(cache))
     print(f"aiperf: {note}")
     proc, base = start_server(log)
-    rows: list[dict[str, Any]] = []
+    rows: dict[int, dict[str, Any]] = {lv: {"level": lv} for lv in levels}
     try:
-        for level in levels:
-            total = totals[level]
-            ours = asyncio.run(run_agentload(base, trace, level, total))
-            floor = asyncio.run(run_floor(base, level, total, a.output_tokens))
-            row: dict[str, Any] = {"level": level, "agentload": ours, "floor": floor}
-            if aiperf is not None:
-                row["aiperf"] = run_aiperf(
-                    aiperf, base, level, total, a.output_tokens, cache, tmp / f"aiperf-{level}"
-                )
-            rows.append(row)
+        for n in range(max(1, a.rounds)):
+            for level in levels if n % 2 == 0 else levels[::-1]:
+                row, total = rows[level], totals[level]
+                ours = asyncio.run(run_agentload(base, trace, level, total))
+                row["agentload"] = _summed(row.get("agentload"), ours)
+                floor = asyncio.run(run_floor(base, level, total, a.output_tokens))
+                row["floor"] = _summed(row.get("floor"), floor)
+                if aiperf is not None and n == 0:
+                    row["aiperf"] = run_aiperf(
+                        aiperf, base, level, total, a.output_tokens, cache, tmp / f"aiperf-{level}"
+                    )
     finally:
         stop_server(proc)
     n = a.timing_streams
@@ -716,7 +751,7 @@ def main() -> None:
         "lean": timing_error(tmp, n, "raw"),
     }
 
-    table = client_table(rows)
+    table = client_table(list(rows.values()))
     for line in table["lines"]:
         print(line)
     for name, t in timings.items():
