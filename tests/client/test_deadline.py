@@ -15,8 +15,14 @@ import pytest
 from agentload.client.deadline import TICK_S, Deadlines, Limit
 
 
-async def _bounded(limits: Deadlines, limit_s: float, work: Any) -> str:
+async def _bounded(
+    limits: Deadlines, limit_s: float, work: Any, seen: list[Limit] | None = None
+) -> str:
+    """``work`` within a limit of ``limit_s`` (told to ``seen``), as the client bounds a
+    request."""
     bound = limits.enter(limit_s)
+    if seen is not None:
+        seen.append(bound)
     try:
         await work
     except asyncio.CancelledError:
@@ -69,21 +75,7 @@ def test_a_cancellation_in_the_same_turn_as_the_limit_stays_a_cancellation() -> 
         loop = asyncio.get_running_loop()
         limits = Deadlines(loop)
         seen: list[Limit] = []
-
-        async def request() -> str:
-            bound = limits.enter(0.02)
-            seen.append(bound)
-            try:
-                await asyncio.sleep(5)
-            except asyncio.CancelledError:
-                if not bound.timed_out():
-                    raise
-                return "timed out"
-            finally:
-                limits.leave(bound)
-            return "done"
-
-        task = asyncio.create_task(request())
+        task = asyncio.create_task(_bounded(limits, 0.02, asyncio.sleep(5), seen))
         await asyncio.sleep(0)
         # an outer cancellation due at the very time the limit's timer fires
         loop.call_at(seen[0].tick * TICK_S, task.cancel)
