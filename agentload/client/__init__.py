@@ -7,11 +7,14 @@ agents' retry policy (``agents.llm``) asks ``failures.verdict`` what a failure m
 
 * ``stream``    — ``StreamClient``: one request sent and timed (a wait for a connection and the
   whole stream bounded), the probe, connection warm-up, a small non-streamed request
+* ``deadline``  — the requests' time limits, filed per 10 ms tick: one loop timer a tick, not
+  one a request
 * ``target``    — where requests go and which secrets they carry: URLs, headers, what may be shown
 * ``pool``      — the connections: one per concurrent stream (lean on plain HTTP, a
   single-connection httpx client on HTTPS), and the shared httpx client of the probes
 * ``lean``      — a keep-alive HTTP/1.1 connection for one stream at a time: one write per
-  request, no locks, the answer's body one network read at a time
+  request, no locks, an answer head read well once known by its bytes, the answer's body one
+  network read at a time
 * ``http1``     — strict HTTP/1.1 framing (heads, Content-Length, chunked and to-close bodies,
   header lines to write): the lean connection's and the recording proxy's
 * ``netback``   — plain asyncio sockets with kernel receive times: under the lean connections
