@@ -23,9 +23,10 @@ an error kind (``http_<status>``, ``context_overflow``, ``timeout``, ``connect``
 Every network step is bounded. ``--timeout`` bounds each request as a whole, from the moment
 it is due (a wait for a free connection included) to the end of its stream, however the
 endpoint trickles or stalls; a request whose time ran out ends within 10 ms of it
-(``deadline``: one loop timer per 10 ms tick, not one per request). The ``/models`` probe and the connection warm-up are bounded by
-``probe_timeout_s`` (``min(--timeout, PROBE_TIMEOUT_S)``): an endpoint that accepts the
-connection and never answers is one ``EndpointUnreachableError`` line within that bound.
+(``deadline``: one loop timer per 10 ms tick, not one per request). The ``/models`` probe
+and the connection warm-up are bounded by ``probe_timeout_s`` (``min(--timeout,
+PROBE_TIMEOUT_S)``): an endpoint that accepts the connection and never answers is one
+``EndpointUnreachableError`` line within that bound.
 Request URLs are the base URL's path plus the endpoint's (``/models``, ``/chat/completions``)
 with the base URL's query kept after it (``…/v1/chat/completions?api-version=…``) and its
 ``user:password@`` sent nowhere (the key travels as ``Authorization: Bearer``); a URL is
