@@ -336,9 +336,9 @@ _KNOWN_BYTES = 4096
 def _answer_head(buf: bytes, method: str) -> tuple[_Known | None, int] | None:
     """The answer head at the start of ``buf`` (as ``_Known``: None for an informational 1xx
     answer, which another follows) and its length; None until all of it is there."""
+    no_body = method == "HEAD"
     end = buf.find(b"\r\n\r\n")
-    key = (buf[: end + 4] if end >= 0 else b"", method == "HEAD")
-    if end >= 0 and (known := _KNOWN.get(key)) is not None:
+    if end >= 0 and (known := _KNOWN.get((buf[: end + 4], no_body))) is not None:
         return known, end + 4
     got = split_head(buf, request=False)
     if got is None:
@@ -349,13 +349,13 @@ def _answer_head(buf: bytes, method: str) -> tuple[_Known | None, int] | None:
         return None, n
     if status == 101:
         raise _reset("RemoteProtocolError: the server switched protocols")
-    framing = body_for(head, request=False, no_body=key[1] or status in (204, 304))
+    framing = body_for(head, request=False, no_body=no_body or status in (204, 304))
     alive = head.start[0] == b"HTTP/1.1" and b"close" not in head.tokens(b"connection")
     known = (head, framing, alive)
     if n <= _KNOWN_BYTES:
         if len(_KNOWN) >= _KNOWN_MAX:
             _KNOWN.clear()
-        _KNOWN[key] = known
+        _KNOWN[buf[:n], no_body] = known
     return known, n
 
 

@@ -11,8 +11,8 @@ point itself allocated. While the point runs the collector makes young collectio
 (``FULL_EVERY``): a full one walked every record kept and every request in flight (at 10,000
 streams ~100 ms each; the client spent 13% more CPU with them), and it would find nothing: a
 point's requests leave no cyclic garbage (none in 30,000 requests at 10,000 streams), so what
-they leave behind is freed by reference counting as it goes. After the point the heap is unfrozen and the thresholds are
-restored, so garbage of one point never outlives the run.
+they leave behind is freed by reference counting as it goes. After the point the heap is
+unfrozen and the thresholds are restored, so garbage of one point never outlives the run.
 """
 
 from __future__ import annotations
