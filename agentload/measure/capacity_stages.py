@@ -5,7 +5,9 @@ The run starts with the search's first level. Each stage sets the lanes (``set_l
 lanes join their sessions mid-flight after a warm-up; lanes taken away are cancelled with their
 calls in flight), waits until the new lanes are past their warm-up and every request sent
 before the move has had its first token (the queue the load before built has been served),
-then measures from there: its window holds the requests sent from then on.
+then waits once more until every request sent before that moment has had its first token (the
+first calls of the new lanes that were warm early queue behind the others' warm-up), then
+measures from there: its window holds the requests sent from then on.
 
 * **A ramp stage** (the doubling, ``search.CapacitySearch.ramp``) ends as soon as every
   objective has ``min_n`` requests, or ``ramp_n`` and an estimate misses (``enough``: a ramp
@@ -106,8 +108,11 @@ async def run_stages(
         head = _measuring(mark, len(marks))
         runner.show(f"{head}: settling{tail}")
         deadline = clock() + int(cap_s * 1e9)
-        while runner.settling(mark.begin_ns) and clock() < deadline:
-            await asyncio.sleep(SETTLE_POLL_S)
+        since = mark.begin_ns
+        for _ in range(2):  # the move's queue, then what the new lanes sent while warming
+            while runner.settling(since) and clock() < deadline:
+                await asyncio.sleep(SETTLE_POLL_S)
+            since = clock() - t0
         mark.start_ns = clock() - t0
 
         def so_far(checks: list[Check], head: str = head, tail: str = tail) -> None:
@@ -215,6 +220,6 @@ def split_stages(run: PointRun, marks: Sequence[StageMark]) -> list[PointRun]:
 
 
 _RULE = (
-    "a capacity stage's: from when its lanes had settled (new ones past their warm-up, the "
-    "calls of those taken away completed) to its decision (measure.capacity_stages)"
+    "a capacity stage's: from when its lanes had settled (new ones past their warm-up, every "
+    "request sent before then past its first token) to its decision (measure.capacity_stages)"
 )

@@ -11,8 +11,11 @@ carries the recorded reply, not whatever the target generates);
 the session then continues with the remaining recorded waits (``submit - t``). Lanes recycle:
 when a session's whole agent tree finished, the lane starts the next session (from zero).
 
-The measured window starts when every lane has finished its warm-up (``W``) and ends when the
-run stops sending at full load (``D``): the ``--duration`` deadline, the first lane that found
+The measured window starts once every lane has finished its warm-up and every request sent
+before that moment has had its first token (``W``: the queue the warm-up built, its prefills
+and the first calls of the lanes that were warm earlier, has been served; a window opened at
+the last warm-up's end measured that queue, seconds of TTFT that the steady state does not
+have) and ends when the run stops sending at full load (``D``): the ``--duration`` deadline, the first lane that found
 no session left, or the last Poisson arrival. Requests are labelled ``ramp`` (sent before
 ``W``), ``measured`` (``W <= send <= D``) or ``drain`` (after ``D``).
 
@@ -43,6 +46,7 @@ from typing import Any
 from agentload.client.gate import Due
 from agentload.client.outcome import Outcome
 from agentload.client.stream import StreamClient
+from agentload.measure.capacity_stages import SETTLE_POLL_S
 from agentload.measure.pointrun import PointRun
 from agentload.measure.records import (
     Phase,
@@ -107,6 +111,7 @@ class PointRunner(PointAccount):
         self.note = ""
         """What the progress display adds to its line (``show``)."""
         self.warm_end = 0
+        self._settle: asyncio.Task[None] | None = None
         self.drain_at: int | None = None
 
     # ---- run -------------------------------------------------------------------------
@@ -121,9 +126,10 @@ class PointRunner(PointAccount):
             try:
                 await self.schedule.run(self)
             finally:
-                deadline.cancel()
-                sampler.cancel()
-                await asyncio.gather(deadline, sampler, return_exceptions=True)
+                tasks = [deadline, sampler, *([self._settle] if self._settle else [])]
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
                 self.client.set_tick(None)
                 await self.waker.aclose()
         return self.result()
@@ -157,8 +163,9 @@ class PointRunner(PointAccount):
             w,
             d,
             self.records,
-            "from the end of warm-up (every lane past its warm-up) to the moment the run "
-            "stopped sending at full load (duration deadline, first idle lane, or last arrival)",
+            "from the end of warm-up (every lane past its warm-up, and every request sent "
+            "before then past its first token) to the moment the run stopped sending at full "
+            "load (duration deadline, first idle lane, or last arrival)",
         )
 
     async def _deadline(self) -> None:
@@ -206,11 +213,37 @@ class PointRunner(PointAccount):
         self._pending_warm = lanes
 
     def warm_done(self) -> None:
-        """One lane finished its warm-up; the last one ends the run's."""
+        """One lane finished its warm-up; after the last one, the measured window opens once
+        every request sent before then has had its first token (``_served``)."""
         self._pending_warm -= 1
-        if self._pending_warm <= 0 and not self._warm.is_set():
-            self.warm_end = self.clock()
-            self._warm.set()
+        if self._pending_warm > 0 or self._warm.is_set() or self._settle is not None:
+            return
+        ready = self.clock()
+        if self._queued_before(ready):
+            self._settle = asyncio.get_running_loop().create_task(self._served(ready))
+        else:
+            self._open_window()
+
+    async def _served(self, ready: int) -> None:
+        """Open the window once no request sent before clock ``ready`` (when the last lane
+        finished its warm-up) waits for its first token: the queue the warm-up built (its
+        prefills, and the first calls of the lanes that were warm earlier) has been served."""
+        while self._queued_before(ready) and not self._stop.is_set():
+            await asyncio.sleep(SETTLE_POLL_S)
+        self._open_window()
+
+    def _open_window(self) -> None:
+        self.warm_end = self.clock()
+        self._warm.set()
+
+    def _queued_before(self, at: int) -> bool:
+        """A request sent before clock ``at`` is in flight without its first token."""
+        streams = self.streams
+        return any(
+            f[4] < at and not streams[serial].chunk_ns
+            for serial, f in self.inflight.items()
+            if serial in streams
+        )
 
     async def sleep_until(self, t: int) -> bool:
         """Sleep until clock ``t``; False when the run was stopped meanwhile."""
@@ -245,12 +278,7 @@ class PointRunner(PointAccount):
         lanes = self.schedule
         if isinstance(lanes, LaneSchedule) and lanes.warming > 0:
             return True
-        at = self.t0 + since_ns
-        return any(
-            f[4] < at and not self.streams[serial].chunk_ns
-            for serial, f in self.inflight.items()
-            if serial in self.streams
-        )
+        return self._queued_before(self.t0 + since_ns)
 
     def show(self, note: str) -> None:
         """What the progress display adds to its line (a capacity search's stage)."""

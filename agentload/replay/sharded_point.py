@@ -310,7 +310,8 @@ class PointState:
             warm_end,
             drain,
             self.requests,
-            "from the end of warm-up (every lane of every worker past its warm-up) to the "
+            "from the end of warm-up (every lane of every worker past its warm-up, and every "
+            "request the worker sent before then past its first token) to the "
             "moment the run stopped sending at full load (duration deadline, first idle lane "
             "of any worker, last arrival, or a lost worker)",
         )

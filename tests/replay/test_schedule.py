@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 from replay_helpers import plans_of, run_point, shape_of
-from replay_servers import ChatServer
+from replay_servers import Behaviour, ChatServer
+from replay_traces import linear_trace
 
 from agentload.client.stream import StreamClient
 from agentload.hashing import canonical_json, sha256_hex
@@ -158,6 +160,35 @@ async def test_random_start_warms_up_then_measures(
     assert all(r.send_ns >= run.window.start_ns for r in run.requests if r.phase == "measured")
     assert run.window.start_ns >= max(r.end_ns for r in warm)
     assert all(s.joined_at_ns is None for s in run.sessions[1:])  # recycled: from zero
+
+
+async def test_the_window_opens_after_the_queue_the_warm_up_built(
+    make_server: Any, tmp_path: Path
+) -> None:
+    """A lane whose warm-up takes long (the first request the server gets waits 1 s for its
+    first token) holds the window closed; the other lane, warm at once, sends call after call
+    (each 0.2 s to its first token, no gaps). The window opens only once every request sent
+    before the last warm-up ended has had its first token; opened at that end (as before),
+    the other lane's call then in flight had not, and its wait was measured."""
+    srv = make_server(Behaviour(ttft_s=0.2, fail={0: "stall"}, stall_s=1.0))
+    path = tmp_path / "lin.agentload.jsonl.zst"
+    trace = await asyncio.to_thread(linear_trace, path, sessions=2, calls=40, out_tokens=4)
+    run, _ = await run_point(
+        srv.base_url, [trace], start_at="random", concurrency=2, gap_scale=0.0, duration_s=0.5
+    )
+    w = run.window.start_ns
+    warm = [r for r in run.requests if r.phase == Phase.WARMUP]
+    assert len(warm) == 2
+    warm_end = max(r.end_ns for r in warm)  # the slow lane's warm-up: the last to end
+    assert warm_end >= 1000 * MS
+    queued = [r for r in run.requests if r.send_ns < warm_end and r.phase != Phase.WARMUP]
+    # the warm lane had a call in flight without its first token when the last warm-up
+    # ended: a window opened then would have measured its wait
+    assert any(r.first_ns is not None and r.first_ns > warm_end for r in queued)
+    late = [r for r in queued if (r.first_ns if r.first_ns is not None else r.end_ns) > w]
+    assert not late, f"sent before the last warm-up ended, first token after the window: {late}"
+    assert w > warm_end
+    assert all(r.send_ns >= w for r in run.requests if r.phase == Phase.MEASURED)
 
 
 async def test_duration_bounds_the_run(chat_server: ChatServer, fast_trace: Path) -> None:
