@@ -1,12 +1,13 @@
 """When a capacity probe has measured enough: the steady-state rule (``--capacity``).
 
 A probe point runs with lanes that recycle sessions and no fixed length. Its warm-up is the
-runner's: every lane's first session joins its trace mid-flight and replays, unmeasured, what
-it needs of the calls before (``--start-at random``); the measured window opens when every lane
-is past that and every request sent before then has had its first token. From then on the watcher looks every ``every_s`` at the requests sent inside
-the window that have completed (less often when a look takes long: every 20 times its own
-time at least, so that looking costs the sending loop at most ~5%), and ends the window (the runner stops sending; requests in
-flight complete and count) at the first look where
+runner's: every lane's first session joins its trace mid-flight and replays, unmeasured, what it
+needs of the calls before (``--start-at random``); the measured window opens when every lane is
+past that and every request sent before then has had its first token. From then on the watcher
+looks every ``every_s`` at the requests sent inside the window that have completed (less often
+when a look takes long: every 20 times its own time at least, so that looking costs the sending
+loop at most ~5%), and ends the window (the runner stops sending; requests in flight complete
+and count) at the first look where
 
 * at least ``min_s`` seconds were measured, and
 * every objective is decided, or one failed: a sequential test (``Sequential``) that looks at

@@ -12,16 +12,16 @@ the session then continues with the remaining recorded waits (``submit - t``). L
 when a session's whole agent tree finished, the lane starts the next session (from zero).
 
 The measured window starts once every lane has finished its warm-up and every request sent
-before that moment has had its first token (``W``: the queue the warm-up built, its prefills
-and the first calls of the lanes that were warm earlier, has been served; a window opened at
-the last warm-up's end measured that queue, seconds of TTFT that the steady state does not
-have) and ends when the run stops sending at full load (``D``): the ``--duration`` deadline, the first lane that found
-no session left, or the last Poisson arrival. Requests are labelled ``ramp`` (sent before
-``W``), ``measured`` (``W <= send <= D``) or ``drain`` (after ``D``).
+before that moment has had its first token (``W``: the queue the warm-up built, its prefills and
+the first calls of the lanes that were warm earlier, has been served; a window opened at the
+last warm-up's end measured that queue, seconds of TTFT that the steady state does not have) and
+ends when the run stops sending at full load (``D``): the ``--duration`` deadline, the first
+lane that found no session left, or the last Poisson arrival. Requests are labelled ``ramp``
+(sent before ``W``), ``measured`` (``W <= send <= D``) or ``drain`` (after ``D``).
 
-The recorded schedule is open loop: every recorded session runs once (one instance
-each, salted as its plan says), and every call is sent at ``time_scale * (its submit - the earliest submit of its
-trace)`` after the point started, whether or not its predecessors completed (several traces:
+The recorded schedule is open loop: every recorded session runs once (one instance each, salted
+as its plan says), and every call is sent at ``time_scale * (its submit - the earliest submit of
+its trace)`` after the point started, whether or not its predecessors completed (several traces:
 each from its own first submit, all starting together). There is no warm-up: the window runs
 from the start to the last scheduled send (or the ``--duration`` deadline, which stops the
 sending; calls in flight complete).
