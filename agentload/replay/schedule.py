@@ -112,8 +112,6 @@ class PointRunner(PointAccount):
         """What the progress display adds to its line (``show``)."""
         self.warm_end = 0
         self._settle: asyncio.Task[None] | None = None
-        self._warm_sent = False
-        """A warm-up request was sent (only then can a queue stand at the warm-up's end)."""
         self.drain_at: int | None = None
 
     # ---- run -------------------------------------------------------------------------
@@ -221,7 +219,10 @@ class PointRunner(PointAccount):
         if self._pending_warm > 0 or self._warm.is_set() or self._settle is not None:
             return
         ready = self.clock()
-        if self._warm_sent and self._queued_before(ready):
+        # only a warm-up builds a queue to wait for (with --start-at zero, the lanes started
+        # first have simply sent their first calls); every warm-up is recorded by now
+        warmed = any(r.phase is Phase.WARMUP for r in self.records)
+        if warmed and self._queued_before(ready):
             self._settle = asyncio.get_running_loop().create_task(self._served(ready))
         else:
             self._open_window()
@@ -338,7 +339,6 @@ class PointRunner(PointAccount):
         if body is None:
             body = self.body(inst, call, phase)
         expected = 1 if phase == Phase.WARMUP else call.expected_tokens
-        self._warm_sent = self._warm_sent or phase == Phase.WARMUP
         headers = session_headers(self.shape, inst.session_id, call)
         st = self.stats
         st.inflight += 1
